@@ -1,0 +1,26 @@
+//! Codex `exec --json` JSONL events, parsed into typed values. Pure: no IO.
+
+use std::fmt;
+
+/// Why a turn failed, classified from codex's own messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    Auth,
+    RateLimit,
+    ContextLength,
+    TurnFailed,
+    Crashed,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Auth => "authentication failed",
+            FailureKind::RateLimit => "rate limit or quota exceeded",
+            FailureKind::ContextLength => "context length exceeded",
+            FailureKind::TurnFailed => "codex turn failed",
+            FailureKind::Crashed => "codex exited with an error",
+        })
+    }
+}

@@ -1,0 +1,5 @@
+//! The Codex CLI: argv construction (pure), JSONL events (pure), and the one spawner.
+
+pub mod argv;
+pub mod events;
+pub mod process;

@@ -1,0 +1,59 @@
+//! The crate error. Every variant's message is a user-facing sentence that names the field or
+//! setting at fault and never echoes a secret or file contents; messages are redacted again by
+//! the layer that sends them out.
+
+use std::time::Duration;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong between a tool call and a Codex turn.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A caller argument failed validation; nothing was spawned.
+    #[error("invalid argument `{field}`: {reason}")]
+    InvalidArgument { field: String, reason: String },
+
+    /// An operator setting failed validation at start.
+    #[error("invalid setting {setting}: {reason}")]
+    InvalidSetting { setting: String, reason: String },
+
+    /// The codex binary could not be found or executed.
+    #[error(
+        "codex CLI not found at `{program}`: install it with `npm install -g @openai/codex@{version}` \
+         or point CODEX_BIN at the binary"
+    )]
+    CodexNotFound { program: String, version: &'static str },
+
+    /// The turn ran past its timeout; `partial` holds what Codex had said so far.
+    #[error("codex turn timed out after {}s", .after.as_secs())]
+    TimedOut { after: Duration, partial: Option<String> },
+
+    /// The turn was cancelled by the caller.
+    #[error("codex turn was cancelled")]
+    Cancelled { partial: Option<String> },
+
+    /// Codex reported a failure (auth, rate limit, context length, failed turn, crash).
+    #[error("{kind}: {message}")]
+    Codex { kind: crate::codex::events::FailureKind, message: String },
+
+    /// Output went past a safety cap.
+    #[error("codex output exceeded the {what} cap of {limit} bytes; the turn was stopped")]
+    OutputCap { what: &'static str, limit: usize },
+
+    /// Spawning or waiting for the child failed at the OS level.
+    #[error("could not run codex: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// Shorthand for an [`Error::InvalidArgument`].
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument { field: field.into(), reason: reason.into() }
+    }
+
+    /// Shorthand for an [`Error::InvalidSetting`].
+    pub fn setting(setting: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidSetting { setting: setting.into(), reason: reason.into() }
+    }
+}

@@ -1,0 +1,17 @@
+//! codex-mcp-bridge: a hardened MCP server that drives the OpenAI Codex CLI.
+//!
+//! # Layout
+//! - [`config`]: operator settings (flags and environment), validated once at start.
+//! - [`error`]: the crate error and its user-facing messages (always redacted on the way out).
+//! - [`security`]: pure rules of the security model: environment allowlist, path confinement,
+//!   identifiers, operator override denylist, redaction. No IO except [`security::paths::resolve`].
+//! - [`codex`]: everything about the Codex CLI: [`codex::argv`] turns a validated request into
+//!   the exact argv (pure), [`codex::events`] parses its JSONL (pure), [`codex::process`] is the
+//!   only module that spawns a process.
+
+pub mod codex;
+pub mod config;
+pub mod error;
+pub mod security;
+
+pub use error::{Error, Result};
