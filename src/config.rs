@@ -1,1 +1,446 @@
-//! (in progress)
+//! Operator settings: read once at server start (flags, each with an environment variable),
+//! validated into one typed [`Config`]. Never per call. An invalid setting fails the start with
+//! a message naming the setting.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::security::overrides::{Override, parse_operator_override};
+
+/// The Codex CLI version this bridge is built and tested against.
+pub const TESTED_CODEX_VERSION: &str = "0.145.0";
+
+/// Operator settings as given (clap flags with environment equivalents).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Settings {
+    /// The codex binary (default: `codex` on PATH). CODEX_CLI_PATH is accepted too, as the
+    /// reference bridge reads it.
+    #[arg(long, env = "CODEX_BIN", value_name = "PATH")]
+    pub codex_bin: Option<PathBuf>,
+
+    /// Directories a `workingDirectory` must resolve inside, `:`-separated (default: the
+    /// directory the server starts in, unless that is `/`).
+    #[arg(long, env = "CODEX_BRIDGE_ROOTS", value_name = "DIR[:DIR...]")]
+    pub roots: Option<String>,
+
+    /// Where sessions are stored (default: $XDG_DATA_HOME/codex-mcp-bridge).
+    #[arg(long, env = "CODEX_BRIDGE_STORE", value_name = "DIR")]
+    pub store: Option<PathBuf>,
+
+    /// Allow callers to request `danger-full-access` (default: off).
+    #[arg(long, env = "CODEX_BRIDGE_ALLOW_DANGER", value_name = "BOOL", num_args = 0..=1,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_danger: Option<bool>,
+
+    /// Most codex turns running at once, across all sessions (default: 4).
+    #[arg(long, env = "CODEX_BRIDGE_MAX_CONCURRENT", value_name = "N")]
+    pub max_concurrent: Option<usize>,
+
+    /// Timeout of a turn when the caller gives none, in milliseconds (default: 600000).
+    #[arg(long, env = "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS", value_name = "MS")]
+    pub default_timeout_ms: Option<u64>,
+
+    /// Largest timeout a caller may ask for, in milliseconds (default: 3600000).
+    #[arg(long, env = "CODEX_BRIDGE_MAX_TIMEOUT_MS", value_name = "MS")]
+    pub max_timeout_ms: Option<u64>,
+
+    /// Extra `-c key=value` overrides for every codex call (repeatable; in the environment,
+    /// one per line). Keys that widen a capability are refused at start.
+    #[arg(
+        long = "codex-config",
+        env = "CODEX_BRIDGE_CODEX_CONFIG",
+        value_name = "KEY=VALUE",
+        value_delimiter = '\n'
+    )]
+    pub codex_config: Vec<String>,
+
+    /// Longest JSONL line kept from codex, in bytes (default: 8388608); longer lines are
+    /// skipped and counted.
+    #[arg(long, env = "CODEX_BRIDGE_MAX_LINE_BYTES", value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+
+    /// Most stdout bytes read from one turn before it is stopped (default: 67108864).
+    #[arg(long, env = "CODEX_BRIDGE_MAX_OUTPUT_BYTES", value_name = "BYTES")]
+    pub max_output_bytes: Option<usize>,
+}
+
+/// Output caps of one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest stdout line parsed; a longer one is skipped and counted.
+    pub max_line_bytes: usize,
+    /// Most stdout bytes read per turn; past it the turn is stopped with an error.
+    pub max_output_bytes: usize,
+    /// Bytes of stderr kept (the tail), for error messages.
+    pub stderr_tail_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // a command's aggregated output arrives inside one line; 8 MiB holds any sane one
+            max_line_bytes: 8 * 1024 * 1024,
+            // 64 MiB of JSONL is far beyond a real turn; an endless printer stops here
+            max_output_bytes: 64 * 1024 * 1024,
+            // enough for the last error codex printed, small enough to keep per turn
+            stderr_tail_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Validated operator settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The codex binary: an absolute path when found on PATH, else as given.
+    pub codex_bin: PathBuf,
+    /// Canonical allowed roots.
+    pub roots: Vec<PathBuf>,
+    pub store_dir: PathBuf,
+    pub allow_danger: bool,
+    pub max_concurrent: usize,
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+    pub codex_overrides: Vec<Override>,
+    pub limits: Limits,
+}
+
+/// Default concurrency limit (the reference bridge allows 3; two cores handle 4 codex turns,
+/// which mostly wait on the model).
+pub const DEFAULT_MAX_CONCURRENT: usize = 4;
+/// Upper bound on the concurrency limit.
+pub const MAX_MAX_CONCURRENT: usize = 64;
+/// Default turn timeout: 10 minutes (Codex turns that edit and test code often take minutes).
+pub const DEFAULT_TIMEOUT_MS: u64 = 600_000;
+/// Default cap on a caller's timeout: 1 hour.
+pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// Smallest timeout that makes sense for a codex turn.
+pub const MIN_TIMEOUT_MS: u64 = 1_000;
+
+impl Config {
+    /// Validate settings. `start_dir` is the directory the server started in; `vars` is the
+    /// server's environment (for CODEX_CLI_PATH, PATH and the XDG/HOME defaults).
+    pub fn from_settings(
+        s: &Settings,
+        start_dir: &Path,
+        vars: &[(String, String)],
+    ) -> Result<Config> {
+        let var = |k: &str| {
+            vars.iter()
+                .find(|(n, v)| n == k && !v.is_empty())
+                .map(|(_, v)| v.as_str())
+        };
+
+        let codex_bin = match (&s.codex_bin, var("CODEX_CLI_PATH")) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => PathBuf::from(p),
+            (None, None) => PathBuf::from("codex"),
+        };
+        if codex_bin.as_os_str().is_empty() {
+            return Err(Error::setting(
+                "CODEX_BIN (--codex-bin)",
+                "must not be empty",
+            ));
+        }
+        let codex_bin = find_on_path(&codex_bin, var("PATH")).unwrap_or(codex_bin);
+
+        let roots = parse_roots(s.roots.as_deref(), start_dir)?;
+
+        let store_dir = match &s.store {
+            Some(p) if p.is_absolute() => p.clone(),
+            Some(_) => {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_STORE (--store)",
+                    "must be an absolute path",
+                ));
+            }
+            None => match (var("XDG_DATA_HOME"), var("HOME")) {
+                (Some(x), _) if x.starts_with('/') => PathBuf::from(x).join("codex-mcp-bridge"),
+                (_, Some(h)) => PathBuf::from(h).join(".local/share/codex-mcp-bridge"),
+                _ => {
+                    return Err(Error::setting(
+                        "CODEX_BRIDGE_STORE (--store)",
+                        "neither XDG_DATA_HOME nor HOME is set; give the store directory explicitly",
+                    ));
+                }
+            },
+        };
+
+        let max_concurrent = s.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT);
+        if !(1..=MAX_MAX_CONCURRENT).contains(&max_concurrent) {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_MAX_CONCURRENT (--max-concurrent)",
+                format!("must be between 1 and {MAX_MAX_CONCURRENT}"),
+            ));
+        }
+
+        let default_ms = s.default_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+        let max_ms = s
+            .max_timeout_ms
+            .unwrap_or(DEFAULT_MAX_TIMEOUT_MS.max(default_ms));
+        if default_ms < MIN_TIMEOUT_MS {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS (--default-timeout-ms)",
+                format!("must be at least {MIN_TIMEOUT_MS}"),
+            ));
+        }
+        if max_ms < default_ms {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_MAX_TIMEOUT_MS (--max-timeout-ms)",
+                "must be at least the default timeout",
+            ));
+        }
+
+        let codex_overrides = s
+            .codex_config
+            .iter()
+            .filter(|r| !r.trim().is_empty())
+            .map(|r| parse_operator_override(r))
+            .collect::<Result<Vec<_>>>()?;
+
+        let mut limits = Limits::default();
+        if let Some(n) = s.max_line_bytes {
+            if n < 4096 {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_MAX_LINE_BYTES (--max-line-bytes)",
+                    "must be at least 4096",
+                ));
+            }
+            limits.max_line_bytes = n;
+        }
+        if let Some(n) = s.max_output_bytes {
+            if n < limits.max_line_bytes {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_MAX_OUTPUT_BYTES (--max-output-bytes)",
+                    "must be at least the line limit",
+                ));
+            }
+            limits.max_output_bytes = n;
+        }
+
+        Ok(Config {
+            codex_bin,
+            roots,
+            store_dir,
+            allow_danger: s.allow_danger.unwrap_or(false),
+            max_concurrent,
+            default_timeout: Duration::from_millis(default_ms),
+            max_timeout: Duration::from_millis(max_ms),
+            codex_overrides,
+            limits,
+        })
+    }
+
+    /// The timeout of one call: the caller's (capped) or the default. Zero is refused.
+    pub fn timeout_for(&self, requested_ms: Option<u64>) -> Result<Duration> {
+        match requested_ms {
+            None => Ok(self.default_timeout),
+            Some(0) => Err(Error::invalid(
+                "timeout",
+                "must be a positive number of milliseconds",
+            )),
+            Some(ms) => Ok(Duration::from_millis(ms).min(self.max_timeout)),
+        }
+    }
+}
+
+const ROOTS: &str = "CODEX_BRIDGE_ROOTS (--roots)";
+
+fn parse_roots(raw: Option<&str>, start_dir: &Path) -> Result<Vec<PathBuf>> {
+    let given: Vec<&str> = raw
+        .map(|r| r.split(':').filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    let candidates: Vec<PathBuf> = if given.is_empty() {
+        if start_dir == Path::new("/") {
+            return Err(Error::setting(
+                ROOTS,
+                "the server started in /, which is never taken as an implicit root; set the \
+                 directories callers may work in explicitly",
+            ));
+        }
+        vec![start_dir.to_path_buf()]
+    } else {
+        given.iter().map(PathBuf::from).collect()
+    };
+    let mut roots = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        if !c.is_absolute() {
+            return Err(Error::setting(
+                ROOTS,
+                format!("`{}` is not an absolute path", c.display()),
+            ));
+        }
+        let canon = std::fs::canonicalize(&c)
+            .map_err(|_| Error::setting(ROOTS, format!("`{}` does not exist", c.display())))?;
+        if !canon.is_dir() {
+            return Err(Error::setting(
+                ROOTS,
+                format!("`{}` is not a directory", c.display()),
+            ));
+        }
+        if !roots.contains(&canon) {
+            roots.push(canon);
+        }
+    }
+    Ok(roots)
+}
+
+/// Resolve a bare program name against PATH; paths with a `/` are returned as given.
+pub fn find_on_path(program: &Path, path_var: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.components().count() > 1 || program.is_absolute() {
+        return None;
+    }
+    path_var?
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Vec<(String, String)> {
+        vec![("HOME".into(), "/home/u".into())]
+    }
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config::from_settings(&Settings::default(), dir.path(), &vars()).unwrap();
+        assert_eq!(c.roots, vec![dir.path().canonicalize().unwrap()]);
+        assert_eq!(
+            c.store_dir,
+            PathBuf::from("/home/u/.local/share/codex-mcp-bridge")
+        );
+        assert!(!c.allow_danger);
+        assert_eq!(c.max_concurrent, 4);
+        assert_eq!(c.default_timeout, Duration::from_secs(600));
+        assert_eq!(c.max_timeout, Duration::from_secs(3600));
+        assert_eq!(c.codex_bin, PathBuf::from("codex"));
+    }
+
+    #[test]
+    fn slash_is_never_an_implicit_root() {
+        let err = Config::from_settings(&Settings::default(), Path::new("/"), &vars()).unwrap_err();
+        assert!(err.to_string().contains("CODEX_BRIDGE_ROOTS"), "{err}");
+        let s = Settings {
+            roots: Some("/".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Config::from_settings(&s, Path::new("/"), &vars())
+                .unwrap()
+                .roots,
+            vec![PathBuf::from("/")]
+        );
+    }
+
+    #[test]
+    fn invalid_settings_name_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases: Vec<(Settings, &str)> = vec![
+            (
+                Settings {
+                    roots: Some("relative".into()),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_ROOTS",
+            ),
+            (
+                Settings {
+                    roots: Some("/definitely/not/here".into()),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_ROOTS",
+            ),
+            (
+                Settings {
+                    max_concurrent: Some(0),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_MAX_CONCURRENT",
+            ),
+            (
+                Settings {
+                    default_timeout_ms: Some(10),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS",
+            ),
+            (
+                Settings {
+                    default_timeout_ms: Some(5000),
+                    max_timeout_ms: Some(2000),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_MAX_TIMEOUT_MS",
+            ),
+            (
+                Settings {
+                    codex_config: vec!["approvals_reviewer=\"auto_review\"".into()],
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_CODEX_CONFIG",
+            ),
+            (
+                Settings {
+                    store: Some("rel".into()),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_STORE",
+            ),
+            (
+                Settings {
+                    max_line_bytes: Some(1),
+                    ..Default::default()
+                },
+                "CODEX_BRIDGE_MAX_LINE_BYTES",
+            ),
+        ];
+        for (s, name) in cases {
+            let err = Config::from_settings(&s, dir.path(), &vars())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn codex_cli_path_is_accepted_as_the_reference_bridge_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = vars();
+        v.push(("CODEX_CLI_PATH".into(), "/opt/codex".into()));
+        let c = Config::from_settings(&Settings::default(), dir.path(), &v).unwrap();
+        assert_eq!(c.codex_bin, PathBuf::from("/opt/codex"));
+        let s = Settings {
+            codex_bin: Some("/x/codex".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            Config::from_settings(&s, dir.path(), &v).unwrap().codex_bin,
+            PathBuf::from("/x/codex")
+        );
+    }
+
+    #[test]
+    fn timeouts_are_capped_and_zero_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config::from_settings(&Settings::default(), dir.path(), &vars()).unwrap();
+        assert_eq!(c.timeout_for(None).unwrap(), Duration::from_secs(600));
+        assert_eq!(
+            c.timeout_for(Some(5_000_000)).unwrap(),
+            Duration::from_secs(3600)
+        );
+        assert!(
+            c.timeout_for(Some(0))
+                .unwrap_err()
+                .to_string()
+                .contains("`timeout`")
+        );
+    }
+}

@@ -23,11 +23,17 @@ pub enum Error {
         "codex CLI not found at `{program}`: install it with `npm install -g @openai/codex@{version}` \
          or point CODEX_BIN at the binary"
     )]
-    CodexNotFound { program: String, version: &'static str },
+    CodexNotFound {
+        program: String,
+        version: &'static str,
+    },
 
     /// The turn ran past its timeout; `partial` holds what Codex had said so far.
     #[error("codex turn timed out after {}s", .after.as_secs())]
-    TimedOut { after: Duration, partial: Option<String> },
+    TimedOut {
+        after: Duration,
+        partial: Option<String>,
+    },
 
     /// The turn was cancelled by the caller.
     #[error("codex turn was cancelled")]
@@ -35,7 +41,10 @@ pub enum Error {
 
     /// Codex reported a failure (auth, rate limit, context length, failed turn, crash).
     #[error("{kind}: {message}")]
-    Codex { kind: crate::codex::events::FailureKind, message: String },
+    Codex {
+        kind: crate::codex::events::FailureKind,
+        message: String,
+    },
 
     /// Output went past a safety cap.
     #[error("codex output exceeded the {what} cap of {limit} bytes; the turn was stopped")]
@@ -49,11 +58,17 @@ pub enum Error {
 impl Error {
     /// Shorthand for an [`Error::InvalidArgument`].
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidArgument { field: field.into(), reason: reason.into() }
+        Error::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 
     /// Shorthand for an [`Error::InvalidSetting`].
     pub fn setting(setting: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidSetting { setting: setting.into(), reason: reason.into() }
+        Error::InvalidSetting {
+            setting: setting.into(),
+            reason: reason.into(),
+        }
     }
 }

@@ -1,1 +1,1051 @@
-//! (in progress)
+//! Argv builders: a validated request in, the exact [`SpawnSpec`] of a `codex` child out.
+//! Pure: no IO, no environment reads. This is the security boundary of the product; every rule
+//! below is a sentence of SECURITY_MODEL.md or a measured fact of CODEX_CLI_FACTS.md.
+//!
+//! Rules every builder keeps (each has a test in this file and a proof against the real CLI in
+//! `tests/suite`):
+//! - **No caller text in argv as a positional.** Every prompt goes over stdin: argv ends in
+//!   `-- -` (`-` = read the prompt from stdin, on `exec` and on `exec resume`, whose parser
+//!   ignores piped stdin next to a positional prompt). So the stdin threshold is 0 bytes: a
+//!   prompt is never visible in `/proc/PID/cmdline`, never capped at 128 KiB, and never parsed
+//!   as a flag. `--` still sits right before the `-` and after every `--image`.
+//! - **Caller values are bound with `--flag=value`** (`--model=`, `--image=`, review's
+//!   `--base=`, `--commit=`, `--title=`), so a value starting with `-` stays a value.
+//! - **A sandbox level on every path**, read-only when unspecified, as a parent flag before any
+//!   subcommand. `danger-full-access` only when the operator enabled it.
+//! - **All `-c` tokens at one level, the deepest subcommand present**: codex 0.145.0 silently
+//!   drops every parent-level `-c` when a deeper level carries any. Operator overrides come
+//!   first, per-request values next, the bridge's pins last (the later token wins).
+//! - **Pins on every path**: `approvals_reviewer="user"` and `approval_policy="never"` (no
+//!   unsupervised escalation), `features.shell_snapshot=false` plus a `shell_environment_policy`
+//!   that passes only core variables (tool commands never see the API key), and a `projects`
+//!   table marking the working directory and each of its ancestors untrusted (no trust entry is
+//!   written, and no repository's own `.codex/config.toml` ever loads).
+//! - Caller values inside a `-c` value are TOML basic strings; they can never add a key.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::security::ids::{ThreadId, validate_commit, validate_git_ref};
+use crate::security::overrides::{Override, toml_basic_string, toml_quoted_key};
+use crate::security::paths::Confined;
+
+/// Longest prompt accepted (it travels over stdin, so the limit is about memory, not argv).
+pub const MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
+/// Longest model id accepted. Models are not allowlisted: ids contain dots and dashes and
+/// custom-provider names are unbounded.
+pub const MAX_MODEL_LEN: usize = 256;
+/// Longest review title accepted.
+pub const MAX_TITLE_LEN: usize = 512;
+
+/// The tool-command sandbox codex enforces for a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxLevel {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl SandboxLevel {
+    /// The value of `--sandbox`.
+    pub fn as_arg(&self) -> &'static str {
+        match self {
+            SandboxLevel::ReadOnly => "read-only",
+            SandboxLevel::WorkspaceWrite => "workspace-write",
+            SandboxLevel::DangerFullAccess => "danger-full-access",
+        }
+    }
+
+    /// Parse a caller's `sandbox` argument. `full-auto` is the reference bridge's alias of
+    /// workspace-write, kept for compatibility.
+    pub fn parse(field: &str, raw: &str) -> Result<Self> {
+        match raw {
+            "read-only" => Ok(SandboxLevel::ReadOnly),
+            "workspace-write" | "full-auto" => Ok(SandboxLevel::WorkspaceWrite),
+            "danger-full-access" => Ok(SandboxLevel::DangerFullAccess),
+            _ => Err(Error::invalid(
+                field,
+                "must be one of read-only, workspace-write, full-auto, danger-full-access",
+            )),
+        }
+    }
+}
+
+/// `model_reasoning_effort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl ReasoningEffort {
+    /// The config value.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReasoningEffort::None => "none",
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+            ReasoningEffort::Xhigh => "xhigh",
+        }
+    }
+
+    /// Parse a caller's `reasoningEffort`.
+    pub fn parse(field: &str, raw: &str) -> Result<Self> {
+        Ok(match raw {
+            "none" => ReasoningEffort::None,
+            "minimal" => ReasoningEffort::Minimal,
+            "low" => ReasoningEffort::Low,
+            "medium" => ReasoningEffort::Medium,
+            "high" => ReasoningEffort::High,
+            "xhigh" => ReasoningEffort::Xhigh,
+            _ => {
+                return Err(Error::invalid(
+                    field,
+                    "must be one of none, minimal, low, medium, high, xhigh",
+                ));
+            }
+        })
+    }
+}
+
+/// Which builder made a spec (for logs, results and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathKind {
+    Exec,
+    Resume,
+    Structured,
+    Query,
+    Search,
+    Review,
+}
+
+/// Settings shared by every invocation: from the operator's config and the connection.
+#[derive(Debug, Clone)]
+pub struct Common {
+    /// The codex binary.
+    pub program: PathBuf,
+    /// The child's whole environment, already filtered by [`crate::security::env::filter_env`].
+    pub env: Vec<(String, String)>,
+    /// Operator `-c` overrides, already checked against the denylist.
+    pub overrides: Vec<Override>,
+    /// Whether `danger-full-access` may be requested.
+    pub allow_danger: bool,
+    /// Nested MCP servers to disable on this call (`mcp_servers.NAME.enabled=false`).
+    pub disable_mcp_servers: Vec<String>,
+}
+
+/// Everything needed to spawn one codex child. Built only by the `build_*` functions.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// The child's working directory (confined; re-checked right before the spawn).
+    pub cwd: Confined,
+    /// Other confined paths in argv (images), re-checked right before the spawn.
+    pub checked: Vec<Confined>,
+    /// Bytes written to stdin, which is then closed. `None`: stdin is null.
+    pub stdin: Option<Vec<u8>>,
+    /// The sandbox level this spec asks for.
+    pub sandbox: SandboxLevel,
+    pub kind: PathKind,
+}
+
+/// A `codex` tool turn (new or resumed) or a `structured` turn.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    pub prompt: String,
+    /// `None` resolves to read-only here, not only in the MCP schema.
+    pub sandbox: Option<SandboxLevel>,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    pub cwd: Confined,
+    /// Image attachments, each confined inside `cwd`.
+    pub images: Vec<Confined>,
+    /// Resume this thread instead of starting one.
+    pub resume: Option<ThreadId>,
+    /// `--output-schema=<file>` (structured); a path the bridge created, not a caller value.
+    pub output_schema: Option<PathBuf>,
+    /// `--output-last-message=<file>` (structured); a path the bridge created.
+    pub output_last_message: Option<PathBuf>,
+}
+
+/// A `query` or `search` call: no session, no repository, read-only, ephemeral.
+#[derive(Debug, Clone)]
+pub struct OneShotRequest {
+    pub prompt: String,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// A fresh temporary directory the bridge created.
+    pub cwd: Confined,
+}
+
+/// What a review looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReviewTarget {
+    Uncommitted,
+    Base(String),
+    Commit { sha: String, title: Option<String> },
+}
+
+/// A `review` call. No caller prompt, ever.
+#[derive(Debug, Clone)]
+pub struct ReviewRequest {
+    pub target: ReviewTarget,
+    pub model: Option<String>,
+    pub cwd: Confined,
+}
+
+/// Validate a caller prompt (the text itself is never interpreted).
+pub fn validate_prompt(field: &str, prompt: &str) -> Result<()> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if prompt.len() > MAX_PROMPT_BYTES {
+        return Err(Error::invalid(
+            field,
+            format!("is larger than {MAX_PROMPT_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Validate a caller model id: any text, bounded, no NUL (it could not reach argv). It is
+/// always bound with `--model=`, so a leading `-` or a quote is harmless.
+pub fn validate_model(field: &str, model: &str) -> Result<()> {
+    if model.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if model.len() > MAX_MODEL_LEN {
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {MAX_MODEL_LEN} bytes"),
+        ));
+    }
+    if model.contains('\0') {
+        return Err(Error::invalid(field, "must not contain NUL"));
+    }
+    Ok(())
+}
+
+fn resolve_sandbox(common: &Common, requested: Option<SandboxLevel>) -> Result<SandboxLevel> {
+    let level = requested.unwrap_or(SandboxLevel::ReadOnly);
+    if level == SandboxLevel::DangerFullAccess && !common.allow_danger {
+        return Err(Error::invalid(
+            "sandbox",
+            "danger-full-access is disabled on this server (operator setting \
+             CODEX_BRIDGE_ALLOW_DANGER)",
+        ));
+    }
+    Ok(level)
+}
+
+/// The bridge's pins, emitted last at the deepest level of every invocation.
+pub fn pins(cwd: &Path) -> Vec<String> {
+    vec![
+        "approvals_reviewer=\"user\"".to_owned(),
+        "approval_policy=\"never\"".to_owned(),
+        "features.shell_snapshot=false".to_owned(),
+        SHELL_ENV_PIN.to_owned(),
+        projects_pin(cwd),
+    ]
+}
+
+/// Tool commands get only codex's core variables (HOME, LOGNAME, PATH, SHELL, USER, TMPDIR…),
+/// with codex's default excludes (`*KEY*`, `*SECRET*`, `*TOKEN*`) on top. Together with
+/// `features.shell_snapshot=false` this keeps OPENAI_API_KEY out of every command the model runs.
+pub const SHELL_ENV_PIN: &str =
+    "shell_environment_policy={inherit=\"core\",ignore_default_excludes=false}";
+
+/// `projects={"<cwd>"={trust_level="untrusted"}, "<parent>"=…, …, "/"=…}`: codex looks trust up
+/// by the working directory and by its repository root, and a broad user entry on an ancestor
+/// makes everything below it trusted; marking every ancestor untrusted for this invocation
+/// covers all of them, so no repository's `.codex/config.toml` loads and no trust entry is
+/// written into the user's config.
+pub fn projects_pin(cwd: &Path) -> String {
+    let entries: Vec<String> = cwd
+        .ancestors()
+        .filter_map(|p| p.to_str())
+        .map(|p| format!("{}={{trust_level=\"untrusted\"}}", toml_quoted_key(p)))
+        .collect();
+    format!("projects={{{}}}", entries.join(","))
+}
+
+/// Collects the tokens of the deepest level, so no `-c` can end up anywhere else.
+struct Deepest {
+    configs: Vec<String>,
+}
+
+impl Deepest {
+    fn new(common: &Common) -> Self {
+        let mut configs: Vec<String> = common.overrides.iter().map(Override::to_arg).collect();
+        configs.extend(
+            common
+                .disable_mcp_servers
+                .iter()
+                .filter(|n| {
+                    !n.is_empty()
+                        && n.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                })
+                .map(|n| format!("mcp_servers.{n}.enabled=false")),
+        );
+        Deepest { configs }
+    }
+
+    fn push(&mut self, kv: String) {
+        self.configs.push(kv);
+    }
+
+    /// Append `-c k=v` for each collected token, then the pins last.
+    fn emit(mut self, args: &mut Vec<String>, cwd: &Path) {
+        self.configs.extend(pins(cwd));
+        for kv in self.configs {
+            args.push("-c".to_owned());
+            args.push(kv);
+        }
+    }
+}
+
+fn cwd_str(c: &Confined) -> Result<&Path> {
+    if c.path.to_str().is_none() {
+        return Err(Error::invalid(&c.field, "is not valid UTF-8"));
+    }
+    Ok(&c.path)
+}
+
+/// Build a `codex` tool turn (new or resumed) or a `structured` turn.
+///
+/// New:    `exec --json --sandbox=L --skip-git-repo-check [--model=M] [--output-schema=F]
+///          [--output-last-message=F] [--image=I]... -c … -- -`
+/// Resume: `exec --json --sandbox=L resume --skip-git-repo-check [--model=M] [...] [--image=I]...
+///          -c … <uuid> -- -`
+pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
+    validate_prompt("prompt", &req.prompt)?;
+    if let Some(m) = &req.model {
+        validate_model("model", m)?;
+    }
+    let sandbox = resolve_sandbox(common, req.sandbox)?;
+    let cwd = cwd_str(&req.cwd)?;
+    for img in &req.images {
+        if img
+            .path
+            .to_str()
+            .is_none_or(|s| s.contains(',') || s.starts_with('-'))
+        {
+            return Err(Error::invalid(
+                &img.field,
+                "cannot be passed to codex as an image",
+            ));
+        }
+    }
+
+    let mut args: Vec<String> = vec![
+        "exec".into(),
+        "--json".into(),
+        format!("--sandbox={}", sandbox.as_arg()),
+    ];
+    if req.resume.is_some() {
+        // `--sandbox` and `--json` stay on the parent; the uuid goes right before `--`
+        args.push("resume".into());
+    }
+    args.push("--skip-git-repo-check".into());
+    if let Some(m) = &req.model {
+        args.push(format!("--model={m}"));
+    }
+    if let Some(f) = &req.output_schema {
+        args.push(format!("--output-schema={}", path_arg(f)?));
+    }
+    if let Some(f) = &req.output_last_message {
+        args.push(format!("--output-last-message={}", path_arg(f)?));
+    }
+    for img in &req.images {
+        args.push(format!("--image={}", img.path.to_str().unwrap_or_default()));
+    }
+    let mut deep = Deepest::new(common);
+    if let Some(e) = req.reasoning_effort {
+        deep.push(format!(
+            "model_reasoning_effort={}",
+            toml_basic_string(e.as_str())
+        ));
+    }
+    deep.emit(&mut args, cwd);
+    if let Some(thread) = &req.resume {
+        args.push(thread.to_arg());
+    }
+    args.push("--".into());
+    args.push("-".into());
+
+    let kind = match (&req.resume, &req.output_schema) {
+        (_, Some(_)) => PathKind::Structured,
+        (Some(_), None) => PathKind::Resume,
+        (None, None) => PathKind::Exec,
+    };
+    Ok(SpawnSpec {
+        program: common.program.clone(),
+        args,
+        env: common.env.clone(),
+        cwd: req.cwd.clone(),
+        checked: req.images.clone(),
+        stdin: Some(req.prompt.clone().into_bytes()),
+        sandbox,
+        kind,
+    })
+}
+
+fn path_arg(p: &Path) -> Result<&str> {
+    p.to_str()
+        .filter(|s| s.starts_with('/'))
+        .ok_or_else(|| Error::invalid("path", "internal file paths must be absolute UTF-8"))
+}
+
+fn build_one_shot(common: &Common, req: &OneShotRequest, kind: PathKind) -> Result<SpawnSpec> {
+    validate_prompt(
+        if kind == PathKind::Search {
+            "query"
+        } else {
+            "prompt"
+        },
+        &req.prompt,
+    )?;
+    if let Some(m) = &req.model {
+        validate_model("model", m)?;
+    }
+    let cwd = cwd_str(&req.cwd)?;
+    let sandbox = SandboxLevel::ReadOnly;
+    let mut args: Vec<String> = vec![
+        "exec".into(),
+        "--json".into(),
+        format!("--sandbox={}", sandbox.as_arg()),
+        "--skip-git-repo-check".into(),
+        "--ephemeral".into(),
+    ];
+    if let Some(m) = &req.model {
+        args.push(format!("--model={m}"));
+    }
+    let mut deep = Deepest::new(common);
+    if let Some(e) = req.reasoning_effort {
+        deep.push(format!(
+            "model_reasoning_effort={}",
+            toml_basic_string(e.as_str())
+        ));
+    }
+    if kind == PathKind::Search {
+        // `codex exec` ignores `--search`; live web search is a config key.
+        deep.push("web_search=\"live\"".into());
+    }
+    deep.emit(&mut args, cwd);
+    args.push("--".into());
+    args.push("-".into());
+    Ok(SpawnSpec {
+        program: common.program.clone(),
+        args,
+        env: common.env.clone(),
+        cwd: req.cwd.clone(),
+        checked: vec![],
+        stdin: Some(req.prompt.clone().into_bytes()),
+        sandbox,
+        kind,
+    })
+}
+
+/// Build a `query`: `exec --json --sandbox=read-only --skip-git-repo-check --ephemeral
+/// [--model=M] -c … -- -`, in a fresh temporary directory, prompt on stdin.
+pub fn build_query(common: &Common, req: &OneShotRequest) -> Result<SpawnSpec> {
+    build_one_shot(common, req, PathKind::Query)
+}
+
+/// Build a `search`: the query shape plus `-c web_search="live"`, read-only, prompt on stdin.
+pub fn build_search(common: &Common, req: &OneShotRequest) -> Result<SpawnSpec> {
+    build_one_shot(common, req, PathKind::Search)
+}
+
+/// Build a `review`: `exec --sandbox=workspace-write review --json --ephemeral
+/// --ignore-user-config --ignore-rules --skip-git-repo-check [--model=M]
+/// (--uncommitted | --base=B | --commit=C [--title=T]) -c …`. No prompt; stdin is null.
+pub fn build_review(common: &Common, req: &ReviewRequest) -> Result<SpawnSpec> {
+    if let Some(m) = &req.model {
+        validate_model("model", m)?;
+    }
+    let cwd = cwd_str(&req.cwd)?;
+    let sandbox = SandboxLevel::WorkspaceWrite;
+    let mut args: Vec<String> = vec![
+        "exec".into(),
+        format!("--sandbox={}", sandbox.as_arg()),
+        "review".into(),
+        "--json".into(),
+        "--ephemeral".into(),
+        "--ignore-user-config".into(),
+        "--ignore-rules".into(),
+        "--skip-git-repo-check".into(),
+    ];
+    if let Some(m) = &req.model {
+        args.push(format!("--model={m}"));
+    }
+    match &req.target {
+        ReviewTarget::Uncommitted => args.push("--uncommitted".into()),
+        ReviewTarget::Base(b) => {
+            validate_git_ref("base", b)?;
+            args.push(format!("--base={b}"));
+        }
+        ReviewTarget::Commit { sha, title } => {
+            validate_commit("commit", sha)?;
+            args.push(format!("--commit={sha}"));
+            if let Some(t) = title {
+                if t.is_empty() || t.len() > MAX_TITLE_LEN || t.chars().any(char::is_control) {
+                    return Err(Error::invalid(
+                        "title",
+                        format!("must be 1 to {MAX_TITLE_LEN} bytes of text on one line"),
+                    ));
+                }
+                args.push(format!("--title={t}"));
+            }
+        }
+    }
+    Deepest::new(common).emit(&mut args, cwd);
+    Ok(SpawnSpec {
+        program: common.program.clone(),
+        args,
+        env: common.env.clone(),
+        cwd: req.cwd.clone(),
+        checked: vec![],
+        stdin: None,
+        sandbox,
+        kind: PathKind::Review,
+    })
+}
+
+/// Build the review target from the tool's arguments: exactly one of uncommitted, base,
+/// commit; a title only with a commit (codex silently drops it otherwise).
+pub fn review_target(
+    mode: Option<&str>,
+    base: Option<&str>,
+    commit: Option<&str>,
+    title: Option<&str>,
+) -> Result<ReviewTarget> {
+    let mode = match (mode, base, commit) {
+        (Some(m), _, _) => m,
+        (None, Some(_), None) => "base",
+        (None, None, Some(_)) => "commit",
+        (None, None, None) => "uncommitted",
+        (None, Some(_), Some(_)) => {
+            return Err(Error::invalid(
+                "base",
+                "give either base or commit, not both",
+            ));
+        }
+    };
+    if title.is_some() && mode != "commit" {
+        return Err(Error::invalid(
+            "title",
+            "is only meaningful with mode \"commit\"",
+        ));
+    }
+    match mode {
+        "uncommitted" => {
+            if base.is_some() || commit.is_some() {
+                return Err(Error::invalid(
+                    "mode",
+                    "\"uncommitted\" takes neither base nor commit",
+                ));
+            }
+            Ok(ReviewTarget::Uncommitted)
+        }
+        "base" => {
+            if commit.is_some() {
+                return Err(Error::invalid("commit", "is not used with mode \"base\""));
+            }
+            let b = base.ok_or_else(|| Error::invalid("base", "is required with mode \"base\""))?;
+            Ok(ReviewTarget::Base(b.to_owned()))
+        }
+        "commit" => {
+            if base.is_some() {
+                return Err(Error::invalid("base", "is not used with mode \"commit\""));
+            }
+            let c = commit
+                .ok_or_else(|| Error::invalid("commit", "is required with mode \"commit\""))?;
+            Ok(ReviewTarget::Commit {
+                sha: c.to_owned(),
+                title: title.map(str::to_owned),
+            })
+        }
+        _ => Err(Error::invalid(
+            "mode",
+            "must be one of uncommitted, base, commit",
+        )),
+    }
+}
+
+/// Where each `-c` token sits, as (index of the `-c`, value); for tests and fuzzing.
+pub fn config_tokens(args: &[String]) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if args[i] == "--" {
+            break;
+        }
+        if args[i] == "-c" && i + 1 < args.len() {
+            out.push((i, args[i + 1].as_str()));
+            i += 2;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::overrides::parse_operator_override;
+    use crate::security::paths::Kind;
+
+    fn confined(p: &str) -> Confined {
+        Confined {
+            path: PathBuf::from(p),
+            within: PathBuf::from("/work"),
+            kind: Kind::Dir,
+            field: "workingDirectory".into(),
+        }
+    }
+
+    fn common() -> Common {
+        Common {
+            program: PathBuf::from("codex"),
+            env: vec![("PATH".into(), "/usr/bin".into())],
+            overrides: vec![parse_operator_override("model_provider=\"mock\"").unwrap()],
+            allow_danger: false,
+            disable_mcp_servers: vec![],
+        }
+    }
+
+    fn turn(prompt: &str) -> TurnRequest {
+        TurnRequest {
+            prompt: prompt.into(),
+            sandbox: None,
+            model: None,
+            reasoning_effort: None,
+            cwd: confined("/work/repo"),
+            images: vec![],
+            resume: None,
+            output_schema: None,
+            output_last_message: None,
+        }
+    }
+
+    const THREAD: &str = "550e8400-e29b-41d4-a716-446655440000";
+
+    fn pins_tail() -> Vec<String> {
+        let mut v = vec![];
+        for p in pins(Path::new("/work/repo")) {
+            v.push("-c".to_string());
+            v.push(p);
+        }
+        v
+    }
+
+    fn expect(head: &[&str], tail: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        v.extend(pins_tail());
+        v.extend(tail.iter().map(|s| s.to_string()));
+        v
+    }
+
+    #[test]
+    fn snapshot_new_turn() {
+        let mut req = turn("--version");
+        req.model = Some("gpt-5.5".into());
+        req.reasoning_effort = Some(ReasoningEffort::High);
+        let spec = build_turn(&common(), &req).unwrap();
+        assert_eq!(
+            spec.args,
+            expect(
+                &[
+                    "exec",
+                    "--json",
+                    "--sandbox=read-only",
+                    "--skip-git-repo-check",
+                    "--model=gpt-5.5",
+                    "-c",
+                    "model_provider=\"mock\"",
+                    "-c",
+                    "model_reasoning_effort=\"high\"",
+                ],
+                &["--", "-"]
+            )
+        );
+        assert_eq!(spec.stdin.as_deref(), Some(&b"--version"[..]));
+        assert_eq!(
+            (spec.kind, spec.sandbox),
+            (PathKind::Exec, SandboxLevel::ReadOnly)
+        );
+    }
+
+    #[test]
+    fn snapshot_resumed_turn() {
+        let mut req = turn("next");
+        req.resume = Some(ThreadId::parse(THREAD).unwrap());
+        req.sandbox = Some(SandboxLevel::WorkspaceWrite);
+        req.model = Some("-o3".into());
+        req.reasoning_effort = Some(ReasoningEffort::Low);
+        let spec = build_turn(&common(), &req).unwrap();
+        assert_eq!(
+            spec.args,
+            expect(
+                &[
+                    "exec",
+                    "--json",
+                    "--sandbox=workspace-write",
+                    "resume",
+                    "--skip-git-repo-check",
+                    "--model=-o3",
+                    "-c",
+                    "model_provider=\"mock\"",
+                    "-c",
+                    "model_reasoning_effort=\"low\"",
+                ],
+                &[THREAD, "--", "-"]
+            )
+        );
+        assert_eq!(spec.kind, PathKind::Resume);
+    }
+
+    #[test]
+    fn snapshot_structured_turn() {
+        let mut req = turn("give json");
+        req.output_schema = Some("/state/s.json".into());
+        req.output_last_message = Some("/state/o.json".into());
+        let spec = build_turn(&common(), &req).unwrap();
+        assert_eq!(
+            spec.args,
+            expect(
+                &[
+                    "exec",
+                    "--json",
+                    "--sandbox=read-only",
+                    "--skip-git-repo-check",
+                    "--output-schema=/state/s.json",
+                    "--output-last-message=/state/o.json",
+                    "-c",
+                    "model_provider=\"mock\"",
+                ],
+                &["--", "-"]
+            )
+        );
+        assert_eq!(spec.kind, PathKind::Structured);
+    }
+
+    #[test]
+    fn snapshot_query_and_search() {
+        let req = OneShotRequest {
+            prompt: "what is 2+2".into(),
+            model: None,
+            reasoning_effort: None,
+            cwd: confined("/work/repo"),
+        };
+        let q = build_query(&common(), &req).unwrap();
+        let head = [
+            "exec",
+            "--json",
+            "--sandbox=read-only",
+            "--skip-git-repo-check",
+            "--ephemeral",
+            "-c",
+            "model_provider=\"mock\"",
+        ];
+        assert_eq!(q.args, expect(&head, &["--", "-"]));
+        let s = build_search(&common(), &req).unwrap();
+        let mut head: Vec<&str> = head.to_vec();
+        head.extend(["-c", "web_search=\"live\""]);
+        assert_eq!(s.args, expect(&head, &["--", "-"]));
+        assert_eq!(
+            (s.kind, s.sandbox),
+            (PathKind::Search, SandboxLevel::ReadOnly)
+        );
+        assert_eq!(s.stdin.as_deref(), Some(&b"what is 2+2"[..]));
+    }
+
+    #[test]
+    fn snapshot_review() {
+        let req = ReviewRequest {
+            target: ReviewTarget::Commit {
+                sha: "abc1234".into(),
+                title: Some("--uncommitted".into()),
+            },
+            model: Some("gpt-5.5".into()),
+            cwd: confined("/work/repo"),
+        };
+        let spec = build_review(&common(), &req).unwrap();
+        assert_eq!(
+            spec.args,
+            expect(
+                &[
+                    "exec",
+                    "--sandbox=workspace-write",
+                    "review",
+                    "--json",
+                    "--ephemeral",
+                    "--ignore-user-config",
+                    "--ignore-rules",
+                    "--skip-git-repo-check",
+                    "--model=gpt-5.5",
+                    "--commit=abc1234",
+                    "--title=--uncommitted",
+                    "-c",
+                    "model_provider=\"mock\"",
+                ],
+                &[]
+            )
+        );
+        assert!(spec.stdin.is_none());
+    }
+
+    #[test]
+    fn an_unspecified_sandbox_is_read_only_inside_the_builder() {
+        let mut req = turn("x");
+        req.resume = Some(ThreadId::parse(THREAD).unwrap());
+        let spec = build_turn(&common(), &req).unwrap();
+        assert!(spec.args.contains(&"--sandbox=read-only".to_string()));
+        assert_eq!(spec.sandbox, SandboxLevel::ReadOnly);
+    }
+
+    #[test]
+    fn the_sandbox_flag_sits_before_any_subcommand() {
+        let mut req = turn("x");
+        req.resume = Some(ThreadId::parse(THREAD).unwrap());
+        let spec = build_turn(&common(), &req).unwrap();
+        let sb = spec
+            .args
+            .iter()
+            .position(|a| a.starts_with("--sandbox="))
+            .unwrap();
+        let sub = spec.args.iter().position(|a| a == "resume").unwrap();
+        assert!(sb < sub);
+        let r = build_review(
+            &common(),
+            &ReviewRequest {
+                target: ReviewTarget::Uncommitted,
+                model: None,
+                cwd: confined("/w"),
+            },
+        )
+        .unwrap();
+        let sb = r
+            .args
+            .iter()
+            .position(|a| a.starts_with("--sandbox="))
+            .unwrap();
+        let sub = r.args.iter().position(|a| a == "review").unwrap();
+        assert!(sb < sub);
+    }
+
+    #[test]
+    fn danger_is_refused_unless_the_operator_enabled_it() {
+        let mut req = turn("x");
+        req.sandbox = Some(SandboxLevel::DangerFullAccess);
+        let err = build_turn(&common(), &req).unwrap_err().to_string();
+        assert!(
+            err.contains("`sandbox`") && err.contains("CODEX_BRIDGE_ALLOW_DANGER"),
+            "{err}"
+        );
+        let mut c = common();
+        c.allow_danger = true;
+        assert!(
+            build_turn(&c, &req)
+                .unwrap()
+                .args
+                .contains(&"--sandbox=danger-full-access".into())
+        );
+    }
+
+    fn all_specs() -> Vec<SpawnSpec> {
+        let c = common();
+        let mut r = turn("p");
+        r.reasoning_effort = Some(ReasoningEffort::Minimal);
+        let mut resumed = r.clone();
+        resumed.resume = Some(ThreadId::parse(THREAD).unwrap());
+        let one = OneShotRequest {
+            prompt: "p".into(),
+            model: None,
+            reasoning_effort: Some(ReasoningEffort::Low),
+            cwd: confined("/tmp/q"),
+        };
+        vec![
+            build_turn(&c, &r).unwrap(),
+            build_turn(&c, &resumed).unwrap(),
+            build_query(&c, &one).unwrap(),
+            build_search(&c, &one).unwrap(),
+            build_review(
+                &c,
+                &ReviewRequest {
+                    target: ReviewTarget::Base("main".into()),
+                    model: None,
+                    cwd: confined("/w"),
+                },
+            )
+            .unwrap(),
+        ]
+    }
+
+    #[test]
+    fn every_path_carries_the_pins_after_every_other_config_token() {
+        for spec in all_specs() {
+            let tokens = config_tokens(&spec.args);
+            let values: Vec<&str> = tokens.iter().map(|(_, v)| *v).collect();
+            let n = values.len();
+            assert!(n >= 6, "{:?}", spec.args);
+            assert_eq!(
+                &values[n - 5..n - 3],
+                &["approvals_reviewer=\"user\"", "approval_policy=\"never\""]
+            );
+            assert_eq!(values[n - 3], "features.shell_snapshot=false");
+            assert_eq!(values[n - 2], SHELL_ENV_PIN);
+            assert!(values[n - 1].starts_with("projects={"));
+        }
+    }
+
+    #[test]
+    fn all_config_tokens_sit_at_the_deepest_level() {
+        for spec in all_specs() {
+            let sub = spec
+                .args
+                .iter()
+                .position(|a| a == "resume" || a == "review");
+            let tokens = config_tokens(&spec.args);
+            let first = tokens.first().unwrap().0;
+            if let Some(sub) = sub {
+                assert!(first > sub, "{:?}", spec.args);
+            }
+            // one contiguous run: nothing but -c pairs between the first and the last
+            let last = tokens.last().unwrap().0;
+            assert_eq!(last - first, 2 * (tokens.len() - 1), "{:?}", spec.args);
+        }
+    }
+
+    #[test]
+    fn the_prompt_is_never_in_argv_and_argv_ends_in_dashdash_dash() {
+        for spec in all_specs() {
+            if spec.kind == PathKind::Review {
+                assert!(spec.stdin.is_none());
+                assert!(!spec.args.contains(&"--".to_string()));
+                continue;
+            }
+            let n = spec.args.len();
+            assert_eq!(&spec.args[n - 2..], &["--", "-"]);
+            assert!(!spec.args.iter().any(|a| a == "p"));
+        }
+    }
+
+    #[test]
+    fn images_are_bound_and_come_before_the_separator() {
+        let mut req = turn("x");
+        req.images = vec![Confined {
+            path: "/work/repo/a.png".into(),
+            within: "/work/repo".into(),
+            kind: Kind::Image,
+            field: "files[0]".into(),
+        }];
+        let spec = build_turn(&common(), &req).unwrap();
+        let i = spec
+            .args
+            .iter()
+            .position(|a| a == "--image=/work/repo/a.png")
+            .unwrap();
+        let dd = spec.args.iter().position(|a| a == "--").unwrap();
+        assert!(i < dd);
+        req.images[0].path = "/work/repo/a,b.png".into();
+        assert!(build_turn(&common(), &req).is_err());
+    }
+
+    #[test]
+    fn reasoning_effort_is_a_toml_string() {
+        assert_eq!(
+            ReasoningEffort::parse("reasoningEffort", "xhigh")
+                .unwrap()
+                .as_str(),
+            "xhigh"
+        );
+        assert!(ReasoningEffort::parse("reasoningEffort", "max").is_err());
+    }
+
+    #[test]
+    fn review_targets_take_exactly_one_and_title_only_with_commit() {
+        assert_eq!(
+            review_target(None, None, None, None).unwrap(),
+            ReviewTarget::Uncommitted
+        );
+        assert_eq!(
+            review_target(Some("base"), Some("main"), None, None).unwrap(),
+            ReviewTarget::Base("main".into())
+        );
+        assert!(review_target(Some("uncommitted"), None, None, Some("t")).is_err());
+        assert!(review_target(Some("base"), Some("main"), None, Some("t")).is_err());
+        assert!(review_target(Some("base"), None, None, None).is_err());
+        assert!(review_target(Some("commit"), Some("main"), Some("abc"), None).is_err());
+        assert!(review_target(None, Some("a"), Some("b"), None).is_err());
+        assert!(review_target(Some("all"), None, None, None).is_err());
+    }
+
+    #[test]
+    fn review_refs_that_look_like_flags_are_refused_before_spawn() {
+        for target in [
+            ReviewTarget::Base("-x".into()),
+            ReviewTarget::Commit {
+                sha: "-cfoo=bar".into(),
+                title: None,
+            },
+            ReviewTarget::Commit {
+                sha: "abc".into(),
+                title: Some("a\nb".into()),
+            },
+        ] {
+            let req = ReviewRequest {
+                target,
+                model: None,
+                cwd: confined("/w"),
+            };
+            assert!(build_review(&common(), &req).is_err());
+        }
+    }
+
+    #[test]
+    fn projects_pin_marks_the_cwd_and_every_ancestor_untrusted() {
+        let pin = projects_pin(Path::new("/a/b \"c\""));
+        let t: toml::Table = toml::from_str(&pin).unwrap();
+        let projects = t["projects"].as_table().unwrap();
+        let keys: Vec<&String> = projects.keys().collect();
+        assert_eq!(keys.len(), 3);
+        for k in ["/a/b \"c\"", "/a", "/"] {
+            assert_eq!(
+                projects[k]["trust_level"].as_str(),
+                Some("untrusted"),
+                "{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn prompts_and_models_are_validated_with_field_names() {
+        let err = build_turn(&common(), &turn("   ")).unwrap_err().to_string();
+        assert!(err.contains("`prompt`"), "{err}");
+        let mut req = turn("x");
+        req.model = Some(String::new());
+        assert!(
+            build_turn(&common(), &req)
+                .unwrap_err()
+                .to_string()
+                .contains("`model`")
+        );
+        req.model = Some("m".repeat(MAX_MODEL_LEN + 1));
+        assert!(build_turn(&common(), &req).is_err());
+    }
+}

@@ -1,9 +1,216 @@
-//! Codex `exec --json` JSONL events, parsed into typed values. Pure: no IO.
+//! Codex `exec --json` JSONL events, parsed into typed values, and the [`Transcript`] that
+//! folds them into a turn's result. Pure: no IO.
+//!
+//! Unknown event or item types are counted, never fatal: codex adds types between releases.
 
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
+/// One line of `codex exec --json` output.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    #[serde(rename = "thread.started")]
+    ThreadStarted { thread_id: String },
+    #[serde(rename = "turn.started")]
+    TurnStarted,
+    /// `usage` is a running total for the whole thread, not this turn's own.
+    #[serde(rename = "turn.completed")]
+    TurnCompleted {
+        #[serde(default)]
+        usage: Usage,
+    },
+    #[serde(rename = "turn.failed")]
+    TurnFailed {
+        #[serde(default)]
+        error: ErrorPayload,
+    },
+    #[serde(rename = "item.started")]
+    ItemStarted { item: Item },
+    #[serde(rename = "item.updated")]
+    ItemUpdated { item: Item },
+    #[serde(rename = "item.completed")]
+    ItemCompleted { item: Item },
+    /// A top-level error: transient (`Reconnecting... 2/5`) or terminal.
+    #[serde(rename = "error")]
+    Error {
+        #[serde(default)]
+        message: String,
+    },
+}
+
+/// `turn.failed.error`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ErrorPayload {
+    #[serde(default)]
+    pub message: String,
+}
+
+/// Token usage as codex reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cache_write_input_tokens: u64,
+    pub output_tokens: u64,
+    pub reasoning_output_tokens: u64,
+}
+
+impl Usage {
+    /// This running total minus an earlier one: the usage of the turn in between.
+    pub fn delta(&self, earlier: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
+            cached_input_tokens: self
+                .cached_input_tokens
+                .saturating_sub(earlier.cached_input_tokens),
+            cache_write_input_tokens: self
+                .cache_write_input_tokens
+                .saturating_sub(earlier.cache_write_input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+            reasoning_output_tokens: self
+                .reasoning_output_tokens
+                .saturating_sub(earlier.reasoning_output_tokens),
+        }
+    }
+
+    /// Sum of two usages.
+    pub fn plus(&self, other: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + other.input_tokens,
+            cached_input_tokens: self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_input_tokens: self.cache_write_input_tokens
+                + other.cache_write_input_tokens,
+            output_tokens: self.output_tokens + other.output_tokens,
+            reasoning_output_tokens: self.reasoning_output_tokens + other.reasoning_output_tokens,
+        }
+    }
+}
+
+/// A thread item.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Item {
+    AgentMessage {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        text: String,
+    },
+    Reasoning {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        text: String,
+    },
+    CommandExecution {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        command: String,
+        #[serde(default)]
+        aggregated_output: String,
+        #[serde(default)]
+        exit_code: Option<i64>,
+        #[serde(default)]
+        status: String,
+    },
+    FileChange {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        changes: Vec<FileChange>,
+        #[serde(default)]
+        status: String,
+    },
+    McpToolCall {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        server: String,
+        #[serde(default)]
+        tool: String,
+        #[serde(default)]
+        status: String,
+    },
+    WebSearch {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        query: String,
+    },
+    TodoList {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        items: Vec<TodoItem>,
+    },
+    Error {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        message: String,
+    },
+    /// An item type this version does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// One file of a `file_change` item.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FileChange {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// One entry of a `todo_list` item.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TodoItem {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub completed: bool,
+}
+
+/// The result of parsing one line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    Event(Event),
+    /// Valid JSON with a `type` we do not know (or a known type with an unexpected shape).
+    Unknown(String),
+    /// Not a JSON object with a string `type` (codex printed something else).
+    Malformed,
+}
+
+/// Parse one JSONL line. Never panics; blank lines are [`Parsed::Malformed`].
+pub fn parse_line(line: &str) -> Parsed {
+    match serde_json::from_str::<Event>(line) {
+        Ok(ev) => Parsed::Event(ev),
+        Err(_) => {
+            #[derive(Deserialize)]
+            struct TypeOnly {
+                #[serde(rename = "type")]
+                kind: String,
+            }
+            match serde_json::from_str::<TypeOnly>(line) {
+                Ok(t) => Parsed::Unknown(t.kind.chars().take(64).collect()),
+                Err(_) => Parsed::Malformed,
+            }
+        }
+    }
+}
+
+/// Is a top-level `error` event a transient retry notice rather than a failure?
+pub fn is_transient(message: &str) -> bool {
+    message.trim_start().starts_with("Reconnecting")
+}
+
 /// Why a turn failed, classified from codex's own messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     Auth,
@@ -22,5 +229,335 @@ impl fmt::Display for FailureKind {
             FailureKind::TurnFailed => "codex turn failed",
             FailureKind::Crashed => "codex exited with an error",
         })
+    }
+}
+
+/// Classify a failure message from codex (a `turn.failed`, terminal `error`, or stderr).
+pub fn classify(message: &str) -> FailureKind {
+    let m = message.to_ascii_lowercase();
+    let any = |needles: &[&str]| needles.iter().any(|n| m.contains(n));
+    if any(&[
+        "context length",
+        "context_length",
+        "context window",
+        "maximum context",
+        "too many tokens",
+    ]) {
+        FailureKind::ContextLength
+    } else if any(&[
+        "401",
+        "unauthorized",
+        "invalid api key",
+        "incorrect api key",
+        "authentication",
+        "not logged in",
+        "login",
+    ]) {
+        FailureKind::Auth
+    } else if any(&[
+        "429",
+        "rate limit",
+        "rate_limit",
+        "quota",
+        "usage limit",
+        "too many requests",
+    ]) {
+        FailureKind::RateLimit
+    } else {
+        FailureKind::TurnFailed
+    }
+}
+
+/// A one-line description of what codex is doing, for progress messages; `None` for events
+/// that say nothing new.
+pub fn describe(event: &Event) -> Option<String> {
+    fn clip(s: &str) -> String {
+        const MAX: usize = 120;
+        let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+        if s.chars().count() > MAX {
+            format!("{}…", s.chars().take(MAX).collect::<String>())
+        } else {
+            s
+        }
+    }
+    match event {
+        Event::ThreadStarted { .. } => Some("starting".into()),
+        Event::TurnStarted => Some("thinking".into()),
+        Event::TurnCompleted { .. } => Some("finishing".into()),
+        Event::TurnFailed { .. } => None,
+        Event::Error { message } if is_transient(message) => Some(clip(message)),
+        Event::Error { .. } => None,
+        Event::ItemStarted { item } | Event::ItemUpdated { item } => match item {
+            Item::CommandExecution { command, .. } => Some(format!("running: {}", clip(command))),
+            Item::FileChange { changes, .. } => Some(format!(
+                "editing {}",
+                clip(
+                    &changes
+                        .iter()
+                        .map(|c| c.path.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            )),
+            Item::McpToolCall { server, tool, .. } => Some(format!("calling {server}.{tool}")),
+            Item::WebSearch { query, .. } => Some(format!("searching: {}", clip(query))),
+            Item::Reasoning { .. } => Some("thinking".into()),
+            Item::TodoList { items, .. } => {
+                let done = items.iter().filter(|i| i.completed).count();
+                Some(format!("plan: {done}/{} steps done", items.len()))
+            }
+            Item::AgentMessage { .. } => Some("writing the answer".into()),
+            Item::Error { .. } | Item::Unknown => None,
+        },
+        Event::ItemCompleted { item } => match item {
+            Item::CommandExecution {
+                command, exit_code, ..
+            } => Some(format!(
+                "ran: {} (exit {})",
+                clip(command),
+                exit_code.map_or("?".into(), |c| c.to_string())
+            )),
+            Item::FileChange { changes, .. } => Some(format!(
+                "edited {}",
+                clip(
+                    &changes
+                        .iter()
+                        .map(|c| c.path.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            )),
+            Item::Reasoning { .. } => Some("thinking".into()),
+            Item::AgentMessage { .. } => Some("answer written".into()),
+            _ => None,
+        },
+    }
+}
+
+/// A command codex ran during the turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandRun {
+    pub command: String,
+    pub exit_code: Option<i64>,
+    pub status: String,
+}
+
+/// Everything a turn's events say, folded as they arrive.
+#[derive(Debug, Clone, Default)]
+pub struct Transcript {
+    /// The thread id from `thread.started` (raw; parse it before use).
+    pub thread_id: Option<String>,
+    /// The last `agent_message` text.
+    pub last_message: Option<String>,
+    /// Running thread usage from `turn.completed`.
+    pub thread_usage: Option<Usage>,
+    /// Commands run, in completion order.
+    pub commands: Vec<CommandRun>,
+    /// Files changed (paths), in order, without duplicates.
+    pub files_changed: Vec<String>,
+    /// The failure message from `turn.failed` or a terminal `error`.
+    pub failure: Option<String>,
+    pub turn_completed: bool,
+    /// Lines with an unknown type.
+    pub unknown_events: u64,
+    /// Lines that were not JSON events, or were over the line cap.
+    pub malformed_lines: u64,
+    /// Transient retry notices seen.
+    pub retries: u64,
+}
+
+/// Most commands kept in a transcript; a turn running more still completes.
+pub const MAX_COMMANDS_KEPT: usize = 1000;
+
+impl Transcript {
+    /// Fold one parsed line in.
+    pub fn apply(&mut self, parsed: &Parsed) {
+        match parsed {
+            Parsed::Event(ev) => self.apply_event(ev),
+            Parsed::Unknown(_) => self.unknown_events += 1,
+            Parsed::Malformed => self.malformed_lines += 1,
+        }
+    }
+
+    /// Fold one event in.
+    pub fn apply_event(&mut self, ev: &Event) {
+        match ev {
+            Event::ThreadStarted { thread_id } => self.thread_id = Some(thread_id.clone()),
+            Event::TurnStarted => {}
+            Event::TurnCompleted { usage } => {
+                self.thread_usage = Some(*usage);
+                self.turn_completed = true;
+            }
+            Event::TurnFailed { error } => self.failure = Some(error.message.clone()),
+            Event::Error { message } => {
+                if is_transient(message) {
+                    self.retries += 1;
+                } else {
+                    self.failure = Some(message.clone());
+                }
+            }
+            Event::ItemStarted { .. } | Event::ItemUpdated { .. } => {}
+            Event::ItemCompleted { item } => match item {
+                Item::AgentMessage { text, .. } => self.last_message = Some(text.clone()),
+                Item::CommandExecution {
+                    command,
+                    exit_code,
+                    status,
+                    ..
+                } => {
+                    if self.commands.len() < MAX_COMMANDS_KEPT {
+                        self.commands.push(CommandRun {
+                            command: command.clone(),
+                            exit_code: *exit_code,
+                            status: status.clone(),
+                        });
+                    }
+                }
+                Item::FileChange { changes, .. } => {
+                    for c in changes {
+                        if !self.files_changed.contains(&c.path)
+                            && self.files_changed.len() < MAX_COMMANDS_KEPT
+                        {
+                            self.files_changed.push(c.path.clone());
+                        }
+                    }
+                }
+                Item::Unknown => self.unknown_events += 1,
+                Item::Reasoning { .. }
+                | Item::McpToolCall { .. }
+                | Item::WebSearch { .. }
+                | Item::TodoList { .. }
+                | Item::Error { .. } => {}
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(line: &str) -> Event {
+        match parse_line(line) {
+            Parsed::Event(e) => e,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plain_turn_parses_into_a_transcript() {
+        let lines = [
+            r#"{"type":"thread.started","thread_id":"550e8400-e29b-41d4-a716-446655440000"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"hm"}}"#,
+            r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"bash -lc ls","aggregated_output":"a\n","exit_code":0,"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[{"path":"src/a.rs","kind":"update"}],"status":"completed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"done"}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":10,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":5,"reasoning_output_tokens":0}}"#,
+        ];
+        let mut t = Transcript::default();
+        for l in lines {
+            t.apply(&parse_line(l));
+        }
+        assert_eq!(
+            t.thread_id.as_deref(),
+            Some("550e8400-e29b-41d4-a716-446655440000")
+        );
+        assert_eq!(t.last_message.as_deref(), Some("done"));
+        assert_eq!(
+            t.commands,
+            vec![CommandRun {
+                command: "bash -lc ls".into(),
+                exit_code: Some(0),
+                status: "completed".into()
+            }]
+        );
+        assert_eq!(t.files_changed, vec!["src/a.rs".to_string()]);
+        assert_eq!(t.thread_usage.unwrap().input_tokens, 10);
+        assert!(t.turn_completed && t.failure.is_none());
+        assert_eq!((t.unknown_events, t.malformed_lines), (0, 0));
+    }
+
+    #[test]
+    fn unknown_types_are_counted_and_garbage_is_malformed() {
+        let mut t = Transcript::default();
+        t.apply(&parse_line(r#"{"type":"thread.archived","x":1}"#));
+        t.apply(&parse_line(
+            r#"{"type":"item.completed","item":{"type":"hologram","id":"i"}}"#,
+        ));
+        t.apply(&parse_line("not json"));
+        t.apply(&parse_line(r#"{"no_type":1}"#));
+        t.apply(&parse_line(""));
+        assert_eq!(t.unknown_events, 2);
+        assert_eq!(t.malformed_lines, 3);
+    }
+
+    #[test]
+    fn transient_errors_are_retries_and_terminal_ones_failures() {
+        let mut t = Transcript::default();
+        t.apply_event(&ev(
+            r#"{"type":"error","message":"Reconnecting... 2/5 (stream disconnected)"}"#,
+        ));
+        assert_eq!((t.retries, t.failure.is_none()), (1, true));
+        t.apply_event(&ev(
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}"#,
+        ));
+        assert_eq!(classify(t.failure.as_deref().unwrap()), FailureKind::Auth);
+    }
+
+    #[test]
+    fn failures_are_classified() {
+        assert_eq!(
+            classify("exceeded your current quota"),
+            FailureKind::RateLimit
+        );
+        assert_eq!(classify("429 Too Many Requests"), FailureKind::RateLimit);
+        assert_eq!(
+            classify("Your input exceeds the context window"),
+            FailureKind::ContextLength
+        );
+        assert_eq!(
+            classify("We're currently experiencing high demand"),
+            FailureKind::TurnFailed
+        );
+    }
+
+    #[test]
+    fn usage_deltas_turn_running_totals_into_per_turn_figures() {
+        let a = Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..Default::default()
+        };
+        let b = Usage {
+            input_tokens: 25,
+            output_tokens: 9,
+            cached_input_tokens: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            b.delta(&a),
+            Usage {
+                input_tokens: 15,
+                output_tokens: 4,
+                cached_input_tokens: 3,
+                ..Default::default()
+            }
+        );
+        assert_eq!(a.delta(&b), Usage::default());
+    }
+
+    #[test]
+    fn progress_descriptions_say_what_codex_does() {
+        let e = ev(
+            r#"{"type":"item.started","item":{"id":"i","type":"command_execution","command":"cargo test","status":"in_progress"}}"#,
+        );
+        assert_eq!(describe(&e).as_deref(), Some("running: cargo test"));
+        let e = ev(
+            r#"{"type":"item.started","item":{"id":"i","type":"file_change","changes":[{"path":"src/lib.rs","kind":"update"}]}}"#,
+        );
+        assert_eq!(describe(&e).as_deref(), Some("editing src/lib.rs"));
+        assert_eq!(describe(&Event::TurnStarted).as_deref(), Some("thinking"));
     }
 }

@@ -1,1 +1,228 @@
-//! (in progress)
+//! Identifiers that reach codex's argv: caller session handles, Codex thread ids and git refs.
+//!
+//! Each one is a positional or a `--flag=value` in an argv, so none may ever look like a flag.
+
+use crate::error::{Error, Result};
+
+/// Longest caller session handle we accept.
+pub const MAX_SESSION_ID_LEN: usize = 256;
+
+/// Longest git ref we accept for `review` (git itself allows more; no real branch is this long).
+pub const MAX_GIT_REF_LEN: usize = 255;
+
+/// A caller's session handle: `^[A-Za-z0-9_-]{1,256}$`, never starting with `-`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// Validate a caller-supplied handle. `field` names the argument in the error.
+    pub fn parse(field: &str, raw: &str) -> Result<Self> {
+        if raw.is_empty() {
+            return Err(Error::invalid(field, "must not be empty"));
+        }
+        if raw.len() > MAX_SESSION_ID_LEN {
+            return Err(Error::invalid(
+                field,
+                format!("must be at most {MAX_SESSION_ID_LEN} characters"),
+            ));
+        }
+        if raw.starts_with('-') {
+            return Err(Error::invalid(field, "must not start with '-'"));
+        }
+        if !raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(Error::invalid(
+                field,
+                "may contain only letters, digits, '_' and '-'",
+            ));
+        }
+        Ok(SessionId(raw.to_owned()))
+    }
+
+    /// A fresh random handle (a UUID), for calls that did not name a session.
+    pub fn generate() -> Self {
+        SessionId(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// The handle as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A Codex thread id, read from codex's output. Only a parsed UUID is ever used as the
+/// `resume` positional, so a value can never present as a flag (or as `--last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct ThreadId(uuid::Uuid);
+
+impl ThreadId {
+    /// Parse a thread id; anything but a UUID is refused.
+    pub fn parse(raw: &str) -> Result<Self> {
+        // uuid also accepts braced and urn forms; only the plain hyphenated form is emitted by
+        // codex, so require it exactly.
+        if raw.len() != 36 {
+            return Err(Error::invalid("threadId", "is not a UUID"));
+        }
+        uuid::Uuid::try_parse(raw)
+            .map(ThreadId)
+            .map_err(|_| Error::invalid("threadId", "is not a UUID"))
+    }
+
+    /// Canonical lowercase hyphenated form, as passed to `codex exec resume`.
+    pub fn to_arg(&self) -> String {
+        self.0.hyphenated().to_string()
+    }
+}
+
+impl std::fmt::Display for ThreadId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.hyphenated())
+    }
+}
+
+/// Validate a git ref for `review --base=` or `--commit=`: a hex SHA, or a name that passes the
+/// rules of `git check-ref-format` that matter here. Never starts with `-`.
+pub fn validate_git_ref(field: &str, raw: &str) -> Result<()> {
+    let bad = |reason: &str| Err(Error::invalid(field, reason.to_owned()));
+    if raw.is_empty() {
+        return bad("must not be empty");
+    }
+    if raw.len() > MAX_GIT_REF_LEN {
+        return bad("is too long for a git ref");
+    }
+    if raw.starts_with('-') {
+        return bad("must not start with '-'");
+    }
+    if raw.bytes().any(|b| {
+        b.is_ascii_control()
+            || matches!(
+                b,
+                b' ' | b'~' | b'^' | b':' | b'?' | b'*' | b'[' | b'\\' | b'\x7f'
+            )
+    }) {
+        return bad("contains a character git does not allow in a ref");
+    }
+    if raw.contains("..") || raw.contains("@{") || raw == "@" {
+        return bad("must be a single ref or commit, not a range or reflog expression");
+    }
+    if raw.starts_with('/') || raw.ends_with('/') || raw.contains("//") {
+        return bad("has a misplaced '/'");
+    }
+    if raw.ends_with('.') || raw.ends_with(".lock") {
+        return bad("must not end with '.' or '.lock'");
+    }
+    if raw.split('/').any(|part| part.starts_with('.')) {
+        return bad("has a path component starting with '.'");
+    }
+    if !raw.is_ascii() {
+        return bad("must be ASCII");
+    }
+    Ok(())
+}
+
+/// Validate a commit for `review --commit=`: a hex SHA (4 to 64 digits) or a ref name.
+pub fn validate_commit(field: &str, raw: &str) -> Result<()> {
+    validate_git_ref(field, raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_accept_the_documented_alphabet() {
+        for ok in [
+            "a",
+            "A-b_9",
+            "0123",
+            &"x".repeat(256),
+            "550e8400-e29b-41d4-a716-446655440000",
+        ] {
+            assert!(SessionId::parse("sessionId", ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn session_ids_refuse_flags_empties_and_other_characters() {
+        for bad in [
+            "",
+            "-x",
+            "--last",
+            "a b",
+            "a/b",
+            "a.b",
+            "é",
+            "a\nb",
+            &"x".repeat(257),
+            "a=b",
+        ] {
+            let err = SessionId::parse("sessionId", bad).unwrap_err().to_string();
+            assert!(err.contains("sessionId"), "{err}");
+        }
+    }
+
+    #[test]
+    fn thread_ids_must_be_plain_uuids() {
+        let id = ThreadId::parse("550E8400-E29B-41D4-A716-446655440000").unwrap();
+        assert_eq!(id.to_arg(), "550e8400-e29b-41d4-a716-446655440000");
+        for bad in [
+            "--last",
+            "-550e8400-e29b-41d4-a716-44665544000",
+            "{550e8400-e29b-41d4-a716-446655440000}",
+            "urn:uuid:550e8400-e29b-41d4-a716-446655440000",
+            "550e8400e29b41d4a716446655440000",
+            "thread-name",
+            "",
+        ] {
+            assert!(ThreadId::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn git_refs_refuse_flags_ranges_and_odd_characters() {
+        for ok in [
+            "main",
+            "origin/main",
+            "feature/x-1",
+            "v1.2.3",
+            "a1b2c3d",
+            &"f".repeat(40),
+        ] {
+            assert!(validate_git_ref("base", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "-x",
+            "--uncommitted",
+            "-cfoo=bar",
+            "",
+            "a..b",
+            "a b",
+            "a~1",
+            "HEAD^",
+            "a:b",
+            "a\nb",
+            "/a",
+            "a/",
+            "a//b",
+            "a.lock",
+            ".hidden",
+            "a/.b",
+            "x@{1}",
+            "@",
+            "é",
+        ] {
+            let err = validate_git_ref("base", bad).unwrap_err().to_string();
+            assert!(err.contains("`base`"), "{bad}: {err}");
+        }
+    }
+}
