@@ -263,14 +263,19 @@ pub fn pins(cwd: &Path) -> Vec<String> {
 /// Tool commands get only codex's core variables (HOME, LOGNAME, PATH, SHELL, USER, TMPDIR…),
 /// with codex's default excludes (`*KEY*`, `*SECRET*`, `*TOKEN*`) on top. Together with
 /// `features.shell_snapshot=false` this keeps OPENAI_API_KEY out of every command the model runs.
-pub const SHELL_ENV_PIN: &str =
-    "shell_environment_policy={inherit=\"core\",ignore_default_excludes=false}";
+/// Every field is given, because an inline table from `-c` merges into the user's table: an
+/// `include_only`, `exclude` or `experimental_use_profile` from user config would otherwise
+/// survive (measured on 0.145.0).
+pub const SHELL_ENV_PIN: &str = "shell_environment_policy={inherit=\"core\",include_only=[],\
+     exclude=[],ignore_default_excludes=false,experimental_use_profile=false}";
 
-/// `projects={"<cwd>"={trust_level="untrusted"}, "<parent>"=…, …, "/"=…}`: codex looks trust up
-/// by the working directory and by its repository root, and a broad user entry on an ancestor
-/// makes everything below it trusted; marking every ancestor untrusted for this invocation
-/// covers all of them, so no repository's `.codex/config.toml` loads and no trust entry is
-/// written into the user's config.
+/// `projects={"<cwd>"={trust_level="untrusted"}, "<parent>"=…, …, "/"=…}`. Codex 0.145.0 walks
+/// every directory from the project root down to the cwd and, for each one holding a `.codex/`,
+/// decides trust by that directory's own key first (then the project root's, then the repository
+/// root's). Every such directory is the cwd or one of its ancestors, so naming all of them
+/// untrusted makes the first lookup hit ours: no repository's `.codex/config.toml` loads, and no
+/// trust entry is written into the user's config, whatever the user already trusts. (Naming only
+/// the cwd is not enough once the user trusts the repository root; measured.)
 pub fn projects_pin(cwd: &Path) -> String {
     let entries: Vec<String> = cwd
         .ancestors()

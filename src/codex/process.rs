@@ -1,1 +1,846 @@
-//! (in progress)
+//! The only module that spawns a process: one codex turn from [`SpawnSpec`] to [`TurnOutcome`].
+//!
+//! - Spawned from one long-lived spawner thread (so `PR_SET_PDEATHSIG`, which fires when the
+//!   *thread* that forked the child exits, fires only when the server dies), with an argv array
+//!   (no shell), the allowlisted environment, the confined cwd (checked again right before the
+//!   spawn), a process group of its own, a parent-death signal, `kill_on_drop`, and, where the
+//!   machine allows it, a cgroup v2 of its own so that every descendant can be killed, including
+//!   tool commands codex starts in sessions of their own and their orphans.
+//! - stdin is null or written in full and closed (codex reads stdin to EOF before it starts);
+//!   stdout and stderr are always piped: stdout is our MCP channel.
+//! - stdout is read as JSONL with a line cap (an over-long line is skipped and counted, and
+//!   reading goes on) and a total cap (past it the turn is stopped); stderr keeps a bounded tail.
+//! - Timeout: SIGTERM to the group, SIGKILL after a grace period; cancellation does the same
+//!   with a short grace. Every ending kills whatever is left of the turn's processes.
+//! - Every string in the outcome is redacted.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
+use tokio::process::{Child, Command};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::sync::CancellationToken;
+
+use crate::codex::argv::SpawnSpec;
+use crate::codex::events::{
+    CommandRun, Event, FailureKind, Transcript, Usage, classify, parse_line,
+};
+use crate::config::{Limits, TESTED_CODEX_VERSION};
+use crate::error::{Error, Result};
+use crate::security::ids::ThreadId;
+use crate::security::paths;
+use crate::security::redact::redact;
+
+/// Grace between SIGTERM and SIGKILL on a timeout (the security model's 5 s).
+pub const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+/// Grace on cancellation: short, so a cancelled call frees its slot well within 1 s.
+pub const CANCEL_GRACE: Duration = Duration::from_millis(300);
+
+/// How one turn runs.
+#[derive(Clone)]
+pub struct RunOptions {
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+    pub limits: Limits,
+    /// The thread's usage total before this turn (zero for a new thread), to compute the
+    /// turn's own usage from codex's running total.
+    pub prior_thread_usage: Usage,
+    pub timeout_grace: Duration,
+    pub cancel_grace: Duration,
+}
+
+impl RunOptions {
+    /// Defaults for a turn with this timeout.
+    pub fn new(timeout: Duration, limits: Limits) -> Self {
+        RunOptions {
+            timeout,
+            cancel: CancellationToken::new(),
+            limits,
+            prior_thread_usage: Usage::default(),
+            timeout_grace: TIMEOUT_GRACE,
+            cancel_grace: CANCEL_GRACE,
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    Completed,
+    Failed { kind: FailureKind, message: String },
+    TimedOut { after: Duration },
+    Cancelled,
+    OutputCapExceeded { limit: usize },
+}
+
+/// What a turn produced, redacted. Present on every ending, so a timeout still carries the
+/// partial answer.
+#[derive(Debug, Clone, Default)]
+pub struct TurnOutput {
+    pub thread_id: Option<ThreadId>,
+    /// The last agent message (the answer, or the partial answer).
+    pub message: Option<String>,
+    pub thread_usage: Option<Usage>,
+    pub turn_usage: Option<Usage>,
+    pub commands: Vec<CommandRun>,
+    pub files_changed: Vec<String>,
+    pub duration: Duration,
+    pub exit_code: Option<i32>,
+    pub stderr_tail: String,
+    pub unknown_events: u64,
+    pub malformed_lines: u64,
+    pub retries: u64,
+    /// Which containment the turn ran under.
+    pub containment: Containment,
+}
+
+/// How the turn's processes were contained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Containment {
+    /// A cgroup v2 of its own: every descendant is killed at the end.
+    Cgroup,
+    /// The process group plus a walk of codex's descendants.
+    #[default]
+    ProcessGroup,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    pub ending: Ending,
+    pub output: TurnOutput,
+}
+
+impl TurnOutcome {
+    /// The output when the turn completed; otherwise the matching [`Error`], carrying the
+    /// partial answer for a timeout or a cancellation.
+    pub fn into_result(self) -> Result<TurnOutput> {
+        match self.ending {
+            Ending::Completed => Ok(self.output),
+            Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
+            Ending::TimedOut { after } => Err(Error::TimedOut {
+                after,
+                partial: self.output.message,
+            }),
+            Ending::Cancelled => Err(Error::Cancelled {
+                partial: self.output.message,
+            }),
+            Ending::OutputCapExceeded { limit } => Err(Error::OutputCap {
+                what: "output",
+                limit,
+            }),
+        }
+    }
+}
+
+/// Run one codex turn. `on_event` sees every parsed event as it arrives (progress, actors).
+/// Errors only when nothing could be started (codex missing, a path that changed); every
+/// ending after the spawn is a [`TurnOutcome`].
+pub async fn run(
+    spec: SpawnSpec,
+    opts: RunOptions,
+    mut on_event: impl FnMut(&Event) + Send,
+) -> Result<TurnOutcome> {
+    let started = Instant::now();
+    paths::recheck(&spec.cwd)?;
+    for c in &spec.checked {
+        paths::recheck(c)?;
+    }
+    let cgroup = TurnCgroup::create();
+    let mut child = spawn(&spec, cgroup.as_ref()).await?;
+    let pid = child.id().map(|p| p as i32);
+    tracing::debug!(pid, kind = ?spec.kind, sandbox = spec.sandbox.as_arg(), "codex spawned");
+
+    // stdin: write in full, then close (drop). Codex reads it to EOF before starting.
+    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&bytes).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| io::Error::other("stdout not piped"))?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| io::Error::other("stderr not piped"))?;
+    let stderr_task = tokio::spawn(read_tail(stderr, opts.limits.stderr_tail_bytes));
+
+    let mut transcript = Transcript::default();
+    let cap = opts.limits.max_output_bytes;
+    let capped = Counted {
+        inner: stdout.take(cap as u64 + 1),
+        read: 0,
+    };
+    let mut lines = FramedRead::new(
+        capped,
+        LinesCodec::new_with_max_length(opts.limits.max_line_bytes),
+    );
+    let deadline = tokio::time::sleep(opts.timeout);
+    tokio::pin!(deadline);
+
+    let mut errored = false;
+    let ending: Option<Ending> = loop {
+        tokio::select! {
+            biased;
+            _ = opts.cancel.cancelled() => break Some(Ending::Cancelled),
+            _ = &mut deadline => break Some(Ending::TimedOut { after: opts.timeout }),
+            next = lines.next() => match next {
+                Some(Ok(line)) => {
+                    errored = false;
+                    if lines.get_ref().read > cap {
+                        break Some(Ending::OutputCapExceeded { limit: cap });
+                    }
+                    let parsed = parse_line(&line);
+                    if let crate::codex::events::Parsed::Event(ev) = &parsed {
+                        on_event(ev);
+                    }
+                    transcript.apply(&parsed);
+                }
+                Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                    // the codec discards up to the next newline; after this error it yields
+                    // None once and then resumes
+                    transcript.malformed_lines += 1;
+                    errored = true;
+                }
+                Some(Err(LinesCodecError::Io(e))) => {
+                    tracing::warn!(error = %e, "reading codex stdout failed");
+                    break None;
+                }
+                None if lines.get_ref().read > cap => {
+                    break Some(Ending::OutputCapExceeded { limit: cap });
+                }
+                None if errored => { errored = false; continue; }
+                None => break None,
+            },
+        }
+    };
+
+    let (ending, exit_code) = match ending {
+        // stdout closed: codex is exiting; wait for it, but not past the deadline or a cancel
+        None => {
+            let waited = tokio::select! {
+                biased;
+                _ = opts.cancel.cancelled() => Err(Ending::Cancelled),
+                _ = &mut deadline => Err(Ending::TimedOut { after: opts.timeout }),
+                status = child.wait() => Ok(status),
+            };
+            match waited {
+                Ok(status) => {
+                    let code = status.ok().and_then(|s| s.code());
+                    (None, code)
+                }
+                Err(ending) => {
+                    let grace = grace_for(&ending, &opts);
+                    let code = terminate(&mut child, pid, cgroup.as_ref(), grace).await;
+                    (Some(ending), code)
+                }
+            }
+        }
+        Some(ending) => {
+            let grace = grace_for(&ending, &opts);
+            let code = terminate(&mut child, pid, cgroup.as_ref(), grace).await;
+            (Some(ending), code)
+        }
+    };
+    // Whatever the ending: nothing of this turn outlives it.
+    reap_leftovers(pid, cgroup.as_ref()).await;
+    drop(cgroup);
+
+    let stderr_tail = stderr_task.await.unwrap_or_default();
+    let stderr_tail = redact(&stderr_tail).into_owned();
+    let ending = ending.unwrap_or_else(|| judge(&transcript, exit_code, &stderr_tail));
+    let output = finish(
+        transcript,
+        &opts,
+        started.elapsed(),
+        exit_code,
+        stderr_tail,
+        cgroup_kind(&spec),
+    );
+    if let Ending::Failed { kind, .. } = &ending {
+        tracing::info!(?kind, exit_code, "codex turn failed");
+    }
+    Ok(TurnOutcome { ending, output })
+}
+
+fn cgroup_kind(_spec: &SpawnSpec) -> Containment {
+    if cgroup_base().is_some() {
+        Containment::Cgroup
+    } else {
+        Containment::ProcessGroup
+    }
+}
+
+fn grace_for(ending: &Ending, opts: &RunOptions) -> Duration {
+    match ending {
+        Ending::Cancelled => opts.cancel_grace,
+        _ => opts.timeout_grace,
+    }
+}
+
+/// Decide how a turn whose stdout ended and whose process exited went.
+fn judge(t: &Transcript, exit_code: Option<i32>, stderr_tail: &str) -> Ending {
+    if let Some(msg) = &t.failure {
+        let msg = redact(msg).into_owned();
+        return Ending::Failed {
+            kind: classify(&msg),
+            message: msg,
+        };
+    }
+    match exit_code {
+        Some(0) if t.turn_completed => Ending::Completed,
+        Some(0) => Ending::Failed {
+            kind: FailureKind::Crashed,
+            message: with_stderr("codex exited without completing the turn", stderr_tail),
+        },
+        code => {
+            let status = code.map_or("was killed by a signal".to_owned(), |c| {
+                format!("exited with status {c}")
+            });
+            if stderr_tail.trim().is_empty() && t.last_message.is_none() {
+                Ending::Failed {
+                    kind: FailureKind::Crashed,
+                    message: format!("codex {status} and printed nothing"),
+                }
+            } else {
+                let kind = match classify(stderr_tail) {
+                    FailureKind::TurnFailed => FailureKind::Crashed,
+                    k => k,
+                };
+                Ending::Failed {
+                    kind,
+                    message: with_stderr(&format!("codex {status}"), stderr_tail),
+                }
+            }
+        }
+    }
+}
+
+/// Most stderr quoted in an error message.
+const STDERR_IN_ERRORS: usize = 2000;
+
+fn with_stderr(what: &str, stderr_tail: &str) -> String {
+    let tail = stderr_tail.trim();
+    if tail.is_empty() {
+        return what.to_owned();
+    }
+    let start = tail.len().saturating_sub(STDERR_IN_ERRORS);
+    let start = (start..tail.len())
+        .find(|i| tail.is_char_boundary(*i))
+        .unwrap_or(tail.len());
+    format!("{what}: {}", &tail[start..])
+}
+
+fn finish(
+    t: Transcript,
+    opts: &RunOptions,
+    duration: Duration,
+    exit_code: Option<i32>,
+    stderr_tail: String,
+    containment: Containment,
+) -> TurnOutput {
+    let thread_id = t
+        .thread_id
+        .as_deref()
+        .and_then(|raw| match ThreadId::parse(raw) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                tracing::warn!("codex printed a thread id that is not a UUID; ignored");
+                None
+            }
+        });
+    TurnOutput {
+        thread_id,
+        message: t.last_message.map(|m| redact(&m).into_owned()),
+        turn_usage: t.thread_usage.map(|u| u.delta(&opts.prior_thread_usage)),
+        thread_usage: t.thread_usage,
+        commands: t
+            .commands
+            .into_iter()
+            .map(|c| CommandRun {
+                command: redact(&c.command).into_owned(),
+                ..c
+            })
+            .collect(),
+        files_changed: t.files_changed,
+        duration,
+        exit_code,
+        stderr_tail,
+        unknown_events: t.unknown_events,
+        malformed_lines: t.malformed_lines,
+        retries: t.retries,
+        containment,
+    }
+}
+
+/// Keep the last `cap` bytes of a stream (lossy UTF-8).
+async fn read_tail(mut r: impl AsyncRead + Unpin, cap: usize) -> String {
+    let mut tail: VecDeque<u8> = VecDeque::with_capacity(cap.min(64 * 1024));
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                tail.extend(&buf[..n]);
+                let excess = tail.len().saturating_sub(cap);
+                tail.drain(..excess);
+            }
+        }
+    }
+    String::from_utf8_lossy(tail.make_contiguous()).into_owned()
+}
+
+/// An `AsyncRead` that counts the bytes that went through. Wrapped around `take(cap + 1)`, a
+/// count past `cap` means the output cap was exceeded (and reading stopped there).
+struct Counted<R> {
+    inner: R,
+    read: usize,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &res {
+            self.read += buf.filled().len() - before;
+        }
+        res
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spawning
+
+type SpawnJob = (
+    tokio::runtime::Handle,
+    Command,
+    tokio::sync::oneshot::Sender<io::Result<Child>>,
+);
+
+/// The long-lived spawner thread's queue.
+fn spawner() -> &'static std::sync::mpsc::Sender<SpawnJob> {
+    static SPAWNER: OnceLock<std::sync::mpsc::Sender<SpawnJob>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("codex-spawner".into())
+            .spawn(move || {
+                // lives as long as the process: PR_SET_PDEATHSIG follows this thread
+                while let Ok((handle, mut cmd, reply)) = rx.recv() {
+                    let _guard = handle.enter();
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(|_| ())
+            .unwrap_or_else(|e| tracing::error!(error = %e, "could not start the spawner thread"));
+        tx
+    })
+}
+
+async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd.path)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    let parent = std::process::id() as libc::pid_t;
+    let procs_fd: Option<i32> = cgroup.map(|c| c.procs.as_raw_fd());
+    // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
+    // (prctl, getppid, write) on values prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // the server may have died between fork and prctl
+            if libc::getppid() != parent {
+                return Err(io::Error::other("parent exited"));
+            }
+            if let Some(fd) = procs_fd {
+                // "0" moves the writing process into the cgroup; failure is not fatal (the
+                // process group still contains codex itself)
+                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+            }
+            Ok(())
+        });
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    spawner()
+        .send((tokio::runtime::Handle::current(), cmd, tx))
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    let res = rx
+        .await
+        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+    res.map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => Error::CodexNotFound {
+            program: spec.program.display().to_string(),
+            version: TESTED_CODEX_VERSION,
+        },
+        io::ErrorKind::PermissionDenied => Error::CodexNotFound {
+            program: format!("{} (not executable)", spec.program.display()),
+            version: TESTED_CODEX_VERSION,
+        },
+        _ => Error::Io(e),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Killing
+
+/// SIGTERM the group (and the cgroup), wait up to `grace`, then SIGKILL everything.
+async fn terminate(
+    child: &mut Child,
+    pid: Option<i32>,
+    cgroup: Option<&TurnCgroup>,
+    grace: Duration,
+) -> Option<i32> {
+    if let Some(pid) = pid {
+        signal_group(pid, libc::SIGTERM);
+        if let Some(cg) = cgroup {
+            cg.signal_all(libc::SIGTERM);
+        }
+    }
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(status)) => status.code(),
+        _ => {
+            if let Some(pid) = pid {
+                kill_tree(pid);
+            }
+            if let Some(cg) = cgroup {
+                cg.kill();
+            }
+            let _ = child.start_kill();
+            child.wait().await.ok().and_then(|s| s.code())
+        }
+    }
+}
+
+/// After codex exited: kill what is left of its group, its descendants and its cgroup.
+async fn reap_leftovers(pid: Option<i32>, cgroup: Option<&TurnCgroup>) {
+    if let Some(pid) = pid {
+        signal_group(pid, libc::SIGKILL);
+    }
+    if let Some(cg) = cgroup {
+        cg.kill();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !cg.is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+fn signal_group(pgid: i32, sig: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+/// Kill codex's group and every descendant's group, stopping them first so none can fork a
+/// new one in between (tool commands run in sessions of their own).
+fn kill_tree(root: i32) {
+    let mut seen: Vec<i32> = vec![];
+    for _ in 0..8 {
+        let found: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|p| !seen.contains(p))
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for p in &found {
+            // SAFETY: signals only.
+            unsafe {
+                libc::kill(*p, libc::SIGSTOP);
+            }
+        }
+        seen.extend(found);
+    }
+    signal_group(root, libc::SIGKILL);
+    for p in seen {
+        // SAFETY: signals only.
+        unsafe {
+            let pgid = libc::getpgid(p);
+            if pgid > 1 && pgid != libc::getpgid(0) {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+            libc::kill(p, libc::SIGKILL);
+        }
+    }
+}
+
+/// Every live descendant of `root`, from /proc.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    let mut parent_of: Vec<(i32, i32)> = vec![];
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            && let Some(ppid) = stat_ppid(&stat)
+        {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut out = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for (child, parent) in &parent_of {
+            if *parent == p && !out.contains(child) {
+                out.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    out
+}
+
+/// The ppid field of /proc/PID/stat (after the parenthesised comm, which may hold spaces).
+fn stat_ppid(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// cgroup v2 containment
+
+/// A cgroup v2 directory for one turn; removed on drop.
+struct TurnCgroup {
+    dir: PathBuf,
+    procs: OwnedFd,
+}
+
+static TURN_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Prefix of every cgroup the bridge creates: `codex-mcp-bridge.<server pid>.<n>`.
+pub const CGROUP_PREFIX: &str = "codex-mcp-bridge.";
+
+/// The directory under which turn cgroups are made: our own cgroup v2, when writable.
+fn cgroup_base() -> Option<&'static PathBuf> {
+    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let base = find_cgroup_base()?;
+        // probe: can we make and remove a child?
+        let probe = base.join(format!("{CGROUP_PREFIX}{}.probe", std::process::id()));
+        std::fs::create_dir(&probe).ok()?;
+        let ok = probe.join("cgroup.kill").exists();
+        let _ = std::fs::remove_dir(&probe);
+        if !ok {
+            return None;
+        }
+        cleanup_stale_cgroups(&base);
+        Some(base)
+    })
+    .as_ref()
+}
+
+fn find_cgroup_base() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split_whitespace().next()? == "cgroup2")
+            .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(mount.join(rel.trim_start_matches('/')))
+}
+
+/// Kill and remove cgroups left by servers that died (SIGKILL) with turns in flight.
+fn cleanup_stale_cgroups(base: &Path) {
+    let Ok(dir) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CGROUP_PREFIX)) else {
+            continue;
+        };
+        let Some(owner) = rest.split('.').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let alive =
+            owner == std::process::id() as i32 || Path::new(&format!("/proc/{owner}")).exists();
+        if !alive {
+            let _ = std::fs::write(e.path().join("cgroup.kill"), "1");
+            let deadline = Instant::now() + Duration::from_secs(1);
+            while std::fs::remove_dir(e.path()).is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            tracing::info!(cgroup = %e.path().display(), "removed a cgroup left by a server that died");
+        }
+    }
+}
+
+impl TurnCgroup {
+    fn create() -> Option<TurnCgroup> {
+        let base = cgroup_base()?;
+        let n = TURN_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("{CGROUP_PREFIX}{}.{n}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .ok()?;
+        Some(TurnCgroup {
+            dir,
+            procs: procs.into(),
+        })
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pids().is_empty()
+    }
+
+    fn signal_all(&self, sig: i32) {
+        for p in self.pids() {
+            // SAFETY: signals only.
+            unsafe {
+                libc::kill(p, sig);
+            }
+        }
+    }
+
+    fn kill(&self) {
+        if std::fs::write(self.dir.join("cgroup.kill"), "1").is_err() {
+            self.signal_all(libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for TurnCgroup {
+    fn drop(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Is cgroup containment available on this machine (for `ping`/`doctor`)?
+pub fn containment() -> Containment {
+    if cgroup_base().is_some() {
+        Containment::Cgroup
+    } else {
+        Containment::ProcessGroup
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_ppid_handles_spaces_and_parens_in_comm() {
+        assert_eq!(stat_ppid("123 (a b) c) S 45 123 123 0"), Some(45));
+        assert_eq!(stat_ppid("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(stat_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn judge_classifies_endings() {
+        let mut t = Transcript {
+            turn_completed: true,
+            ..Default::default()
+        };
+        assert_eq!(judge(&t, Some(0), ""), Ending::Completed);
+        t.turn_completed = false;
+        assert!(matches!(
+            judge(&t, Some(0), ""),
+            Ending::Failed {
+                kind: FailureKind::Crashed,
+                ..
+            }
+        ));
+        let e = judge(&t, Some(1), "");
+        assert_eq!(
+            e,
+            Ending::Failed {
+                kind: FailureKind::Crashed,
+                message: "codex exited with status 1 and printed nothing".into()
+            }
+        );
+        let e = judge(&t, Some(1), "Error: 401 Unauthorized");
+        assert!(matches!(
+            e,
+            Ending::Failed {
+                kind: FailureKind::Auth,
+                ..
+            }
+        ));
+        t.failure = Some("exceeded your current quota".into());
+        assert!(matches!(
+            judge(&t, Some(1), ""),
+            Ending::Failed {
+                kind: FailureKind::RateLimit,
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn counted_take_reads_one_byte_past_the_cap_and_stops() {
+        let data = vec![b'x'; 100];
+        let mut r = Counted {
+            inner: (&data[..]).take(11),
+            read: 0,
+        };
+        let mut out = vec![];
+        r.read_to_end(&mut out).await.unwrap();
+        assert_eq!(r.read, 11);
+    }
+
+    #[tokio::test]
+    async fn stderr_keeps_only_the_tail() {
+        let data: Vec<u8> = (0..100_000).map(|i| b'a' + (i % 26) as u8).collect();
+        let tail = read_tail(&data[..], 1000).await;
+        assert_eq!(tail.len(), 1000);
+        assert_eq!(tail.as_bytes(), &data[99_000..]);
+    }
+}

@@ -47,6 +47,7 @@ pub const DENIED_KEYS: &[&str] = &[
     "shell_environment_policy*",
     // trust decides whether a repository's own .codex/config.toml loads
     "projects*",
+    "project_root_markers",
     // hooks run commands
     "hooks*",
     // profiles can carry any of the above
@@ -176,6 +177,7 @@ mod tests {
             "shell_environment_policy={inherit=\"all\"}",
             "projects={\"/\"={trust_level=\"trusted\"}}",
             "projects./x.trust_level=\"trusted\"",
+            "project_root_markers=[\".hg\"]",
             "hooks={}",
             "hooks.pre=[]",
             "mcp_servers.evil={command=\"touch\"}",

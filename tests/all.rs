@@ -1,0 +1,4 @@
+//! The single integration-test binary: shared support code plus every test suite module.
+
+mod suite;
+mod support;

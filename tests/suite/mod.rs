@@ -1,0 +1,3 @@
+//! Integration test suites (each module is one area).
+
+mod smoke;

@@ -1,0 +1,13 @@
+//! Shared helpers for the integration tests: the pinned codex binary, a mock of the OpenAI
+//! Responses API, per-test directories and process helpers.
+#![allow(dead_code, unused_imports)]
+
+pub mod codex_bin;
+pub mod env;
+pub mod mock_api;
+pub mod process;
+
+pub use codex_bin::{CODEX_VERSION, codex_bin, repo_root, test_work_dir};
+pub use env::{TEST_API_KEY, TestEnv, git, init_git_repo};
+pub use mock_api::{MockApi, RecordedRequest, Reply, function_call_item, message_item};
+pub use process::{completed_items, describe_output, events_of_type, jsonl, run_with_timeout};

@@ -1,0 +1,55 @@
+//! Running child processes in tests with a hard timeout, and reading codex `--json` output.
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+/// Spawns `cmd` and waits for it to exit, collecting stdout/stderr. Panics if it cannot be
+/// spawned or does not finish within `limit` (the child is then killed: use a command with
+/// `kill_on_drop(true)`, as [`super::TestEnv::command`] does).
+pub async fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
+    let child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot spawn {cmd:?}: {e}"));
+    match tokio::time::timeout(limit, child.wait_with_output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => panic!("waiting for {cmd:?} failed: {e}"),
+        Err(_) => panic!("{cmd:?} did not finish within {limit:?}"),
+    }
+}
+
+/// Parses JSON Lines (one JSON value per non-empty line). Panics on a malformed line, quoting it.
+pub fn jsonl(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSONL line `{l}`: {e}")))
+        .collect()
+}
+
+/// The events of a codex `--json` stream whose `type` is `ty` (e.g. `"thread.started"`).
+pub fn events_of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+/// The `item` objects of `item.completed` events whose `item.type` is `item_type`
+/// (e.g. `"agent_message"`, `"command_execution"`).
+pub fn completed_items<'a>(events: &'a [Value], item_type: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == item_type)
+        .map(|e| &e["item"])
+        .collect()
+}
+
+/// A readable dump of a process's exit status, stdout and stderr, for assertion messages.
+pub fn describe_output(out: &Output) -> String {
+    format!(
+        "status: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
