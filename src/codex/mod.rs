@@ -3,3 +3,4 @@
 pub mod argv;
 pub mod events;
 pub mod process;
+pub mod rollout;

@@ -1,3 +1,4 @@
 //! Integration test suites (each module is one area).
 
 mod smoke;
+mod runner;

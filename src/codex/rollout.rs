@@ -1,0 +1,165 @@
+//! What codex recorded about a turn: the `turn_context` records of a thread's rollout file
+//! (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<ts>-<thread id>.jsonl`). `--json` output says
+//! nothing about the sandbox level or approval mode in force; the rollout does, so the bridge
+//! reads it after a turn and fails closed on a mismatch. Ephemeral turns write no rollout.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::security::ids::ThreadId;
+
+/// The security-relevant part of one `turn_context` record.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TurnContext {
+    /// `never`, `on-request`, … (`never` is what the bridge's pin must give).
+    pub approval_policy: String,
+    /// `user` or `auto_review`, …
+    pub approvals_reviewer: String,
+    /// `read-only`, `workspace-write` or `danger-full-access`.
+    pub sandbox: String,
+    pub model: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    payload: Option<Payload>,
+}
+
+#[derive(Deserialize)]
+struct Payload {
+    #[serde(default)]
+    approval_policy: Option<String>,
+    #[serde(default)]
+    approvals_reviewer: Option<String>,
+    #[serde(default)]
+    sandbox_policy: Option<SandboxPolicy>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SandboxPolicy {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// Parse one rollout line; `None` unless it is a `turn_context` record.
+pub fn parse_turn_context(line: &str) -> Option<TurnContext> {
+    let l: Line = serde_json::from_str(line).ok()?;
+    if l.kind != "turn_context" {
+        return None;
+    }
+    let p = l.payload?;
+    Some(TurnContext {
+        approval_policy: p.approval_policy.unwrap_or_default(),
+        approvals_reviewer: p.approvals_reviewer.unwrap_or_default(),
+        sandbox: p.sandbox_policy.map(|s| s.kind).unwrap_or_default(),
+        model: p.model,
+    })
+}
+
+/// The rollout file of `thread` under `codex_home`, newest date directory first.
+pub fn find_rollout(codex_home: &Path, thread: &ThreadId) -> Option<PathBuf> {
+    let suffix = format!("-{thread}.jsonl");
+    let mut dirs = vec![codex_home.join("sessions")];
+    let mut found = None;
+    // sessions/YYYY/MM/DD: three levels; sort descending so the newest day is searched first
+    for _ in 0..3 {
+        let mut next = vec![];
+        for d in &dirs {
+            let Ok(rd) = std::fs::read_dir(d) else {
+                continue;
+            };
+            let mut subs: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect();
+            subs.sort_unstable_by(|a, b| b.cmp(a));
+            next.extend(subs);
+        }
+        dirs = next;
+    }
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        if let Some(p) = rd.flatten().map(|e| e.path()).find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+        }) {
+            found = Some(p);
+            break;
+        }
+    }
+    found
+}
+
+/// The last `turn_context` recorded for `thread`, if codex wrote a rollout for it.
+pub fn last_turn_context(codex_home: &Path, thread: &ThreadId) -> Option<TurnContext> {
+    let file = std::fs::File::open(find_rollout(codex_home, thread)?).ok()?;
+    BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| l.contains("\"turn_context\""))
+        .filter_map(|l| parse_turn_context(&l))
+        .last()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_context_records_are_read_and_others_skipped() {
+        let line = r#"{"timestamp":"t","type":"turn_context","payload":{"approval_policy":"never","approvals_reviewer":"user","sandbox_policy":{"type":"read-only"},"model":"gpt-5.5"}}"#;
+        assert_eq!(
+            parse_turn_context(line),
+            Some(TurnContext {
+                approval_policy: "never".into(),
+                approvals_reviewer: "user".into(),
+                sandbox: "read-only".into(),
+                model: Some("gpt-5.5".into()),
+            })
+        );
+        assert_eq!(
+            parse_turn_context(r#"{"type":"response_item","payload":{}}"#),
+            None
+        );
+        assert_eq!(parse_turn_context("garbage"), None);
+    }
+
+    #[test]
+    fn the_last_turn_context_of_a_thread_is_found_by_its_id() {
+        let home = tempfile::tempdir().unwrap();
+        let id = ThreadId::parse("01a227a2-1763-79a2-a450-356d1b8916e4").unwrap();
+        let day = home.path().join("sessions/2026/11/29");
+        std::fs::create_dir_all(&day).unwrap();
+        let ctx = |a: &str| {
+            format!(
+                r#"{{"type":"turn_context","payload":{{"approval_policy":"{a}","approvals_reviewer":"user","sandbox_policy":{{"type":"read-only"}}}}}}"#
+            )
+        };
+        std::fs::write(
+            day.join(format!("rollout-2026-11-29T14-07-43-{id}.jsonl")),
+            format!(
+                "{}\n{{\"type\":\"x\"}}\n{}\n",
+                ctx("never"),
+                ctx("on-request")
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            last_turn_context(home.path(), &id).unwrap().approval_policy,
+            "on-request"
+        );
+        let other = ThreadId::parse("01a227a2-1763-79a2-a450-356d1b8916e5").unwrap();
+        assert!(last_turn_context(home.path(), &other).is_none());
+    }
+}

@@ -1,0 +1,152 @@
+//! Glue between the tests and the crate's runner: a [`Common`] pointed at the real codex and
+//! the mock, confined working directories, and `/proc` scans for leftover processes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use codex_mcp_bridge::codex::argv::{Common, SpawnSpec, TurnRequest};
+use codex_mcp_bridge::codex::process::{RunOptions, TurnOutcome, run};
+use codex_mcp_bridge::config::Limits;
+use codex_mcp_bridge::security::env::filter_env;
+use codex_mcp_bridge::security::overrides::parse_operator_override;
+use codex_mcp_bridge::security::paths::{self, Confined, Kind};
+
+use super::{MockApi, TestEnv, codex_bin};
+
+/// The child environment the bridge would build from `env`'s variables plus `extra` (which
+/// may plant secrets that must not pass the allowlist).
+pub fn child_env(env: &TestEnv, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = env
+        .codex_env()
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .filter(|(k, _)| !extra.iter().any(|(e, _)| e == k))
+        .collect();
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    filter_env(vars)
+}
+
+/// Invocation settings for the real codex against `mock` (the provider as operator overrides).
+pub fn common(env: &TestEnv, mock: &MockApi) -> Common {
+    Common {
+        program: codex_bin(),
+        env: child_env(env, &[]),
+        overrides: mock
+            .provider_overrides()
+            .iter()
+            .map(|o| parse_operator_override(o).expect("mock provider override is allowed"))
+            .collect(),
+        allow_danger: false,
+        disable_mcp_servers: vec![],
+    }
+}
+
+/// `dir` confined as a working directory inside itself.
+pub fn confine_dir(dir: &Path) -> Confined {
+    let canon = dir.canonicalize().expect("canonical work dir");
+    paths::resolve(
+        "workingDirectory",
+        canon.to_str().unwrap(),
+        Path::new("/"),
+        &[canon.clone()],
+        Kind::Dir,
+    )
+    .expect("confine work dir")
+}
+
+/// A new-turn request in `env.work()` with `prompt` and everything else default.
+pub fn turn(env: &TestEnv, prompt: &str) -> TurnRequest {
+    TurnRequest {
+        prompt: prompt.into(),
+        sandbox: None,
+        model: None,
+        reasoning_effort: None,
+        cwd: confine_dir(env.work()),
+        images: vec![],
+        resume: None,
+        output_schema: None,
+        output_last_message: None,
+    }
+}
+
+/// Run a spec through the crate's runner with a generous timeout.
+pub async fn run_spec(spec: SpawnSpec) -> TurnOutcome {
+    run_spec_with(
+        spec,
+        RunOptions::new(Duration::from_secs(60), Limits::default()),
+    )
+    .await
+}
+
+/// Run a spec through the crate's runner with explicit options; the whole call is bounded.
+pub async fn run_spec_with(spec: SpawnSpec, opts: RunOptions) -> TurnOutcome {
+    let limit = opts.timeout + Duration::from_secs(30);
+    tokio::time::timeout(limit, run(spec, opts, |_| {}))
+        .await
+        .expect("runner returned in time")
+        .expect("runner started codex")
+}
+
+/// Pids of live processes whose command line contains `needle` (zombies excluded).
+pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
+    let mut out = vec![];
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie && cmd.contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Wait until no process matches `needle`, up to `limit`; returns the survivors.
+pub async fn wait_no_process(needle: &str, limit: Duration) -> Vec<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = pids_with_cmdline(needle);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The environment of a live process, from `/proc/PID/environ`.
+pub fn environ_of(pid: i32) -> Vec<(String, String)> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    raw.split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .filter_map(|kv| {
+            let s = String::from_utf8_lossy(kv);
+            s.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
+/// A path under the test's root that no test creates by accident.
+pub fn marker(env: &TestEnv, name: &str) -> PathBuf {
+    env.root().join(format!("marker-{name}"))
+}
