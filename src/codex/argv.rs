@@ -1054,3 +1054,196 @@ mod tests {
         assert!(build_turn(&common(), &req).is_err());
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::security::ids::SessionId;
+    use crate::security::paths::Kind;
+    use proptest::prelude::*;
+
+    /// Every flag a builder may emit; anything else starting with `-` before `--` is a bug.
+    const FLAGS: &[&str] = &[
+        "--json",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "--ignore-user-config",
+        "--ignore-rules",
+        "--uncommitted",
+        "-c",
+        "--",
+    ];
+    const VALUE_FLAGS: &[&str] = &[
+        "--sandbox=",
+        "--model=",
+        "--image=",
+        "--output-schema=",
+        "--output-last-message=",
+        "--base=",
+        "--commit=",
+        "--title=",
+    ];
+
+    fn common() -> Common {
+        Common {
+            program: "codex".into(),
+            env: vec![],
+            overrides: vec![],
+            allow_danger: true,
+            disable_mcp_servers: vec!["slow".into()],
+        }
+    }
+
+    fn cwd(p: &str) -> Confined {
+        Confined {
+            path: p.into(),
+            within: "/".into(),
+            kind: Kind::Dir,
+            field: "workingDirectory".into(),
+        }
+    }
+
+    /// Check the argv shape: known flags only, caller values only inside `--flag=value`, every
+    /// `-c` value a one-key TOML document, all `-c` at the deepest level.
+    fn check_shape(args: &[String]) {
+        let dd = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        let mut i = 0;
+        while i < dd {
+            let a = &args[i];
+            if a == "-c" {
+                let kv = &args[i + 1];
+                let doc: toml::Table = toml::from_str(kv).unwrap_or_else(|e| panic!("{kv}: {e}"));
+                assert_eq!(doc.len(), 1, "{kv}");
+                i += 2;
+                continue;
+            }
+            if a.starts_with('-') {
+                assert!(
+                    FLAGS.contains(&a.as_str()) || VALUE_FLAGS.iter().any(|f| a.starts_with(f)),
+                    "unexpected flag {a:?} in {args:?}"
+                );
+            } else {
+                assert!(
+                    ["exec", "resume", "review"].contains(&a.as_str())
+                        || ThreadId::parse(a).is_ok(),
+                    "unexpected positional {a:?}"
+                );
+            }
+            i += 1;
+        }
+        if dd < args.len() {
+            assert_eq!(&args[dd..], &["--", "-"]);
+        }
+        let tokens = config_tokens(args);
+        let first = tokens[0].0;
+        let last = tokens[tokens.len() - 1].0;
+        assert_eq!(
+            last - first,
+            2 * (tokens.len() - 1),
+            "one run of -c: {args:?}"
+        );
+        if let Some(sub) = args.iter().position(|a| a == "resume" || a == "review") {
+            assert!(first > sub);
+        }
+        let values: Vec<&str> = tokens.iter().map(|(_, v)| *v).collect();
+        assert!(values.contains(&"approvals_reviewer=\"user\""));
+        assert!(args.iter().any(|a| a.starts_with("--sandbox=")));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn a_caller_prompt_never_reaches_argv(prompt in "\\PC{1,200}", model in "\\PC{1,100}", resume in any::<bool>()) {
+            prop_assume!(!prompt.trim().is_empty());
+            let req = TurnRequest {
+                prompt: prompt.clone(),
+                sandbox: None,
+                model: Some(model.clone()),
+                reasoning_effort: Some(ReasoningEffort::High),
+                cwd: cwd("/work/repo"),
+                images: vec![],
+                resume: resume.then(|| ThreadId::parse("550e8400-e29b-41d4-a716-446655440000").unwrap()),
+                output_schema: None,
+                output_last_message: None,
+            };
+            let spec = build_turn(&common(), &req).unwrap();
+            check_shape(&spec.args);
+            prop_assert!(!spec.args.iter().any(|a| a == &prompt));
+            prop_assert_eq!(spec.stdin.as_deref(), Some(prompt.as_bytes()));
+            let want = format!("--model={model}");
+            prop_assert!(spec.args.contains(&want));
+            prop_assert_eq!(spec.sandbox, SandboxLevel::ReadOnly);
+        }
+
+        #[test]
+        fn one_shot_prompts_go_to_stdin_only(prompt in "\\PC{1,200}", search in any::<bool>()) {
+            prop_assume!(!prompt.trim().is_empty());
+            let req = OneShotRequest { prompt: prompt.clone(), model: None, reasoning_effort: None, cwd: cwd("/tmp/q") };
+            let spec = if search { build_search(&common(), &req) } else { build_query(&common(), &req) }.unwrap();
+            check_shape(&spec.args);
+            prop_assert!(!spec.args.iter().any(|a| a.contains(prompt.as_str()) && prompt.len() > 8));
+            prop_assert_eq!(spec.sandbox, SandboxLevel::ReadOnly);
+        }
+
+        #[test]
+        fn a_working_directory_never_adds_a_config_key(dir in "(/[^/\\x00]{1,20}){1,5}") {
+            let pin = projects_pin(Path::new(&dir));
+            let doc: toml::Table = toml::from_str(&pin).unwrap();
+            prop_assert_eq!(doc.len(), 1);
+            let projects = doc["projects"].as_table().unwrap();
+            let expected: Vec<&str> = Path::new(&dir).ancestors().filter_map(|p| p.to_str()).collect();
+            prop_assert_eq!(projects.len(), expected.len());
+            for k in expected {
+                let entry = projects[k].as_table().unwrap();
+                prop_assert_eq!(entry.len(), 1);
+                prop_assert_eq!(entry["trust_level"].as_str(), Some("untrusted"));
+            }
+            let spec = build_turn(&common(), &TurnRequest {
+                prompt: "x".into(), sandbox: None, model: None, reasoning_effort: None,
+                cwd: cwd(&dir), images: vec![], resume: None, output_schema: None, output_last_message: None,
+            }).unwrap();
+            check_shape(&spec.args);
+        }
+
+        #[test]
+        fn review_values_are_refused_or_bound(base in "\\PC{0,40}", commit in "\\PC{0,40}", title in "\\PC{0,40}") {
+            for target in [
+                ReviewTarget::Base(base.clone()),
+                ReviewTarget::Commit { sha: commit.clone(), title: Some(title.clone()) },
+            ] {
+                let req = ReviewRequest { target: target.clone(), model: None, cwd: cwd("/w") };
+                if let Ok(spec) = build_review(&common(), &req) {
+                    check_shape(&spec.args);
+                    match target {
+                        ReviewTarget::Base(b) => {
+                            prop_assert!(!b.starts_with('-'));
+                            let want = format!("--base={b}");
+                            prop_assert!(spec.args.contains(&want));
+                        }
+                        ReviewTarget::Commit { sha, title } => {
+                            prop_assert!(!sha.starts_with('-'));
+                            let want = format!("--commit={sha}");
+                            prop_assert!(spec.args.contains(&want));
+                            let want = format!("--title={}", title.unwrap_or_default());
+                            prop_assert!(spec.args.contains(&want));
+                        }
+                        ReviewTarget::Uncommitted => {}
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn session_handles_match_the_documented_pattern(raw in "\\PC{0,300}") {
+            let ok = !raw.is_empty() && raw.len() <= 256 && !raw.starts_with('-')
+                && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            prop_assert_eq!(SessionId::parse("sessionId", &raw).is_ok(), ok);
+        }
+
+        #[test]
+        fn session_handles_of_the_alphabet_are_accepted(raw in "[A-Za-z0-9_][A-Za-z0-9_-]{0,255}") {
+            prop_assert!(SessionId::parse("sessionId", &raw).is_ok());
+        }
+    }
+}

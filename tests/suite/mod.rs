@@ -2,3 +2,4 @@
 
 mod smoke;
 mod runner;
+mod runner_fake;

@@ -1,0 +1,147 @@
+//! Fast tests of the runner's stream handling with a scripted stand-in for codex (`/bin/sh`).
+//! These prove IO behaviour only (line and output caps, stdin, exit classification); every
+//! security property is proven against the real binary in `runner.rs`.
+
+use std::time::Duration;
+
+use codex_mcp_bridge::codex::argv::{PathKind, SandboxLevel, SpawnSpec};
+use codex_mcp_bridge::codex::events::FailureKind;
+use codex_mcp_bridge::codex::process::{Ending, RunOptions};
+use codex_mcp_bridge::config::Limits;
+
+use crate::support::TestEnv;
+use crate::support::bridge::{confine_dir, run_spec_with};
+
+const THREAD: &str = "550e8400-e29b-41d4-a716-446655440000";
+
+fn sh(env: &TestEnv, script: &str, stdin: Option<&str>) -> SpawnSpec {
+    SpawnSpec {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), script.into()],
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: confine_dir(env.work()),
+        checked: vec![],
+        stdin: stdin.map(|s| s.as_bytes().to_vec()),
+        sandbox: SandboxLevel::ReadOnly,
+        kind: PathKind::Exec,
+    }
+}
+
+fn plain_turn_lines() -> String {
+    format!(
+        r#"echo '{{"type":"thread.started","thread_id":"{THREAD}"}}'
+echo '{{"type":"turn.started"}}'
+echo '{{"type":"item.completed","item":{{"id":"i","type":"agent_message","text":"answer"}}}}'
+echo '{{"type":"turn.completed","usage":{{"input_tokens":3,"output_tokens":2}}}}'"#
+    )
+}
+
+fn opts(limits: Limits) -> RunOptions {
+    RunOptions::new(Duration::from_secs(20), limits)
+}
+
+#[tokio::test]
+async fn an_over_long_line_is_skipped_and_reading_goes_on() {
+    let env = TestEnv::new();
+    let limits = Limits {
+        max_line_bytes: 4096,
+        ..Limits::default()
+    };
+    let script = format!(
+        "head -c 100000 /dev/zero | tr '\\0' x; echo; echo 'not json'; echo '{{\"type\":\"future.thing\"}}'; {}",
+        plain_turn_lines()
+    );
+    let outcome = run_spec_with(sh(&env, &script, None), opts(limits)).await;
+    assert_eq!(outcome.ending, Ending::Completed, "{outcome:?}");
+    assert_eq!(outcome.output.message.as_deref(), Some("answer"));
+    assert_eq!(
+        outcome.output.malformed_lines, 2,
+        "the long line and the non-JSON line"
+    );
+    assert_eq!(outcome.output.unknown_events, 1);
+    assert_eq!(outcome.output.thread_id.unwrap().to_arg(), THREAD);
+}
+
+#[tokio::test]
+async fn endless_output_stops_the_turn_at_the_cap() {
+    let env = TestEnv::new();
+    let limits = Limits {
+        max_line_bytes: 4096,
+        max_output_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let script = "while :; do echo '{\"type\":\"turn.started\"}'; done";
+    let outcome = run_spec_with(sh(&env, script, None), opts(limits)).await;
+    assert_eq!(outcome.ending, Ending::OutputCapExceeded { limit: 1 << 20 });
+    let err = outcome.into_result().unwrap_err().to_string();
+    assert!(err.contains("cap"), "{err}");
+}
+
+#[tokio::test]
+async fn stdin_is_written_in_full_and_closed() {
+    let env = TestEnv::new();
+    let big = "y".repeat(3 * 1024 * 1024);
+    let script = format!(
+        "n=$(wc -c); echo \"{{\\\"type\\\":\\\"item.completed\\\",\\\"item\\\":{{\\\"type\\\":\\\"agent_message\\\",\\\"text\\\":\\\"$n\\\"}}}}\"; echo '{{\"type\":\"turn.completed\"}}'"
+    );
+    let outcome = run_spec_with(sh(&env, &script, Some(&big)), opts(Limits::default())).await;
+    assert_eq!(outcome.ending, Ending::Completed, "{outcome:?}");
+    assert_eq!(
+        outcome.output.message.as_deref().map(str::trim),
+        Some("3145728")
+    );
+}
+
+#[tokio::test]
+async fn a_silent_non_zero_exit_is_a_crash_with_a_clear_message() {
+    let env = TestEnv::new();
+    let outcome = run_spec_with(sh(&env, "exit 3", None), opts(Limits::default())).await;
+    assert_eq!(
+        outcome.ending,
+        Ending::Failed {
+            kind: FailureKind::Crashed,
+            message: "codex exited with status 3 and printed nothing".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn stderr_is_kept_as_a_redacted_tail_and_classified() {
+    let env = TestEnv::new();
+    let script =
+        "echo 'Error: 401 Unauthorized, key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345' >&2; exit 1";
+    let outcome = run_spec_with(sh(&env, script, None), opts(Limits::default())).await;
+    match &outcome.ending {
+        Ending::Failed { kind, message } => {
+            assert_eq!(*kind, FailureKind::Auth);
+            assert!(
+                message.contains("401") && !message.contains("ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_turn_that_failed_after_its_message_is_a_failure() {
+    let env = TestEnv::new();
+    let script = format!(
+        r#"echo '{{"type":"thread.started","thread_id":"{THREAD}"}}'
+echo '{{"type":"item.completed","item":{{"id":"i","type":"agent_message","text":"half"}}}}'
+echo '{{"type":"turn.failed","error":{{"message":"stream disconnected before completion"}}}}'
+exit 1"#
+    );
+    let outcome = run_spec_with(sh(&env, &script, None), opts(Limits::default())).await;
+    assert!(
+        matches!(
+            outcome.ending,
+            Ending::Failed {
+                kind: FailureKind::TurnFailed,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.output.message.as_deref(), Some("half"));
+}
