@@ -50,6 +50,10 @@ pub enum Error {
     #[error("codex output exceeded the {what} cap of {limit} bytes; the turn was stopped")]
     OutputCap { what: &'static str, limit: usize },
 
+    /// The session store failed (disk full, read-only, corrupted, deleted).
+    #[error("session store error: {0}")]
+    Store(String),
+
     /// Spawning or waiting for the child failed at the OS level.
     #[error("could not run codex: {0}")]
     Io(#[from] std::io::Error),

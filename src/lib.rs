@@ -8,10 +8,12 @@
 //! - [`codex`]: everything about the Codex CLI: [`codex::argv`] turns a validated request into
 //!   the exact argv (pure), [`codex::events`] parses its JSONL (pure), [`codex::process`] is the
 //!   only module that spawns a process.
+//! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
 pub mod codex;
 pub mod config;
 pub mod error;
 pub mod security;
+pub mod store;
 
 pub use error::{Error, Result};

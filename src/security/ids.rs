@@ -15,6 +15,14 @@ pub const MAX_GIT_REF_LEN: usize = 255;
 #[serde(transparent)]
 pub struct SessionId(String);
 
+/// Deserializing validates too: a stored or received id is checked like a caller's.
+impl<'de> serde::Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        SessionId::parse("sessionId", &raw).map_err(serde::de::Error::custom)
+    }
+}
+
 impl SessionId {
     /// Validate a caller-supplied handle. `field` names the argument in the error.
     pub fn parse(field: &str, raw: &str) -> Result<Self> {

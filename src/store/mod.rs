@@ -1,0 +1,562 @@
+//! The session store: the only module that names sled.
+//!
+//! Trees:
+//! - `meta`: `schema_version` (u64 BE).
+//! - `sessions`: caller session id → [`SessionRecord`] (JSON). Never the sandbox level: it is
+//!   per request by design, so one escalation never applies to later turns.
+//! - `last_used`: u64 BE millis ++ session id → empty; lists newest first without a full scan.
+//! - `inflight`: session id → [`InflightTurn`] (JSON), the process of a turn in flight, so the
+//!   next start after a crash can kill what is left and mark the turn interrupted.
+//!
+//! Every write that matters is flushed before the call that caused it returns
+//! ([`Store::flush`]).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sled::Transactional;
+
+use crate::codex::events::Usage;
+use crate::error::{Error, Result};
+use crate::security::ids::SessionId;
+
+#[path = "../../migrations/mod.rs"]
+pub mod migrations;
+
+/// How the last turn of a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Running,
+    Completed,
+    Failed,
+    TimedOut,
+    Cancelled,
+    /// The server died while the turn ran.
+    Interrupted,
+}
+
+/// What the store keeps of one conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRecord {
+    pub session_id: SessionId,
+    /// The Codex thread id (a UUID), once codex reported it.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// The canonical working directory the session is bound to.
+    pub working_directory: PathBuf,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The CODEX_HOME the thread lives in (threads are files there).
+    #[serde(default)]
+    pub codex_home: Option<String>,
+    pub created_ms: u64,
+    pub last_used_ms: u64,
+    #[serde(default)]
+    pub turn_count: u64,
+    /// Sum of the turns' usage, as reported by codex (its running thread total).
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub last_status: Option<TurnStatus>,
+    /// A short, redacted reason for the last failure.
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+impl SessionRecord {
+    /// A new record bound to `working_directory`.
+    pub fn new(session_id: SessionId, working_directory: PathBuf, now_ms: u64) -> Self {
+        SessionRecord {
+            session_id,
+            thread_id: None,
+            working_directory,
+            model: None,
+            codex_home: None,
+            created_ms: now_ms,
+            last_used_ms: now_ms,
+            turn_count: 0,
+            usage: Usage::default(),
+            last_status: None,
+            last_error: None,
+        }
+    }
+}
+
+/// The process of a turn in flight, recorded so a later start can kill it if it is still ours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InflightTurn {
+    pub pid: i32,
+    /// Start time of the process in clock ticks since boot (/proc/PID/stat field 22): with the
+    /// pid, it identifies the process even after pid reuse.
+    pub start_ticks: u64,
+    /// Hash of codex's argv, checked against /proc/PID/cmdline before killing.
+    pub argv_hash: u64,
+    pub started_ms: u64,
+    /// The turn's cgroup, when it ran in one.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
+}
+
+/// One page of sessions, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    pub sessions: Vec<SessionRecord>,
+    /// Pass back to get the next page; `None` at the end.
+    pub next: Option<String>,
+}
+
+/// The opened store.
+#[derive(Clone)]
+pub struct Store {
+    db: sled::Db,
+    sessions: sled::Tree,
+    last_used: sled::Tree,
+    inflight: sled::Tree,
+    path: PathBuf,
+}
+
+const SETTING: &str = "CODEX_BRIDGE_STORE (--store)";
+const VERSION_KEY: &[u8] = b"schema_version";
+
+fn storage(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Store(format!("store at {}: {e}", path.display()))
+}
+
+impl Store {
+    /// Open (or create) the store in `dir`, migrating it to the current schema. A store locked
+    /// by another process, or written by a newer version, is refused with a clear error.
+    pub fn open(dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(dir).map_err(|e| storage(dir, e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open().map_err(|e| match e {
+            sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => Error::setting(
+                SETTING,
+                format!(
+                    "the store at {} is in use by another codex-mcp-bridge process; give this \
+                     server its own store directory",
+                    dir.display()
+                ),
+            ),
+            other => storage(dir, other),
+        })?;
+        let store = Store {
+            sessions: db.open_tree("sessions").map_err(|e| storage(dir, e))?,
+            last_used: db.open_tree("last_used").map_err(|e| storage(dir, e))?,
+            inflight: db.open_tree("inflight").map_err(|e| storage(dir, e))?,
+            path: dir.to_path_buf(),
+            db,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Where the store lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version on disk.
+    pub fn schema_version(&self) -> Result<u64> {
+        let meta = self
+            .db
+            .open_tree("meta")
+            .map_err(|e| storage(&self.path, e))?;
+        Ok(meta
+            .get(VERSION_KEY)
+            .map_err(|e| storage(&self.path, e))?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0))
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let version = self.schema_version()?;
+        if version > migrations::CURRENT {
+            return Err(Error::setting(
+                SETTING,
+                format!(
+                    "the store at {} has schema version {version}, written by a newer \
+                     codex-mcp-bridge (this one knows up to {}); upgrade, or use another store",
+                    self.path.display(),
+                    migrations::CURRENT
+                ),
+            ));
+        }
+        let meta = self
+            .db
+            .open_tree("meta")
+            .map_err(|e| storage(&self.path, e))?;
+        for step in migrations::steps().into_iter().filter(|s| s.to > version) {
+            let changes = (step.plan)(&self.db).map_err(|e| storage(&self.path, e))?;
+            let trees: Vec<&'static str> = {
+                let mut t: Vec<&'static str> = changes
+                    .iter()
+                    .map(|c| match c {
+                        migrations::Change::Insert { tree, .. }
+                        | migrations::Change::Remove { tree, .. } => *tree,
+                    })
+                    .collect();
+                t.sort_unstable();
+                t.dedup();
+                t
+            };
+            let opened: Vec<sled::Tree> = trees
+                .iter()
+                .map(|t| self.db.open_tree(t))
+                .collect::<sled::Result<_>>()
+                .map_err(|e| storage(&self.path, e))?;
+            let mut all: Vec<&sled::Tree> = opened.iter().collect();
+            all.push(&meta);
+            all.as_slice()
+                .transaction(|tx| {
+                    let meta_tx = &tx[tx.len() - 1];
+                    for c in &changes {
+                        match c {
+                            migrations::Change::Insert { tree, key, value } => {
+                                let i = trees.iter().position(|t| t == tree).unwrap_or(0);
+                                tx[i].insert(key.as_slice(), value.as_slice())?;
+                            }
+                            migrations::Change::Remove { tree, key } => {
+                                let i = trees.iter().position(|t| t == tree).unwrap_or(0);
+                                tx[i].remove(key.as_slice())?;
+                            }
+                        }
+                    }
+                    // the version last, in the same transaction
+                    meta_tx.insert(VERSION_KEY, &step.to.to_be_bytes())?;
+                    Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+                })
+                .map_err(|e| {
+                    storage(
+                        &self.path,
+                        format!("migration to v{} ({}) failed: {e:?}", step.to, step.name),
+                    )
+                })?;
+            tracing::info!(to = step.to, name = step.name, "store migrated");
+        }
+        self.db.flush().map_err(|e| storage(&self.path, e))?;
+        Ok(())
+    }
+
+    /// The record of `id`, if any.
+    pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        let Some(raw) = self
+            .sessions
+            .get(id.as_str())
+            .map_err(|e| storage(&self.path, e))?
+        else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&raw)
+            .map(Some)
+            .map_err(|e| storage(&self.path, format!("session {id} is unreadable: {e}")))
+    }
+
+    /// Insert or replace a record, keeping the `last_used` index in step (one transaction).
+    /// Not flushed: call [`Store::flush`] before answering the call that caused it.
+    pub fn put(&self, record: &SessionRecord) -> Result<()> {
+        let key = record.session_id.as_str().as_bytes();
+        let value = serde_json::to_vec(record).map_err(|e| storage(&self.path, e))?;
+        let new_index = index_key(record.last_used_ms, key);
+        (&self.sessions, &self.last_used)
+            .transaction(|(s, l)| {
+                if let Some(old) = s.get(key)?
+                    && let Ok(old) = serde_json::from_slice::<SessionRecord>(&old)
+                {
+                    l.remove(index_key(old.last_used_ms, key))?;
+                }
+                s.insert(key, value.as_slice())?;
+                l.insert(new_index.as_slice(), &[] as &[u8])?;
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| storage(&self.path, format!("{e:?}")))
+    }
+
+    /// Forget a session (and its in-flight entry).
+    pub fn remove(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        let old = self.get(id)?;
+        let key = id.as_str().as_bytes();
+        (&self.sessions, &self.last_used, &self.inflight)
+            .transaction(|(s, l, f)| {
+                if let Some(old) = &old {
+                    l.remove(index_key(old.last_used_ms, key))?;
+                }
+                s.remove(key)?;
+                f.remove(key)?;
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| storage(&self.path, format!("{e:?}")))?;
+        Ok(old)
+    }
+
+    /// Sessions, newest first, `limit` at a time, after the cursor `after` of a previous page.
+    pub fn list(&self, after: Option<&str>, limit: usize) -> Result<Page> {
+        let limit = limit.clamp(1, 1000);
+        let upper: Option<Vec<u8>> =
+            match after {
+                None => None,
+                Some(c) => Some(decode_cursor(c).ok_or_else(|| {
+                    Error::invalid("cursor", "is not a cursor from a previous page")
+                })?),
+            };
+        let iter = match &upper {
+            None => self.last_used.iter().rev(),
+            Some(u) => self.last_used.range(..u.as_slice()).rev(),
+        };
+        let mut sessions = Vec::with_capacity(limit);
+        let mut last_key: Option<Vec<u8>> = None;
+        for kv in iter {
+            let (k, _) = kv.map_err(|e| storage(&self.path, e))?;
+            if sessions.len() == limit {
+                break;
+            }
+            let Some(id) = k.get(8..).and_then(|b| std::str::from_utf8(b).ok()) else {
+                continue;
+            };
+            let Ok(id) = SessionId::parse("sessionId", id) else {
+                continue;
+            };
+            if let Some(rec) = self.get(&id)? {
+                sessions.push(rec);
+                last_key = Some(k.to_vec());
+            }
+        }
+        let next = if sessions.len() == limit {
+            last_key.map(|k| encode_cursor(&k))
+        } else {
+            None
+        };
+        Ok(Page { sessions, next })
+    }
+
+    /// How many sessions are stored (sled keeps this cheap: no record is read).
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether no session is stored.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Record the process of a turn in flight.
+    pub fn put_inflight(&self, id: &SessionId, turn: &InflightTurn) -> Result<()> {
+        let v = serde_json::to_vec(turn).map_err(|e| storage(&self.path, e))?;
+        self.inflight
+            .insert(id.as_str(), v)
+            .map_err(|e| storage(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Forget the turn in flight of `id`.
+    pub fn clear_inflight(&self, id: &SessionId) -> Result<()> {
+        self.inflight
+            .remove(id.as_str())
+            .map_err(|e| storage(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Every turn recorded in flight (after a crash: the turns that were interrupted).
+    pub fn inflight(&self) -> Result<Vec<(SessionId, InflightTurn)>> {
+        let mut out = vec![];
+        for kv in self.inflight.iter() {
+            let (k, v) = kv.map_err(|e| storage(&self.path, e))?;
+            let (Some(id), Ok(t)) = (
+                std::str::from_utf8(&k)
+                    .ok()
+                    .and_then(|s| SessionId::parse("sessionId", s).ok()),
+                serde_json::from_slice::<InflightTurn>(&v),
+            ) else {
+                continue;
+            };
+            out.push((id, t));
+        }
+        Ok(out)
+    }
+
+    /// Make every write so far durable.
+    pub async fn flush(&self) -> Result<()> {
+        self.db
+            .flush_async()
+            .await
+            .map_err(|e| storage(&self.path, e))?;
+        Ok(())
+    }
+
+    /// Make every write so far durable, blocking.
+    pub fn flush_blocking(&self) -> Result<()> {
+        self.db.flush().map_err(|e| storage(&self.path, e))?;
+        Ok(())
+    }
+}
+
+fn index_key(ms: u64, id: &[u8]) -> Vec<u8> {
+    let mut k = ms.to_be_bytes().to_vec();
+    k.extend_from_slice(id);
+    k
+}
+
+fn encode_cursor(k: &[u8]) -> String {
+    k.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_cursor(c: &str) -> Option<Vec<u8>> {
+    if c.len() % 2 != 0 || c.len() > 2 * (8 + 256) || c.len() < 18 {
+        return None;
+    }
+    (0..c.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(c.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> SessionId {
+        SessionId::parse("sessionId", s).unwrap()
+    }
+
+    fn rec(s: &str, ms: u64) -> SessionRecord {
+        SessionRecord::new(id(s), "/work".into(), ms)
+    }
+
+    #[test]
+    fn records_round_trip_and_never_hold_a_sandbox_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut r = rec("a", 10);
+        r.thread_id = Some("550e8400-e29b-41d4-a716-446655440000".into());
+        store.put(&r).unwrap();
+        assert_eq!(store.get(&id("a")).unwrap(), Some(r.clone()));
+        let raw = String::from_utf8(serde_json::to_vec(&r).unwrap()).unwrap();
+        assert!(!raw.to_lowercase().contains("sandbox"), "{raw}");
+        assert_eq!(store.schema_version().unwrap(), migrations::CURRENT);
+    }
+
+    #[test]
+    fn listing_is_newest_first_and_paged_without_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for i in 0..25u64 {
+            store.put(&rec(&format!("s{i:02}"), 1000 + i)).unwrap();
+        }
+        // touching a session moves it to the front and leaves no stale index entry
+        let mut r = store.get(&id("s03")).unwrap().unwrap();
+        r.last_used_ms = 5000;
+        store.put(&r).unwrap();
+        let mut seen = vec![];
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = store.list(cursor.as_deref(), 10).unwrap();
+            seen.extend(page.sessions.iter().map(|r| r.session_id.to_string()));
+            match page.next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen.len(), 25);
+        assert_eq!(seen[0], "s03");
+        assert_eq!(seen[1], "s24");
+        let mut dedup = seen.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), 25);
+        assert!(store.list(Some("zz"), 10).is_err());
+    }
+
+    #[test]
+    fn removing_forgets_the_record_its_index_and_its_inflight_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.put(&rec("a", 1)).unwrap();
+        let t = InflightTurn {
+            pid: 1,
+            start_ticks: 2,
+            argv_hash: 3,
+            started_ms: 4,
+            cgroup: None,
+        };
+        store.put_inflight(&id("a"), &t).unwrap();
+        assert_eq!(store.inflight().unwrap(), vec![(id("a"), t)]);
+        assert!(store.remove(&id("a")).unwrap().is_some());
+        assert!(store.get(&id("a")).unwrap().is_none());
+        assert!(store.list(None, 10).unwrap().sessions.is_empty());
+        assert!(store.inflight().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_second_open_of_a_locked_store_fails_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Store::open(dir.path()).unwrap();
+        let err = Store::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.contains("CODEX_BRIDGE_STORE") && err.contains("in use"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_store_from_a_newer_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::open(dir.path()).unwrap();
+            db.open_tree("meta")
+                .unwrap()
+                .insert(VERSION_KEY, &99u64.to_be_bytes())
+                .unwrap();
+            db.flush().unwrap();
+        }
+        let err = Store::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            err.contains("schema version 99") && err.contains("newer"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_v0_fixture_store_is_migrated_to_the_baseline() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // a v0 store: sessions only, no meta, no index
+            let db = sled::open(dir.path()).unwrap();
+            let sessions = db.open_tree("sessions").unwrap();
+            for (i, name) in ["old-a", "old-b", "old-c"].iter().enumerate() {
+                let r = rec(name, 100 + i as u64);
+                sessions
+                    .insert(name.as_bytes(), serde_json::to_vec(&r).unwrap())
+                    .unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 1);
+        let page = store.list(None, 10).unwrap();
+        let names: Vec<String> = page
+            .sessions
+            .iter()
+            .map(|r| r.session_id.to_string())
+            .collect();
+        assert_eq!(names, vec!["old-c", "old-b", "old-a"]);
+        drop(store);
+        // opening again applies nothing twice
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.list(None, 10).unwrap().sessions.len(), 3);
+    }
+}
