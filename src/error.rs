@@ -50,6 +50,14 @@ pub enum Error {
     #[error("codex output exceeded the {what} cap of {limit} bytes; the turn was stopped")]
     OutputCap { what: &'static str, limit: usize },
 
+    /// No capacity: the session is busy, or no turn slot became free in time.
+    #[error("{0}")]
+    Busy(String),
+
+    /// A session actor failed or stopped under a call.
+    #[error("{0}")]
+    SessionFailed(String),
+
     /// The session store failed (disk full, read-only, corrupted, deleted).
     #[error("session store error: {0}")]
     Store(String),

@@ -1,6 +1,8 @@
 //! codex-mcp-bridge: a hardened MCP server that drives the OpenAI Codex CLI.
 //!
 //! # Layout
+//! - [`actors`]: the registry and session actors (ractor), the concurrency limiter, and the
+//!   [`actors::Bridge`] handle the MCP layer calls.
 //! - [`config`]: operator settings (flags and environment), validated once at start.
 //! - [`error`]: the crate error and its user-facing messages (always redacted on the way out).
 //! - [`security`]: pure rules of the security model: environment allowlist, path confinement,
@@ -10,6 +12,7 @@
 //!   only module that spawns a process.
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
+pub mod actors;
 pub mod codex;
 pub mod config;
 pub mod error;

@@ -218,6 +218,8 @@ pub enum FailureKind {
     ContextLength,
     TurnFailed,
     Crashed,
+    /// Codex recorded another sandbox level or approval mode than the bridge asked for.
+    PolicyMismatch,
 }
 
 impl fmt::Display for FailureKind {
@@ -228,6 +230,7 @@ impl fmt::Display for FailureKind {
             FailureKind::ContextLength => "context length exceeded",
             FailureKind::TurnFailed => "codex turn failed",
             FailureKind::Crashed => "codex exited with an error",
+            FailureKind::PolicyMismatch => "sandbox or approval mismatch",
         })
     }
 }

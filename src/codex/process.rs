@@ -57,6 +57,22 @@ pub struct RunOptions {
     pub prior_thread_usage: Usage,
     pub timeout_grace: Duration,
     pub cancel_grace: Duration,
+    /// Called once codex runs, with what identifies its process (for crash recovery).
+    pub on_spawn: Option<SpawnHook>,
+}
+
+/// Called once codex runs (see [`RunOptions::on_spawn`]).
+pub type SpawnHook = std::sync::Arc<dyn Fn(&SpawnInfo) + Send + Sync>;
+
+/// What identifies a running codex child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnInfo {
+    pub pid: i32,
+    /// /proc/PID/stat field 22: with the pid, identifies the process across pid reuse.
+    pub start_ticks: u64,
+    /// Hash of the argv, to recognise the process later from /proc/PID/cmdline.
+    pub argv_hash: u64,
+    pub cgroup: Option<PathBuf>,
 }
 
 impl RunOptions {
@@ -69,6 +85,7 @@ impl RunOptions {
             prior_thread_usage: Usage::default(),
             timeout_grace: TIMEOUT_GRACE,
             cancel_grace: CANCEL_GRACE,
+            on_spawn: None,
         }
     }
 }
@@ -160,7 +177,18 @@ pub async fn run(
     let cgroup = TurnCgroup::create();
     let mut child = spawn(&spec, cgroup.as_ref()).await?;
     let pid = child.id().map(|p| p as i32);
+    // Whatever happens to this future from here (an abort, a panic upstream), the turn's
+    // processes die with it.
+    let mut guard = KillGuard { pid, armed: true };
     tracing::debug!(pid, kind = ?spec.kind, sandbox = spec.sandbox.as_arg(), "codex spawned");
+    if let (Some(hook), Some(pid)) = (&opts.on_spawn, pid) {
+        hook(&SpawnInfo {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+            argv_hash: argv_hash(&spec.program, &spec.args),
+            cgroup: cgroup.as_ref().map(|c| c.dir.clone()),
+        });
+    }
 
     // stdin: write in full, then close (drop). Codex reads it to EOF before starting.
     if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
@@ -258,6 +286,7 @@ pub async fn run(
     };
     // Whatever the ending: nothing of this turn outlives it.
     reap_leftovers(pid, cgroup.as_ref()).await;
+    guard.armed = false;
     drop(cgroup);
 
     let stderr_tail = stderr_task.await.unwrap_or_default();
@@ -520,6 +549,82 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
 
 // ---------------------------------------------------------------------------------------------
 // Killing
+
+/// Kills a turn's process group and descendants when the turn's future is dropped early.
+struct KillGuard {
+    pid: Option<i32>,
+    armed: bool,
+}
+
+impl Drop for KillGuard {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(pid) = self.pid
+        {
+            kill_tree(pid);
+        }
+    }
+}
+
+/// The start time of a process in clock ticks since boot (/proc/PID/stat field 22).
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // fields after comm start at field 3 (state); field 22 is the 20th of them
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A stable hash of a program and its argv (FNV-1a; not for security, for recognition).
+pub fn argv_hash(program: &Path, args: &[String]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes.iter().chain(std::iter::once(&0u8)) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(program.as_os_str().as_encoded_bytes());
+    for a in args {
+        eat(a.as_bytes());
+    }
+    h
+}
+
+/// After a crash of the server: kill a recorded turn's processes if they are still that turn
+/// (same pid, same start time, same argv), and its cgroup. Returns whether anything was killed.
+pub fn kill_leftover(pid: i32, start: u64, hash: u64, cgroup: Option<&Path>) -> bool {
+    let mut killed = false;
+    if let Some(dir) = cgroup
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(CGROUP_PREFIX))
+        && dir.exists()
+    {
+        let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while std::fs::remove_dir(dir).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        killed = true;
+    }
+    let still_ours = start_ticks(pid) == Some(start)
+        && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+            let mut parts = raw.split(|b| *b == 0).filter(|p| !p.is_empty());
+            let program = parts
+                .next()
+                .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()));
+            let args: Vec<String> = parts
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            program.is_some_and(|p| argv_hash(&p, &args) == hash)
+        });
+    if still_ours {
+        kill_tree(pid);
+        killed = true;
+    }
+    killed
+}
 
 /// SIGTERM the group (and the cgroup), wait up to `grace`, then SIGKILL everything.
 async fn terminate(
@@ -826,7 +931,7 @@ mod tests {
 
     #[tokio::test]
     async fn counted_take_reads_one_byte_past_the_cap_and_stops() {
-        let data = vec![b'x'; 100];
+        let data = [b'x'; 100];
         let mut r = Counted {
             inner: (&data[..]).take(11),
             read: 0,

@@ -55,9 +55,12 @@ pub struct SessionRecord {
     pub last_used_ms: u64,
     #[serde(default)]
     pub turn_count: u64,
-    /// Sum of the turns' usage, as reported by codex (its running thread total).
+    /// Sum of the turns' own usage over the session's life.
     #[serde(default)]
     pub usage: Usage,
+    /// Codex's running total for the current thread (to compute the next turn's own usage).
+    #[serde(default)]
+    pub thread_usage: Usage,
     #[serde(default)]
     pub last_status: Option<TurnStatus>,
     /// A short, redacted reason for the last failure.
@@ -78,6 +81,7 @@ impl SessionRecord {
             last_used_ms: now_ms,
             turn_count: 0,
             usage: Usage::default(),
+            thread_usage: Usage::default(),
             last_status: None,
             last_error: None,
         }
@@ -408,7 +412,7 @@ fn encode_cursor(k: &[u8]) -> String {
 }
 
 fn decode_cursor(c: &str) -> Option<Vec<u8>> {
-    if c.len() % 2 != 0 || c.len() > 2 * (8 + 256) || c.len() < 18 {
+    if !c.len().is_multiple_of(2) || c.len() > 2 * (8 + 256) || c.len() < 18 {
         return None;
     }
     (0..c.len())

@@ -3,3 +3,5 @@
 mod smoke;
 mod runner;
 mod runner_fake;
+mod escalation;
+mod actors;

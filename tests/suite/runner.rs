@@ -453,7 +453,7 @@ async fn codex_and_its_commands_see_only_the_allowlist_and_results_are_redacted(
     c.env = child_env(&env, &planted);
     assert!(!c.env.iter().any(|(k, _)| k == "PLANTED_VAR"));
     mock.push(Reply::exec_command("env; echo ENV_DONE"));
-    mock.push(Reply::message(&format!("the key is {key}")).with_delay(Duration::from_millis(1500)));
+    mock.push(Reply::message(format!("the key is {key}")).with_delay(Duration::from_millis(1500)));
     let mut req = turn(&env, "print the environment");
     req.model = Some("gpt-5.5".into());
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);

@@ -81,10 +81,8 @@ async fn endless_output_stops_the_turn_at_the_cap() {
 async fn stdin_is_written_in_full_and_closed() {
     let env = TestEnv::new();
     let big = "y".repeat(3 * 1024 * 1024);
-    let script = format!(
-        "n=$(wc -c); echo \"{{\\\"type\\\":\\\"item.completed\\\",\\\"item\\\":{{\\\"type\\\":\\\"agent_message\\\",\\\"text\\\":\\\"$n\\\"}}}}\"; echo '{{\"type\":\"turn.completed\"}}'"
-    );
-    let outcome = run_spec_with(sh(&env, &script, Some(&big)), opts(Limits::default())).await;
+    let script = r#"n=$(wc -c); echo "{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"$n\"}}"; echo '{"type":"turn.completed"}'"#;
+    let outcome = run_spec_with(sh(&env, script, Some(&big)), opts(Limits::default())).await;
     assert_eq!(outcome.ending, Ending::Completed, "{outcome:?}");
     assert_eq!(
         outcome.output.message.as_deref().map(str::trim),

@@ -53,7 +53,7 @@ pub fn confine_dir(dir: &Path) -> Confined {
         "workingDirectory",
         canon.to_str().unwrap(),
         Path::new("/"),
-        &[canon.clone()],
+        std::slice::from_ref(&canon),
         Kind::Dir,
     )
     .expect("confine work dir")
@@ -149,4 +149,91 @@ pub fn environ_of(pid: i32) -> Vec<(String, String)> {
 /// A path under the test's root that no test creates by accident.
 pub fn marker(env: &TestEnv, name: &str) -> PathBuf {
     env.root().join(format!("marker-{name}"))
+}
+
+/// Options for [`start_bridge`].
+pub struct BridgeOpts {
+    pub max_concurrent: usize,
+    pub idle: Duration,
+    pub fault_injection: bool,
+    pub allow_danger: bool,
+}
+
+impl Default for BridgeOpts {
+    fn default() -> Self {
+        BridgeOpts {
+            max_concurrent: 4,
+            idle: Duration::from_secs(600),
+            fault_injection: false,
+            allow_danger: false,
+        }
+    }
+}
+
+/// A running [`codex_mcp_bridge::actors::Bridge`] over a store in the test's root, driving the
+/// real codex against `mock`, with `env.root()` as the allowed root.
+pub async fn start_bridge(
+    env: &TestEnv,
+    mock: &MockApi,
+    o: BridgeOpts,
+) -> codex_mcp_bridge::actors::Bridge {
+    use codex_mcp_bridge::actors::{Bridge, Limiter, Shared};
+    use codex_mcp_bridge::config::{Config, Settings};
+    let settings = Settings {
+        roots: Some(env.root().to_string_lossy().into_owned()),
+        store: Some(env.root().join("store")),
+        max_concurrent: Some(o.max_concurrent),
+        ..Default::default()
+    };
+    let vars: Vec<(String, String)> = env
+        .codex_env()
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let config = Config::from_settings(&settings, env.root(), &vars).expect("config");
+    let store = codex_mcp_bridge::store::Store::open(&config.store_dir).expect("store");
+    let mut c = common(env, mock);
+    c.allow_danger = o.allow_danger;
+    let shared = Shared {
+        limiter: Limiter::new(config.max_concurrent),
+        config: std::sync::Arc::new(config),
+        store,
+        common: c,
+        codex_home: env.codex_home().to_path_buf(),
+        idle_timeout: o.idle,
+        queue_timeout: Duration::from_secs(120),
+        fault_injection: o.fault_injection,
+        live: Default::default(),
+    };
+    Bridge::start(shared).await.expect("bridge starts")
+}
+
+/// A turn call in `env.work()` with defaults.
+pub fn call(
+    env: &TestEnv,
+    session: Option<&str>,
+    prompt: &str,
+) -> codex_mcp_bridge::actors::TurnCall {
+    codex_mcp_bridge::actors::TurnCall {
+        session_id: session
+            .map(|s| codex_mcp_bridge::security::ids::SessionId::parse("sessionId", s).unwrap()),
+        reset: false,
+        prompt: prompt.into(),
+        sandbox: None,
+        model: None,
+        reasoning_effort: None,
+        cwd: confine_dir(env.work()),
+        images: vec![],
+        timeout: Duration::from_secs(60),
+        wait_if_busy: true,
+        cancel: tokio_util::sync::CancellationToken::new(),
+        progress: None,
+        output_schema: None,
+        output_last_message: None,
+    }
 }

@@ -1,0 +1,236 @@
+//! Conversations as actors (ractor): a [`registry::RegistryActor`] routes every call to the
+//! [`session::SessionActor`] of its session id, spawning it linked or rehydrating it from the
+//! store; each session actor owns the codex subprocess of its current turn. [`Bridge`] is the
+//! typed handle the MCP layer uses: callers never build messages or reply ports.
+
+pub mod limiter;
+pub mod registry;
+pub mod session;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use ractor::{Actor, ActorRef};
+use tokio_util::sync::CancellationToken;
+
+use crate::codex::argv::{Common, ReasoningEffort, SandboxLevel};
+use crate::codex::process::TurnOutcome;
+use crate::codex::rollout::TurnContext;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::security::ids::{SessionId, ThreadId};
+use crate::security::paths::Confined;
+use crate::store::{Page, SessionRecord, Store, TurnStatus};
+
+pub use limiter::Limiter;
+use registry::{RegistryActor, RegistryMessage};
+use session::SessionMessage;
+
+/// A progress callback: one human-readable line about what codex is doing.
+pub type Progress = Arc<dyn Fn(String) + Send + Sync>;
+
+/// Everything the actors share; read-only after start.
+pub struct Shared {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub limiter: Limiter,
+    /// Invocation settings (program, filtered environment, operator overrides).
+    pub common: Common,
+    /// Where codex keeps threads (for rollout checks and `codex delete`).
+    pub codex_home: PathBuf,
+    /// How long an idle session actor lives before it stops (it comes back from the store).
+    pub idle_timeout: Duration,
+    /// How long a call may wait for a turn slot.
+    pub queue_timeout: Duration,
+    /// Test-only fault hooks (a prompt that makes the session actor panic).
+    pub fault_injection: bool,
+    /// Live session actors by session id.
+    pub live: DashMap<SessionId, ActorRef<SessionMessage>>,
+}
+
+/// One turn asked for by a tool call.
+pub struct TurnCall {
+    /// `None`: a new session with a generated id.
+    pub session_id: Option<SessionId>,
+    /// Start a new Codex thread under the same session id.
+    pub reset: bool,
+    pub prompt: String,
+    pub sandbox: Option<SandboxLevel>,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// The confined working directory (the session's, for a resumed session).
+    pub cwd: Confined,
+    pub images: Vec<Confined>,
+    pub timeout: Duration,
+    /// On a busy session: wait for its turn (true) or fail at once.
+    pub wait_if_busy: bool,
+    pub cancel: CancellationToken,
+    pub progress: Option<Progress>,
+    /// `structured`: codex's `--output-schema` and `-o` files (made by the bridge).
+    pub output_schema: Option<PathBuf>,
+    pub output_last_message: Option<PathBuf>,
+}
+
+/// What a turn did, for the MCP layer.
+#[derive(Debug, Clone)]
+pub struct TurnReport {
+    pub session_id: SessionId,
+    /// The session existed with a thread, and this turn continued it.
+    pub resumed: bool,
+    /// The session record was created by this call.
+    pub created: bool,
+    pub outcome: TurnOutcome,
+    /// Time spent waiting for the session and for a slot.
+    pub queued: Duration,
+    /// The level asked for (after defaulting).
+    pub sandbox: SandboxLevel,
+    /// What codex recorded for the turn (approval, reviewer, sandbox), when it keeps a rollout.
+    pub recorded: Option<TurnContext>,
+    pub model: Option<String>,
+    /// The session's record after the turn.
+    pub record: Option<SessionRecord>,
+}
+
+/// Live counts for status tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub live_sessions: usize,
+    pub stored_sessions: usize,
+    pub active_turns: usize,
+    pub queued_turns: usize,
+    pub max_concurrent: usize,
+}
+
+/// The typed handle over the registry.
+#[derive(Clone)]
+pub struct Bridge {
+    registry: ActorRef<RegistryMessage>,
+    shared: Arc<Shared>,
+}
+
+impl Bridge {
+    /// Recover from a previous crash (kill leftover turns, mark them interrupted), then start
+    /// the registry.
+    pub async fn start(shared: Shared) -> Result<Bridge> {
+        recover_interrupted(&shared.store).await?;
+        let shared = Arc::new(shared);
+        let (registry, _) = Actor::spawn(None, RegistryActor, shared.clone())
+            .await
+            .map_err(|e| Error::Store(format!("could not start the session registry: {e}")))?;
+        Ok(Bridge { registry, shared })
+    }
+
+    /// The shared settings and store.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Run one turn; resolves when it ended (or failed to start).
+    pub async fn turn(&self, call: TurnCall) -> Result<TurnReport> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.registry
+            .cast(RegistryMessage::Turn {
+                call: Box::new(call),
+                reply: tx,
+            })
+            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::SessionFailed(
+                "the session's actor failed during the turn; its processes were stopped and it \
+                 restarts from its stored record on the next call"
+                    .into(),
+            ))
+        })
+    }
+
+    /// A stored session.
+    pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+        self.shared.store.get(id)
+    }
+
+    /// Sessions, newest first.
+    pub fn list(&self, cursor: Option<&str>, limit: usize) -> Result<Page> {
+        self.shared.store.list(cursor, limit)
+    }
+
+    /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files.
+    pub async fn close(
+        &self,
+        id: &SessionId,
+        delete_thread: bool,
+    ) -> Result<Option<SessionRecord>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.registry
+            .cast(RegistryMessage::Close {
+                id: id.clone(),
+                delete_thread,
+                reply: tx,
+            })
+            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(Error::SessionFailed("closing the session failed".into())))
+    }
+
+    /// Live counts.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            live_sessions: self.shared.live.len(),
+            stored_sessions: self.shared.store.len(),
+            active_turns: self.shared.limiter.active(),
+            queued_turns: self.shared.limiter.queued(),
+            max_concurrent: self.shared.limiter.max(),
+        }
+    }
+
+    /// Stop every session (each kills its subprocess), then the registry; flush the store.
+    pub async fn shutdown(&self) {
+        let actors: Vec<ActorRef<SessionMessage>> =
+            self.shared.live.iter().map(|e| e.value().clone()).collect();
+        for a in actors {
+            let _ = a
+                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
+                .await;
+        }
+        let _ = self
+            .registry
+            .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
+            .await;
+        let _ = self.shared.store.flush().await;
+    }
+
+    /// Test-only: is a session actor live?
+    pub fn is_live(&self, id: &SessionId) -> bool {
+        self.shared.live.contains_key(id)
+    }
+}
+
+/// Kill what is left of turns that were in flight when the server died, and mark them
+/// interrupted in their sessions.
+pub async fn recover_interrupted(store: &Store) -> Result<()> {
+    for (id, turn) in store.inflight()? {
+        let killed = crate::codex::process::kill_leftover(
+            turn.pid,
+            turn.start_ticks,
+            turn.argv_hash,
+            turn.cgroup.as_deref(),
+        );
+        tracing::warn!(session = %id, pid = turn.pid, killed, "a turn was interrupted by a server crash");
+        if let Some(mut rec) = store.get(&id)? {
+            rec.last_status = Some(TurnStatus::Interrupted);
+            rec.last_error = Some("the server stopped while this turn ran".into());
+            store.put(&rec)?;
+        }
+        store.clear_inflight(&id)?;
+    }
+    store.flush().await
+}
+
+/// Parse a stored thread id.
+pub(crate) fn stored_thread(rec: &SessionRecord) -> Option<ThreadId> {
+    rec.thread_id
+        .as_deref()
+        .and_then(|t| ThreadId::parse(t).ok())
+}

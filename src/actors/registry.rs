@@ -1,0 +1,175 @@
+//! The registry actor: routes each call to its session actor, spawning it (linked) or
+//! rehydrating it from the store, and supervises them.
+//!
+//! Architecture invariants: the registry never awaits a session's work inside a handler (it
+//! forwards with `cast`, and the reply goes straight from the session to the caller), so one
+//! slow session never stalls the others; a dashmap guard is never held across an `.await`.
+//! ractor's default supervision stops a supervisor when a child stops: overridden here, a
+//! failed child is forgotten and comes back from its stored record on the next call.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::oneshot;
+
+use crate::actors::session::{SessionActor, SessionArgs, SessionMessage};
+use crate::actors::{Shared, TurnCall, TurnReport};
+use crate::error::{Error, Result};
+use crate::security::ids::SessionId;
+use crate::store::SessionRecord;
+
+/// Messages to the registry.
+pub enum RegistryMessage {
+    /// Route a turn to its session.
+    Turn {
+        call: Box<TurnCall>,
+        reply: oneshot::Sender<Result<TurnReport>>,
+    },
+    /// Close a session (live or stored).
+    Close {
+        id: SessionId,
+        delete_thread: bool,
+        reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+    },
+}
+
+/// The registry's behaviour (stateless; see [`Shared`]).
+pub struct RegistryActor;
+
+impl RegistryActor {
+    async fn session(
+        &self,
+        myself: &ActorRef<RegistryMessage>,
+        shared: &Arc<Shared>,
+        id: &SessionId,
+    ) -> Result<ActorRef<SessionMessage>> {
+        let existing = shared.live.get(id).map(|e| e.value().clone());
+        if let Some(a) = existing {
+            return Ok(a);
+        }
+        let record = shared.store.get(id)?;
+        let (actor, _) = Actor::spawn_linked(
+            None,
+            SessionActor,
+            SessionArgs {
+                shared: shared.clone(),
+                id: id.clone(),
+                record,
+            },
+            myself.get_cell(),
+        )
+        .await
+        .map_err(|e| Error::SessionFailed(format!("could not start session {id}: {e}")))?;
+        shared.live.insert(id.clone(), actor.clone());
+        Ok(actor)
+    }
+}
+
+impl Actor for RegistryActor {
+    type Msg = RegistryMessage;
+    type State = Arc<Shared>;
+    type Arguments = Arc<Shared>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        shared: Arc<Shared>,
+    ) -> Result<Arc<Shared>, ActorProcessingErr> {
+        Ok(shared)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        shared: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RegistryMessage::Turn { mut call, reply } => {
+                let id = call
+                    .session_id
+                    .get_or_insert_with(SessionId::generate)
+                    .clone();
+                match self.session(&myself, shared, &id).await {
+                    Ok(actor) => {
+                        if let Err(e) = actor.cast(SessionMessage::StartTurn { call, reply }) {
+                            // the actor stopped between lookup and cast (idle): forget it; the
+                            // caller retries through a fresh actor
+                            shared.live.remove(&id);
+                            let ractor::MessagingErr::SendErr(SessionMessage::StartTurn {
+                                call,
+                                reply,
+                            }) = e
+                            else {
+                                return Ok(());
+                            };
+                            match self.session(&myself, shared, &id).await {
+                                Ok(actor) => {
+                                    let _ = actor.cast(SessionMessage::StartTurn { call, reply });
+                                }
+                                Err(err) => {
+                                    let _ = reply.send(Err(err));
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            RegistryMessage::Close {
+                id,
+                delete_thread,
+                reply,
+            } => {
+                let existing = shared.live.get(&id).map(|e| e.value().clone());
+                match existing {
+                    Some(actor) => {
+                        if actor
+                            .cast(SessionMessage::Close {
+                                delete_thread,
+                                reply,
+                            })
+                            .is_err()
+                        {
+                            shared.live.remove(&id);
+                        }
+                    }
+                    None => {
+                        let shared = shared.clone();
+                        tokio::spawn(async move {
+                            let _ = reply.send(
+                                crate::actors::session::close_stored(&shared, &id, delete_thread)
+                                    .await,
+                            );
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        shared: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                let id = cell.get_id();
+                shared.live.retain(|_, a| a.get_id() != id);
+                tracing::debug!(?reason, "session actor stopped");
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                let id = cell.get_id();
+                shared.live.retain(|_, a| a.get_id() != id);
+                tracing::error!(error = %crate::security::redact::redact(&err.to_string()), "session actor failed; it restarts from its stored record on the next call");
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

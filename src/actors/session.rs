@@ -1,0 +1,509 @@
+//! The session actor: holds one conversation's record and owns the codex subprocess of its
+//! current turn.
+//!
+//! Architecture invariants: a handler never awaits the child (a turn runs in a task that
+//! reports back with `TurnFinished`); turns on one session run one at a time (later calls wait
+//! in a queue, or fail at once when the caller asked not to wait); the record never holds a
+//! sandbox level. [`TurnGuard`] kills the turn's processes and frees its slot when the state is
+//! dropped, because ractor skips `post_stop` when an actor panics or is killed.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::{Shared, TurnCall, TurnReport, stored_thread};
+use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn};
+use crate::codex::events::{Event, FailureKind, describe};
+use crate::codex::process::{Ending, RunOptions, SpawnInfo, TurnOutcome, run};
+use crate::codex::rollout::{TurnContext, last_turn_context};
+use crate::error::{Error, Result};
+use crate::security::ids::{SessionId, ThreadId};
+use crate::security::redact::redact;
+use crate::store::{InflightTurn, SessionRecord, TurnStatus, now_ms};
+
+/// The prompt that makes a session actor panic when fault injection is on (tests only).
+pub const PANIC_PROMPT: &str = "__codex_mcp_bridge_fault__:panic";
+
+/// Messages to a session actor.
+pub enum SessionMessage {
+    /// Run a turn (or queue it behind the current one).
+    StartTurn {
+        call: Box<TurnCall>,
+        reply: oneshot::Sender<Result<TurnReport>>,
+    },
+    /// Codex reported the thread id (mid-turn); stored at once so a crash can still resume.
+    ThreadStarted { thread: ThreadId },
+    /// Codex runs; remember its process for crash recovery.
+    Spawned { info: SpawnInfo },
+    /// The turn's task ended.
+    TurnFinished { finished: Box<Finished> },
+    /// Close the session: cancel its turn, forget it, optionally delete codex's thread.
+    Close {
+        delete_thread: bool,
+        reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+    },
+    /// Stop if idle long enough.
+    IdleCheck,
+}
+
+/// What a turn task sends back.
+pub struct Finished {
+    result: Result<(TurnOutcome, Option<TurnContext>)>,
+    queued: Duration,
+    call: CallMeta,
+    reply: oneshot::Sender<Result<TurnReport>>,
+}
+
+/// The parts of a call the actor needs after the turn.
+struct CallMeta {
+    sandbox: SandboxLevel,
+    model: Option<String>,
+    resumed: bool,
+    created: bool,
+    reset: bool,
+}
+
+/// Arguments of a session actor.
+pub struct SessionArgs {
+    pub shared: Arc<Shared>,
+    pub id: SessionId,
+    /// The stored record, when the session is known.
+    pub record: Option<SessionRecord>,
+}
+
+/// The running turn. Dropping it (a stop, a panic, a kill) cancels the turn and aborts its
+/// task, whose runner kills codex's process group, descendants and cgroup, and whose slot is
+/// released with it.
+struct TurnGuard {
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.task.abort();
+    }
+}
+
+/// A session actor's state.
+pub struct SessionState {
+    shared: Arc<Shared>,
+    id: SessionId,
+    record: Option<SessionRecord>,
+    current: Option<TurnGuard>,
+    pending: VecDeque<(Box<TurnCall>, oneshot::Sender<Result<TurnReport>>, Instant)>,
+    last_activity: Instant,
+    idle_timer: Option<JoinHandle<()>>,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        if let Some(t) = &self.idle_timer {
+            t.abort();
+        }
+        for (_, reply, _) in self.pending.drain(..) {
+            let _ = reply.send(Err(Error::SessionFailed(
+                "the session stopped before this turn started".into(),
+            )));
+        }
+    }
+}
+
+/// The session actor's behaviour.
+pub struct SessionActor;
+
+impl Actor for SessionActor {
+    type Msg = SessionMessage;
+    type State = SessionState;
+    type Arguments = SessionArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: SessionArgs,
+    ) -> Result<SessionState, ActorProcessingErr> {
+        let every = (args.shared.idle_timeout / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(60));
+        let idle_timer = Some(myself.send_interval(every, || SessionMessage::IdleCheck));
+        Ok(SessionState {
+            shared: args.shared,
+            id: args.id,
+            record: args.record,
+            current: None,
+            pending: VecDeque::new(),
+            last_activity: Instant::now(),
+            idle_timer,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        st: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
+        if !matches!(msg, SessionMessage::IdleCheck) {
+            st.last_activity = Instant::now();
+        }
+        match msg {
+            SessionMessage::StartTurn { call, reply } => {
+                if st.shared.fault_injection && call.prompt == PANIC_PROMPT {
+                    panic!("fault injection: session actor panics");
+                }
+                if st.current.is_some() {
+                    if call.wait_if_busy {
+                        if let Some(p) = &call.progress {
+                            p(format!(
+                                "queued behind {} turn(s) on this session",
+                                st.pending.len() + 1
+                            ));
+                        }
+                        st.pending.push_back((call, reply, Instant::now()));
+                    } else {
+                        let _ = reply.send(Err(Error::Busy(format!(
+                            "session {} is busy with another turn; retry later or pass waitIfBusy: true",
+                            st.id
+                        ))));
+                    }
+                    return Ok(());
+                }
+                start(&myself, st, call, reply, Instant::now()).await;
+            }
+            SessionMessage::ThreadStarted { thread } => {
+                if let Some(rec) = &mut st.record
+                    && rec.thread_id.as_deref() != Some(thread.to_string().as_str())
+                {
+                    rec.thread_id = Some(thread.to_string());
+                    if let Err(e) = st.shared.store.put(rec) {
+                        tracing::error!(error = %e, "could not store the thread id");
+                    }
+                    let _ = st.shared.store.flush().await;
+                }
+            }
+            SessionMessage::Spawned { info } => {
+                let t = InflightTurn {
+                    pid: info.pid,
+                    start_ticks: info.start_ticks,
+                    argv_hash: info.argv_hash,
+                    started_ms: now_ms(),
+                    cgroup: info.cgroup,
+                };
+                if let Err(e) = st.shared.store.put_inflight(&st.id, &t) {
+                    tracing::error!(error = %e, "could not record the turn in flight");
+                }
+                let _ = st.shared.store.flush().await;
+            }
+            SessionMessage::TurnFinished { finished } => {
+                st.current = None;
+                finish(st, *finished).await;
+                // next queued call, in arrival order; cancelled waiters are skipped
+                while let Some((call, reply, since)) = st.pending.pop_front() {
+                    if call.cancel.is_cancelled() {
+                        let _ = reply.send(Err(Error::Cancelled { partial: None }));
+                        continue;
+                    }
+                    start(&myself, st, call, reply, since).await;
+                    break;
+                }
+            }
+            SessionMessage::Close {
+                delete_thread,
+                reply,
+            } => {
+                st.current = None; // cancels and kills the running turn
+                for (_, r, _) in st.pending.drain(..) {
+                    let _ = r.send(Err(Error::Cancelled { partial: None }));
+                }
+                let res = close_stored(&st.shared, &st.id, delete_thread).await;
+                st.record = None;
+                let _ = reply.send(res);
+                myself.stop(Some("closed".into()));
+            }
+            SessionMessage::IdleCheck => {
+                if st.current.is_none()
+                    && st.pending.is_empty()
+                    && st.last_activity.elapsed() >= st.shared.idle_timeout
+                {
+                    myself.stop(Some("idle".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Forget a stored session; optionally delete codex's thread files (`codex delete --force`).
+pub async fn close_stored(
+    shared: &Shared,
+    id: &SessionId,
+    delete_thread: bool,
+) -> Result<Option<SessionRecord>> {
+    let removed = shared.store.remove(id)?;
+    shared.store.flush().await?;
+    if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
+        delete_codex_thread(shared, &thread).await;
+    }
+    Ok(removed)
+}
+
+async fn delete_codex_thread(shared: &Shared, thread: &ThreadId) {
+    let mut cmd = tokio::process::Command::new(&shared.common.program);
+    cmd.args(["delete", "--force", &thread.to_arg()])
+        .env_clear()
+        .envs(shared.common.env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(30), cmd.status()).await {
+        Ok(Ok(s)) if s.success() => tracing::info!(%thread, "codex thread deleted"),
+        other => tracing::warn!(%thread, ?other, "codex delete failed"),
+    }
+}
+
+/// Validate a call against the session, then start its turn in a task.
+async fn start(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    call: Box<TurnCall>,
+    reply: oneshot::Sender<Result<TurnReport>>,
+    since: Instant,
+) {
+    let created = st.record.is_none();
+    if let Some(rec) = &st.record
+        && rec.working_directory != call.cwd.path
+    {
+        let _ = reply.send(Err(Error::invalid(
+            "workingDirectory",
+            format!(
+                "session {} is bound to another working directory; start a new session (or omit \
+                 workingDirectory) to work there",
+                st.id
+            ),
+        )));
+        return;
+    }
+    let record = st
+        .record
+        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), call.cwd.path.clone(), now_ms()));
+    if created {
+        record.codex_home = Some(st.shared.codex_home.display().to_string());
+    }
+    let resume = if call.reset {
+        None
+    } else {
+        stored_thread(record)
+    };
+    let prior_usage = if resume.is_some() {
+        record.thread_usage
+    } else {
+        Default::default()
+    };
+    record.last_status = Some(TurnStatus::Running);
+    record.last_used_ms = now_ms();
+    let stored = st.shared.store.put(record);
+    let flushed = st.shared.store.flush().await;
+    if let Err(e) = stored.and(flushed) {
+        let _ = reply.send(Err(e));
+        return;
+    }
+
+    let req = TurnRequest {
+        prompt: call.prompt.clone(),
+        sandbox: call.sandbox,
+        model: call.model.clone(),
+        reasoning_effort: call.reasoning_effort,
+        cwd: call.cwd.clone(),
+        images: call.images.clone(),
+        resume,
+        output_schema: call.output_schema.clone(),
+        output_last_message: call.output_last_message.clone(),
+    };
+    let spec = match build_turn(&st.shared.common, &req) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+            return;
+        }
+    };
+    let meta = CallMeta {
+        sandbox: spec.sandbox,
+        model: call.model.clone(),
+        resumed: resume.is_some(),
+        created,
+        reset: call.reset,
+    };
+    let cancel = call.cancel.child_token();
+    let shared = st.shared.clone();
+    let me = myself.clone();
+    let progress = call.progress.clone();
+    let timeout = call.timeout;
+    let task_cancel = cancel.clone();
+    let task = tokio::spawn(async move {
+        let slot = shared
+            .limiter
+            .acquire(shared.queue_timeout, &task_cancel, |ahead| {
+                if let Some(p) = &progress {
+                    p(format!(
+                        "queued behind {} turn(s) waiting for a codex slot",
+                        ahead + shared.limiter.active()
+                    ));
+                }
+            })
+            .await;
+        let queued = since.elapsed();
+        let result = match slot {
+            Err(e) => Err(e),
+            Ok(slot) => {
+                let mut opts = RunOptions::new(timeout, shared.config.limits);
+                opts.cancel = task_cancel.clone();
+                opts.prior_thread_usage = prior_usage;
+                let me_spawn = me.clone();
+                opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
+                    let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
+                }));
+                let me_ev = me.clone();
+                let progress_ev = progress.clone();
+                let on_event = move |ev: &Event| {
+                    if let Event::ThreadStarted { thread_id } = ev
+                        && let Ok(thread) = ThreadId::parse(thread_id)
+                    {
+                        let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+                    }
+                    if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
+                        p(redact(&line).into_owned());
+                    }
+                };
+                let outcome = run(spec, opts, on_event).await;
+                drop(slot);
+                outcome.map(|o| {
+                    let recorded = o
+                        .output
+                        .thread_id
+                        .and_then(|t| last_turn_context(&shared.codex_home, &t));
+                    (o, recorded)
+                })
+            }
+        };
+        let _ = me.cast(SessionMessage::TurnFinished {
+            finished: Box::new(Finished {
+                result,
+                queued,
+                call: meta,
+                reply,
+            }),
+        });
+    });
+    st.current = Some(TurnGuard { cancel, task });
+}
+
+/// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
+/// the sandbox level. A mismatch fails the call closed.
+pub fn check_recorded(
+    asked: SandboxLevel,
+    recorded: &TurnContext,
+) -> std::result::Result<(), String> {
+    let ok = recorded.approval_policy == "never"
+        && recorded.approvals_reviewer == "user"
+        && recorded.sandbox == asked.as_arg();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "codex ran this turn with sandbox `{}`, approval `{}`, reviewer `{}`, but the bridge asked \
+             for sandbox `{}`, approval `never`, reviewer `user`; the result is withheld",
+            recorded.sandbox,
+            recorded.approval_policy,
+            recorded.approvals_reviewer,
+            asked.as_arg()
+        ))
+    }
+}
+
+/// Fold a finished turn into the record, store it (flushed), and answer the caller.
+async fn finish(st: &mut SessionState, f: Finished) {
+    let store = &st.shared.store;
+    let _ = store.clear_inflight(&st.id);
+    let Some(rec) = st.record.as_mut() else {
+        let _ = f.reply.send(Err(Error::SessionFailed(
+            "the session was closed during the turn".into(),
+        )));
+        return;
+    };
+    let report = match f.result {
+        Err(e) => {
+            rec.last_status = Some(match e {
+                Error::Cancelled { .. } => TurnStatus::Cancelled,
+                _ => TurnStatus::Failed,
+            });
+            rec.last_error = Some(redact(&e.to_string()).into_owned());
+            Err(e)
+        }
+        Ok((mut outcome, recorded)) => {
+            if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
+                && let Err(msg) = check_recorded(f.call.sandbox, ctx)
+            {
+                tracing::error!(session = %st.id, "{msg}");
+                outcome.ending = Ending::Failed {
+                    kind: FailureKind::PolicyMismatch,
+                    message: msg,
+                };
+            }
+            if let Some(t) = outcome.output.thread_id {
+                if f.call.reset || rec.thread_id.as_deref() != Some(t.to_string().as_str()) {
+                    rec.thread_usage = Default::default();
+                }
+                rec.thread_id = Some(t.to_string());
+            }
+            if let Some(u) = outcome.output.turn_usage {
+                rec.usage = rec.usage.plus(&u);
+            }
+            if let Some(u) = outcome.output.thread_usage {
+                rec.thread_usage = u;
+            }
+            if let Some(m) = &f.call.model {
+                rec.model = Some(m.clone());
+            }
+            rec.turn_count += 1;
+            rec.last_status = Some(match &outcome.ending {
+                Ending::Completed => TurnStatus::Completed,
+                Ending::TimedOut { .. } => TurnStatus::TimedOut,
+                Ending::Cancelled => TurnStatus::Cancelled,
+                Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
+            });
+            rec.last_error = match &outcome.ending {
+                Ending::Completed => None,
+                Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
+                other => Some(format!("{other:?}")),
+            };
+            Ok(TurnReport {
+                session_id: st.id.clone(),
+                resumed: f.call.resumed,
+                created: f.call.created,
+                outcome,
+                queued: f.queued,
+                sandbox: f.call.sandbox,
+                recorded,
+                model: f.call.model.clone(),
+                record: None,
+            })
+        }
+    };
+    rec.last_used_ms = now_ms();
+    let saved = store.put(rec).and(store.flush().await);
+    let record = rec.clone();
+    let _ = f.reply.send(match (report, saved) {
+        (Ok(mut r), Ok(())) => {
+            r.record = Some(record);
+            Ok(r)
+        }
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), _) => Err(e),
+    });
+}

@@ -1,0 +1,350 @@
+//! Sessions as actors, against the real codex and the mock: resume, concurrency limits, busy
+//! sessions, panics, idle stops, and the sandbox level never being stored.
+
+use std::time::{Duration, Instant};
+
+use codex_mcp_bridge::actors::session::PANIC_PROMPT;
+use codex_mcp_bridge::codex::argv::SandboxLevel;
+use codex_mcp_bridge::codex::process::Ending;
+use codex_mcp_bridge::error::Error;
+use codex_mcp_bridge::security::ids::SessionId;
+use codex_mcp_bridge::store::TurnStatus;
+
+use crate::support::bridge::{BridgeOpts, call, start_bridge};
+use crate::support::{MockApi, Reply, TestEnv};
+
+fn sid(s: &str) -> SessionId {
+    SessionId::parse("sessionId", s).unwrap()
+}
+
+#[tokio::test]
+async fn a_session_resumes_its_codex_thread_and_counts_its_turns() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let first = bridge
+        .turn(call(&env, Some("s1"), "remember the word PELICAN"))
+        .await
+        .unwrap();
+    assert!(first.created && !first.resumed);
+    assert_eq!(first.outcome.ending, Ending::Completed);
+    let second = bridge
+        .turn(call(&env, Some("s1"), "what was the word?"))
+        .await
+        .unwrap();
+    assert!(second.resumed && !second.created);
+    assert_eq!(
+        second.outcome.output.thread_id,
+        first.outcome.output.thread_id
+    );
+    let reqs = mock.responses_requests();
+    assert!(
+        reqs[1].body_contains("PELICAN"),
+        "the second request carries the first turn's history"
+    );
+    let rec = bridge.get(&sid("s1")).unwrap().unwrap();
+    assert_eq!(rec.turn_count, 2);
+    assert_eq!(
+        rec.thread_id,
+        first.outcome.output.thread_id.map(|t| t.to_string())
+    );
+    assert_eq!(rec.last_status, Some(TurnStatus::Completed));
+    // a call without a session id gets a fresh one
+    let fresh = bridge.turn(call(&env, None, "hi")).await.unwrap();
+    assert_ne!(fresh.session_id, sid("s1"));
+    assert!(fresh.created);
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_sandbox_level_is_never_stored_and_a_resumed_turn_without_one_is_read_only() {
+    let env = TestEnv::with_git();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let mut c = call(&env, Some("lvl"), "write");
+    c.sandbox = Some(SandboxLevel::WorkspaceWrite);
+    let first = bridge.turn(c).await.unwrap();
+    assert_eq!(first.recorded.as_ref().unwrap().sandbox, "workspace-write");
+    let raw = serde_json::to_string(&bridge.get(&sid("lvl")).unwrap().unwrap()).unwrap();
+    assert!(
+        !raw.contains("workspace") && !raw.to_lowercase().contains("sandbox"),
+        "{raw}"
+    );
+    let second = bridge.turn(call(&env, Some("lvl"), "again")).await.unwrap();
+    assert!(second.resumed);
+    assert_eq!(second.sandbox, SandboxLevel::ReadOnly);
+    assert_eq!(second.recorded.as_ref().unwrap().sandbox, "read-only");
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn sixteen_sessions_never_run_more_than_four_codex_turns_at_once() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.set_default(Reply::message("slow answer").with_delay(Duration::from_millis(400)));
+    let bridge = start_bridge(
+        &env,
+        &mock,
+        BridgeOpts {
+            max_concurrent: 4,
+            ..Default::default()
+        },
+    )
+    .await;
+    let mut handles = vec![];
+    for i in 0..16 {
+        let b = bridge.clone();
+        let c = call(&env, Some(&format!("par{i}")), &format!("task {i}"));
+        handles.push(tokio::spawn(async move { b.turn(c).await }));
+    }
+    // observe from outside: the bridge's counts while turns run
+    let mut max_active = 0;
+    let mut saw_queue = false;
+    while !handles.iter().all(|h| h.is_finished()) {
+        let c = bridge.counts();
+        max_active = max_active.max(c.active_turns);
+        saw_queue |= c.queued_turns > 0;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for h in handles {
+        assert_eq!(h.await.unwrap().unwrap().outcome.ending, Ending::Completed);
+    }
+    assert_eq!(mock.responses_count(), 16);
+    assert!(
+        mock.peak_concurrency() <= 4,
+        "peak {}",
+        mock.peak_concurrency()
+    );
+    assert!(mock.peak_concurrency() >= 2, "turns did run in parallel");
+    assert!(
+        max_active <= 4 && saw_queue,
+        "active {max_active}, queued seen {saw_queue}"
+    );
+    assert_eq!(bridge.counts().active_turns, 0);
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn calls_on_one_session_run_one_after_another_in_order() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.set_default(Reply::message("ok").with_delay(Duration::from_millis(200)));
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    // the first call creates the session; then four at once
+    bridge.turn(call(&env, Some("one"), "start")).await.unwrap();
+    let mut handles = vec![];
+    for i in 0..4 {
+        let b = bridge.clone();
+        let c = call(&env, Some("one"), &format!("step {i}"));
+        handles.push(tokio::spawn(async move { b.turn(c).await }));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    for h in handles {
+        let r = h.await.unwrap().unwrap();
+        assert!(r.resumed);
+    }
+    let reqs = mock.responses_requests();
+    assert_eq!(reqs.len(), 5);
+    assert_eq!(
+        mock.peak_concurrency(),
+        1,
+        "one session never runs two turns at once"
+    );
+    let order: Vec<String> = reqs[1..]
+        .iter()
+        .map(|r| r.last_user_text().unwrap_or_default())
+        .collect();
+    for (i, text) in order.iter().enumerate() {
+        assert!(text.contains(&format!("step {i}")), "{order:?}");
+    }
+    assert_eq!(bridge.get(&sid("one")).unwrap().unwrap().turn_count, 5);
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_busy_session_refuses_a_call_that_asks_not_to_wait() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("slow").with_delay(Duration::from_millis(1500)));
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let b = bridge.clone();
+    let c = call(&env, Some("busy"), "long");
+    let first = tokio::spawn(async move { b.turn(c).await });
+    mock.wait_for_responses(1, Duration::from_secs(30)).await;
+    let mut second = call(&env, Some("busy"), "now");
+    second.wait_if_busy = false;
+    let err = bridge.turn(second).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Busy(_)) && err.to_string().contains("busy"),
+        "{err}"
+    );
+    assert_eq!(
+        first.await.unwrap().unwrap().outcome.ending,
+        Ending::Completed
+    );
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_panicking_session_actor_frees_its_slot_and_the_next_turn_works() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(
+        &env,
+        &mock,
+        BridgeOpts {
+            fault_injection: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    bridge.turn(call(&env, Some("p"), "first")).await.unwrap();
+    let err = bridge
+        .turn(call(&env, Some("p"), PANIC_PROMPT))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionFailed(_)), "{err}");
+    // the registry survived and forgot the dead actor
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while bridge.is_live(&sid("p")) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!bridge.is_live(&sid("p")));
+    assert_eq!(bridge.counts().active_turns, 0);
+    let next = bridge
+        .turn(call(&env, Some("p"), "after the panic"))
+        .await
+        .unwrap();
+    assert!(next.resumed, "rehydrated from the stored record");
+    assert_eq!(next.outcome.ending, Ending::Completed);
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_panic_during_a_running_turn_kills_its_processes_and_frees_its_slot() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    let bridge = start_bridge(
+        &env,
+        &mock,
+        BridgeOpts {
+            fault_injection: true,
+            max_concurrent: 1,
+            ..Default::default()
+        },
+    )
+    .await;
+    let b = bridge.clone();
+    let c = call(&env, Some("q"), "hang");
+    let running = tokio::spawn(async move { b.turn(c).await });
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
+        .await;
+    assert_eq!(bridge.counts().active_turns, 1);
+    // the fault hook panics the actor while its turn runs
+    let err = bridge
+        .turn(call(&env, Some("q"), PANIC_PROMPT))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionFailed(_)), "{err}");
+    let err = running.await.unwrap().unwrap_err();
+    assert!(
+        matches!(err, Error::SessionFailed(_)),
+        "the caller of the turn in flight gets a clear error: {err}"
+    );
+    mock.wait_for_in_flight(|n| n == 0, Duration::from_secs(5))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while bridge.counts().active_turns > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(bridge.counts().active_turns, 0, "the slot is free");
+    let next = bridge.turn(call(&env, Some("q"), "after")).await.unwrap();
+    assert_eq!(next.outcome.ending, Ending::Completed);
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn closing_a_busy_session_cancels_its_turn_and_forgets_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let b = bridge.clone();
+    let c = call(&env, Some("c"), "hang");
+    let running = tokio::spawn(async move { b.turn(c).await });
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
+        .await;
+    let closed = bridge.close(&sid("c"), false).await.unwrap();
+    assert!(closed.is_some());
+    assert!(running.await.unwrap().is_err());
+    mock.wait_for_in_flight(|n| n == 0, Duration::from_secs(5))
+        .await;
+    assert!(bridge.get(&sid("c")).unwrap().is_none());
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn idle_session_actors_stop_and_come_back_from_the_store() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(
+        &env,
+        &mock,
+        BridgeOpts {
+            idle: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .await;
+    let first = bridge.turn(call(&env, Some("idle"), "one")).await.unwrap();
+    assert!(bridge.is_live(&sid("idle")));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while bridge.is_live(&sid("idle")) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!bridge.is_live(&sid("idle")), "idle actor stopped");
+    let second = bridge.turn(call(&env, Some("idle"), "two")).await.unwrap();
+    assert!(second.resumed);
+    assert_eq!(
+        second.outcome.output.thread_id,
+        first.outcome.output.thread_id
+    );
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_is_bound_to_its_working_directory() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    bridge.turn(call(&env, Some("bound"), "one")).await.unwrap();
+    let other = env.root().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut c = call(&env, Some("bound"), "two");
+    c.cwd = crate::support::bridge::confine_dir(&other);
+    let err = bridge.turn(c).await.unwrap_err().to_string();
+    assert!(
+        err.contains("workingDirectory") && err.contains("bound"),
+        "{err}"
+    );
+    bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn reset_starts_a_new_thread_under_the_same_session_id() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let first = bridge.turn(call(&env, Some("r"), "one")).await.unwrap();
+    let mut c = call(&env, Some("r"), "two");
+    c.reset = true;
+    let second = bridge.turn(c).await.unwrap();
+    assert!(!second.resumed);
+    assert_ne!(
+        second.outcome.output.thread_id,
+        first.outcome.output.thread_id
+    );
+    assert_eq!(second.session_id, sid("r"));
+    bridge.shutdown().await;
+}
