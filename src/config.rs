@@ -63,6 +63,21 @@ pub struct Settings {
     /// Most stdout bytes read from one turn before it is stopped (default: 67108864).
     #[arg(long, env = "CODEX_BRIDGE_MAX_OUTPUT_BYTES", value_name = "BYTES")]
     pub max_output_bytes: Option<usize>,
+
+    /// How long a call may wait for a free codex slot, in milliseconds (default: 600000).
+    #[arg(long, env = "CODEX_BRIDGE_QUEUE_TIMEOUT_MS", value_name = "MS")]
+    pub queue_timeout_ms: Option<u64>,
+
+    /// How long an idle session stays in memory, in milliseconds (default: 900000); it comes
+    /// back from the store on its next call.
+    #[arg(long, env = "CODEX_BRIDGE_IDLE_TIMEOUT_MS", value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+
+    /// Nested MCP servers from codex's config on `codex`, `structured` and `review` calls:
+    /// `keep` (default) or `disable` (every non-required one). `query` and `search` always
+    /// disable them.
+    #[arg(long, env = "CODEX_BRIDGE_NESTED_MCP", value_name = "POLICY")]
+    pub nested_mcp: Option<String>,
 }
 
 /// Output caps of one turn.
@@ -103,6 +118,10 @@ pub struct Config {
     pub max_timeout: Duration,
     pub codex_overrides: Vec<Override>,
     pub limits: Limits,
+    pub queue_timeout: Duration,
+    pub idle_timeout: Duration,
+    /// Disable non-required nested MCP servers on every call, not only `query`/`search`.
+    pub disable_nested_mcp: bool,
 }
 
 /// Default concurrency limit (the reference bridge allows 3; two cores handle 4 codex turns,
@@ -218,7 +237,29 @@ impl Config {
             limits.max_output_bytes = n;
         }
 
+        let queue_timeout = Duration::from_millis(s.queue_timeout_ms.unwrap_or(600_000));
+        let idle_timeout = Duration::from_millis(s.idle_timeout_ms.unwrap_or(900_000));
+        if idle_timeout < Duration::from_millis(100) {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_IDLE_TIMEOUT_MS (--idle-timeout-ms)",
+                "must be at least 100",
+            ));
+        }
+        let disable_nested_mcp = match s.nested_mcp.as_deref() {
+            None | Some("keep") => false,
+            Some("disable") => true,
+            Some(_) => {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_NESTED_MCP (--nested-mcp)",
+                    "must be `keep` or `disable`",
+                ));
+            }
+        };
+
         Ok(Config {
+            queue_timeout,
+            idle_timeout,
+            disable_nested_mcp,
             codex_bin,
             roots,
             store_dir,

@@ -16,6 +16,8 @@ pub mod actors;
 pub mod codex;
 pub mod config;
 pub mod error;
+pub mod logging;
+pub mod mcp;
 pub mod security;
 pub mod store;
 

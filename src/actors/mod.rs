@@ -146,6 +146,42 @@ impl Bridge {
         })
     }
 
+    /// Run a session-less turn (`query`, `search`, `review`, `structured`) under the global
+    /// limit. Returns the outcome and the time spent queued.
+    pub async fn one_shot(
+        &self,
+        spec: crate::codex::argv::SpawnSpec,
+        timeout: Duration,
+        cancel: CancellationToken,
+        progress: Option<Progress>,
+    ) -> Result<(TurnOutcome, Duration)> {
+        let since = std::time::Instant::now();
+        let p = progress.clone();
+        let slot = self
+            .shared
+            .limiter
+            .acquire(self.shared.queue_timeout, &cancel, |ahead| {
+                if let Some(p) = &p {
+                    p(format!(
+                        "queued behind {} turn(s) waiting for a codex slot",
+                        ahead + self.shared.limiter.active()
+                    ));
+                }
+            })
+            .await?;
+        let queued = since.elapsed();
+        let mut opts = crate::codex::process::RunOptions::new(timeout, self.shared.config.limits);
+        opts.cancel = cancel;
+        let outcome = crate::codex::process::run(spec, opts, move |ev| {
+            if let (Some(p), Some(line)) = (&progress, crate::codex::events::describe(ev)) {
+                p(crate::security::redact::redact(&line).into_owned());
+            }
+        })
+        .await?;
+        drop(slot);
+        Ok((outcome, queued))
+    }
+
     /// A stored session.
     pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         self.shared.store.get(id)

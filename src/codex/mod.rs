@@ -2,5 +2,6 @@
 
 pub mod argv;
 pub mod events;
+pub mod home;
 pub mod process;
 pub mod rollout;

@@ -455,6 +455,24 @@ impl<R: AsyncRead + Unpin> AsyncRead for Counted<R> {
     }
 }
 
+/// `codex --version` (e.g. `codex-cli 0.145.0`), or `None` when codex cannot be run.
+pub async fn codex_version(program: &Path, env: &[(String, String)]) -> Option<String> {
+    let mut cmd = Command::new(program);
+    cmd.arg("--version")
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Spawning
 

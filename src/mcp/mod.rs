@@ -1,0 +1,342 @@
+//! The MCP surface (rmcp over stdio): tool definitions with input and output schemas,
+//! argument validation with field-named errors, structured results, progress notifications
+//! derived from Codex's events (plus a heartbeat), and cancellation.
+//!
+//! Architecture invariant: this module knows nothing of processes or sled; it validates
+//! arguments, resolves paths, and calls [`Bridge`].
+
+pub mod files;
+pub mod params;
+pub mod results;
+pub mod structured;
+pub mod tools;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+
+use crate::actors::{Bridge, Progress};
+use crate::config::Config;
+use crate::error::Error;
+use crate::security::redact::redact;
+
+/// How often a progress heartbeat is sent while Codex says nothing (host timeouts reset on
+/// progress; 10 s keeps even a 30 s host timeout alive).
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+
+/// What hosts read before using the tools.
+pub const INSTRUCTIONS: &str = "\
+codex-mcp-bridge runs the OpenAI Codex CLI for you.
+- `codex`: give Codex a task in a working directory. Pass back the returned `sessionId` to \
+continue the same conversation later, even after the server restarts. The sandbox is \
+`read-only` unless you ask for `workspace-write` on that very call; it is never remembered.
+- `query`: a quick question without files or a session. `search`: a web search summary.
+- `structured`: an answer that validates against your JSON Schema (returned in `data`).
+- `review`: Codex's review of a repository's uncommitted changes, a branch, or a commit.
+- `listSessions`, `getSession`, `closeSession` manage sessions; `ping` reports health.
+Long turns send progress notifications; cancelling a call stops Codex at once.";
+
+/// The rmcp handler.
+#[derive(Clone)]
+pub struct McpServer {
+    pub(crate) bridge: Bridge,
+    pub(crate) config: Arc<Config>,
+}
+
+impl McpServer {
+    /// A server over a running bridge.
+    pub fn new(bridge: Bridge) -> Self {
+        let config = bridge.shared().config.clone();
+        McpServer { bridge, config }
+    }
+}
+
+fn schema<T: JsonSchema + 'static>() -> Arc<rmcp::model::JsonObject> {
+    rmcp::handler::server::common::schema_for_type::<T>()
+}
+
+fn annotations(
+    title: &str,
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        .open_world(open_world)
+}
+
+/// Every tool, with its schemas and annotations.
+pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
+    use params::*;
+    use results::*;
+    let mut codex_input = (*schema::<CodexParams>()).clone();
+    if !allow_danger
+        && let Some(e) = codex_input
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("sandbox"))
+            .and_then(|s| s.get_mut("enum"))
+            .and_then(|e| e.as_array_mut())
+    {
+        e.retain(|v| v != "danger-full-access");
+    }
+    let turn = schema::<TurnResult>();
+    vec![
+        Tool::new(
+            "codex",
+            "Run a Codex turn in a persistent session: edit, explain or test code in a working \
+             directory. Returns the answer and the sessionId to continue with.",
+            Arc::new(codex_input),
+        )
+        .with_title("Codex")
+        .with_raw_output_schema(turn.clone())
+        .with_annotations(annotations("Codex", false, true, false, true)),
+        Tool::new(
+            "query",
+            "Ask Codex a one-off question (no files, no session, read-only).",
+            schema::<QueryParams>(),
+        )
+        .with_title("Ask Codex")
+        .with_raw_output_schema(turn.clone())
+        .with_annotations(annotations("Ask Codex", true, false, false, true)),
+        Tool::new(
+            "search",
+            "Search the web with Codex and get a synthesised answer (read-only).",
+            schema::<SearchParams>(),
+        )
+        .with_title("Web search")
+        .with_raw_output_schema(turn.clone())
+        .with_annotations(annotations("Web search", true, false, false, true)),
+        Tool::new(
+            "structured",
+            "Ask Codex for JSON that validates against a JSON Schema; the validated JSON is \
+             returned in `data` (one re-ask on a validation failure).",
+            schema::<StructuredParams>(),
+        )
+        .with_title("Structured answer")
+        .with_raw_output_schema(turn.clone())
+        .with_annotations(annotations("Structured answer", true, false, false, true)),
+        Tool::new(
+            "review",
+            "Codex's code review of a git repository: uncommitted changes, changes against a \
+             base branch, or a commit. Findings are returned with priorities and locations.",
+            schema::<ReviewParams>(),
+        )
+        .with_title("Code review")
+        .with_raw_output_schema(turn)
+        .with_annotations(annotations("Code review", true, false, false, true)),
+        Tool::new(
+            "listSessions",
+            "List stored sessions, newest first, a page at a time.",
+            schema::<ListSessionsParams>(),
+        )
+        .with_title("List sessions")
+        .with_raw_output_schema(schema::<SessionList>())
+        .with_annotations(annotations("List sessions", true, false, true, false)),
+        Tool::new(
+            "getSession",
+            "Show one stored session.",
+            schema::<GetSessionParams>(),
+        )
+        .with_title("Get session")
+        .with_raw_output_schema(schema::<SessionResult>())
+        .with_annotations(annotations("Get session", true, false, true, false)),
+        Tool::new(
+            "closeSession",
+            "Forget a session (cancelling its running turn); optionally delete Codex's thread.",
+            schema::<CloseSessionParams>(),
+        )
+        .with_title("Close session")
+        .with_raw_output_schema(schema::<SessionResult>())
+        .with_annotations(annotations("Close session", false, true, true, false)),
+        Tool::new(
+            "ping",
+            "Health: codex version, store, sessions, running and queued turns, limits.",
+            schema::<PingParams>(),
+        )
+        .with_title("Ping")
+        .with_raw_output_schema(schema::<PingResult>())
+        .with_annotations(annotations("Ping", true, false, true, false)),
+    ]
+}
+
+/// Parse tool arguments, naming the field at fault.
+pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
+    args: rmcp::model::JsonObject,
+) -> Result<T, Error> {
+    serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.inner().to_string();
+        // serde's message can quote the offending value; keep messages short
+        let inner: String = inner.chars().take(300).collect();
+        if path == "." {
+            // a missing or unknown field: serde names it in the message
+            let field = inner.split('`').nth(1).unwrap_or("arguments").to_owned();
+            Error::invalid(field, inner)
+        } else {
+            Error::invalid(path, inner)
+        }
+    })
+}
+
+/// An error as an `isError` tool result: a redacted message naming the field or cause, and a
+/// structured copy.
+pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> CallToolResult {
+    let message = redact(&e.to_string()).into_owned();
+    let kind = error_kind(e);
+    let mut value = partial.unwrap_or_default();
+    value.timed_out = matches!(e, Error::TimedOut { .. });
+    value.error = Some(results::ErrorReport {
+        kind: kind.into(),
+        message: message.clone(),
+    });
+    let mut text = message;
+    if !value.response.is_empty() {
+        text.push_str("\n\nPartial answer:\n");
+        text.push_str(&value.response);
+    }
+    let mut r = CallToolResult::structured_error(serde_json::to_value(&value).unwrap_or_default());
+    r.content = vec![ContentBlock::text(text)];
+    r
+}
+
+fn error_kind(e: &Error) -> &'static str {
+    match e {
+        Error::InvalidArgument { .. } => "invalid_argument",
+        Error::InvalidSetting { .. } => "invalid_setting",
+        Error::CodexNotFound { .. } => "codex_not_found",
+        Error::TimedOut { .. } => "timed_out",
+        Error::Cancelled { .. } => "cancelled",
+        Error::Codex { kind, .. } => match kind {
+            crate::codex::events::FailureKind::Auth => "auth",
+            crate::codex::events::FailureKind::RateLimit => "rate_limit",
+            crate::codex::events::FailureKind::ContextLength => "context_length",
+            crate::codex::events::FailureKind::TurnFailed => "turn_failed",
+            crate::codex::events::FailureKind::Crashed => "crashed",
+            crate::codex::events::FailureKind::PolicyMismatch => "policy_mismatch",
+        },
+        Error::OutputCap { .. } => "output_cap",
+        Error::Busy(_) => "busy",
+        Error::SessionFailed(_) => "session_failed",
+        Error::Store(_) => "store",
+        Error::Io(_) => "io",
+    }
+}
+
+/// A success result: structured content plus a text block.
+pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolResult {
+    let mut r = CallToolResult::structured(serde_json::to_value(value).unwrap_or_default());
+    r.content = vec![ContentBlock::text(text)];
+    r
+}
+
+/// Forwards progress lines to the client as `notifications/progress` with strictly increasing
+/// progress, plus a heartbeat every [`HEARTBEAT`] while nothing else happens. Stops when the
+/// returned guard is dropped.
+pub(crate) fn progress_for(
+    ctx: &RequestContext<RoleServer>,
+) -> (Option<Progress>, Option<ProgressGuard>) {
+    let Some(token) = ctx.meta.get_progress_token() else {
+        return (None, None);
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let peer = ctx.peer.clone();
+    let task = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let mut n: u64 = 0;
+        let mut last = String::from("starting");
+        loop {
+            let msg = tokio::select! {
+                m = rx.recv() => match m { Some(m) => { last = m.clone(); m } None => break },
+                _ = tokio::time::sleep(HEARTBEAT) => format!("{last} ({}s elapsed)", started.elapsed().as_secs()),
+            };
+            n += 1;
+            let p = ProgressNotificationParam::new(token.clone(), n as f64).with_message(msg);
+            if peer.notify_progress(p).await.is_err() {
+                break;
+            }
+        }
+    });
+    let sink: Progress = Arc::new(move |m: String| {
+        let _ = tx.send(m);
+    });
+    (Some(sink), Some(ProgressGuard(task)))
+}
+
+/// Ends the progress task.
+pub(crate) struct ProgressGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("codex-mcp-bridge", env!("CARGO_PKG_VERSION"))
+                    .with_title("Codex MCP bridge"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tool_list(
+            self.config.allow_danger,
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        use tracing::Instrument;
+        let args = request.arguments.unwrap_or_default();
+        let name = request.name.to_string();
+        let span = tracing::info_span!("tool_call", tool = %name, request = ?context.id);
+        let result = async {
+            match name.as_str() {
+                "codex" => Ok(self.codex(args, &context).await),
+                "query" => Ok(self.query(args, &context).await),
+                "search" => Ok(self.search(args, &context).await),
+                "structured" => Ok(self.structured(args, &context).await),
+                "review" => Ok(self.review(args, &context).await),
+                "listSessions" => Ok(self.list_sessions(args)),
+                "getSession" => Ok(self.get_session(args)),
+                "closeSession" => Ok(self.close_session(args).await),
+                "ping" => Ok(self.ping(args).await),
+                other => Err(McpError::invalid_params(
+                    format!(
+                        "unknown tool `{}`",
+                        other.chars().take(64).collect::<String>()
+                    ),
+                    None,
+                )),
+            }
+        }
+        .instrument(span)
+        .await?;
+        if result.is_error == Some(true) {
+            tracing::info!(tool = %name, "tool call failed");
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+}

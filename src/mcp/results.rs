@@ -1,0 +1,232 @@
+//! Tool results: `structuredContent` shapes (each declared as the tool's `outputSchema`), plus
+//! the text block for clients that ignore structured content.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::codex::events::Usage;
+
+/// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnResult {
+    /// Codex's final answer (on a timeout: the partial answer so far).
+    pub response: String,
+    /// The session id to pass back to continue (`codex` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Codex's thread id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// Whether this turn continued an existing Codex thread (`codex` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<bool>,
+    /// The model asked for, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub usage: UsageReport,
+    pub duration_ms: u64,
+    /// Time spent waiting for the session and a codex slot.
+    pub queued_ms: u64,
+    pub timed_out: bool,
+    /// Commands Codex ran (redacted).
+    pub commands: Vec<CommandReport>,
+    /// Files Codex changed.
+    pub files_changed: Vec<String>,
+    /// The sandbox level of this turn.
+    pub sandbox: String,
+    /// The approval mode codex recorded for the turn (`never`), when it keeps a record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
+    /// Who approves escalations, as codex recorded it (`user`: nobody, so none happen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals_reviewer: Option<String>,
+    /// Whether the sandbox and approval were confirmed from codex's own record of the turn.
+    pub policy_verified: bool,
+    /// The response was cut to `maxResponseLength`.
+    pub truncated: bool,
+    /// Review findings parsed from Codex's review (`review` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<Finding>>,
+    /// The validated JSON answer (`structured` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+    /// What went wrong, on an error result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorReport>,
+}
+
+/// Token usage of the turn and of the whole thread.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageReport {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<Usage>,
+}
+
+/// One command Codex ran.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandReport {
+    pub command: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    pub status: String,
+}
+
+/// One review finding: `[P1] title — path:lines`.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Finding {
+    /// `P0` (most severe) to `P3`.
+    pub priority: String,
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+/// An error's kind and message (redacted).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorReport {
+    /// `invalid_argument`, `timed_out`, `cancelled`, `auth`, `rate_limit`, `context_length`,
+    /// `turn_failed`, `crashed`, `policy_mismatch`, `busy`, `codex_not_found`, `store`, …
+    pub kind: String,
+    pub message: String,
+}
+
+/// One stored session, as the session tools show it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    pub working_directory: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub created_ms: u64,
+    pub last_used_ms: u64,
+    pub turn_count: u64,
+    pub usage: Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Whether an actor for it is live right now.
+    pub live: bool,
+}
+
+/// `listSessions`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    pub sessions: Vec<SessionInfo>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// `getSession` and `closeSession`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionResult {
+    pub found: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionInfo>,
+    /// `closeSession`: the session was forgotten.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed: Option<bool>,
+}
+
+/// `ping`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PingResult {
+    pub server: String,
+    pub version: String,
+    pub codex_found: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codex_version: Option<String>,
+    pub tested_codex_version: String,
+    /// Whether the codex found is the version this server is tested against.
+    pub codex_version_matches: bool,
+    pub codex_path: String,
+    pub store_path: String,
+    pub schema_version: u64,
+    pub live_sessions: usize,
+    pub stored_sessions: usize,
+    pub active_turns: usize,
+    pub queued_turns: usize,
+    pub max_concurrent: usize,
+    pub default_timeout_ms: u64,
+    pub max_timeout_ms: u64,
+    pub allow_danger: bool,
+    /// How a turn's processes are contained: `cgroup` or `process-group`.
+    pub containment: String,
+    /// Nested MCP servers configured for codex (`$CODEX_HOME/config.toml`).
+    pub nested_mcp_servers: Vec<NestedServer>,
+}
+
+/// One nested MCP server from codex's config.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NestedServer {
+    pub name: String,
+    pub enabled: bool,
+    pub required: bool,
+}
+
+/// Parse `[P1] title — path:lines` lines of a rendered review.
+pub fn parse_findings(text: &str) -> Vec<Finding> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().trim_start_matches("- ").trim();
+            let rest = l.strip_prefix('[')?;
+            let (prio, rest) = rest.split_once(']')?;
+            if !(prio.len() == 2
+                && prio.starts_with('P')
+                && prio[1..].chars().all(|c| c.is_ascii_digit()))
+            {
+                return None;
+            }
+            let rest = rest.trim();
+            let (title, location) = match rest.rsplit_once(" — ") {
+                Some((t, loc)) => (t.trim().to_owned(), Some(loc.trim().to_owned())),
+                None => (rest.to_owned(), None),
+            };
+            Some(Finding {
+                priority: prio.to_owned(),
+                title,
+                location,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn review_findings_are_parsed_from_codexs_rendering() {
+        let text = "One bug.\n\nReview comment:\n\n- [P1] Appended line breaks parser — /r/f.txt:2-2\n  The new `b` line is wrong.\n- [P3] Nit\n[X] not a finding";
+        assert_eq!(
+            parse_findings(text),
+            vec![
+                Finding {
+                    priority: "P1".into(),
+                    title: "Appended line breaks parser".into(),
+                    location: Some("/r/f.txt:2-2".into())
+                },
+                Finding {
+                    priority: "P3".into(),
+                    title: "Nit".into(),
+                    location: None
+                },
+            ]
+        );
+    }
+}

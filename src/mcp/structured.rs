@@ -1,0 +1,241 @@
+//! `structured`: how a caller's JSON Schema is handed to codex and how the answer is checked.
+//!
+//! Codex's `--output-schema` is sent to the model as strict structured output, which accepts
+//! only a subset of JSON Schema (every object closed with `additionalProperties: false`, every
+//! property required, a small set of keywords). A schema inside that subset goes native (a
+//! non-object root wrapped in `{"value": …}`); any other schema is put in the prompt instead.
+//! Either way the answer is validated here with a JSON Schema validator.
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// Keywords the strict structured-output subset understands.
+const STRICT_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "description",
+    "title",
+    "anyOf",
+    "$defs",
+    "definitions",
+    "$ref",
+    "$schema",
+];
+
+/// How a schema is used.
+pub struct Plan {
+    /// The schema given to `--output-schema`, when the schema fits the strict subset.
+    pub native_schema: Option<Value>,
+    /// Appended to the prompt (the schema itself, when it does not go native).
+    pub prompt_suffix: String,
+    /// The answer is `{"value": …}` and must be unwrapped.
+    wrapped: bool,
+    validator: jsonschema::Validator,
+}
+
+/// Check a caller's schema (an object, or a string holding one) and decide how to use it.
+pub fn plan(raw: &Value) -> Result<Plan> {
+    let schema = match raw {
+        Value::String(s) => serde_json::from_str::<Value>(s)
+            .map_err(|e| Error::invalid("schema", format!("is a string but not JSON: {e}")))?,
+        v => v.clone(),
+    };
+    let size = schema.to_string().len();
+    if size > super::tools::MAX_SCHEMA_BYTES {
+        return Err(Error::invalid(
+            "schema",
+            format!("is larger than {} bytes", super::tools::MAX_SCHEMA_BYTES),
+        ));
+    }
+    if !schema.is_object() {
+        return Err(Error::invalid("schema", "must be a JSON Schema object"));
+    }
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| Error::invalid("schema", format!("is not a valid JSON Schema: {e}")))?;
+    if is_strict(&schema) {
+        let object_root = schema.get("type").and_then(Value::as_str) == Some("object");
+        let (native, wrapped) = if object_root {
+            (schema, false)
+        } else {
+            let mut inner = schema;
+            let defs = inner.as_object_mut().and_then(|o| o.remove("$defs"));
+            let mut w = json!({
+                "type": "object",
+                "properties": {"value": inner},
+                "required": ["value"],
+                "additionalProperties": false
+            });
+            if let Some(d) = defs {
+                w["$defs"] = d;
+            }
+            (w, true)
+        };
+        Ok(Plan {
+            native_schema: Some(native),
+            prompt_suffix: String::new(),
+            wrapped,
+            validator,
+        })
+    } else {
+        let suffix = format!(
+            "\n\nAnswer with only a JSON value (no prose, no code fence) that validates against this JSON Schema:\n{}",
+            serde_json::to_string_pretty(&schema).unwrap_or_default()
+        );
+        Ok(Plan {
+            native_schema: None,
+            prompt_suffix: suffix,
+            wrapped: false,
+            validator,
+        })
+    }
+}
+
+impl Plan {
+    /// Parse and validate an answer; `Err` lists the validation errors (for the re-ask).
+    pub fn check(&self, text: &str) -> std::result::Result<Value, String> {
+        let mut value = extract_json(text).ok_or_else(|| "the answer is not JSON".to_owned())?;
+        if self.wrapped {
+            value = value
+                .get("value")
+                .cloned()
+                .ok_or_else(|| "the answer lacks the `value` wrapper".to_owned())?;
+        }
+        let errors: Vec<String> = self
+            .validator
+            .iter_errors(&value)
+            .take(10)
+            .map(|e| format!("- at `{}`: {}", e.instance_path(), e))
+            .collect();
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
+}
+
+/// Does the schema fit the strict structured-output subset?
+pub fn is_strict(schema: &Value) -> bool {
+    fn node(v: &Value) -> bool {
+        let Some(o) = v.as_object() else { return false };
+        if o.keys().any(|k| !STRICT_KEYWORDS.contains(&k.as_str())) {
+            return false;
+        }
+        let is_object = o.get("type").and_then(Value::as_str) == Some("object");
+        if is_object {
+            let Some(props) = o.get("properties").and_then(Value::as_object) else {
+                return false;
+            };
+            if o.get("additionalProperties") != Some(&Value::Bool(false)) {
+                return false;
+            }
+            let required: Vec<&str> = o
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if props.keys().any(|k| !required.contains(&k.as_str())) {
+                return false;
+            }
+            if !props.values().all(node) {
+                return false;
+            }
+        }
+        if let Some(items) = o.get("items")
+            && !node(items)
+        {
+            return false;
+        }
+        for key in ["anyOf"] {
+            if let Some(arr) = o.get(key).and_then(Value::as_array)
+                && !arr.iter().all(node)
+            {
+                return false;
+            }
+        }
+        for key in ["$defs", "definitions"] {
+            if let Some(defs) = o.get(key).and_then(Value::as_object)
+                && !defs.values().all(node)
+            {
+                return false;
+            }
+        }
+        true
+    }
+    node(schema)
+}
+
+/// The JSON in a model's answer: the whole text, a fenced block, or the outermost braces.
+pub fn extract_json(text: &str) -> Option<Value> {
+    let t = text.trim();
+    if let Ok(v) = serde_json::from_str(t) {
+        return Some(v);
+    }
+    if let Some(start) = t.find("```") {
+        let rest = &t[start + 3..];
+        let rest = rest.strip_prefix("json").unwrap_or(rest);
+        if let Some(end) = rest.find("```")
+            && let Ok(v) = serde_json::from_str(rest[..end].trim())
+        {
+            return Some(v);
+        }
+    }
+    let open = t.find(['{', '['])?;
+    let close = t.rfind(['}', ']'])?;
+    (close > open)
+        .then(|| serde_json::from_str(&t[open..=close]).ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_schemas_go_native_and_others_into_the_prompt() {
+        let strict = json!({"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false});
+        let p = plan(&strict).unwrap();
+        assert!(p.native_schema.is_some() && p.prompt_suffix.is_empty());
+        let loose = json!({"type":"object","properties":{"a":{"type":"string","minLength":2}}});
+        let p = plan(&loose).unwrap();
+        assert!(p.native_schema.is_none() && p.prompt_suffix.contains("minLength"));
+        assert_eq!(p.check("{\"a\":\"xy\"}").unwrap(), json!({"a":"xy"}));
+        assert!(p.check("{\"a\":\"x\"}").unwrap_err().contains("/a"));
+    }
+
+    #[test]
+    fn a_non_object_root_is_wrapped_and_unwrapped() {
+        let p = plan(&json!({"type":"array","items":{"type":"integer"}})).unwrap();
+        let native = p.native_schema.clone().unwrap();
+        assert_eq!(native["properties"]["value"]["type"], "array");
+        assert_eq!(p.check("{\"value\":[1,2]}").unwrap(), json!([1, 2]));
+        assert!(p.check("{\"value\":[\"x\"]}").is_err());
+    }
+
+    #[test]
+    fn bad_schemas_are_refused_with_the_field_named() {
+        for s in [json!("not json {"), json!(5), json!({"type": 12})] {
+            let err = plan(&s).err().unwrap().to_string();
+            assert!(err.contains("`schema`"), "{err}");
+        }
+        let huge = json!({"description": "x".repeat(super::super::tools::MAX_SCHEMA_BYTES)});
+        assert!(plan(&huge).is_err());
+        assert!(plan(&json!("{\"type\":\"object\"}")).is_ok());
+    }
+
+    #[test]
+    fn json_is_found_in_fences_and_prose() {
+        assert_eq!(
+            extract_json("```json\n{\"a\":1}\n```"),
+            Some(json!({"a":1}))
+        );
+        assert_eq!(extract_json("Here: {\"a\":1} done"), Some(json!({"a":1})));
+        assert_eq!(extract_json("nothing"), None);
+    }
+}
