@@ -78,6 +78,10 @@ pub struct Settings {
     /// disable them.
     #[arg(long, env = "CODEX_BRIDGE_NESTED_MCP", value_name = "POLICY")]
     pub nested_mcp: Option<String>,
+
+    /// Interval of progress heartbeats while Codex is quiet, in milliseconds (default: 10000).
+    #[arg(long, env = "CODEX_BRIDGE_HEARTBEAT_MS", value_name = "MS")]
+    pub heartbeat_ms: Option<u64>,
 }
 
 /// Output caps of one turn.
@@ -122,6 +126,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Disable non-required nested MCP servers on every call, not only `query`/`search`.
     pub disable_nested_mcp: bool,
+    /// Progress heartbeat interval.
+    pub heartbeat: Duration,
 }
 
 /// Default concurrency limit (the reference bridge allows 3; two cores handle 4 codex turns,
@@ -256,7 +262,13 @@ impl Config {
             }
         };
 
+        let heartbeat = Duration::from_millis(s.heartbeat_ms.unwrap_or(10_000));
+        if heartbeat < Duration::from_millis(100) {
+            return Err(Error::setting("CODEX_BRIDGE_HEARTBEAT_MS (--heartbeat-ms)", "must be at least 100"));
+        }
+
         Ok(Config {
+            heartbeat,
             queue_timeout,
             idle_timeout,
             disable_nested_mcp,

@@ -28,10 +28,6 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::security::redact::redact;
 
-/// How often a progress heartbeat is sent while Codex says nothing (host timeouts reset on
-/// progress; 10 s keeps even a 30 s host timeout alive).
-pub const HEARTBEAT: Duration = Duration::from_secs(10);
-
 /// What hosts read before using the tools.
 pub const INSTRUCTIONS: &str = "\
 codex-mcp-bridge runs the OpenAI Codex CLI for you.
@@ -242,10 +238,12 @@ pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolR
 }
 
 /// Forwards progress lines to the client as `notifications/progress` with strictly increasing
-/// progress, plus a heartbeat every [`HEARTBEAT`] while nothing else happens. Stops when the
-/// returned guard is dropped.
+/// progress, plus a heartbeat every `heartbeat` while nothing else happens (host timeouts reset
+/// on progress; the default 10 s keeps even a 30 s host timeout alive). Stops when the returned
+/// guard is dropped.
 pub(crate) fn progress_for(
     ctx: &RequestContext<RoleServer>,
+    heartbeat: Duration,
 ) -> (Option<Progress>, Option<ProgressGuard>) {
     let Some(token) = ctx.meta.get_progress_token() else {
         return (None, None);
@@ -259,7 +257,7 @@ pub(crate) fn progress_for(
         loop {
             let msg = tokio::select! {
                 m = rx.recv() => match m { Some(m) => { last = m.clone(); m } None => break },
-                _ = tokio::time::sleep(HEARTBEAT) => format!("{last} ({}s elapsed)", started.elapsed().as_secs()),
+                _ = tokio::time::sleep(heartbeat) => format!("{last} ({}s elapsed)", started.elapsed().as_secs()),
             };
             n += 1;
             let p = ProgressNotificationParam::new(token.clone(), n as f64).with_message(msg);

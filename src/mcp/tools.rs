@@ -185,7 +185,7 @@ impl McpServer {
         let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
         let prompt = format!("{}{}", p.prompt, att.text);
         validate_prompt("prompt", &prompt)?;
-        let (progress, _guard) = progress_for(ctx);
+        let (progress, _guard) = progress_for(ctx, self.config.heartbeat);
         let call = TurnCall {
             session_id,
             reset: p.reset_session.unwrap_or(false),
@@ -224,7 +224,7 @@ impl McpServer {
         max_len: Option<u64>,
     ) -> Result<(TurnOutcome, TurnResult)> {
         let sandbox = spec.sandbox;
-        let (progress, _guard) = progress_for(ctx);
+        let (progress, _guard) = progress_for(ctx, self.config.heartbeat);
         let (outcome, queued) = self
             .bridge
             .one_shot(spec, timeout, ctx.ct.child_token(), progress)
@@ -434,7 +434,7 @@ impl McpServer {
                     prompt = format!(
                         "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
                     );
-                    if let Some(p) = progress_for(ctx).0 {
+                    if let Some(p) = progress_for(ctx, self.config.heartbeat).0 {
                         p("answer did not validate; asking once more".into());
                     }
                 }

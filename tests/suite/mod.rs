@@ -5,3 +5,4 @@ mod runner;
 mod runner_fake;
 mod escalation;
 mod actors;
+mod mcp;

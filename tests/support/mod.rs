@@ -5,6 +5,7 @@
 pub mod bridge;
 pub mod codex_bin;
 pub mod env;
+pub mod mcp;
 pub mod mock_api;
 pub mod process;
 

@@ -1,0 +1,512 @@
+//! The MCP surface end to end: rmcp's client over the built binary, the real codex, the mock.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::mcp::{Protocol, Server, connect, connect_with, server_env, structured, text};
+use crate::support::{MockApi, Reply, TestEnv, git};
+
+async fn both_protocols<F, Fut>(f: F)
+where
+    F: Fn(Protocol) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    f(Protocol::Legacy).await;
+    f(Protocol::Modern).await;
+}
+
+#[tokio::test]
+async fn tools_list_declares_every_tool_with_schemas_and_annotations() {
+    both_protocols(|protocol| async move {
+        let env = TestEnv::new();
+        let mock = MockApi::start().await;
+        let s = connect(&env, &mock, protocol).await;
+        let tools = s.client.list_all_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "codex",
+                "query",
+                "search",
+                "structured",
+                "review",
+                "listSessions",
+                "getSession",
+                "closeSession",
+                "ping"
+            ]
+        );
+        for t in &tools {
+            assert!(t.output_schema.is_some(), "{} has no outputSchema", t.name);
+            let a = t
+                .annotations
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} has no annotations", t.name));
+            assert!(
+                a.title.is_some() && a.read_only_hint.is_some() && a.destructive_hint.is_some()
+            );
+            assert_eq!(
+                t.input_schema.get("additionalProperties"),
+                Some(&json!(false)),
+                "{}",
+                t.name
+            );
+        }
+        let codex = tools.iter().find(|t| t.name == "codex").unwrap();
+        let sandbox = &codex.input_schema["properties"]["sandbox"]["enum"];
+        assert_eq!(
+            sandbox,
+            &json!(["read-only", "workspace-write", "full-auto"]),
+            "danger is hidden unless enabled"
+        );
+        assert_eq!(codex.input_schema["required"], json!(["prompt"]));
+        let info = s.client.peer_info().unwrap();
+        assert_eq!(info.server_info.as_ref().unwrap().name, "codex-mcp-bridge");
+        assert_eq!(
+            info.server_info.as_ref().unwrap().version,
+            env!("CARGO_PKG_VERSION")
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn codex_runs_a_turn_and_resumes_it_by_session_id() {
+    both_protocols(|protocol| async move {
+        let env = TestEnv::new();
+        let mock = MockApi::start().await;
+        mock.push(Reply::message("first answer").with_usage(100, 7));
+        mock.push(Reply::message("second answer").with_usage(150, 9));
+        let s = connect(&env, &mock, protocol).await;
+        let r = s
+            .call(
+                "codex",
+                json!({"prompt": "remember KESTREL", "workingDirectory": env.work()}),
+            )
+            .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let v = structured(&r);
+        assert_eq!(v["response"], "first answer");
+        assert_eq!(v["resumed"], false);
+        assert_eq!(v["sandbox"], "read-only");
+        assert_eq!(v["approval"], "never");
+        assert_eq!(v["approvalsReviewer"], "user");
+        assert_eq!(v["policyVerified"], true);
+        assert_eq!(v["usage"]["turn"]["output_tokens"], 7);
+        let sid = v["sessionId"].as_str().unwrap().to_owned();
+        let thread = v["threadId"].as_str().unwrap().to_owned();
+        let r2 = s
+            .call("codex", json!({"prompt": "what word?", "sessionId": sid}))
+            .await;
+        let v2 = structured(&r2);
+        assert_eq!(v2["response"], "second answer", "{}", text(&r2));
+        assert_eq!(v2["resumed"], true);
+        assert_eq!(v2["threadId"], thread);
+        assert_eq!(v2["usage"]["turn"]["output_tokens"], 9);
+        assert!(mock.responses_requests()[1].body_contains("KESTREL"));
+        let got = s.call("getSession", json!({"sessionId": sid})).await;
+        assert_eq!(structured(&got)["session"]["turnCount"], 2);
+        let list = s.call("listSessions", json!({})).await;
+        assert_eq!(structured(&list)["sessions"].as_array().unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_arguments_get_field_named_errors_and_the_server_stays_up() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let cases = [
+        ("codex", json!({"prompt": 5}), "prompt"),
+        ("codex", json!({}), "prompt"),
+        ("codex", json!({"prompt": "x", "bogus": 1}), "bogus"),
+        (
+            "codex",
+            json!({"prompt": "x", "sandbox": "root"}),
+            "sandbox",
+        ),
+        (
+            "codex",
+            json!({"prompt": "x", "sandbox": "danger-full-access"}),
+            "sandbox",
+        ),
+        (
+            "codex",
+            json!({"prompt": "x", "sessionId": "-bad"}),
+            "sessionId",
+        ),
+        (
+            "codex",
+            json!({"prompt": "x", "workingDirectory": "/etc"}),
+            "workingDirectory",
+        ),
+        (
+            "codex",
+            json!({"prompt": "x", "files": ["../../etc/passwd"]}),
+            "files[0]",
+        ),
+        (
+            "codex",
+            json!({"prompt": "x", "reasoningEffort": "max"}),
+            "reasoningEffort",
+        ),
+        ("codex", json!({"prompt": "x", "timeout": 0}), "timeout"),
+        (
+            "review",
+            json!({"workingDirectory": env.work(), "mode": "base", "base": "-x"}),
+            "base",
+        ),
+        (
+            "review",
+            json!({"workingDirectory": env.work(), "mode": "uncommitted", "title": "t"}),
+            "title",
+        ),
+        (
+            "structured",
+            json!({"prompt": "x", "schema": "not json {"}),
+            "schema",
+        ),
+        ("listSessions", json!({"limit": 0}), "limit"),
+        ("getSession", json!({"sessionId": "a b"}), "sessionId"),
+    ];
+    for (tool, args, field) in cases {
+        let r = s.call(tool, args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{tool} {args}");
+        let t = text(&r);
+        assert!(t.contains(&format!("`{field}`")), "{tool} {args}: {t}");
+    }
+    assert_eq!(mock.responses_count(), 0, "nothing reached codex");
+    let ping = s.call("ping", json!({})).await;
+    assert_eq!(structured(&ping)["codexVersionMatches"], true);
+}
+
+#[tokio::test]
+async fn progress_notifications_say_what_codex_does_during_a_slow_turn() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::exec_command("echo working"));
+    mock.push(Reply::message("done").with_delay(Duration::from_millis(2500)));
+    let mut vars = server_env(&env, &mock);
+    vars.push(("CODEX_BRIDGE_HEARTBEAT_MS".into(), "500".into()));
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "run it", "model": "gpt-5.5", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let p = s.progress.lock().unwrap().clone();
+    let messages: Vec<String> = p.iter().filter_map(|n| n.message.clone()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("running: ") && m.contains("echo working")),
+        "{messages:?}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("elapsed")),
+        "a heartbeat while the mock delays: {messages:?}"
+    );
+    let values: Vec<f64> = p.iter().map(|n| n.progress).collect();
+    assert!(
+        values.windows(2).all(|w| w[1] > w[0]),
+        "strictly increasing: {values:?}"
+    );
+}
+
+fn codex_children(server_pid: u32) -> Vec<i32> {
+    codex_mcp_bridge::codex::process::descendants(server_pid as i32)
+}
+
+#[tokio::test]
+async fn a_cancelled_call_kills_codex_frees_its_slot_and_the_session_resumes() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("first"));
+    mock.push(Reply::hang());
+    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "one", "workingDirectory": env.work()}),
+        )
+        .await;
+    let sid = structured(&r)["sessionId"].as_str().unwrap().to_owned();
+    let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
+        json!({"prompt": "hang", "sessionId": sid})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let call = s.client.call_tool(params);
+    let cancelled = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::select! {
+            _ = call => panic!("the hanging call returned"),
+            _ = mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30)) => {}
+        }
+    })
+    .await;
+    assert!(cancelled.is_ok());
+    // dropping the call future sent notifications/cancelled
+    let t = Instant::now();
+    mock.wait_for_in_flight(|n| n == 0, Duration::from_secs(2))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !codex_children(s.pid).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        codex_children(s.pid).is_empty(),
+        "codex still running {:?} after cancel",
+        t.elapsed()
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "cancel took {:?}",
+        t.elapsed()
+    );
+    let ping = s.call("ping", json!({})).await;
+    assert_eq!(structured(&ping)["activeTurns"], 0, "slot freed");
+    let r3 = s
+        .call("codex", json!({"prompt": "three", "sessionId": sid}))
+        .await;
+    assert_eq!(structured(&r3)["resumed"], true, "{}", text(&r3));
+}
+
+#[tokio::test]
+async fn query_search_review_and_structured_work_end_to_end() {
+    let env = TestEnv::with_git();
+    let mock = MockApi::start().await;
+    let s = connect(&env, &mock, Protocol::Legacy).await;
+
+    mock.push(Reply::message("4"));
+    let q = s
+        .call("query", json!({"prompt": "2+2?", "context": "arithmetic"}))
+        .await;
+    assert_eq!(structured(&q)["response"], "4", "{}", text(&q));
+    let req = mock.responses_requests().pop().unwrap();
+    assert!(req.user_text_contains("arithmetic") && req.user_text_contains("2+2?"));
+
+    mock.push(Reply::message("the web says hi"));
+    let sr = s
+        .call(
+            "search",
+            json!({"query": "rust 2024 edition", "model": "gpt-5.5"}),
+        )
+        .await;
+    assert_eq!(
+        structured(&sr)["response"],
+        "the web says hi",
+        "{}",
+        text(&sr)
+    );
+    let req = mock.responses_requests().pop().unwrap();
+    let tools = req.tools();
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["type"] == "web_search" && t["external_web_access"] == true),
+        "live web search offered: {tools:?}"
+    );
+
+    std::fs::write(env.work().join("README.md"), "changed\n").unwrap();
+    mock.push(Reply::message(
+        "Looks risky.\n\nReview comment:\n\n- [P1] Broke the readme — README.md:1-1\n  It changed.",
+    ));
+    let rv = s
+        .call("review", json!({"workingDirectory": env.work()}))
+        .await;
+    let v = structured(&rv);
+    assert_eq!(v["findings"][0]["priority"], "P1", "{}", text(&rv));
+    assert_eq!(v["sandbox"], "workspace-write");
+    let _ = git(env.work(), &["status"]);
+
+    let schema = json!({"type":"object","properties":{"answer":{"type":"integer"}},"required":["answer"],"additionalProperties":false});
+    mock.push(Reply::message("{\"answer\": \"not a number\"}"));
+    mock.push(Reply::message("{\"answer\": 42}"));
+    let st = s
+        .call(
+            "structured",
+            json!({"prompt": "the answer?", "schema": schema}),
+        )
+        .await;
+    assert_eq!(st.is_error, Some(false), "{}", text(&st));
+    assert_eq!(structured(&st)["data"], json!({"answer": 42}));
+    let reqs = mock.responses_requests();
+    let first = &reqs[reqs.len() - 2];
+    assert!(
+        first.body_contains("\"answer\""),
+        "the schema went to the model as structured output"
+    );
+    let reask = reqs.last().unwrap();
+    assert!(
+        reask.user_text_contains("did not validate"),
+        "re-asked in the same thread"
+    );
+}
+
+#[tokio::test]
+async fn a_non_json_input_line_does_not_kill_the_server() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut cmd = tokio::process::Command::new(crate::support::mcp::server_bin());
+    cmd.env_clear()
+        .envs(server_env(&env, &mock))
+        .current_dir(env.root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "this is not json at all",
+        "{\"half\": ",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ping","arguments":{}}}"#,
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let mut got_ping = false;
+    while let Ok(Ok(Some(l))) = tokio::time::timeout(Duration::from_secs(20), out.next_line()).await
+    {
+        let v: Value = serde_json::from_str(&l).expect("stdout carries only JSON-RPC");
+        if v["id"] == 2 {
+            got_ping = v["result"]["structuredContent"]["codexFound"] == true;
+            break;
+        }
+    }
+    assert!(got_ping, "the server answered after garbage input");
+}
+
+async fn wait_exit(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+        // reaped by the transport's drop; a zombie counts as gone
+        if std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn kill_and_forget(s: Server) {
+    let pid = s.pid;
+    s.kill();
+    wait_exit(pid).await;
+    drop(s);
+}
+
+#[tokio::test]
+async fn a_session_survives_a_sigkill_of_the_server_between_turns() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let r = s.call("codex", json!({"prompt": "remember OSPREY", "sessionId": "durable", "workingDirectory": env.work()})).await;
+    let thread = structured(&r)["threadId"].clone();
+    kill_and_forget(s).await;
+    let s2 = connect(&env, &mock, Protocol::Legacy).await;
+    let r2 = s2
+        .call(
+            "codex",
+            json!({"prompt": "which bird?", "sessionId": "durable"}),
+        )
+        .await;
+    let v = structured(&r2);
+    assert_eq!(v["resumed"], true, "{}", text(&r2));
+    assert_eq!(v["threadId"], thread);
+    assert!(
+        mock.responses_requests()[1].body_contains("OSPREY"),
+        "the mock sees the first turn's history"
+    );
+}
+
+#[tokio::test]
+async fn a_sigkill_mid_turn_leaves_no_codex_and_the_turn_is_marked_interrupted() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("before"));
+    mock.push(Reply::hang());
+    let s = connect(&env, &mock, Protocol::Legacy).await;
+    s.call(
+        "codex",
+        json!({"prompt": "one", "sessionId": "crash", "workingDirectory": env.work()}),
+    )
+    .await;
+    let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
+        json!({"prompt": "hang", "sessionId": "crash"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let client = &s.client;
+    tokio::select! {
+        _ = client.call_tool(params) => panic!("returned"),
+        _ = mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30)) => {}
+    }
+    let codex = codex_children(s.pid);
+    assert!(!codex.is_empty());
+    kill_and_forget(s).await;
+    // the parent-death signal kills codex with the server
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while codex.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !codex.iter().any(|p| alive(*p)),
+        "codex outlived the server"
+    );
+    let s2 = connect(&env, &mock, Protocol::Legacy).await;
+    let got = s2.call("getSession", json!({"sessionId": "crash"})).await;
+    assert_eq!(
+        structured(&got)["session"]["lastStatus"],
+        "interrupted",
+        "{}",
+        text(&got)
+    );
+    let r = s2
+        .call("codex", json!({"prompt": "again", "sessionId": "crash"}))
+        .await;
+    assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+}
+
+#[tokio::test]
+async fn a_second_server_on_a_locked_store_fails_at_start_with_a_clear_message() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let _s = connect(&env, &mock, Protocol::Legacy).await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::process::Command::new(crate::support::mcp::server_bin())
+            .env_clear()
+            .envs(server_env(&env, &mock))
+            .current_dir(env.root())
+            .stdin(std::process::Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("exits, never hangs")
+    .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CODEX_BRIDGE_STORE") && err.contains("in use"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+}

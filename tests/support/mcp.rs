@@ -1,0 +1,182 @@
+//! A real MCP client (rmcp's, over a child process) talking to the built server binary, which
+//! drives the real codex against the mock.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProgressNotificationParam, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::Value;
+
+use super::{MockApi, TestEnv, codex_bin};
+
+/// The protocol a test client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// 2025-11-25, with `initialize` (what most hosts speak).
+    Legacy,
+    /// 2026-07-28, `server/discover` and per-request `_meta`.
+    Modern,
+}
+
+/// Collects progress notifications.
+#[derive(Clone)]
+pub struct Client {
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    config: ClientConfig,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+        self.progress.lock().unwrap().push(p);
+    }
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+}
+
+/// A connected client and the server process behind it.
+pub struct Server {
+    pub client: RunningService<RoleClient, Client>,
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub pid: u32,
+    pub store: PathBuf,
+}
+
+/// The environment the server binary runs with for a test: the real codex, the mock as the
+/// operator's provider overrides, the test's root as the allowed root, a store in the root.
+pub fn server_env(env: &TestEnv, mock: &MockApi) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = env
+        .codex_env()
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    v.push(("CODEX_BIN".into(), codex_bin().display().to_string()));
+    v.push((
+        "CODEX_BRIDGE_ROOTS".into(),
+        env.root().display().to_string(),
+    ));
+    v.push((
+        "CODEX_BRIDGE_STORE".into(),
+        env.root().join("store").display().to_string(),
+    ));
+    v.push((
+        "CODEX_BRIDGE_CODEX_CONFIG".into(),
+        mock.provider_overrides().join("\n"),
+    ));
+    v.push(("RUST_LOG".into(), "warn,codex_mcp_bridge=info".into()));
+    v
+}
+
+/// The built server binary.
+pub fn server_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_codex-mcp-bridge"))
+}
+
+/// Start the server with `vars` (everything else cleared) and connect a client.
+pub async fn connect_with(vars: &[(String, String)], cwd: &Path, protocol: Protocol) -> Server {
+    let mut cmd = tokio::process::Command::new(server_bin());
+    cmd.env_clear()
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd);
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn server");
+    let pid = transport.id().expect("server pid");
+    let progress = Arc::new(Mutex::new(vec![]));
+    let base = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("codex-mcp-bridge-tests", "0"),
+    );
+    let client = match protocol {
+        Protocol::Legacy => {
+            let c = Client {
+                progress: progress.clone(),
+                config: base.with_protocol_version(ProtocolVersion::V_2025_11_25),
+            };
+            tokio::time::timeout(Duration::from_secs(30), c.serve(transport))
+                .await
+                .expect("connect in time")
+                .expect("connect")
+        }
+        Protocol::Modern => {
+            let c = Client {
+                progress: progress.clone(),
+                config: base,
+            };
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                c.serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    },
+                ),
+            )
+            .await
+            .expect("connect in time")
+            .expect("connect")
+        }
+    };
+    let store = vars
+        .iter()
+        .find(|(k, _)| k == "CODEX_BRIDGE_STORE")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap_or_default();
+    Server {
+        client,
+        progress,
+        pid,
+        store,
+    }
+}
+
+/// Start the server for `env` and `mock` and connect.
+pub async fn connect(env: &TestEnv, mock: &MockApi, protocol: Protocol) -> Server {
+    connect_with(&server_env(env, mock), env.root(), protocol).await
+}
+
+impl Server {
+    /// Call a tool; every call is bounded.
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let params = CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(args.as_object().cloned().expect("arguments are an object"));
+        tokio::time::timeout(Duration::from_secs(120), self.client.call_tool(params))
+            .await
+            .expect("tool call in time")
+            .expect("tool call answered")
+    }
+
+    /// SIGKILL the server process.
+    pub fn kill(&self) {
+        // SAFETY: signals only.
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+    }
+}
+
+/// The structured content of a result.
+pub fn structured(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(Value::Null)
+}
+
+/// The text of a result's first content block.
+pub fn text(r: &CallToolResult) -> String {
+    r.content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}
