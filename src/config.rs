@@ -264,7 +264,10 @@ impl Config {
 
         let heartbeat = Duration::from_millis(s.heartbeat_ms.unwrap_or(10_000));
         if heartbeat < Duration::from_millis(100) {
-            return Err(Error::setting("CODEX_BRIDGE_HEARTBEAT_MS (--heartbeat-ms)", "must be at least 100"));
+            return Err(Error::setting(
+                "CODEX_BRIDGE_HEARTBEAT_MS (--heartbeat-ms)",
+                "must be at least 100",
+            ));
         }
 
         Ok(Config {
@@ -495,5 +498,27 @@ mod tests {
                 .to_string()
                 .contains("`timeout`")
         );
+    }
+
+    #[test]
+    fn the_readme_settings_table_lists_every_setting() {
+        use clap::Args;
+        let readme = include_str!("../README.md");
+        let cmd = Settings::augment_args(clap::Command::new("x"));
+        for a in cmd.get_arguments() {
+            let env = a
+                .get_env()
+                .and_then(|e| e.to_str())
+                .expect("every setting has an environment variable");
+            assert!(
+                readme.contains(&format!("`{env}`")),
+                "README.md lacks {env}"
+            );
+            let long = a.get_long().expect("every setting has a flag");
+            assert!(
+                readme.contains(&format!("`--{long}`")),
+                "README.md lacks --{long}"
+            );
+        }
     }
 }

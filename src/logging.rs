@@ -54,7 +54,10 @@ impl<'a> MakeWriter<'a> for RedactingStderr {
 /// Install the global subscriber (once). `RUST_LOG` filters; the default is `info`.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(RedactingStderr).with_ansi(false);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(RedactingStderr)
+        .with_ansi(false);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

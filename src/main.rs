@@ -22,7 +22,13 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// Log line format on stderr.
-    #[arg(long, env = "CODEX_BRIDGE_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    #[arg(
+        long,
+        env = "CODEX_BRIDGE_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
     log_format: LogFormat,
     #[command(flatten)]
     settings: Settings,
@@ -41,7 +47,10 @@ fn main() -> ExitCode {
         Some(Command::Serve(s)) => *s,
         None => cli.settings,
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("codex-mcp-bridge: cannot start the runtime: {e}");
@@ -64,7 +73,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let vars: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    redact::install(Redactor::from_vars(vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+    redact::install(Redactor::from_vars(
+        vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    ));
     let start_dir = std::env::current_dir()?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
     let store = Store::open(&config.store_dir)?;
@@ -94,7 +105,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         config: std::sync::Arc::new(config),
     };
     let bridge = Bridge::start(shared).await?;
-    let service = McpServer::new(bridge.clone()).serve(rmcp::transport::stdio()).await?;
+    let service = McpServer::new(bridge.clone())
+        .serve(rmcp::transport::stdio())
+        .await?;
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {

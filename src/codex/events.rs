@@ -48,7 +48,9 @@ pub struct ErrorPayload {
 }
 
 /// Token usage as codex reports it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default)]
 pub struct Usage {
     pub input_tokens: u64,

@@ -131,7 +131,8 @@ pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
         )
         .with_title("Code review")
         .with_raw_output_schema(turn)
-        .with_annotations(annotations("Code review", true, false, false, true)),
+        // codex runs the review under workspace-write (git may write its index), so not read-only
+        .with_annotations(annotations("Code review", false, false, false, true)),
         Tool::new(
             "listSessions",
             "List stored sessions, newest first, a page at a time.",
@@ -336,5 +337,84 @@ impl ServerHandler for McpServer {
             tracing::info!(tool = %name, "tool call failed");
         }
         Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// The README's tool table, generated from the real schemas (a test keeps README.md in sync).
+pub fn tool_table(allow_danger: bool) -> String {
+    let mut out = String::from("| tool | arguments (`*` required) | read-only |\n|---|---|---|\n");
+    for t in tool_list(allow_danger) {
+        let required: Vec<&str> = t
+            .input_schema
+            .get("required")
+            .and_then(|r| r.as_array())
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        let args: Vec<String> = t
+            .input_schema
+            .get("properties")
+            .and_then(|p| p.as_object())
+            .map(|p| {
+                p.keys()
+                    .map(|k| {
+                        if required.contains(&k.as_str()) {
+                            format!("`{k}`*")
+                        } else {
+                            format!("`{k}`")
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ro = t
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false);
+        out.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            t.name,
+            if args.is_empty() {
+                "—".to_owned()
+            } else {
+                args.join(", ")
+            },
+            if ro { "yes" } else { "no" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_tool_table_matches_the_real_schemas() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("<!-- tools:start -->\n")
+            .expect("README has the tools table markers")
+            + 21;
+        let end = readme.find("<!-- tools:end -->").expect("end marker");
+        assert_eq!(
+            &readme[start..end],
+            tool_table(false),
+            "README.md's tool table is out of date; paste the output of mcp::tool_table(false)"
+        );
+    }
+
+    #[test]
+    fn argument_errors_name_the_field() {
+        let args = serde_json::json!({"prompt": "x", "timeout": "soon"});
+        let err = parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`timeout`"), "{err}");
+        let args = serde_json::json!({"prompt": "x", "nope": 1});
+        let err = parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`nope`"), "{err}");
     }
 }

@@ -1,8 +1,8 @@
 //! Integration test suites (each module is one area).
 
-mod smoke;
+mod actors;
+mod escalation;
+mod mcp;
 mod runner;
 mod runner_fake;
-mod escalation;
-mod actors;
-mod mcp;
+mod smoke;

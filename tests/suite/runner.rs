@@ -552,7 +552,12 @@ fn kill_matching(needle: &str) {
 async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let spec = danger_turn(&env, &mock, "sleep 987001; echo done", Reply::message("never sent"));
+    let spec = danger_turn(
+        &env,
+        &mock,
+        "sleep 987001; echo done",
+        Reply::message("never sent"),
+    );
     let mut opts = RunOptions::new(Duration::from_secs(3), Limits::default());
     opts.timeout_grace = Duration::from_millis(500);
     let started = Instant::now();
@@ -606,7 +611,12 @@ async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state
 async fn cancellation_kills_everything_within_a_second() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let spec = danger_turn(&env, &mock, "sleep 987002; echo done", Reply::message("never sent"));
+    let spec = danger_turn(
+        &env,
+        &mock,
+        "sleep 987002; echo done",
+        Reply::message("never sent"),
+    );
     let opts = RunOptions::new(Duration::from_secs(60), Limits::default());
     let cancel = opts.cancel.clone();
     let handle = tokio::spawn(run_spec_with(spec, opts));
