@@ -2,8 +2,8 @@
 //! JSONL (reasoning, agent messages, command output with paths, commit SHAs, UUID thread ids),
 //! with a secret planted every few KiB, rotating among the recognised kinds.
 //!
-//! Setup asserts that every planted secret is gone and every SHA / UUID is kept, so the bench
-//! cannot pass with a no-op (or an over-eager) redactor.
+//! Setup asserts that every planted secret is gone and every SHA, UUID and path is kept, so the
+//! bench cannot pass with a no-op (or an over-eager) redactor.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -242,10 +242,11 @@ fn corpus(env_value: &str) -> Vec<Line> {
             }
             3 => {
                 let prose: Vec<&str> = (0..4).map(|_| rng.pick(PROSE)).collect();
+                let path = rng.pick(PATHS);
+                kept.push(path.to_owned());
                 format!(
-                    r#"{{"type":"item.completed","item":{{"id":"item_{item}","type":"agent_message","text":"{} See `{}`."}}}}"#,
+                    r#"{{"type":"item.completed","item":{{"id":"item_{item}","type":"agent_message","text":"{} See `{path}`."}}}}"#,
                     prose.join(" "),
-                    rng.pick(PATHS)
                 )
             }
             4 => {

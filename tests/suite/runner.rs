@@ -20,8 +20,8 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
 use crate::support::bridge::{
-    child_env, common, confine_dir, environ_of, marker, pids_with_cmdline, run_spec, run_spec_with,
-    turn, wait_no_process,
+    child_env, common, confine_dir, environ_of, marker, pids_with_cmdline,
+    pids_with_cmdline_prefix, run_spec, run_spec_with, turn, wait_no_process,
 };
 use crate::support::{MockApi, Reply, TestEnv, codex_bin, describe_output, git, run_with_timeout};
 
@@ -531,11 +531,11 @@ fn danger_turn(env: &TestEnv, mock: &MockApi, cmd: &str, then: Reply) -> SpawnSp
     build_turn(&c, &req).unwrap()
 }
 
-/// Wait until a process matching `needle` runs.
-async fn wait_for_process(needle: &str) {
+/// Wait until a process whose command line starts with `prefix` runs.
+async fn wait_for_process(prefix: &str) {
     let deadline = Instant::now() + LIMIT;
-    while pids_with_cmdline(needle).is_empty() {
-        assert!(Instant::now() < deadline, "no process `{needle}` appeared");
+    while pids_with_cmdline_prefix(prefix).is_empty() {
+        assert!(Instant::now() < deadline, "no process `{prefix}` appeared");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -122,6 +122,23 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
     out
 }
 
+/// Pids of live processes whose command line starts with `prefix` (e.g. `sleep 123`, which
+/// does not match the `bash -lc 'sleep 123; …'` that started it).
+pub fn pids_with_cmdline_prefix(prefix: &str) -> Vec<i32> {
+    pids_with_cmdline(prefix)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .starts_with(prefix)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
 /// Wait until no process matches `needle`, up to `limit`; returns the survivors.
 pub async fn wait_no_process(needle: &str, limit: Duration) -> Vec<i32> {
     let deadline = std::time::Instant::now() + limit;
