@@ -144,8 +144,6 @@ fn bench_argv(c: &mut Criterion) {
     }
 
     let mut g = c.benchmark_group("argv");
-    g.warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(4));
     g.bench_function("new_turn", |b| {
         b.iter(|| build_turn(black_box(&common), black_box(&new)))
     });
@@ -164,5 +162,18 @@ fn bench_argv(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_argv);
+// 5 builders x (1 s warm-up + 4 s measurement), no plots and a lighter bootstrap: about 30 s.
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4))
+        .nresamples(20_000)
+        .without_plots()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench_argv
+}
 criterion_main!(benches);

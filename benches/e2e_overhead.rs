@@ -40,53 +40,17 @@ const TARGET_MS: f64 = 5.0;
 const TURN_LIMIT: Duration = Duration::from_secs(60);
 const PROMPT: &str = "Reply with the single word ok.";
 
-thread_local! { static PROBE: std::cell::Cell<(f64, f64)> = const { std::cell::Cell::new((0.0, 0.0)) }; }
-
-async fn probe(rounds: usize) -> Result<(), String> {
-    let env = TestEnv::new();
-    let mock = MockApi::start().await;
-    let common = common(&env, &mock);
-    let req = turn(&env, PROMPT);
-    let spec = build_turn(&common, &req).map_err(|e| format!("build_turn: {e}"))?;
-    let names = ["V0 bare", "V1 +pgroup", "V2 +pre_exec prctl", "V3 +cgroup in pre_exec", "V4 pgroup+cgroup by parent", "V5 V2 via thread", "bridge"];
-    for _ in 0..2 { for v in 0..6 { bare_turn_v(&spec, v).await?; } bridge_turn(&common, &req).await?; }
-    let mut res: Vec<Vec<(Timing, f64, f64)>> = vec![vec![]; 7];
-    for r in 0..rounds {
-        let mut order: Vec<u32> = (0..7).collect();
-        order.rotate_left(r % 7);
-        for v in order {
-            let t = if v == 6 { bridge_turn(&common, &req).await? } else { bare_turn_v(&spec, v).await? };
-            let (s, m) = PROBE.with(|p| p.get());
-            res[v as usize].push((t, s, m));
-        }
-    }
-    for (i, name) in names.iter().enumerate() {
-        let v = &res[i];
-        let tot: Vec<f64> = v.iter().map(|x| ms(x.0.total)).collect();
-        let head: Vec<f64> = v.iter().map(|x| ms(x.0.head)).collect();
-        let tail: Vec<f64> = v.iter().map(|x| ms(x.0.tail)).collect();
-        let sp: Vec<f64> = v.iter().map(|x| x.1).collect();
-        let mv: Vec<f64> = v.iter().map(|x| x.2).collect();
-        let d: Vec<f64> = v.iter().zip(&res[0]).map(|(a, b)| ms(a.0.total) - ms(b.0.total)).collect();
-        let dh: Vec<f64> = v.iter().zip(&res[0]).map(|(a, b)| ms(a.0.head) - ms(b.0.head)).collect();
-        println!("{name:28} total {:7.2} head {:7.2} tail {:6.2} | vs V0: total {:+6.2} head {:+6.2} | spawn() {:7.0} us p90 {:7.0}  move {:6.0} us p90 {:6.0}",
-            percentile(&tot, 50.0), percentile(&head, 50.0), percentile(&tail, 50.0), percentile(&d, 50.0), percentile(&dh, 50.0),
-            percentile(&sp, 50.0), percentile(&sp, 90.0), percentile(&mv, 50.0), percentile(&mv, 90.0));
-    }
-    Ok(())
-}
-
 fn main() {
-    if let Ok(r) = std::env::var("E2E_PROBE") {
-        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(probe(r.parse().unwrap())).unwrap();
-        return;
-    }
     let bench_mode = std::env::args().any(|a| a == "--bench");
     let pairs = if bench_mode { pairs_from_env() } else { 1 };
 
-    // The fetcher panics with `cannot obtain codex 0.145.0: <why>`; turn that into a clean exit.
-    let bin = match std::panic::catch_unwind(codex_bin) {
+    // The fetcher panics with `cannot obtain codex 0.145.0: <why>`; turn that into a clean exit
+    // (the default hook would add a backtrace).
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let fetched = std::panic::catch_unwind(codex_bin);
+    std::panic::set_hook(hook);
+    let bin = match fetched {
         Ok(bin) => bin,
         Err(panic) => {
             let why = panic
@@ -282,69 +246,18 @@ async fn bridge_turn(common: &Common, req: &TurnRequest) -> Result<Timing, Strin
 /// The same spawn without the bridge: argv, environment, cwd, stdin written then closed,
 /// stdout and stderr read to the end, the exit waited for.
 async fn bare_turn(spec: &SpawnSpec) -> Result<Timing, String> {
-    bare_turn_v(spec, 0).await
-}
-
-static CG_N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-async fn bare_turn_v(spec: &SpawnSpec, v: u32) -> Result<Timing, String> {
-    use std::os::fd::AsRawFd;
     let started = Instant::now();
-    let mut cmd = tokio::process::Command::new(&spec.program);
-    cmd.args(&spec.args)
+    let mut child = tokio::process::Command::new(&spec.program)
+        .args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.cwd.path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    if v >= 1 {
-        cmd.process_group(0);
-    }
-    let mut cg: Option<(PathBuf, std::fs::File)> = None;
-    if v == 3 || v == 4 || v == 6 {
-        let n = CG_N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = PathBuf::from(format!("/sys/fs/cgroup/unified/e2eprobe.{}.{n}", std::process::id()));
-        std::fs::create_dir(&dir).map_err(|e| format!("mkdir cg: {e}"))?;
-        let f = std::fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs")).map_err(|e| format!("open procs: {e}"))?;
-        cg = Some((dir, f));
-    }
-    if v == 2 || v == 3 || v == 5 {
-        let parent = std::process::id() as i32;
-        let fd = if v == 3 { cg.as_ref().map(|c| c.1.as_raw_fd()) } else { None };
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::other("parent"));
-                }
-                if let Some(fd) = fd {
-                    let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
-                }
-                Ok(())
-            });
-        }
-    }
-    let t_spawn = Instant::now();
-    let mut child = if v == 5 {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let h = tokio::runtime::Handle::current();
-        std::thread::spawn(move || { let _g = h.enter(); let _ = tx.send(cmd.spawn()); });
-        rx.await.map_err(|_| "hop")?
-    } else {
-        cmd.spawn()
-    }
-    .map_err(|e| format!("spawn {}: {e}", spec.program.display()))?;
-    let spawn_us = t_spawn.elapsed().as_secs_f64() * 1e6;
-    let mut move_us = 0.0;
-    if v == 4 || v == 6 {
-        let t = Instant::now();
-        let (dir, _) = cg.as_ref().unwrap();
-        std::fs::write(dir.join("cgroup.procs"), child.id().unwrap().to_string()).map_err(|e| format!("move: {e}"))?;
-        move_us = t.elapsed().as_secs_f64() * 1e6;
-    }
-    PROBE.with(|p| p.set((spawn_us, move_us)));
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn {}: {e}", spec.program.display()))?;
     let mut stdin = child.stdin.take().ok_or("stdin not piped")?;
     stdin
         .write_all(spec.stdin.as_deref().unwrap_or_default())
@@ -380,13 +293,6 @@ async fn bare_turn_v(spec: &SpawnSpec, v: u32) -> Result<Timing, String> {
         .map_err(|_| "the bare turn did not finish in time".to_owned())??;
     let stderr = stderr_task.await.unwrap_or_default();
     let timing = Timing::new(started, first, last);
-    if let Some((dir, f)) = cg {
-        drop(f);
-        let _ = std::fs::write(dir.join("cgroup.kill"), "1");
-        while std::fs::remove_dir(&dir).is_err() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
     if !status.success() || !stdout.contains("\"turn.completed\"") {
         return Err(format!(
             "bare turn did not complete ({status}):\n{stdout}\n{}",

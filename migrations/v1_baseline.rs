@@ -1,12 +1,13 @@
 //! v0 → v1, the baseline. v0 is a store with only a `sessions` tree (session id → JSON record),
 //! as written by development builds before the schema was versioned. v1 adds the `last_used`
-//! index (big-endian millis ++ session id → empty), so listing never scans every session.
+//! index (big-endian millis ++ session id → empty), so listing never scans every session, and
+//! the session counter in `meta`.
 
 use super::{Change, Step};
 
 pub const STEP: Step = Step {
     to: 1,
-    name: "baseline: last_used index",
+    name: "baseline: last_used index and session counter",
     plan,
 };
 
@@ -27,5 +28,11 @@ fn plan(db: &sled::Db) -> sled::Result<Vec<Change>> {
             value: vec![],
         });
     }
+    let count = changes.len() as u64;
+    changes.push(Change::Insert {
+        tree: "meta",
+        key: b"session_count".to_vec(),
+        value: count.to_be_bytes().to_vec(),
+    });
     Ok(changes)
 }

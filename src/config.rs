@@ -1,11 +1,12 @@
-//! Operator settings: read once at server start (flags, each with an environment variable),
-//! validated into one typed [`Config`]. Never per call. An invalid setting fails the start with
-//! a message naming the setting.
+//! Operator settings: read once at server start (flags, each with an environment variable, and
+//! the config file for what neither gave), validated into one typed [`Config`]. Never per call.
+//! An invalid setting fails the start with a message naming the setting.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::logging::LogFormat;
 use crate::security::overrides::{Override, parse_operator_override};
 
 /// The Codex CLI version this bridge is built and tested against.
@@ -171,25 +172,7 @@ impl Config {
 
         let roots = parse_roots(s.roots.as_deref(), start_dir)?;
 
-        let store_dir = match &s.store {
-            Some(p) if p.is_absolute() => p.clone(),
-            Some(_) => {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_STORE (--store)",
-                    "must be an absolute path",
-                ));
-            }
-            None => match (var("XDG_DATA_HOME"), var("HOME")) {
-                (Some(x), _) if x.starts_with('/') => PathBuf::from(x).join("codex-mcp-bridge"),
-                (_, Some(h)) => PathBuf::from(h).join(".local/share/codex-mcp-bridge"),
-                _ => {
-                    return Err(Error::setting(
-                        "CODEX_BRIDGE_STORE (--store)",
-                        "neither XDG_DATA_HOME nor HOME is set; give the store directory explicitly",
-                    ));
-                }
-            },
-        };
+        let store_dir = store_dir(s, vars)?;
 
         let max_concurrent = s.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT);
         if !(1..=MAX_MAX_CONCURRENT).contains(&max_concurrent) {
@@ -300,6 +283,31 @@ impl Config {
     }
 }
 
+const STORE: &str = "CODEX_BRIDGE_STORE (--store)";
+
+/// The store directory the settings name: `--store`/`CODEX_BRIDGE_STORE` (absolute), else
+/// `$XDG_DATA_HOME/codex-mcp-bridge`, else `$HOME/.local/share/codex-mcp-bridge`. Validates
+/// nothing else (the `sessions` and `doctor` subcommands use it without a roots check).
+pub fn store_dir(s: &Settings, vars: &[(String, String)]) -> Result<PathBuf> {
+    let var = |k: &str| {
+        vars.iter()
+            .find(|(n, v)| n == k && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    match &s.store {
+        Some(p) if p.is_absolute() => Ok(p.clone()),
+        Some(_) => Err(Error::setting(STORE, "must be an absolute path")),
+        None => match (var("XDG_DATA_HOME"), var("HOME")) {
+            (Some(x), _) if x.starts_with('/') => Ok(PathBuf::from(x).join("codex-mcp-bridge")),
+            (_, Some(h)) => Ok(PathBuf::from(h).join(".local/share/codex-mcp-bridge")),
+            _ => Err(Error::setting(
+                STORE,
+                "neither XDG_DATA_HOME nor HOME is set; give the store directory explicitly",
+            )),
+        },
+    }
+}
+
 const ROOTS: &str = "CODEX_BRIDGE_ROOTS (--roots)";
 
 fn parse_roots(raw: Option<&str>, start_dir: &Path) -> Result<Vec<PathBuf>> {
@@ -354,6 +362,224 @@ pub fn find_on_path(program: &Path, path_var: Option<&str>) -> Option<PathBuf> {
         .find(|p| {
             std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The config file
+
+/// The setting that names the config file.
+pub const CONFIG_SETTING: &str = "CODEX_BRIDGE_CONFIG (--config)";
+
+/// The keys a config file may hold: every setting's name in snake_case, plus `log_format`.
+pub const CONFIG_FILE_KEYS: &[&str] = &[
+    "codex_bin",
+    "roots",
+    "store",
+    "allow_danger",
+    "max_concurrent",
+    "default_timeout_ms",
+    "max_timeout_ms",
+    "codex_config",
+    "max_line_bytes",
+    "max_output_bytes",
+    "queue_timeout_ms",
+    "idle_timeout_ms",
+    "nested_mcp",
+    "heartbeat_ms",
+    "log_format",
+];
+
+/// Where the config file is looked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigLocation {
+    pub path: PathBuf,
+    /// Named by `--config`/`CODEX_BRIDGE_CONFIG`: it must exist. The default one may be absent.
+    pub explicit: bool,
+}
+
+/// What a config file sets.
+#[derive(Debug, Clone, Default)]
+pub struct FileSettings {
+    /// The operator settings the file sets (`None`/empty: not set there).
+    pub settings: Settings,
+    pub log_format: Option<LogFormat>,
+}
+
+/// The config file: `explicit` (from `--config`/`CODEX_BRIDGE_CONFIG`) when given and not empty,
+/// else `$XDG_CONFIG_HOME/codex-mcp-bridge/config.toml` (an absolute XDG_CONFIG_HOME), else
+/// `$HOME/.config/codex-mcp-bridge/config.toml`; `None` when neither variable is set.
+pub fn config_location(
+    explicit: Option<&Path>,
+    vars: &[(String, String)],
+) -> Option<ConfigLocation> {
+    if let Some(p) = explicit.filter(|p| !p.as_os_str().is_empty()) {
+        return Some(ConfigLocation {
+            path: p.to_path_buf(),
+            explicit: true,
+        });
+    }
+    let var = |k: &str| {
+        vars.iter()
+            .find(|(n, v)| n == k && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    let dir = match (var("XDG_CONFIG_HOME"), var("HOME")) {
+        (Some(x), _) if x.starts_with('/') => PathBuf::from(x),
+        (_, Some(h)) => PathBuf::from(h).join(".config"),
+        _ => return None,
+    };
+    Some(ConfigLocation {
+        path: dir.join("codex-mcp-bridge").join("config.toml"),
+        explicit: false,
+    })
+}
+
+/// Read the config file at `loc`: `None` when it is the default one and absent. An explicit
+/// file that is missing, a file that is not TOML, an unknown key or a value of the wrong type
+/// is an error naming the file (and the key); values are never echoed.
+pub fn read_config_file(loc: &ConfigLocation) -> Result<Option<FileSettings>> {
+    let text = match std::fs::read_to_string(&loc.path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !loc.explicit => return Ok(None),
+        Err(e) => {
+            return Err(Error::setting(
+                CONFIG_SETTING,
+                format!("cannot read the config file {}: {e}", loc.path.display()),
+            ));
+        }
+    };
+    parse_config_file(&loc.path, &text).map(Some)
+}
+
+/// Parse a config file's text (`path` only names it in errors).
+pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings> {
+    let file = path.display();
+    let table: toml::Table = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .map(|l| format!(" at line {l}"))
+            .unwrap_or_default();
+        Error::setting(
+            CONFIG_SETTING,
+            format!(
+                "the config file {file} is not valid TOML{line}: {}",
+                e.message()
+            ),
+        )
+    })?;
+    let mut out = FileSettings::default();
+    for (key, value) in &table {
+        let bad = |what: &str| {
+            Error::setting(
+                CONFIG_SETTING,
+                format!("in the config file {file}, `{key}` must be {what}"),
+            )
+        };
+        let string = || {
+            value
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| bad("a string"))
+        };
+        let strings = || match value {
+            toml::Value::String(s) => Ok(vec![s.clone()]),
+            toml::Value::Array(a) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("a string or an array of strings")),
+            _ => Err(bad("a string or an array of strings")),
+        };
+        let int = || {
+            value
+                .as_integer()
+                .and_then(|i| u64::try_from(i).ok())
+                .ok_or_else(|| bad("a non-negative integer"))
+        };
+        let size = || int().and_then(|i| usize::try_from(i).map_err(|_| bad("smaller")));
+        let s = &mut out.settings;
+        match key.as_str() {
+            "codex_bin" => s.codex_bin = Some(PathBuf::from(string()?)),
+            "roots" => s.roots = Some(strings()?.join(":")),
+            "store" => s.store = Some(PathBuf::from(string()?)),
+            "allow_danger" => {
+                s.allow_danger = Some(value.as_bool().ok_or_else(|| bad("true or false"))?)
+            }
+            "max_concurrent" => s.max_concurrent = Some(size()?),
+            "default_timeout_ms" => s.default_timeout_ms = Some(int()?),
+            "max_timeout_ms" => s.max_timeout_ms = Some(int()?),
+            "codex_config" => s.codex_config = strings()?,
+            "max_line_bytes" => s.max_line_bytes = Some(size()?),
+            "max_output_bytes" => s.max_output_bytes = Some(size()?),
+            "queue_timeout_ms" => s.queue_timeout_ms = Some(int()?),
+            "idle_timeout_ms" => s.idle_timeout_ms = Some(int()?),
+            "nested_mcp" => s.nested_mcp = Some(string()?),
+            "heartbeat_ms" => s.heartbeat_ms = Some(int()?),
+            "log_format" => {
+                out.log_format = Some(
+                    <LogFormat as clap::ValueEnum>::from_str(&string()?, false)
+                        .map_err(|_| bad("`text` or `json`"))?,
+                )
+            }
+            _ => {
+                return Err(Error::setting(
+                    CONFIG_SETTING,
+                    format!(
+                        "unknown key `{key}` in the config file {file}; the keys are the \
+                         settings' names in snake_case: {}",
+                        CONFIG_FILE_KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Settings {
+    /// Fill every setting clap left unset (neither flag nor environment variable) from the
+    /// config file's: so the precedence is flag > environment > file > default.
+    pub fn fill_from(&mut self, file: &Settings) {
+        // destructured so that a new setting cannot be forgotten here
+        let Settings {
+            codex_bin,
+            roots,
+            store,
+            allow_danger,
+            max_concurrent,
+            default_timeout_ms,
+            max_timeout_ms,
+            codex_config,
+            max_line_bytes,
+            max_output_bytes,
+            queue_timeout_ms,
+            idle_timeout_ms,
+            nested_mcp,
+            heartbeat_ms,
+        } = file;
+        fn or<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) {
+            if mine.is_none() {
+                mine.clone_from(theirs);
+            }
+        }
+        or(&mut self.codex_bin, codex_bin);
+        or(&mut self.roots, roots);
+        or(&mut self.store, store);
+        or(&mut self.allow_danger, allow_danger);
+        or(&mut self.max_concurrent, max_concurrent);
+        or(&mut self.default_timeout_ms, default_timeout_ms);
+        or(&mut self.max_timeout_ms, max_timeout_ms);
+        if self.codex_config.is_empty() {
+            self.codex_config.clone_from(codex_config);
+        }
+        or(&mut self.max_line_bytes, max_line_bytes);
+        or(&mut self.max_output_bytes, max_output_bytes);
+        or(&mut self.queue_timeout_ms, queue_timeout_ms);
+        or(&mut self.idle_timeout_ms, idle_timeout_ms);
+        or(&mut self.nested_mcp, nested_mcp);
+        or(&mut self.heartbeat_ms, heartbeat_ms);
+    }
 }
 
 #[cfg(test)]
@@ -520,5 +746,214 @@ mod tests {
                 "README.md lacks --{long}"
             );
         }
+    }
+
+    #[test]
+    fn the_config_file_keys_are_the_settings_names() {
+        use clap::Args;
+        let cmd = Settings::augment_args(clap::Command::new("x"));
+        let mut ids: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
+        ids.push("log_format");
+        ids.sort_unstable();
+        let mut keys = CONFIG_FILE_KEYS.to_vec();
+        keys.sort_unstable();
+        assert_eq!(ids, keys);
+    }
+
+    const FULL_FILE: &str = r#"
+codex_bin = "/opt/codex"
+roots = "/a:/b"
+store = "/var/lib/bridge"
+allow_danger = true
+max_concurrent = 3
+default_timeout_ms = 5000
+max_timeout_ms = 9000
+codex_config = ["model=\"o3\"", "k=v"]
+max_line_bytes = 10000
+max_output_bytes = 20000
+queue_timeout_ms = 1000
+idle_timeout_ms = 2000
+nested_mcp = "disable"
+heartbeat_ms = 500
+log_format = "json"
+"#;
+
+    #[test]
+    fn a_config_file_sets_every_setting() {
+        let f = parse_config_file(Path::new("/c.toml"), FULL_FILE).unwrap();
+        let s = &f.settings;
+        assert_eq!(s.codex_bin, Some(PathBuf::from("/opt/codex")));
+        assert_eq!(s.roots.as_deref(), Some("/a:/b"));
+        assert_eq!(s.store, Some(PathBuf::from("/var/lib/bridge")));
+        assert_eq!(s.allow_danger, Some(true));
+        assert_eq!(s.max_concurrent, Some(3));
+        assert_eq!(s.default_timeout_ms, Some(5000));
+        assert_eq!(s.max_timeout_ms, Some(9000));
+        assert_eq!(s.codex_config, vec!["model=\"o3\"", "k=v"]);
+        assert_eq!(s.max_line_bytes, Some(10000));
+        assert_eq!(s.max_output_bytes, Some(20000));
+        assert_eq!(s.queue_timeout_ms, Some(1000));
+        assert_eq!(s.idle_timeout_ms, Some(2000));
+        assert_eq!(s.nested_mcp.as_deref(), Some("disable"));
+        assert_eq!(s.heartbeat_ms, Some(500));
+        assert_eq!(f.log_format, Some(LogFormat::Json));
+        // roots may also be an array
+        let f = parse_config_file(Path::new("/c.toml"), "roots = [\"/a\", \"/b\"]").unwrap();
+        assert_eq!(f.settings.roots.as_deref(), Some("/a:/b"));
+    }
+
+    #[test]
+    fn config_file_errors_name_the_file_and_the_key_and_never_the_value() {
+        let path = Path::new("/etc/bridge.toml");
+        let err = parse_config_file(path, "roots = \"/a\"\nmax_concurent = 4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`max_concurent`")
+                && err.contains("/etc/bridge.toml")
+                && err.contains("unknown key")
+                && err.contains("max_concurrent"),
+            "{err}"
+        );
+        let err = parse_config_file(path, "max_concurrent = \"sk-secret-value\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`max_concurrent`") && err.contains("/etc/bridge.toml"),
+            "{err}"
+        );
+        assert!(!err.contains("sk-secret-value"), "{err}");
+        let err = parse_config_file(path, "roots = \"/a\"\nthis is not toml = [\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/etc/bridge.toml") && err.contains("line 2"),
+            "{err}"
+        );
+        assert!(!err.contains("this is not"), "{err}");
+        let err = parse_config_file(path, "[server]\nroots = \"/a\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown key `server`"), "{err}");
+        let err = parse_config_file(path, "log_format = \"xml\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`log_format`"), "{err}");
+    }
+
+    /// Precedence flag > env > file > default: clap gives flag > env (a value it found either
+    /// way is `Some`); the file fills only what clap left unset; `Config` applies the default.
+    #[test]
+    fn precedence_is_flag_then_env_then_file_then_default() {
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            s: Settings,
+        }
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let file = parse_config_file(
+            Path::new("/c.toml"),
+            "max_concurrent = 3\nheartbeat_ms = 700\ncodex_config = [\"a=1\"]\nidle_timeout_ms = 5000\n",
+        )
+        .unwrap();
+        // flags (they win over any environment variable, so this holds whatever the test's
+        // environment is)
+        let parsed = P::try_parse_from(["x", "--max-concurrent", "7", "--codex-config", "b=2"])
+            .unwrap()
+            .s;
+        let mut flags = Settings {
+            max_concurrent: parsed.max_concurrent,
+            codex_config: parsed.codex_config,
+            // what clap gives for a value found only in the environment: also `Some`
+            heartbeat_ms: Some(900),
+            ..Default::default()
+        };
+        flags.fill_from(&file.settings);
+        let c = Config::from_settings(&flags, dir.path(), &vars()).unwrap();
+        assert_eq!(c.max_concurrent, 7, "flag over file");
+        assert_eq!(c.heartbeat, Duration::from_millis(900), "env over file");
+        assert_eq!(
+            c.idle_timeout,
+            Duration::from_millis(5000),
+            "file over default"
+        );
+        assert_eq!(
+            c.default_timeout,
+            Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            "default"
+        );
+        assert_eq!(
+            c.codex_overrides.len(),
+            1,
+            "a flag's -c list replaces the file's"
+        );
+        // nothing given anywhere: the file's values
+        let mut none = Settings::default();
+        none.fill_from(&file.settings);
+        let c = Config::from_settings(&none, dir.path(), &vars()).unwrap();
+        assert_eq!(c.max_concurrent, 3);
+        assert_eq!(c.codex_overrides.len(), 1);
+    }
+
+    #[test]
+    fn the_config_file_is_looked_for_under_xdg_config_home_then_home() {
+        let v = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let loc = config_location(None, &v(&[("HOME", "/h")])).unwrap();
+        assert_eq!(
+            loc.path,
+            PathBuf::from("/h/.config/codex-mcp-bridge/config.toml")
+        );
+        assert!(!loc.explicit);
+        let loc = config_location(None, &v(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")])).unwrap();
+        assert_eq!(loc.path, PathBuf::from("/x/codex-mcp-bridge/config.toml"));
+        // a relative XDG_CONFIG_HOME is ignored, as the XDG spec says
+        let loc = config_location(None, &v(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "rel")])).unwrap();
+        assert_eq!(
+            loc.path,
+            PathBuf::from("/h/.config/codex-mcp-bridge/config.toml")
+        );
+        let loc = config_location(Some(Path::new("/e.toml")), &v(&[("HOME", "/h")])).unwrap();
+        assert_eq!(
+            loc,
+            ConfigLocation {
+                path: "/e.toml".into(),
+                explicit: true
+            }
+        );
+        assert!(config_location(None, &[]).is_none());
+        // an absent default file is fine; an absent explicit one is not
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.toml");
+        let default = ConfigLocation {
+            path: missing.clone(),
+            explicit: false,
+        };
+        assert!(read_config_file(&default).unwrap().is_none());
+        let explicit = ConfigLocation {
+            path: missing,
+            explicit: true,
+        };
+        let err = read_config_file(&explicit).unwrap_err().to_string();
+        assert!(
+            err.contains("CODEX_BRIDGE_CONFIG") && err.contains("none.toml"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_store_dir_helper_agrees_with_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = vars();
+        v.push(("XDG_DATA_HOME".into(), "/xdg".into()));
+        let c = Config::from_settings(&Settings::default(), dir.path(), &v).unwrap();
+        assert_eq!(store_dir(&Settings::default(), &v).unwrap(), c.store_dir);
+        assert_eq!(c.store_dir, PathBuf::from("/xdg/codex-mcp-bridge"));
+        assert!(store_dir(&Settings::default(), &[]).is_err());
     }
 }

@@ -3,7 +3,8 @@
 //! # Layout
 //! - [`actors`]: the registry and session actors (ractor), the concurrency limiter, and the
 //!   [`actors::Bridge`] handle the MCP layer calls.
-//! - [`config`]: operator settings (flags and environment), validated once at start.
+//! - [`cli`]: the command line: `serve`, `sessions`, `doctor`, and the config file.
+//! - [`config`]: operator settings (flags, environment, config file), validated once at start.
 //! - [`error`]: the crate error and its user-facing messages (always redacted on the way out).
 //! - [`security`]: pure rules of the security model: environment allowlist, path confinement,
 //!   identifiers, operator override denylist, redaction. No IO except [`security::paths::resolve`].
@@ -13,6 +14,7 @@
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
 pub mod actors;
+pub mod cli;
 pub mod codex;
 pub mod config;
 pub mod error;

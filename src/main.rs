@@ -1,81 +1,97 @@
-//! `codex-mcp-bridge`: flags and environment → Config, tracing on stderr, open the store, start
-//! the actors, serve MCP on stdio, and shut down in order (every turn's processes are killed).
+//! `codex-mcp-bridge`: flags, environment and config file → Config, tracing on stderr, open the
+//! store, start the actors, serve MCP on stdio, and shut down in order (every turn's processes
+//! are killed). The `sessions` and `doctor` subcommands live in [`codex_mcp_bridge::cli`].
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
 use codex_mcp_bridge::actors::{Bridge, Limiter, Shared};
+use codex_mcp_bridge::cli::{self, Run};
 use codex_mcp_bridge::codex::argv::Common;
 use codex_mcp_bridge::codex::home::codex_home;
 use codex_mcp_bridge::config::{Config, Settings};
-use codex_mcp_bridge::logging::{self, LogFormat};
+use codex_mcp_bridge::logging;
 use codex_mcp_bridge::mcp::McpServer;
 use codex_mcp_bridge::security::env::filter_env;
 use codex_mcp_bridge::security::redact::{self, Redactor};
 use codex_mcp_bridge::store::Store;
 use rmcp::ServiceExt;
 
-/// A hardened MCP server for the OpenAI Codex CLI: persistent sessions, progress, cancellation.
-#[derive(Parser)]
-#[command(name = "codex-mcp-bridge", version, about, long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// Log line format on stderr.
-    #[arg(
-        long,
-        env = "CODEX_BRIDGE_LOG_FORMAT",
-        value_enum,
-        default_value = "text",
-        global = true
-    )]
-    log_format: LogFormat,
-    #[command(flatten)]
-    settings: Settings,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Serve MCP on stdio (what running without a subcommand does).
-    Serve(Box<Settings>),
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    logging::init(cli.log_format);
-    let settings = match cli.command {
-        Some(Command::Serve(s)) => *s,
-        None => cli.settings,
+    let cli = cli::parse();
+    let vars = cli::env_vars();
+    redact::install(Redactor::from_vars(
+        vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    ));
+    let prepared = match cli::prepare(cli, &vars) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
     };
+    logging::init(prepared.log_format);
+    match prepared.run {
+        Run::Serve(settings) => run_server(settings, vars),
+        Run::Sessions(args, settings) => {
+            // not the server: stdout is this subcommand's output
+            let mut out = std::io::stdout().lock();
+            match cli::sessions(&args, &settings, &vars, &mut out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e),
+            }
+        }
+        Run::Doctor(settings) => {
+            let start_dir = match std::env::current_dir() {
+                Ok(d) => d,
+                Err(e) => return fail(&format!("cannot read the current directory: {e}")),
+            };
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+            };
+            // not the server: stdout is this subcommand's output
+            let mut out = std::io::stdout().lock();
+            let ok = rt.block_on(cli::doctor(
+                &settings,
+                &prepared.config_file,
+                &vars,
+                &start_dir,
+                &mut out,
+            ));
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// An error on stderr, redacted; exit code 1.
+fn fail(e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("codex-mcp-bridge: {}", redact::redact(&e.to_string()));
+    ExitCode::FAILURE
+}
+
+/// The server: nothing but MCP ever goes to stdout.
+fn run_server(settings: Settings, vars: Vec<(String, String)>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("codex-mcp-bridge: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
     };
-    let code = match rt.block_on(serve(settings)) {
+    let code = match rt.block_on(serve(settings, vars)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("codex-mcp-bridge: {}", redact::redact(&e.to_string()));
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
     };
     // stdin may still be blocked in a read on the blocking pool: do not wait for it
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
 
-async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let vars: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    redact::install(Redactor::from_vars(
-        vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-    ));
+async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Result<()> {
     let start_dir = std::env::current_dir()?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
     let store = Store::open(&config.store_dir)?;

@@ -119,11 +119,23 @@ pub struct Store {
     sessions: sled::Tree,
     last_used: sled::Tree,
     inflight: sled::Tree,
+    meta: sled::Tree,
     path: PathBuf,
 }
 
 const SETTING: &str = "CODEX_BRIDGE_STORE (--store)";
+/// sled page cache size: enough for the hot records and indexes of a busy server.
+const CACHE_BYTES: u64 = 1024 * 1024;
 const VERSION_KEY: &[u8] = b"schema_version";
+/// The number of stored sessions, kept in step by `put` and `remove` (sled's `len` scans the
+/// whole tree, which pulls every record into memory).
+pub(crate) const COUNT_KEY: &[u8] = b"session_count";
+
+fn read_u64(v: Option<sled::IVec>) -> u64 {
+    v.and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
+}
 
 fn storage(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Store(format!("store at {}: {e}", path.display()))
@@ -139,7 +151,11 @@ impl Store {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
-        let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open().map_err(|e| match e {
+        let db = sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::LowSpace)
+            // sled caches up to 1 GiB by default; records are small and reads rare
+            .cache_capacity(CACHE_BYTES).open().map_err(|e| match e {
             sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => Error::setting(
                 SETTING,
                 format!(
@@ -154,6 +170,7 @@ impl Store {
             sessions: db.open_tree("sessions").map_err(|e| storage(dir, e))?,
             last_used: db.open_tree("last_used").map_err(|e| storage(dir, e))?,
             inflight: db.open_tree("inflight").map_err(|e| storage(dir, e))?,
+            meta: db.open_tree("meta").map_err(|e| storage(dir, e))?,
             path: dir.to_path_buf(),
             db,
         };
@@ -206,6 +223,7 @@ impl Store {
                         migrations::Change::Insert { tree, .. }
                         | migrations::Change::Remove { tree, .. } => *tree,
                     })
+                    .filter(|t| *t != "meta")
                     .collect();
                 t.sort_unstable();
                 t.dedup();
@@ -224,11 +242,13 @@ impl Store {
                     for c in &changes {
                         match c {
                             migrations::Change::Insert { tree, key, value } => {
-                                let i = trees.iter().position(|t| t == tree).unwrap_or(0);
+                                let i =
+                                    trees.iter().position(|t| t == tree).unwrap_or(tx.len() - 1);
                                 tx[i].insert(key.as_slice(), value.as_slice())?;
                             }
                             migrations::Change::Remove { tree, key } => {
-                                let i = trees.iter().position(|t| t == tree).unwrap_or(0);
+                                let i =
+                                    trees.iter().position(|t| t == tree).unwrap_or(tx.len() - 1);
                                 tx[i].remove(key.as_slice())?;
                             }
                         }
@@ -269,14 +289,17 @@ impl Store {
         let key = record.session_id.as_str().as_bytes();
         let value = serde_json::to_vec(record).map_err(|e| storage(&self.path, e))?;
         let new_index = index_key(record.last_used_ms, key);
-        (&self.sessions, &self.last_used)
-            .transaction(|(s, l)| {
+        (&self.sessions, &self.last_used, &self.meta)
+            .transaction(|(s, l, m)| {
                 if let Some(old) = s.get(key)?
                     && let Ok(old) = serde_json::from_slice::<SessionRecord>(&old)
                 {
                     l.remove(index_key(old.last_used_ms, key))?;
                 }
-                s.insert(key, value.as_slice())?;
+                if s.insert(key, value.as_slice())?.is_none() {
+                    let n = read_u64(m.get(COUNT_KEY)?) + 1;
+                    m.insert(COUNT_KEY, &n.to_be_bytes())?;
+                }
                 l.insert(new_index.as_slice(), &[] as &[u8])?;
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
@@ -287,12 +310,15 @@ impl Store {
     pub fn remove(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         let old = self.get(id)?;
         let key = id.as_str().as_bytes();
-        (&self.sessions, &self.last_used, &self.inflight)
-            .transaction(|(s, l, f)| {
+        (&self.sessions, &self.last_used, &self.inflight, &self.meta)
+            .transaction(|(s, l, f, m)| {
                 if let Some(old) = &old {
                     l.remove(index_key(old.last_used_ms, key))?;
                 }
-                s.remove(key)?;
+                if s.remove(key)?.is_some() {
+                    let n = read_u64(m.get(COUNT_KEY)?).saturating_sub(1);
+                    m.insert(COUNT_KEY, &n.to_be_bytes())?;
+                }
                 f.remove(key)?;
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
@@ -340,14 +366,14 @@ impl Store {
         Ok(Page { sessions, next })
     }
 
-    /// How many sessions are stored (sled keeps this cheap: no record is read).
+    /// How many sessions are stored: a counter, so no record is read.
     pub fn len(&self) -> usize {
-        self.sessions.len()
+        self.meta.get(COUNT_KEY).map(read_u64).unwrap_or(0) as usize
     }
 
     /// Whether no session is stored.
     pub fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
+        self.len() == 0
     }
 
     /// Record the process of a turn in flight.
@@ -476,6 +502,11 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), 25);
+        assert_eq!(
+            store.len(),
+            25,
+            "the counter follows puts of new and known keys"
+        );
         assert_eq!(seen[0], "s03");
         assert_eq!(seen[1], "s24");
         let mut dedup = seen.clone();
@@ -499,7 +530,10 @@ mod tests {
         };
         store.put_inflight(&id("a"), &t).unwrap();
         assert_eq!(store.inflight().unwrap(), vec![(id("a"), t)]);
+        assert_eq!(store.len(), 1);
         assert!(store.remove(&id("a")).unwrap().is_some());
+        assert!(store.remove(&id("a")).unwrap().is_none());
+        assert_eq!(store.len(), 0);
         assert!(store.get(&id("a")).unwrap().is_none());
         assert!(store.list(None, 10).unwrap().sessions.is_empty());
         assert!(store.inflight().unwrap().is_empty());
@@ -558,6 +592,7 @@ mod tests {
             .map(|r| r.session_id.to_string())
             .collect();
         assert_eq!(names, vec!["old-c", "old-b", "old-a"]);
+        assert_eq!(store.len(), 3, "the baseline counts the sessions it finds");
         drop(store);
         // opening again applies nothing twice
         let store = Store::open(dir.path()).unwrap();

@@ -1,6 +1,7 @@
 //! Integration test suites (each module is one area).
 
 mod actors;
+mod cli;
 mod escalation;
 mod mcp;
 mod runner;

@@ -1,0 +1,207 @@
+//! Server start to the first `tools/list` answer with 100 000 stored sessions, and the server's
+//! resident memory with 100 000 stored and 100 live sessions, against the real codex and the
+//! mock Responses API.
+//!
+//! Run: `cargo bench --bench startup` (`STARTUP_SESSIONS`, `STARTUP_RUNS`, `STARTUP_LIVE` change
+//! the sizes). Targets (from the actors issue): start under 50 ms, RSS under 40 MB. Reported,
+//! never enforced. Without `--bench` it runs a small smoke version.
+
+// benches report on stdout
+#![allow(clippy::print_stdout)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use codex_mcp_bridge::security::ids::SessionId;
+use codex_mcp_bridge::store::{SessionRecord, Store};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use support::mcp::server_env;
+use support::{MockApi, TestEnv};
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Conn {
+    child: Child,
+    stdin: ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl Conn {
+    fn spawn(vars: &[(String, String)], cwd: &std::path::Path) -> Conn {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_codex-mcp-bridge"))
+            .env_clear()
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "error")
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server");
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Conn {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        }
+    }
+
+    async fn send(&mut self, v: Value) {
+        self.stdin
+            .write_all(format!("{v}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(120), self.lines.next_line())
+                .await
+                .expect("answer in time")
+                .unwrap()
+                .expect("server alive");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    async fn initialize(&mut self) {
+        self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}),
+        )
+        .await;
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+    }
+
+    fn rss_kb(&self) -> u64 {
+        let pid = self.child.id().unwrap();
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .map(|l| l.to_owned())
+            })
+            .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+            .unwrap_or(0)
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let sessions = env_num("STARTUP_SESSIONS", if bench { 100_000 } else { 1000 });
+    let runs = env_num("STARTUP_RUNS", if bench { 15 } else { 2 });
+    let live = env_num("STARTUP_LIVE", if bench { 100 } else { 4 });
+
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let vars = server_env(&env, &mock);
+    let store_dir = env.root().join("store");
+    let t = Instant::now();
+    {
+        let store = Store::open(&store_dir).unwrap();
+        let work = env.work().canonicalize().unwrap();
+        for i in 0..sessions {
+            let mut r = SessionRecord::new(
+                SessionId::parse("s", &format!("stored-{i:06}")).unwrap(),
+                work.clone(),
+                1_700_000_000_000 + i as u64,
+            );
+            r.thread_id = Some("019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b".into());
+            r.turn_count = 2;
+            store.put(&r).unwrap();
+        }
+        store.flush_blocking().unwrap();
+    }
+    println!(
+        "filled a store with {sessions} sessions in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let mut starts = vec![];
+    for _ in 0..runs {
+        let t = Instant::now();
+        let mut c = Conn::spawn(&vars, env.root());
+        c.initialize().await;
+        let tools = c.request("tools/list", json!({})).await;
+        starts.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(
+            tools["result"]["tools"].as_array().map(|a| a.len()),
+            Some(9)
+        );
+        drop(c.stdin);
+        let _ = tokio::time::timeout(Duration::from_secs(10), c.child.wait()).await;
+    }
+    let start_median = median(starts.clone());
+    let start_min = starts.iter().cloned().fold(f64::MAX, f64::min);
+
+    let mut c = Conn::spawn(&vars, env.root());
+    c.initialize().await;
+    c.request("tools/list", json!({})).await;
+    let rss_idle = c.rss_kb();
+    let work = env.work().to_string_lossy().into_owned();
+    for i in 0..live {
+        let r = c
+            .request(
+                "tools/call",
+                json!({"name": "codex", "arguments": {"prompt": "hi", "sessionId": format!("live-{i:03}"), "workingDirectory": work}}),
+            )
+            .await;
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    let ping = c
+        .request("tools/call", json!({"name": "ping", "arguments": {}}))
+        .await;
+    let live_now = ping["result"]["structuredContent"]["liveSessions"]
+        .as_u64()
+        .unwrap_or(0);
+    let rss_live = c.rss_kb();
+
+    println!(
+        "server start to first tools/list with {sessions} stored sessions: median {start_median:.1} ms, min {start_min:.1} ms over {runs} runs (target < 50 ms)"
+    );
+    println!(
+        "RSS: {:.1} MB idle with {sessions} stored; {:.1} MB with {live_now} live sessions (target < 40 MB)",
+        rss_idle as f64 / 1024.0,
+        rss_live as f64 / 1024.0
+    );
+    if bench {
+        let report = json!({
+            "stored_sessions": sessions,
+            "start_to_tools_list_ms": {"median": start_median, "min": start_min, "runs": runs},
+            "rss_mb": {"idle": rss_idle as f64 / 1024.0, "live": rss_live as f64 / 1024.0, "live_sessions": live_now},
+        });
+        let out =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/startup-report.json");
+        let _ = std::fs::write(out, serde_json::to_string_pretty(&report).unwrap());
+    }
+}

@@ -1,0 +1,768 @@
+//! The command line, driven through the built binary: help, `doctor`, `sessions`, the config
+//! file's precedence, the README's host snippets and `server.json`.
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use clap::{Args, CommandFactory};
+use codex_mcp_bridge::config::{Config, Settings};
+use codex_mcp_bridge::security::ids::SessionId;
+use codex_mcp_bridge::store::{SessionRecord, Store, TurnStatus};
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::support::{TestEnv, codex_bin, describe_output, repo_root, run_with_timeout};
+
+const BIN: &str = env!("CARGO_BIN_EXE_codex-mcp-bridge");
+
+/// The binary in `env`'s work directory with a clean environment: PATH, HOME, CODEX_HOME, an
+/// API key, and XDG dirs inside the test root (so no real config file or store is read).
+fn bridge(env: &TestEnv) -> Command {
+    let mut cmd = env.command(BIN);
+    cmd.env("XDG_CONFIG_HOME", env.root().join("config"))
+        .env("XDG_DATA_HOME", env.root().join("data"));
+    cmd
+}
+
+async fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null());
+    run_with_timeout(cmd, Duration::from_secs(60)).await
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every `(--flag, ENV)` of the operator settings, from their clap definition.
+fn settings_flags_and_envs() -> Vec<(String, String)> {
+    Settings::augment_args(clap::Command::new("x"))
+        .get_arguments()
+        .map(|a| {
+            (
+                format!("--{}", a.get_long().expect("a flag")),
+                a.get_env()
+                    .and_then(|e| e.to_str())
+                    .expect("an environment variable")
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Every environment variable any part of the command line reads.
+fn every_cli_env() -> Vec<String> {
+    fn walk(cmd: &clap::Command, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            if let Some(e) = a.get_env().and_then(|e| e.to_str()) {
+                out.push(e.to_owned());
+            }
+        }
+        for s in cmd.get_subcommands() {
+            walk(s, out);
+        }
+    }
+    let mut out = vec![];
+    walk(&codex_mcp_bridge::cli::Cli::command(), &mut out);
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[tokio::test]
+async fn help_lists_every_setting_with_its_flag_and_environment_variable() {
+    let env = TestEnv::new();
+    let expected = settings_flags_and_envs();
+    assert!(expected.len() >= 14, "{expected:?}");
+    for args in [&["--help"][..], &["serve", "--help"], &["doctor", "--help"]] {
+        let out = run(bridge(&env).args(args)).await;
+        assert!(out.status.success(), "{args:?}: {}", describe_output(&out));
+        let help = stdout(&out);
+        for (flag, var) in &expected {
+            assert!(
+                help.contains(&format!("{flag} ")),
+                "{args:?} lacks {flag}:\n{help}"
+            );
+            assert!(
+                help.contains(&format!("[env: {var}]")),
+                "{args:?} lacks {var}:\n{help}"
+            );
+        }
+        for global in [
+            "--config",
+            "CODEX_BRIDGE_CONFIG",
+            "--log-format",
+            "CODEX_BRIDGE_LOG_FORMAT",
+        ] {
+            assert!(help.contains(global), "{args:?} lacks {global}");
+        }
+    }
+    // environment values never show in help (a -c override may carry a secret)
+    let out = run(bridge(&env).arg("--help").env(
+        "CODEX_BRIDGE_CODEX_CONFIG",
+        "model_providers.x.token=\"hidden-value\"",
+    ))
+    .await;
+    assert!(!stdout(&out).contains("hidden-value"), "{}", stdout(&out));
+
+    let out = run(bridge(&env).arg("--version")).await;
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("codex-mcp-bridge {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    // a setting before a subcommand would be silently ignored: it is refused instead
+    let out = run(bridge(&env).args(["--store", "/x", "sessions", "list"])).await;
+    assert_eq!(out.status.code(), Some(2), "{}", describe_output(&out));
+    assert!(
+        stderr(&out).contains("would be ignored"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin_points_nowhere() {
+    let codex = codex_bin();
+    let env = TestEnv::new();
+    let store = env.root().join("store");
+    let out = run(bridge(&env)
+        .arg("doctor")
+        .env("CODEX_BIN", &codex)
+        .env("CODEX_BRIDGE_STORE", &store)
+        .env("CODEX_BRIDGE_ROOTS", env.work()))
+    .await;
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", describe_output(&out));
+    for needle in [
+        "codex-cli 0.145.0",
+        "credentials",
+        "OPENAI_API_KEY is set",
+        "sandbox",
+        "settings",
+        "store",
+        "nested MCP",
+        "config file",
+    ] {
+        assert!(text.contains(needle), "lacks {needle}:\n{text}");
+    }
+    assert!(!text.contains("FAIL"), "{text}");
+    assert!(
+        !text.contains(crate::support::TEST_API_KEY),
+        "never a secret:\n{text}"
+    );
+    assert!(!store.exists(), "doctor does not create the store");
+
+    // an existing store shows its schema version; one held by a running server is fine
+    drop(Store::open(&store).unwrap());
+    wait_unlocked(&store);
+    let out = run(bridge(&env)
+        .arg("doctor")
+        .env("CODEX_BIN", &codex)
+        .env("CODEX_BRIDGE_STORE", &store)
+        .env("CODEX_BRIDGE_ROOTS", env.work()))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert!(stdout(&out).contains("schema version"), "{}", stdout(&out));
+    let held = Store::open(&store).unwrap();
+    let out = run(bridge(&env)
+        .arg("doctor")
+        .env("CODEX_BIN", &codex)
+        .env("CODEX_BRIDGE_STORE", &store)
+        .env("CODEX_BRIDGE_ROOTS", env.work()))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert!(
+        stdout(&out).contains("in use by a running codex-mcp-bridge server"),
+        "{}",
+        stdout(&out)
+    );
+    drop(held);
+    wait_unlocked(&store);
+
+    // codex missing: a blocking failure that names the setting and says how to fix it
+    let nowhere = env.root().join("no/such/codex");
+    let out = run(bridge(&env)
+        .arg("doctor")
+        .env("CODEX_BIN", &nowhere)
+        .env("CODEX_BRIDGE_STORE", &store)
+        .env("CODEX_BRIDGE_ROOTS", env.work()))
+    .await;
+    assert!(!out.status.success(), "{}", describe_output(&out));
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("FAIL") && l.contains("codex binary"))
+        .unwrap_or_else(|| panic!("no failing codex line:\n{text}"));
+    assert!(
+        line.contains(&nowhere.display().to_string())
+            && line.contains("CODEX_BIN")
+            && line.contains("fix:")
+            && line.contains("@openai/codex@0.145.0"),
+        "{line}"
+    );
+
+    // invalid settings block use too, naming the setting
+    let out = run(bridge(&env)
+        .arg("doctor")
+        .env("CODEX_BIN", &codex)
+        .env("CODEX_BRIDGE_STORE", &store)
+        .env("CODEX_BRIDGE_ROOTS", env.root().join("missing-root")))
+    .await;
+    assert!(!out.status.success(), "{}", describe_output(&out));
+    assert!(
+        stdout(&out)
+            .lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("CODEX_BRIDGE_ROOTS")),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Wait until no handle of this process holds the store's lock any more: sled releases it
+/// when its last background job ends, which can be a moment after the `Store` is dropped (a
+/// child started earlier would find the store "in use").
+fn wait_unlocked(dir: &Path) {
+    let file = std::fs::File::open(dir.join("db")).expect("the store's lock file");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match file.try_lock() {
+            Ok(()) => {
+                file.unlock().unwrap();
+                return;
+            }
+            Err(e) if std::time::Instant::now() > deadline => {
+                panic!("the store at {} stays locked: {e}", dir.display())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn id(s: &str) -> SessionId {
+    SessionId::parse("sessionId", s).unwrap()
+}
+
+/// A store with three sessions (`old`, `mid`, `new` by last use); the lock is released on
+/// return.
+fn seeded_store(dir: &Path, work: &Path) -> Vec<SessionRecord> {
+    let store = Store::open(dir).unwrap();
+    let mut recs = vec![];
+    for (i, name) in ["old", "mid", "new"].iter().enumerate() {
+        let mut r = SessionRecord::new(
+            id(name),
+            work.to_path_buf(),
+            1_700_000_000_000 + i as u64 * 1000,
+        );
+        r.thread_id = Some(format!("550e8400-e29b-41d4-a716-44665544000{i}"));
+        r.model = Some("gpt-test".into());
+        r.turn_count = i as u64 + 1;
+        r.usage.input_tokens = 100 * (i as u64 + 1);
+        r.last_status = Some(TurnStatus::Completed);
+        store.put(&r).unwrap();
+        recs.push(r);
+    }
+    store.flush_blocking().unwrap();
+    drop(store);
+    wait_unlocked(dir);
+    recs
+}
+
+#[tokio::test]
+async fn sessions_list_show_export_and_close_work_on_the_store() {
+    let env = TestEnv::new();
+    let dir = env.root().join("store");
+    let recs = seeded_store(&dir, env.work());
+    let sessions = |args: &[&str]| {
+        let mut c = bridge(&env);
+        c.arg("sessions").args(args).env("CODEX_BRIDGE_STORE", &dir);
+        c
+    };
+
+    // list, JSON: every session, newest first, as stored
+    let out = run(&mut sessions(&["list", "--json"])).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<SessionRecord> = serde_json::from_value(v["sessions"].clone()).unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|r| r.session_id.as_str())
+            .collect::<Vec<_>>(),
+        ["new", "mid", "old"]
+    );
+    assert_eq!(listed[0], recs[2]);
+    assert_eq!(v["store"], dir.display().to_string());
+
+    // list, human: a table with a header, one row per session, newest first
+    let out = run(&mut sessions(&["list"])).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("SESSION") && lines[0].contains("THREAD"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("new ") && lines[3].starts_with("old "),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("550e8400-e29b-41d4-a716-446655440002"),
+        "{text}"
+    );
+    assert!(lines[1].contains("2023-11-14 22:13:22"), "{text}");
+    assert!(text.contains("3 session(s)"), "{text}");
+
+    // show, human and JSON
+    let out = run(&mut sessions(&["show", "mid"])).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    let text = stdout(&out);
+    for needle in [
+        "mid",
+        "gpt-test",
+        "completed",
+        "550e8400-e29b-41d4-a716-446655440001",
+        "input 200",
+    ] {
+        assert!(text.contains(needle), "lacks {needle}:\n{text}");
+    }
+    let out = run(&mut sessions(&["show", "mid", "--json"])).await;
+    let shown: SessionRecord = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown, recs[1]);
+
+    // export: the full record
+    let out = run(&mut sessions(&["export", "old"])).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    let exported: SessionRecord = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(exported, recs[0]);
+
+    // unknown and invalid ids fail clearly
+    let out = run(&mut sessions(&["show", "nope"])).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no session `nope`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&mut sessions(&["export", "a.b"])).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("`ID`"), "{}", stderr(&out));
+
+    // close (JSON, then human): the record is gone from the store
+    let out = run(&mut sessions(&["close", "mid", "--json"])).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["closed"], true);
+    assert_eq!(v["sessionId"], "mid");
+    let out = run(&mut sessions(&["close", "old"])).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert!(
+        stdout(&out).contains("Session old closed."),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&mut sessions(&["close", "old"])).await;
+    assert!(
+        !out.status.success(),
+        "closing twice says there is nothing to close"
+    );
+    {
+        let store = Store::open(&dir).unwrap();
+        assert!(store.get(&id("mid")).unwrap().is_none());
+        assert!(store.get(&id("old")).unwrap().is_none());
+        assert_eq!(
+            store.list(None, 10).unwrap().sessions,
+            vec![recs[2].clone()]
+        );
+    }
+
+    // a store that does not exist is not created
+    let absent = env.root().join("absent");
+    let out = run(bridge(&env)
+        .args(["sessions", "list", "--store"])
+        .arg(&absent))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert!(stdout(&out).contains("no store"), "{}", stdout(&out));
+    assert!(!absent.exists());
+}
+
+#[tokio::test]
+async fn sessions_say_clearly_when_a_running_server_holds_the_store() {
+    let env = TestEnv::new();
+    let dir = env.root().join("store");
+    seeded_store(&dir, env.work());
+    let held = Store::open(&dir).unwrap();
+    for args in [
+        &["list"][..],
+        &["list", "--json"],
+        &["show", "new"],
+        &["export", "new"],
+        &["close", "new"],
+    ] {
+        let out = run(bridge(&env)
+            .arg("sessions")
+            .args(args)
+            .env("CODEX_BRIDGE_STORE", &dir))
+        .await;
+        assert!(!out.status.success(), "{args:?}: {}", describe_output(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", describe_output(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("locked by a running codex-mcp-bridge server")
+                && err.contains(&dir.display().to_string()),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        held.get(&id("new")).unwrap().is_some(),
+        "nothing was closed"
+    );
+}
+
+/// flag > environment > config file > default, observed in `doctor`'s effective settings.
+#[tokio::test]
+async fn the_config_file_sits_between_the_environment_and_the_defaults() {
+    let env = TestEnv::new();
+    let file = env.root().join("bridge.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "roots = \"{}\"\nstore = \"{}\"\nmax_concurrent = 3\nheartbeat_ms = 700\ncodex_bin = \"{}\"\n",
+            env.work().display(),
+            env.root().join("store").display(),
+            env.root().join("no-codex").display(),
+        ),
+    )
+    .unwrap();
+    let doctor = |extra_env: &[(&str, &str)], extra_args: &[&str]| {
+        let mut c = bridge(&env);
+        c.arg("doctor")
+            .args(extra_args)
+            .env("CODEX_BRIDGE_CONFIG", &file);
+        for (k, v) in extra_env {
+            c.env(k, v);
+        }
+        c
+    };
+    let settings_line = |o: &Output| {
+        stdout(o)
+            .lines()
+            .find(|l| l.contains("settings"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{}", describe_output(o)))
+    };
+
+    // file over default (and the codex_bin from the file is the one checked)
+    let out = run(&mut doctor(&[], &[])).await;
+    let line = settings_line(&out);
+    assert!(
+        line.contains("max_concurrent=3 ") && line.contains("heartbeat_ms=700 "),
+        "{line}"
+    );
+    assert!(
+        line.contains("default_timeout_ms=600000 "),
+        "default: {line}"
+    );
+    assert!(
+        stdout(&out).contains(&format!("{} (read)", file.display())),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("no-codex"), "{}", stdout(&out));
+    // environment over file
+    let out = run(&mut doctor(&[("CODEX_BRIDGE_MAX_CONCURRENT", "5")], &[])).await;
+    let line = settings_line(&out);
+    assert!(
+        line.contains("max_concurrent=5 ") && line.contains("heartbeat_ms=700 "),
+        "{line}"
+    );
+    // flag over environment
+    let out = run(&mut doctor(
+        &[("CODEX_BRIDGE_MAX_CONCURRENT", "5")],
+        &["--max-concurrent", "7"],
+    ))
+    .await;
+    let line = settings_line(&out);
+    assert!(line.contains("max_concurrent=7 "), "{line}");
+
+    // an unknown key stops every command, naming the key and the file
+    std::fs::write(&file, "max_concurent = 3\n").unwrap();
+    for args in [&["serve"][..], &["doctor"], &["sessions", "list"], &[]] {
+        let out = run(bridge(&env).args(args).env("CODEX_BRIDGE_CONFIG", &file)).await;
+        assert!(!out.status.success(), "{args:?}: {}", describe_output(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("`max_concurent`") && err.contains(&file.display().to_string()),
+            "{args:?}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // a file named explicitly must exist
+    let out = run(bridge(&env)
+        .arg("doctor")
+        .env("CODEX_BRIDGE_CONFIG", env.root().join("missing.toml")))
+    .await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("missing.toml"), "{}", stderr(&out));
+
+    // the default location is read when present
+    let default = env.root().join("config/codex-mcp-bridge/config.toml");
+    std::fs::create_dir_all(default.parent().unwrap()).unwrap();
+    std::fs::write(
+        &default,
+        format!(
+            "roots = \"{}\"\nstore = \"{}\"\nmax_concurrent = 2\n",
+            env.work().display(),
+            env.root().join("store").display()
+        ),
+    )
+    .unwrap();
+    let out = run(bridge(&env).arg("doctor")).await;
+    assert!(
+        settings_line(&out).contains("max_concurrent=2 "),
+        "{}",
+        describe_output(&out)
+    );
+}
+
+/// The text of README.md's `## {title}` section.
+fn readme_section(title: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let start = readme
+        .find(&format!("\n## {title}\n"))
+        .unwrap_or_else(|| panic!("README.md has no `## {title}`"));
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3);
+    rest[..end].to_owned()
+}
+
+/// The fenced code blocks of `text` in `lang`.
+fn code_blocks(text: &str, lang: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match &mut current {
+            None if line.trim_start() == format!("```{lang}") => current = Some(String::new()),
+            Some(_) if line.trim_start() == "```" => out.push(current.take().unwrap()),
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn the_host_snippets_in_the_readme_are_valid() {
+    let bin = Path::new(BIN)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let section = readme_section("Wire it into a host");
+
+    let jsons = code_blocks(&section, "json");
+    assert!(!jsons.is_empty(), "no json snippet");
+    for block in &jsons {
+        let v: Value = serde_json::from_str(block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
+        let servers = v["mcpServers"].as_object().expect("mcpServers");
+        for (name, s) in servers {
+            assert_eq!(s["command"], bin.as_str(), "{name}");
+        }
+    }
+
+    let tomls = code_blocks(&section, "toml");
+    assert!(!tomls.is_empty(), "no toml snippet");
+    for block in &tomls {
+        let t: toml::Table = toml::from_str(block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
+        let servers = t["mcp_servers"].as_table().expect("mcp_servers");
+        for (name, s) in servers {
+            assert_eq!(s["command"].as_str(), Some(bin.as_str()), "{name}");
+        }
+    }
+
+    let claude: Vec<&str> = section
+        .lines()
+        .filter(|l| l.trim_start().starts_with("claude mcp add"))
+        .collect();
+    assert!(!claude.is_empty(), "no `claude mcp add` line");
+    for line in claude {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let after = words
+            .iter()
+            .position(|w| *w == "--")
+            .unwrap_or_else(|| panic!("no `--` in {line}"));
+        assert_eq!(words.get(after + 1), Some(&bin.as_str()), "{line}");
+    }
+}
+
+#[test]
+fn the_config_file_example_in_the_readme_is_valid() {
+    let section = readme_section("Operator settings");
+    let blocks = code_blocks(&section, "toml");
+    assert_eq!(blocks.len(), 1, "one config file example");
+    let file = codex_mcp_bridge::config::parse_config_file(Path::new("README.md"), &blocks[0])
+        .unwrap_or_else(|e| panic!("{e}:\n{}", blocks[0]));
+    assert!(file.settings.roots.is_some() && file.log_format.is_some());
+    for o in &file.settings.codex_config {
+        codex_mcp_bridge::security::overrides::parse_operator_override(o)
+            .unwrap_or_else(|e| panic!("{o}: {e}"));
+    }
+    // every key the file takes is listed in the README
+    for key in codex_mcp_bridge::config::CONFIG_FILE_KEYS {
+        assert!(
+            section.contains(&format!("`{key}`")),
+            "README lacks the key {key}"
+        );
+    }
+}
+
+#[test]
+fn server_json_documents_every_environment_variable_with_its_default() {
+    let raw = std::fs::read_to_string(repo_root().join("server.json")).unwrap();
+    let v: Value = serde_json::from_str(&raw).unwrap();
+
+    // the registry's own rules for the fields we use
+    assert!(
+        v["$schema"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://static.modelcontextprotocol.io/schemas/")
+    );
+    let name = v["name"].as_str().unwrap();
+    let parts: Vec<&str> = name.split('/').collect();
+    assert!(
+        parts.len() == 2
+            && parts[0]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+            && parts[1]
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-'),
+        "{name}"
+    );
+    let description = v["description"].as_str().unwrap();
+    assert!(
+        (1..=100).contains(&description.chars().count()),
+        "{description}"
+    );
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    // the registry takes npm, PyPI, NuGet, OCI and MCPB packages, not crates: none is listed
+    assert!(v.get("packages").is_none(), "no package is published");
+
+    let provided = &v["_meta"]["io.modelcontextprotocol.registry/publisher-provided"];
+    assert!(
+        serde_json::to_vec(provided).unwrap().len() <= 4096,
+        "the registry keeps at most 4 KB of publisher-provided metadata"
+    );
+    assert!(
+        provided["install"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("cargo install")
+    );
+    let vars = provided["environmentVariables"].as_array().unwrap();
+    let by_name = |n: &str| vars.iter().find(|e| e["name"] == n);
+    for e in vars {
+        let n = e["name"].as_str().expect("a name");
+        assert!(
+            e["description"].as_str().is_some_and(|d| !d.is_empty()),
+            "{n} has a description"
+        );
+        for key in ["default", "format", "placeholder", "value"] {
+            assert!(
+                e.get(key).is_none_or(Value::is_string),
+                "{n}: {key} is a string"
+            );
+        }
+        if let Some(f) = e.get("format") {
+            assert!(
+                ["string", "number", "boolean", "filepath"].contains(&f.as_str().unwrap()),
+                "{n}"
+            );
+        }
+        for key in ["isSecret", "isRequired"] {
+            assert!(e.get(key).is_none_or(Value::is_boolean), "{n}: {key}");
+        }
+    }
+
+    // every variable the server reads is documented...
+    let mut read = every_cli_env();
+    read.extend(["CODEX_CLI_PATH", "RUST_LOG"].map(String::from));
+    for n in &read {
+        assert!(by_name(n).is_some(), "server.json lacks {n}");
+    }
+    // ...and nothing else but what it passes to codex
+    for e in vars {
+        let n = e["name"].as_str().unwrap();
+        assert!(
+            read.iter().any(|r| r == n)
+                || codex_mcp_bridge::security::env::ALLOWED_VARS.contains(&n),
+            "server.json documents {n}, which the server does not read"
+        );
+    }
+
+    // the defaults are the server's
+    let dir = tempfile::tempdir().unwrap();
+    let c = Config::from_settings(
+        &Settings::default(),
+        dir.path(),
+        &[("HOME".into(), "/h".into())],
+    )
+    .unwrap();
+    let default = |n: &str| {
+        by_name(n)
+            .and_then(|e| e["default"].as_str())
+            .unwrap_or_else(|| panic!("{n} has a default"))
+            .to_owned()
+    };
+    let expected: Vec<(&str, String)> = vec![
+        ("CODEX_BIN", c.codex_bin.display().to_string()),
+        ("CODEX_BRIDGE_ALLOW_DANGER", c.allow_danger.to_string()),
+        ("CODEX_BRIDGE_MAX_CONCURRENT", c.max_concurrent.to_string()),
+        (
+            "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS",
+            c.default_timeout.as_millis().to_string(),
+        ),
+        (
+            "CODEX_BRIDGE_MAX_TIMEOUT_MS",
+            c.max_timeout.as_millis().to_string(),
+        ),
+        (
+            "CODEX_BRIDGE_QUEUE_TIMEOUT_MS",
+            c.queue_timeout.as_millis().to_string(),
+        ),
+        (
+            "CODEX_BRIDGE_IDLE_TIMEOUT_MS",
+            c.idle_timeout.as_millis().to_string(),
+        ),
+        (
+            "CODEX_BRIDGE_HEARTBEAT_MS",
+            c.heartbeat.as_millis().to_string(),
+        ),
+        (
+            "CODEX_BRIDGE_MAX_LINE_BYTES",
+            c.limits.max_line_bytes.to_string(),
+        ),
+        (
+            "CODEX_BRIDGE_MAX_OUTPUT_BYTES",
+            c.limits.max_output_bytes.to_string(),
+        ),
+        ("CODEX_BRIDGE_NESTED_MCP", "keep".into()),
+        ("CODEX_BRIDGE_LOG_FORMAT", "text".into()),
+    ];
+    for (n, want) in expected {
+        assert_eq!(default(n), want, "{n}");
+    }
+    assert_eq!(by_name("OPENAI_API_KEY").unwrap()["isSecret"], true);
+}
