@@ -32,7 +32,10 @@ fn store_with(n: usize) -> (tempfile::TempDir, Store) {
 }
 
 fn benches(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
 
     let (_d, store) = store_with(1000);
     let mut i = 0usize;
@@ -56,8 +59,11 @@ fn benches(c: &mut Criterion) {
     });
 
     let (_d2, big) = store_with(KNOWN);
-    let ids: Vec<SessionId> =
-        (0..1000).map(|k| SessionId::parse("sessionId", &format!("session-{:06}", (k * 97) % KNOWN)).unwrap()).collect();
+    let ids: Vec<SessionId> = (0..1000)
+        .map(|k| {
+            SessionId::parse("sessionId", &format!("session-{:06}", (k * 97) % KNOWN)).unwrap()
+        })
+        .collect();
     let mut k = 0usize;
     c.bench_function("route: get one of 100k sessions", |b| {
         b.iter(|| {
@@ -65,7 +71,9 @@ fn benches(c: &mut Criterion) {
             black_box(big.get(&ids[k]).unwrap());
         })
     });
-    c.bench_function("list first page of 50 among 100k", |b| b.iter(|| black_box(big.list(None, 50).unwrap())));
+    c.bench_function("list first page of 50 among 100k", |b| {
+        b.iter(|| black_box(big.list(None, 50).unwrap()))
+    });
 }
 
 criterion_group! {

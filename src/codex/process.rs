@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;
@@ -190,10 +190,23 @@ pub async fn run(
         });
     }
 
-    // stdin: write in full, then close (drop). Codex reads it to EOF before starting.
-    if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+    // Codex reads stdin to EOF before it does anything, so it waits there while it is moved
+    // into the turn's cgroup (moving a process costs the kernel an RCU grace period, ~10-15 ms:
+    // done here, it overlaps codex's own start-up instead of delaying the exec). Then stdin is
+    // written in full and closed.
+    let mover = cgroup
+        .as_ref()
+        .and_then(|c| c.procs.try_clone().ok())
+        .zip(pid);
+    if let Some(mut stdin) = child.stdin.take() {
+        let bytes = spec.stdin.clone();
         tokio::spawn(async move {
-            let _ = stdin.write_all(&bytes).await;
+            if let Some((fd, pid)) = mover {
+                let _ = tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)).await;
+            }
+            if let Some(bytes) = bytes {
+                let _ = stdin.write_all(&bytes).await;
+            }
             let _ = stdin.shutdown().await;
         });
     }
@@ -289,7 +302,15 @@ pub async fn run(
     guard.armed = false;
     drop(cgroup);
 
-    let stderr_tail = stderr_task.await.unwrap_or_default();
+    // a descendant that escaped every kill could hold stderr open: never wait on it for long
+    let abort = stderr_task.abort_handle();
+    let stderr_tail = match tokio::time::timeout(Duration::from_secs(2), stderr_task).await {
+        Ok(t) => t.unwrap_or_default(),
+        Err(_) => {
+            abort.abort();
+            String::new()
+        }
+    };
     let stderr_tail = redact(&stderr_tail).into_owned();
     let ending = ending.unwrap_or_else(|| judge(&transcript, exit_code, &stderr_tail));
     let output = finish(
@@ -508,7 +529,8 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.cwd.path)
-        .stdin(if spec.stdin.is_some() {
+        // piped when there is a prompt, or a cgroup to move codex into before it starts
+        .stdin(if spec.stdin.is_some() || cgroup.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -518,9 +540,8 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
         .kill_on_drop(true)
         .process_group(0);
     let parent = std::process::id() as libc::pid_t;
-    let procs_fd: Option<i32> = cgroup.map(|c| c.procs.as_raw_fd());
     // SAFETY: the closure runs between fork and exec and only makes async-signal-safe calls
-    // (prctl, getppid, write) on values prepared before the fork.
+    // (prctl, getppid) on values prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(
@@ -536,11 +557,6 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
             // the server may have died between fork and prctl
             if libc::getppid() != parent {
                 return Err(io::Error::other("parent exited"));
-            }
-            if let Some(fd) = procs_fd {
-                // "0" moves the writing process into the cgroup; failure is not fatal (the
-                // process group still contains codex itself)
-                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
             }
             Ok(())
         });
@@ -674,7 +690,11 @@ async fn terminate(
 
 /// After codex exited: kill what is left of its group, its descendants and its cgroup.
 async fn reap_leftovers(pid: Option<i32>, cgroup: Option<&TurnCgroup>) {
-    if let Some(pid) = pid {
+    // Without a cgroup the group kill is the only way to reach what is left of codex's group.
+    // It runs after codex was reaped, so the group id could in theory name a new group if
+    // every member had exited and the pid been reused in between; with a cgroup it is not
+    // needed, and skipped.
+    if let (Some(pid), None) = (pid, cgroup) {
         signal_group(pid, libc::SIGKILL);
     }
     if let Some(cg) = cgroup {
@@ -883,6 +903,17 @@ impl Drop for TurnCgroup {
         while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+/// Move codex (and anything it already started) into the turn's cgroup: one pid per write.
+/// Failure is not fatal: the process group still contains codex itself.
+fn move_into_cgroup(fd: OwnedFd, pid: i32) {
+    use std::io::Write;
+    let mut procs = std::fs::File::from(fd);
+    let _ = procs.write_all(pid.to_string().as_bytes());
+    for d in descendants(pid) {
+        let _ = procs.write_all(d.to_string().as_bytes());
     }
 }
 

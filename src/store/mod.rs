@@ -303,7 +303,7 @@ impl Store {
                 l.insert(new_index.as_slice(), &[] as &[u8])?;
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
-            .map_err(|e| storage(&self.path, format!("{e:?}")))
+            .map_err(|e| storage(&self.path, tx_error(e)))
     }
 
     /// Forget a session (and its in-flight entry).
@@ -322,7 +322,7 @@ impl Store {
                 f.remove(key)?;
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
-            .map_err(|e| storage(&self.path, format!("{e:?}")))?;
+            .map_err(|e| storage(&self.path, tx_error(e)))?;
         Ok(old)
     }
 
@@ -412,18 +412,45 @@ impl Store {
     }
 
     /// Make every write so far durable.
+    ///
+    /// A blocking flush on the blocking pool, not sled's `flush_async`: in sled 0.34 several
+    /// `flush_async` futures polled at once can lock up for good (spacejam/sled#1241, #1308;
+    /// seen here as a turn that never answered when 16 sessions finished together).
     pub async fn flush(&self) -> Result<()> {
-        self.db
-            .flush_async()
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush())
             .await
+            .map_err(|e| storage(&self.path, e))?
             .map_err(|e| storage(&self.path, e))?;
-        Ok(())
+        self.check_still_there()
+    }
+
+    /// sled keeps writing to its files after the directory was deleted, and those writes are
+    /// lost at the next start: refuse to call them durable.
+    fn check_still_there(&self) -> Result<()> {
+        if self.path.join("db").exists() {
+            Ok(())
+        } else {
+            Err(storage(
+                &self.path,
+                "the store's files were deleted while the server ran; this change is not saved \
+                 (restart the server to recreate the store)",
+            ))
+        }
     }
 
     /// Make every write so far durable, blocking.
     pub fn flush_blocking(&self) -> Result<()> {
         self.db.flush().map_err(|e| storage(&self.path, e))?;
-        Ok(())
+        self.check_still_there()
+    }
+}
+
+/// A transaction's failure as a sentence (sled's Debug form is unreadable).
+fn tx_error(e: sled::transaction::TransactionError<()>) -> String {
+    match e {
+        sled::transaction::TransactionError::Storage(e) => e.to_string(),
+        sled::transaction::TransactionError::Abort(()) => "the write was aborted".to_owned(),
     }
 }
 

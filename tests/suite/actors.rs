@@ -100,7 +100,13 @@ async fn sixteen_sessions_never_run_more_than_four_codex_turns_at_once() {
     // observe from outside: the bridge's counts while turns run
     let mut max_active = 0;
     let mut saw_queue = false;
+    let deadline = Instant::now() + Duration::from_secs(150);
     while !handles.iter().all(|h| h.is_finished()) {
+        assert!(
+            Instant::now() < deadline,
+            "turns did not finish: {:?}",
+            bridge.counts()
+        );
         let c = bridge.counts();
         max_active = max_active.max(c.active_turns);
         saw_queue |= c.queued_turns > 0;

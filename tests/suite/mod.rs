@@ -3,6 +3,8 @@
 mod actors;
 mod cli;
 mod escalation;
+mod faults;
+mod hostile;
 mod mcp;
 mod runner;
 mod runner_fake;

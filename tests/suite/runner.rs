@@ -639,7 +639,8 @@ async fn cancellation_kills_everything_within_a_second() {
 async fn a_job_that_escapes_into_its_own_session_dies_with_the_turn() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let job = "setsid sleep 987004 > /dev/null 2>&1 < /dev/null & echo started";
+    // the pause lets setsid detach before bash exits (codex kills the command's group then)
+    let job = "setsid sleep 987004 > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started";
     let spec = danger_turn(
         &env,
         &mock,

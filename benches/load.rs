@@ -1,0 +1,472 @@
+//! Load: `LOAD_TURNS` codex turns (default 1000) across `LOAD_SESSIONS` sessions (default 50)
+//! through a real MCP client (rmcp's, over the built server binary) with 8 client tasks and
+//! `CODEX_BRIDGE_MAX_CONCURRENT=8`, against the real codex (`codex-cli 0.145.0`, from the test
+//! support's fetcher) and the mock Responses API on loopback.
+//!
+//! Each prompt carries a unique token and the mock answers it with `ANSWER <token>` (a reply
+//! routed on the prompt), so a lost, duplicated or crossed answer is seen. Checked after the run:
+//! every call got its own answer, the mock served exactly one request per turn and nothing is
+//! left unserved, every session's `turnCount` (getSession) is its number of turns, and no process
+//! is left under the server. Reported: latency per turn (p50, p90, p99, max), throughput, the
+//! server's RSS (VmRSS) before and after; on stdout and as JSON in `<target dir>/load-report.json`.
+//! A check that fails makes the bench exit non-zero. The run stops by itself: a bounded count
+//! and a global limit of 20 minutes.
+//!
+//! Run: `cargo bench --bench load` (`LOAD_TURNS=200 cargo bench --bench load` for a short run).
+//! Without `--bench` (`cargo test --benches`) it runs 16 turns on 4 sessions as a smoke test and
+//! writes nothing.
+
+// benches report on stdout
+#![allow(clippy::print_stdout)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+use support::mcp::{Protocol, connect_with, server_bin, server_env, structured, text};
+use support::{MockApi, Reply, TestEnv, codex_bin};
+
+const DEFAULT_TURNS: usize = 1000;
+const DEFAULT_SESSIONS: usize = 50;
+const CONCURRENCY: usize = 8;
+const GLOBAL_LIMIT: Duration = Duration::from_secs(20 * 60);
+const CALL_LIMIT: Duration = Duration::from_secs(120);
+
+fn from_env(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("load: error: {name} must be a positive integer, got `{v}`");
+                std::process::exit(2);
+            }
+        },
+        _ => default,
+    }
+}
+
+fn main() {
+    let bench_mode = std::env::args().any(|a| a == "--bench");
+    let (turns, sessions) = if bench_mode {
+        (
+            from_env("LOAD_TURNS", DEFAULT_TURNS),
+            from_env("LOAD_SESSIONS", DEFAULT_SESSIONS),
+        )
+    } else {
+        (16, 4)
+    };
+    let sessions = sessions.min(turns);
+
+    let server = server_bin();
+    if !server.is_file() {
+        eprintln!(
+            "load: error: the server binary {} is missing; build it first with \
+             `cargo build --release --bin codex-mcp-bridge`",
+            server.display()
+        );
+        std::process::exit(2);
+    }
+    // The fetcher panics with `cannot obtain codex 0.145.0: <why>`; turn that into a clean exit.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let fetched = std::panic::catch_unwind(codex_bin);
+    std::panic::set_hook(hook);
+    if let Err(panic) = fetched {
+        let why = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "unknown error".to_owned());
+        eprintln!("load: error: the real codex binary is required: {why}");
+        std::process::exit(2);
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let outcome =
+        rt.block_on(async { tokio::time::timeout(GLOBAL_LIMIT, run(turns, sessions)).await });
+    let report = match outcome {
+        Ok(r) => r,
+        Err(_) => {
+            eprintln!("load: error: the run exceeded its global limit of {GLOBAL_LIMIT:?}");
+            std::process::exit(1);
+        }
+    };
+    print_report(&report);
+    if bench_mode {
+        write_json(&report);
+    }
+    if !report.failures.is_empty() {
+        eprintln!("load: FAILED checks:");
+        for f in &report.failures {
+            eprintln!("  - {f}");
+        }
+        std::process::exit(1);
+    }
+    if !bench_mode {
+        println!("load: smoke run ok; run with `cargo bench --bench load` to measure");
+    }
+}
+
+/// One finished call.
+struct Done {
+    latency: Duration,
+    /// `Ok(answer text)` or why the call failed.
+    answer: Result<String, String>,
+    expected: String,
+    session: String,
+}
+
+struct Report {
+    turns: usize,
+    sessions: usize,
+    wall: Duration,
+    latencies_ms: Vec<f64>,
+    answered_right: usize,
+    lost: usize,
+    duplicated: usize,
+    mock_requests: usize,
+    unserved_replies: usize,
+    turn_counts_right: usize,
+    leftover_processes: Vec<i32>,
+    rss_before_kb: Option<u64>,
+    rss_after_kb: Option<u64>,
+    failures: Vec<String>,
+}
+
+fn vm_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn session_id(i: usize) -> String {
+    format!("load-{i:03}")
+}
+
+async fn run(turns: usize, sessions: usize) -> Report {
+    let env = TestEnv::new();
+    let mock = Arc::new(MockApi::start().await);
+    let mut vars: Vec<(String, String)> = server_env(&env, &mock)
+        .into_iter()
+        .filter(|(k, _)| k != "RUST_LOG")
+        .collect();
+    vars.push(("RUST_LOG".into(), "warn".into()));
+    vars.push((
+        "CODEX_BRIDGE_MAX_CONCURRENT".into(),
+        CONCURRENCY.to_string(),
+    ));
+    vars.push(("CODEX_BRIDGE_QUEUE_TIMEOUT_MS".into(), "600000".into()));
+    let server = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let pid = server.pid;
+    let rss_before_kb = vm_rss_kb(pid);
+
+    // session i gets turns / sessions turns, the first (turns % sessions) one more
+    let planned: Vec<usize> = (0..sessions)
+        .map(|i| turns / sessions + usize::from(i < turns % sessions))
+        .collect();
+    let work = env.work().display().to_string();
+    let started = Instant::now();
+    let mut workers = vec![];
+    for w in 0..CONCURRENCY {
+        let owned: Vec<usize> = (0..sessions).filter(|i| i % CONCURRENCY == w).collect();
+        let planned = planned.clone();
+        let peer = server.client.peer().clone();
+        let mock = mock.clone();
+        let work = work.clone();
+        workers.push(tokio::spawn(async move {
+            let mut done = vec![];
+            let rounds = owned.iter().map(|i| planned[*i]).max().unwrap_or(0);
+            for round in 0..rounds {
+                for &i in &owned {
+                    if round >= planned[i] {
+                        continue;
+                    }
+                    let token = format!("TOKEN-S{i:03}-T{round:04}");
+                    let expected = format!("ANSWER {token}");
+                    let marker = token.clone();
+                    mock.push_matching(
+                        move |r| r.last_user_text().is_some_and(|t| t.contains(&marker)),
+                        Reply::message(&expected),
+                    );
+                    let mut args = json!({
+                        "prompt": format!("Reply with the token {token}."),
+                        "sessionId": session_id(i),
+                    });
+                    if round == 0 {
+                        args["workingDirectory"] = json!(work);
+                    }
+                    let params = CallToolRequestParams::new("codex")
+                        .with_arguments(args.as_object().cloned().expect("object"));
+                    let t = Instant::now();
+                    let answer =
+                        match tokio::time::timeout(CALL_LIMIT, peer.call_tool(params)).await {
+                            Err(_) => Err(format!("no answer within {CALL_LIMIT:?}")),
+                            Ok(Err(e)) => Err(format!("JSON-RPC error: {e}")),
+                            Ok(Ok(r)) if r.is_error == Some(true) => Err(text(&r)),
+                            Ok(Ok(r)) => {
+                                let v = structured(&r);
+                                if v["sessionId"] != session_id(i) {
+                                    Err(format!("answer for session {}", v["sessionId"]))
+                                } else {
+                                    Ok(v["response"].as_str().unwrap_or_default().to_owned())
+                                }
+                            }
+                        };
+                    done.push(Done {
+                        latency: t.elapsed(),
+                        answer,
+                        expected,
+                        session: session_id(i),
+                    });
+                }
+            }
+            done
+        }));
+    }
+    let mut done: Vec<Done> = vec![];
+    for w in workers {
+        done.extend(w.await.expect("a client task panicked"));
+    }
+    let wall = started.elapsed();
+
+    let mut failures = vec![];
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut answered_right = 0;
+    let mut lost = 0;
+    for d in &done {
+        match &d.answer {
+            Ok(a) => {
+                *seen.entry(a.as_str()).or_default() += 1;
+                if *a == d.expected {
+                    answered_right += 1;
+                } else {
+                    lost += 1;
+                    if failures.len() < 20 {
+                        failures.push(format!(
+                            "{}: expected `{}`, got `{a}`",
+                            d.session, d.expected
+                        ));
+                    }
+                }
+            }
+            Err(e) => {
+                lost += 1;
+                if failures.len() < 20 {
+                    failures.push(format!(
+                        "{}: `{}` failed: {}",
+                        d.session,
+                        d.expected,
+                        e.chars().take(300).collect::<String>()
+                    ));
+                }
+            }
+        }
+    }
+    let duplicated: usize = seen.values().map(|n| n.saturating_sub(1)).sum();
+    if done.len() != turns {
+        failures.push(format!("{} calls made, {turns} planned", done.len()));
+    }
+    if lost > 0 {
+        failures.push(format!("{lost} of {turns} turns lost or answered wrongly"));
+    }
+    if duplicated > 0 {
+        failures.push(format!("{duplicated} answers came back more than once"));
+    }
+    let mock_requests = mock.responses_count();
+    let unserved_replies = mock.pending_replies();
+    if mock_requests != turns {
+        failures.push(format!(
+            "the mock served {mock_requests} requests for {turns} turns"
+        ));
+    }
+    if unserved_replies != 0 {
+        failures.push(format!(
+            "{unserved_replies} scripted answers were never asked for"
+        ));
+    }
+
+    let mut turn_counts_right = 0;
+    for (i, want) in planned.iter().enumerate() {
+        let params = CallToolRequestParams::new("getSession").with_arguments(
+            json!({"sessionId": session_id(i)})
+                .as_object()
+                .cloned()
+                .expect("object"),
+        );
+        let got = match tokio::time::timeout(CALL_LIMIT, server.client.call_tool(params)).await {
+            Ok(Ok(r)) => structured(&r)["session"]["turnCount"].clone(),
+            other => json!(format!("{other:?}")),
+        };
+        if got == json!(want) {
+            turn_counts_right += 1;
+        } else {
+            failures.push(format!(
+                "{}: turnCount {got}, expected {want}",
+                session_id(i)
+            ));
+        }
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut leftover_processes = codex_mcp_bridge::codex::process::descendants(pid as i32);
+    while !leftover_processes.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        leftover_processes = codex_mcp_bridge::codex::process::descendants(pid as i32);
+    }
+    if !leftover_processes.is_empty() {
+        failures.push(format!(
+            "processes left under the server: {leftover_processes:?}"
+        ));
+    }
+    let rss_after_kb = vm_rss_kb(pid);
+    drop(server);
+
+    let mut latencies_ms: Vec<f64> = done
+        .iter()
+        .map(|d| d.latency.as_secs_f64() * 1000.0)
+        .collect();
+    latencies_ms.sort_by(f64::total_cmp);
+    Report {
+        turns,
+        sessions,
+        wall,
+        latencies_ms,
+        answered_right,
+        lost,
+        duplicated,
+        mock_requests,
+        unserved_replies,
+        turn_counts_right,
+        leftover_processes,
+        rss_before_kb,
+        rss_after_kb,
+        failures,
+    }
+}
+
+/// The `p`th percentile (nearest rank) of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn throughput(r: &Report) -> f64 {
+    r.turns as f64 / r.wall.as_secs_f64()
+}
+
+fn print_report(r: &Report) {
+    let l = &r.latencies_ms;
+    let kb = |v: Option<u64>| v.map_or("?".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    println!(
+        "load: {} turns, {} sessions, {CONCURRENCY} client tasks, CODEX_BRIDGE_MAX_CONCURRENT={CONCURRENCY}",
+        r.turns, r.sessions
+    );
+    println!(
+        "  wall {:.1} s, throughput {:.2} turns/s",
+        r.wall.as_secs_f64(),
+        throughput(r)
+    );
+    println!(
+        "  latency per turn: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms, max {:.0} ms",
+        percentile(l, 50.0),
+        percentile(l, 90.0),
+        percentile(l, 99.0),
+        l.last().copied().unwrap_or(f64::NAN)
+    );
+    println!(
+        "  answers: {} right, {} lost or wrong, {} duplicated; mock requests {}, unserved {}",
+        r.answered_right, r.lost, r.duplicated, r.mock_requests, r.unserved_replies
+    );
+    println!(
+        "  turnCount right on {}/{} sessions; processes left: {}",
+        r.turn_counts_right,
+        r.sessions,
+        r.leftover_processes.len()
+    );
+    println!(
+        "  server RSS: {} before, {} after",
+        kb(r.rss_before_kb),
+        kb(r.rss_after_kb)
+    );
+    println!(
+        "  checks: {}",
+        if r.failures.is_empty() {
+            "all passed".to_owned()
+        } else {
+            format!("{} FAILED", r.failures.len())
+        }
+    );
+}
+
+/// `$CARGO_TARGET_DIR`, else the target dir this binary was built into, else `<repo>/target`.
+fn target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    // <target>/<profile>/deps/<bench>-<hash>
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let deps = exe.parent()?;
+            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(PathBuf::from))?
+        })
+        .unwrap_or_else(|| support::repo_root().join("target"))
+}
+
+fn write_json(r: &Report) {
+    let l = &r.latencies_ms;
+    let round = |v: f64| (v * 100.0).round() / 100.0;
+    let mut histogram: BTreeMap<String, usize> = BTreeMap::new();
+    for ms in l {
+        let bucket = (ms / 250.0).floor() as usize * 250;
+        *histogram.entry(format!("{bucket:06}")).or_default() += 1;
+    }
+    let doc: Value = json!({
+        "bench": "load",
+        "codex_version": support::CODEX_VERSION,
+        "turns": r.turns,
+        "sessions": r.sessions,
+        "client_tasks": CONCURRENCY,
+        "max_concurrent": CONCURRENCY,
+        "wall_s": round(r.wall.as_secs_f64()),
+        "throughput_turns_per_s": round(throughput(r)),
+        "latency_ms": {
+            "p50": round(percentile(l, 50.0)),
+            "p90": round(percentile(l, 90.0)),
+            "p99": round(percentile(l, 99.0)),
+            "max": round(l.last().copied().unwrap_or(f64::NAN)),
+            "mean": round(l.iter().sum::<f64>() / l.len().max(1) as f64),
+            "histogram_250ms": histogram,
+        },
+        "answers": {
+            "right": r.answered_right,
+            "lost_or_wrong": r.lost,
+            "duplicated": r.duplicated,
+        },
+        "mock_requests": r.mock_requests,
+        "unserved_replies": r.unserved_replies,
+        "sessions_with_right_turn_count": r.turn_counts_right,
+        "leftover_processes": r.leftover_processes,
+        "server_rss_kb": {"before": r.rss_before_kb, "after": r.rss_after_kb},
+        "failures": r.failures,
+    });
+    let path = target_dir().join("load-report.json");
+    let text = serde_json::to_string_pretty(&doc).expect("serialize report");
+    match std::fs::write(&path, text + "\n") {
+        Ok(()) => println!("  written to {}", path.display()),
+        Err(e) => eprintln!("load: cannot write {}: {e}", path.display()),
+    }
+}
