@@ -83,6 +83,10 @@ pub struct Settings {
     /// Interval of progress heartbeats while Codex is quiet, in milliseconds (default: 10000).
     #[arg(long, env = "CODEX_BRIDGE_HEARTBEAT_MS", value_name = "MS")]
     pub heartbeat_ms: Option<u64>,
+
+    /// Forget sessions unused for this many days (default: 30; 0 keeps them forever).
+    #[arg(long, env = "CODEX_BRIDGE_SESSION_TTL_DAYS", value_name = "DAYS")]
+    pub session_ttl_days: Option<u64>,
 }
 
 /// Output caps of one turn.
@@ -129,6 +133,8 @@ pub struct Config {
     pub disable_nested_mcp: bool,
     /// Progress heartbeat interval.
     pub heartbeat: Duration,
+    /// Sessions unused for longer are forgotten; `None` keeps them forever.
+    pub session_ttl: Option<Duration>,
 }
 
 /// Default concurrency limit (the reference bridge allows 3; two cores handle 4 codex turns,
@@ -253,7 +259,19 @@ impl Config {
             ));
         }
 
+        let session_ttl = match s.session_ttl_days.unwrap_or(30) {
+            0 => None,
+            d if d > 36_500 => {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_SESSION_TTL_DAYS (--session-ttl-days)",
+                    "must be at most 36500",
+                ));
+            }
+            d => Some(Duration::from_secs(d * 86_400)),
+        };
+
         Ok(Config {
+            session_ttl,
             heartbeat,
             queue_timeout,
             idle_timeout,
@@ -386,6 +404,7 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "idle_timeout_ms",
     "nested_mcp",
     "heartbeat_ms",
+    "session_ttl_days",
     "log_format",
 ];
 
@@ -516,6 +535,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings> {
             "idle_timeout_ms" => s.idle_timeout_ms = Some(int()?),
             "nested_mcp" => s.nested_mcp = Some(string()?),
             "heartbeat_ms" => s.heartbeat_ms = Some(int()?),
+            "session_ttl_days" => s.session_ttl_days = Some(int()?),
             "log_format" => {
                 out.log_format = Some(
                     <LogFormat as clap::ValueEnum>::from_str(&string()?, false)
@@ -557,6 +577,7 @@ impl Settings {
             idle_timeout_ms,
             nested_mcp,
             heartbeat_ms,
+            session_ttl_days,
         } = file;
         fn or<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) {
             if mine.is_none() {
@@ -579,6 +600,7 @@ impl Settings {
         or(&mut self.idle_timeout_ms, idle_timeout_ms);
         or(&mut self.nested_mcp, nested_mcp);
         or(&mut self.heartbeat_ms, heartbeat_ms);
+        or(&mut self.session_ttl_days, session_ttl_days);
     }
 }
 

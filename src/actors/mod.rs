@@ -120,6 +120,17 @@ impl Bridge {
         let (registry, _) = Actor::spawn(None, RegistryActor, shared.clone())
             .await
             .map_err(|e| Error::Store(format!("could not start the session registry: {e}")))?;
+        if let Some(ttl) = shared.config.session_ttl {
+            let s = shared.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Err(e) = expire_sessions(&s, ttl).await {
+                        tracing::warn!(error = %e, "could not expire old sessions");
+                    }
+                    tokio::time::sleep(EXPIRY_EVERY).await;
+                }
+            });
+        }
         Ok(Bridge { registry, shared })
     }
 
@@ -241,6 +252,34 @@ impl Bridge {
     pub fn is_live(&self, id: &SessionId) -> bool {
         self.shared.live.contains_key(id)
     }
+}
+
+/// How often sessions past their time-to-live are looked for.
+pub const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
+
+/// Forget stored sessions unused for longer than `ttl` (never one with a live actor).
+pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
+    let cutoff = crate::store::now_ms().saturating_sub(ttl.as_millis() as u64);
+    let mut forgotten = 0;
+    loop {
+        let batch = shared.store.unused_since(cutoff, 1000)?;
+        let batch: Vec<SessionId> = batch
+            .into_iter()
+            .filter(|id| !shared.live.contains_key(id))
+            .collect();
+        if batch.is_empty() {
+            break;
+        }
+        for id in &batch {
+            shared.store.remove(id)?;
+        }
+        forgotten += batch.len();
+    }
+    if forgotten > 0 {
+        shared.store.flush().await?;
+        tracing::info!(forgotten, "forgot sessions past their time-to-live");
+    }
+    Ok(forgotten)
 }
 
 /// Kill what is left of turns that were in flight when the server died, and mark them

@@ -366,6 +366,26 @@ impl Store {
         Ok(Page { sessions, next })
     }
 
+    /// Sessions last used before `cutoff_ms`, oldest first, at most `limit` (the index is in
+    /// time order, so this reads only the expired entries).
+    pub fn unused_since(&self, cutoff_ms: u64, limit: usize) -> Result<Vec<SessionId>> {
+        let mut out = vec![];
+        for kv in self.last_used.range(..cutoff_ms.to_be_bytes().as_slice()) {
+            let (k, _) = kv.map_err(|e| storage(&self.path, e))?;
+            if out.len() >= limit {
+                break;
+            }
+            if let Some(id) = k
+                .get(8..)
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .and_then(|s| SessionId::parse("sessionId", s).ok())
+            {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
     /// How many sessions are stored: a counter, so no record is read.
     pub fn len(&self) -> usize {
         self.meta.get(COUNT_KEY).map(read_u64).unwrap_or(0) as usize
@@ -564,6 +584,24 @@ mod tests {
         assert!(store.get(&id("a")).unwrap().is_none());
         assert!(store.list(None, 10).unwrap().sessions.is_empty());
         assert!(store.inflight().unwrap().is_empty());
+    }
+
+    #[test]
+    fn expired_sessions_are_found_through_the_index_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for (name, ms) in [("old", 100), ("older", 50), ("new", 1000)] {
+            store.put(&rec(name, ms)).unwrap();
+        }
+        let expired: Vec<String> = store
+            .unused_since(500, 10)
+            .unwrap()
+            .iter()
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(expired, vec!["older", "old"]);
+        assert_eq!(store.unused_since(500, 1).unwrap().len(), 1);
+        assert!(store.unused_since(10, 10).unwrap().is_empty());
     }
 
     #[test]

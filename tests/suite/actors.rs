@@ -354,3 +354,34 @@ async fn reset_starts_a_new_thread_under_the_same_session_id() {
     assert_eq!(second.session_id, sid("r"));
     bridge.shutdown().await;
 }
+
+#[tokio::test]
+async fn sessions_past_their_time_to_live_are_forgotten_but_not_live_ones() {
+    use codex_mcp_bridge::store::SessionRecord;
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    bridge.turn(call(&env, Some("fresh"), "hi")).await.unwrap();
+    let store = &bridge.shared().store;
+    let work = env.work().canonicalize().unwrap();
+    store
+        .put(&SessionRecord::new(sid("ancient"), work.clone(), 1_000))
+        .unwrap();
+    // a live actor whose stored record looks old is kept
+    let mut live = store.get(&sid("fresh")).unwrap().unwrap();
+    live.last_used_ms = 2_000;
+    store.put(&live).unwrap();
+    let n = codex_mcp_bridge::actors::expire_sessions(
+        bridge.shared(),
+        Duration::from_secs(30 * 86_400),
+    )
+    .await
+    .unwrap();
+    assert_eq!(n, 1);
+    assert!(bridge.get(&sid("ancient")).unwrap().is_none());
+    assert!(
+        bridge.get(&sid("fresh")).unwrap().is_some(),
+        "a live session is never expired"
+    );
+    bridge.shutdown().await;
+}
