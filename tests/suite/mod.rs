@@ -2,6 +2,7 @@
 
 mod actors;
 mod cli;
+mod config_layers;
 mod escalation;
 mod faults;
 mod hostile;
