@@ -122,7 +122,10 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
     };
     let bridge = Bridge::start(shared).await?;
     let service = McpServer::new(bridge.clone())
-        .serve(rmcp::transport::stdio())
+        .serve(codex_mcp_bridge::mcp::framing::guard(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        ))
         .await?;
 
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

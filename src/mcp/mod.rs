@@ -6,6 +6,7 @@
 //! arguments, resolves paths, and calls [`Bridge`].
 
 pub mod files;
+pub mod framing;
 pub mod params;
 pub mod results;
 pub mod structured;

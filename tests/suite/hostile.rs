@@ -994,12 +994,11 @@ fn a_10000_deep_argument_leaves_the_server_serving() {
     });
 }
 
-/// The stricter half of the above: the deep call itself gets an answer (JSON-RPC says a
-/// request that cannot be parsed gets a Parse error). Today rmcp's stdio transport drops a
-/// line serde_json classifies as a syntax error (`recursion limit exceeded` is one) without
-/// answering, although the request's `id` sits at the top level, so the caller waits forever.
+/// The stricter half of the above: the deep call itself gets an answer. rmcp's stdio transport
+/// drops a line serde_json cannot parse (`recursion limit exceeded` is one) without answering,
+/// although the request's `id` sits at the top level; the server's framing layer
+/// (`mcp::framing`) answers it with an error carrying that id.
 #[test]
-#[ignore = "src bug: a request nested deeper than serde_json's limit is never answered (rmcp stdio transport drops it)"]
 fn a_10000_deep_argument_gets_an_error_answer() {
     on_big_stacks(|| async {
         let env = TestEnv::new();

@@ -1,0 +1,291 @@
+//! stdio framing in front of rmcp, so that every request line gets an answer.
+//!
+//! rmcp's stdio transport silently drops a line that serde_json cannot parse, and serde_json
+//! stops at 128 levels of nesting: a request nested deeper was never answered, and its caller
+//! waited forever. Here each input line is checked first; a request too deep to parse is
+//! answered with a JSON-RPC error carrying its `id` (found by a shallow scan), and everything
+//! else is passed to rmcp unchanged. rmcp's output and these errors reach stdout one whole line
+//! at a time, so stdout stays pure JSON-RPC.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::mpsc;
+
+/// Longest input line read (rmcp's own limit).
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// Buffer between the framing tasks and rmcp.
+const PIPE_BYTES: usize = 1024 * 1024;
+
+/// Wrap `input`/`output` (the process's stdin and stdout): returns the reader and writer to give
+/// rmcp. Two tasks run until `input` ends and rmcp closes its side.
+pub fn guard<I, O>(input: I, output: O) -> (DuplexStream, DuplexStream)
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    let (rmcp_in, mut feed) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (errors_tx, mut errors_rx) = mpsc::unbounded_channel::<String>();
+
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(input);
+        let mut buf = Vec::with_capacity(4096);
+        loop {
+            buf.clear();
+            match read_line_capped(&mut lines, &mut buf).await {
+                Ok(None) => break,
+                Ok(Some(false)) => continue, // over-long: dropped, as rmcp does
+                Ok(Some(true)) => {}
+                Err(_) => break,
+            }
+            if let Some(answer) = answer_for_unparsable(&buf) {
+                let _ = errors_tx.send(answer);
+                continue;
+            }
+            if feed.write_all(&buf).await.is_err() || feed.write_all(b"\n").await.is_err() {
+                break;
+            }
+        }
+        let _ = feed.shutdown().await;
+    });
+
+    tokio::spawn(async move {
+        let mut output = output;
+        let mut from_rmcp = BufReader::new(from_rmcp).lines();
+        let (mut rmcp_open, mut errors_open) = (true, true);
+        while rmcp_open || errors_open {
+            let line = tokio::select! {
+                l = from_rmcp.next_line(), if rmcp_open => match l {
+                    Ok(Some(l)) => l,
+                    _ => { rmcp_open = false; continue; }
+                },
+                e = errors_rx.recv(), if errors_open => match e {
+                    Some(e) => e,
+                    None => { errors_open = false; continue; }
+                },
+            };
+            if output.write_all(line.as_bytes()).await.is_err()
+                || output.write_all(b"\n").await.is_err()
+                || output.flush().await.is_err()
+            {
+                break;
+            }
+        }
+    });
+
+    (rmcp_in, rmcp_out)
+}
+
+/// Read one line into `buf` (without the newline). `None` at EOF; `Some(false)` when the line
+/// was longer than [`MAX_LINE_BYTES`] (the rest of it is skipped).
+async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<bool>> {
+    let mut too_long = false;
+    loop {
+        let chunk = r.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(if buf.is_empty() && !too_long {
+                None
+            } else {
+                Some(!too_long)
+            });
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > MAX_LINE_BYTES {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&chunk[..take]);
+            }
+        }
+        r.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(Some(!too_long));
+        }
+    }
+}
+
+/// The JSON-RPC error for a request line that is valid JSON text but nested deeper than the
+/// parser allows; `None` for every other line (rmcp handles or ignores those itself).
+pub fn answer_for_unparsable(line: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(line).ok()?;
+    // cheap prefilter: only a line nested about as deep as serde_json's limit is parsed here
+    if max_depth(text.as_bytes()) < 120 {
+        return None;
+    }
+    let err = serde_json::from_str::<serde_json::Value>(text).err()?;
+    if !err.to_string().contains("recursion limit exceeded") {
+        return None;
+    }
+    let id = top_level_id(text)?;
+    Some(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"invalid request: JSON nested deeper than 128 levels"}}}}"#
+    ))
+}
+
+/// The raw value of the top-level `"id"` member of a JSON object (a number or a string), found
+/// without parsing the nested parts.
+pub fn top_level_id(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    let mut expect_key = false;
+    while i < b.len() {
+        match b[i] {
+            b'{' => {
+                depth += 1;
+                expect_key = depth == 1;
+            }
+            b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => expect_key = true,
+            b'"' => {
+                let end = string_end(b, i)?;
+                if depth == 1 && expect_key {
+                    expect_key = false;
+                    let key = &text[i + 1..end];
+                    if key == "id" {
+                        let mut j = end + 1;
+                        while j < b.len() && (b[j] as char).is_ascii_whitespace() {
+                            j += 1;
+                        }
+                        if b.get(j) != Some(&b':') {
+                            return None;
+                        }
+                        j += 1;
+                        while j < b.len() && (b[j] as char).is_ascii_whitespace() {
+                            j += 1;
+                        }
+                        return match b.get(j)? {
+                            b'"' => Some(text[j..=string_end(b, j)?].to_owned()),
+                            c if c.is_ascii_digit() || *c == b'-' => {
+                                let k = (j..b.len())
+                                    .find(|&k| !(b[k].is_ascii_digit() || b[k] == b'-'))
+                                    .unwrap_or(b.len());
+                                Some(text[j..k].to_owned())
+                            }
+                            _ => None,
+                        };
+                    }
+                }
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The deepest nesting of objects and arrays in a JSON text (strings skipped).
+fn max_depth(b: &[u8]) -> usize {
+    let (mut depth, mut max, mut i) = (0usize, 0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => match string_end(b, i) {
+                Some(end) => i = end,
+                None => return max,
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    max
+}
+
+/// The index of the closing quote of the string starting at `start`.
+fn string_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deep(id: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"ping","arguments":{{"x":{}{}}}}}}}"#,
+            "[".repeat(500),
+            "]".repeat(500)
+        )
+    }
+
+    #[test]
+    fn a_request_too_deep_to_parse_is_answered_with_its_id() {
+        let a = answer_for_unparsable(deep("7").as_bytes()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["code"], -32600);
+        let a = answer_for_unparsable(deep(r#""req-\"1""#).as_bytes()).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+        assert_eq!(v["id"], "req-\"1");
+    }
+
+    #[test]
+    fn other_lines_are_left_to_rmcp() {
+        assert!(answer_for_unparsable(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
+        assert!(answer_for_unparsable(b"not json").is_none());
+        assert!(answer_for_unparsable(&[0xff, 0xfe]).is_none());
+        // too deep but no id: a notification, nothing to answer
+        let n = format!(
+            r#"{{"method":"x","params":{}{}}}"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        );
+        assert!(answer_for_unparsable(n.as_bytes()).is_none());
+    }
+
+    #[test]
+    fn the_id_is_found_at_the_top_level_only() {
+        assert_eq!(
+            top_level_id(r#"{"params":{"id":5},"id":9}"#).as_deref(),
+            Some("9")
+        );
+        assert_eq!(
+            top_level_id(r#"{"a":"id","id" : -3}"#).as_deref(),
+            Some("-3")
+        );
+        assert_eq!(top_level_id(r#"{"params":{"id":5}}"#), None);
+    }
+
+    #[tokio::test]
+    async fn lines_flow_through_and_deep_requests_get_answers() {
+        let deep_line = deep("42");
+        let input = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}}\n{deep_line}\n");
+        let (client_out, server_in) = tokio::io::duplex(1 << 20);
+        let (mut rmcp_in, rmcp_out) = guard(std::io::Cursor::new(input.into_bytes()), client_out);
+        drop(rmcp_out); // rmcp wrote nothing
+        let mut forwarded = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut rmcp_in, &mut forwarded)
+            .await
+            .unwrap();
+        assert_eq!(
+            forwarded,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n"
+        );
+        let mut out = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut BufReader::new(server_in), &mut out)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["id"], 42);
+    }
+}
