@@ -116,9 +116,13 @@ async fn codex_runs_a_turn_and_resumes_it_by_session_id() {
 
 #[tokio::test]
 async fn bad_arguments_get_field_named_errors_and_the_server_stays_up() {
+    both_protocols(bad_arguments_get_field_named_errors_and_the_server_stays_up_under).await;
+}
+
+async fn bad_arguments_get_field_named_errors_and_the_server_stays_up_under(protocol: Protocol) {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let s = connect(&env, &mock, protocol).await;
     let cases = [
         ("codex", json!({"prompt": 5}), "prompt"),
         ("codex", json!({}), "prompt"),
@@ -185,13 +189,17 @@ async fn bad_arguments_get_field_named_errors_and_the_server_stays_up() {
 
 #[tokio::test]
 async fn progress_notifications_say_what_codex_does_during_a_slow_turn() {
+    both_protocols(progress_notifications_say_what_codex_does_during_a_slow_turn_under).await;
+}
+
+async fn progress_notifications_say_what_codex_does_during_a_slow_turn_under(protocol: Protocol) {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     mock.push(Reply::exec_command("echo working"));
     mock.push(Reply::message("done").with_delay(Duration::from_millis(2500)));
     let mut vars = server_env(&env, &mock);
     vars.push(("CODEX_BRIDGE_HEARTBEAT_MS".into(), "500".into()));
-    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let s = connect_with(&vars, env.root(), protocol).await;
     let r = s
         .call(
             "codex",
@@ -225,11 +233,17 @@ fn codex_children(server_pid: u32) -> Vec<i32> {
 
 #[tokio::test]
 async fn a_cancelled_call_kills_codex_frees_its_slot_and_the_session_resumes() {
+    both_protocols(a_cancelled_call_kills_codex_frees_its_slot_and_the_session_resumes_under).await;
+}
+
+async fn a_cancelled_call_kills_codex_frees_its_slot_and_the_session_resumes_under(
+    protocol: Protocol,
+) {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     mock.push(Reply::message("first"));
     mock.push(Reply::hang());
-    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let s = connect(&env, &mock, protocol).await;
     let r = s
         .call(
             "codex",
@@ -280,9 +294,13 @@ async fn a_cancelled_call_kills_codex_frees_its_slot_and_the_session_resumes() {
 
 #[tokio::test]
 async fn query_search_review_and_structured_work_end_to_end() {
+    both_protocols(query_search_review_and_structured_work_end_to_end_under).await;
+}
+
+async fn query_search_review_and_structured_work_end_to_end_under(protocol: Protocol) {
     let env = TestEnv::with_git();
     let mock = MockApi::start().await;
-    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let s = connect(&env, &mock, protocol).await;
 
     mock.push(Reply::message("4"));
     let q = s
