@@ -345,61 +345,74 @@ async fn start(
     let progress = call.progress.clone();
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
-    let task = tokio::spawn(async move {
-        let slot = shared
-            .limiter
-            .acquire(shared.queue_timeout, &task_cancel, |ahead| {
-                if let Some(p) = &progress {
-                    p(format!(
-                        "queued behind {} turn(s) waiting for a codex slot",
-                        ahead + shared.limiter.active()
-                    ));
-                }
-            })
-            .await;
-        let queued = since.elapsed();
-        let result = match slot {
-            Err(e) => Err(e),
-            Ok(slot) => {
-                let mut opts = RunOptions::new(timeout, shared.config.limits);
-                opts.cancel = task_cancel.clone();
-                opts.prior_thread_usage = prior_usage;
-                let me_spawn = me.clone();
-                opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
-                    let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
-                }));
-                let me_ev = me.clone();
-                let progress_ev = progress.clone();
-                let on_event = move |ev: &Event| {
-                    if let Event::ThreadStarted { thread_id } = ev
-                        && let Ok(thread) = ThreadId::parse(thread_id)
-                    {
-                        let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+    // one span per turn, with the session id, so a user can follow a call through the logs
+    let span = tracing::info_span!("turn", session = %st.id, resumed = resume.is_some());
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let slot = shared
+                .limiter
+                .acquire(shared.queue_timeout, &task_cancel, |ahead| {
+                    if let Some(p) = &progress {
+                        p(format!(
+                            "queued behind {} turn(s) waiting for a codex slot",
+                            ahead + shared.limiter.active()
+                        ));
                     }
-                    if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
-                        p(redact(&line).into_owned());
-                    }
-                };
-                let outcome = run(spec, opts, on_event).await;
-                drop(slot);
-                outcome.map(|o| {
-                    let recorded = o
-                        .output
-                        .thread_id
-                        .and_then(|t| last_turn_context(&shared.codex_home, &t));
-                    (o, recorded)
                 })
-            }
-        };
-        let _ = me.cast(SessionMessage::TurnFinished {
-            finished: Box::new(Finished {
-                result,
-                queued,
-                call: meta,
-                reply,
-            }),
-        });
-    });
+                .await;
+            let queued = since.elapsed();
+            let result = match slot {
+                Err(e) => Err(e),
+                Ok(slot) => {
+                    let mut opts = RunOptions::new(timeout, shared.config.limits);
+                    opts.cancel = task_cancel.clone();
+                    opts.prior_thread_usage = prior_usage;
+                    let me_spawn = me.clone();
+                    opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
+                        let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
+                    }));
+                    let me_ev = me.clone();
+                    let progress_ev = progress.clone();
+                    let on_event = move |ev: &Event| {
+                        if let Event::ThreadStarted { thread_id } = ev
+                            && let Ok(thread) = ThreadId::parse(thread_id)
+                        {
+                            let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+                        }
+                        if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
+                            p(redact(&line).into_owned());
+                        }
+                    };
+                    let outcome = run(spec, opts, on_event).await;
+                    if let Ok(o) = &outcome {
+                        tracing::info!(
+                            ending = ?o.ending,
+                            duration_ms = o.output.duration.as_millis() as u64,
+                            commands = o.output.commands.len(),
+                            "turn finished"
+                        );
+                    }
+                    drop(slot);
+                    outcome.map(|o| {
+                        let recorded = o
+                            .output
+                            .thread_id
+                            .and_then(|t| last_turn_context(&shared.codex_home, &t));
+                        (o, recorded)
+                    })
+                }
+            };
+            let _ = me.cast(SessionMessage::TurnFinished {
+                finished: Box::new(Finished {
+                    result,
+                    queued,
+                    call: meta,
+                    reply,
+                }),
+            });
+        },
+        span,
+    ));
     st.current = Some(TurnGuard { cancel, task });
 }
 

@@ -124,6 +124,8 @@ pub struct Store {
 }
 
 const SETTING: &str = "CODEX_BRIDGE_STORE (--store)";
+/// How long opening waits for a lock held by a process that is still exiting.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// sled page cache size: enough for the hot records and indexes of a busy server.
 const CACHE_BYTES: u64 = 1024 * 1024;
 const VERSION_KEY: &[u8] = b"schema_version";
@@ -151,21 +153,34 @@ impl Store {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
-        let db = sled::Config::new()
-            .path(dir)
-            .mode(sled::Mode::LowSpace)
-            // sled caches up to 1 GiB by default; records are small and reads rare
-            .cache_capacity(CACHE_BYTES).open().map_err(|e| match e {
-            sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => Error::setting(
-                SETTING,
-                format!(
-                    "the store at {} is in use by another codex-mcp-bridge process; give this \
-                     server its own store directory",
-                    dir.display()
-                ),
-            ),
-            other => storage(dir, other),
-        })?;
+        // A server that just died may still hold the lock for a moment (its last threads are
+        // still exiting): wait briefly for it, never long.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            let opened = sled::Config::new()
+                .path(dir)
+                .mode(sled::Mode::LowSpace)
+                // sled caches up to 1 GiB by default; records are small and reads rare
+                .cache_capacity(CACHE_BYTES)
+                .open();
+            match opened {
+                Ok(db) => break db,
+                Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(Error::setting(
+                            SETTING,
+                            format!(
+                                "the store at {} is in use by another codex-mcp-bridge process; \
+                                 give this server its own store directory",
+                                dir.display()
+                            ),
+                        ));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(other) => return Err(storage(dir, other)),
+            }
+        };
         let store = Store {
             sessions: db.open_tree("sessions").map_err(|e| storage(dir, e))?,
             last_used: db.open_tree("last_used").map_err(|e| storage(dir, e))?,

@@ -408,11 +408,17 @@ async fn a_non_json_input_line_does_not_kill_the_server() {
     assert!(got_ping, "the server answered after garbage input");
 }
 
+/// Wait until every thread of `pid` has exited (a zombie leader can still have threads
+/// finishing a system call, and they hold the process's files until they are done).
 async fn wait_exit(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-        // reaped by the transport's drop; a zombie counts as gone
-        if std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z")) {
+    while Instant::now() < deadline {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.contains(") Z"));
+        if threads <= 1 && zombie {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
