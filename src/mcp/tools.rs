@@ -249,6 +249,29 @@ impl McpServer {
         Ok((dir, c))
     }
 
+    /// A `query` or `search` turn: a fresh empty directory, read-only, nested MCP servers off.
+    async fn scratch_turn(
+        &self,
+        build: fn(&Common, &OneShotRequest) -> Result<crate::codex::argv::SpawnSpec>,
+        prompt: String,
+        model: Option<String>,
+        reasoning_effort: Option<ReasoningEffort>,
+        timeout: Duration,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult> {
+        let (_dir, cwd) = Self::scratch_dir()?;
+        let req = OneShotRequest {
+            prompt,
+            model: model.clone(),
+            reasoning_effort,
+            cwd,
+        };
+        let spec = build(&self.common_for(true), &req)?;
+        let (outcome, mut value) = self.one_shot(spec, timeout, ctx, None).await?;
+        value.model = model;
+        Ok(finish(outcome, value))
+    }
+
     pub(crate) async fn query(
         &self,
         args: JsonObject,
@@ -275,19 +298,8 @@ impl McpServer {
                 }
                 _ => p.prompt.clone(),
             };
-            let (_dir, cwd) = Self::scratch_dir()?;
-            let spec = build_query(
-                &self.common_for(true),
-                &OneShotRequest {
-                    prompt,
-                    model: p.model.clone(),
-                    reasoning_effort: effort,
-                    cwd,
-                },
-            )?;
-            let (outcome, mut value) = self.one_shot(spec, timeout, ctx, None).await?;
-            value.model = p.model;
-            Ok(finish(outcome, value))
+            self.scratch_turn(build_query, prompt, p.model, effort, timeout, ctx)
+                .await
         };
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
@@ -302,20 +314,9 @@ impl McpServer {
             validate_prompt("query", &p.query)?;
             check_model(&p.model)?;
             let timeout = self.config.timeout_for(p.timeout)?;
-            let (_dir, cwd) = Self::scratch_dir()?;
             let prompt = format!("Search the web and answer with sources: {}", p.query);
-            let spec = build_search(
-                &self.common_for(true),
-                &OneShotRequest {
-                    prompt,
-                    model: p.model.clone(),
-                    reasoning_effort: None,
-                    cwd,
-                },
-            )?;
-            let (outcome, mut value) = self.one_shot(spec, timeout, ctx, None).await?;
-            value.model = p.model;
-            Ok(finish(outcome, value))
+            self.scratch_turn(build_search, prompt, p.model, None, timeout, ctx)
+                .await
         };
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
