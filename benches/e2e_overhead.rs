@@ -31,7 +31,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use support::bridge::{common, turn};
-use support::{MockApi, TestEnv, codex_bin};
+use support::{MockApi, TestEnv};
 
 const DEFAULT_PAIRS: usize = 30;
 const MIN_PAIRS: usize = 30;
@@ -44,24 +44,7 @@ fn main() {
     let bench_mode = std::env::args().any(|a| a == "--bench");
     let pairs = if bench_mode { pairs_from_env() } else { 1 };
 
-    // The fetcher panics with `cannot obtain codex 0.145.0: <why>`; turn that into a clean exit
-    // (the default hook would add a backtrace).
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let fetched = std::panic::catch_unwind(codex_bin);
-    std::panic::set_hook(hook);
-    let bin = match fetched {
-        Ok(bin) => bin,
-        Err(panic) => {
-            let why = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "unknown error".to_owned());
-            eprintln!("e2e_overhead: error: the real codex binary is required: {why}");
-            std::process::exit(2);
-        }
-    };
+    let bin = support::codex_bin::codex_bin_or_exit("e2e_overhead");
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

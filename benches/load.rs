@@ -31,7 +31,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
 use support::mcp::{Protocol, connect_with, server_bin, server_env, structured, text};
-use support::{MockApi, Reply, TestEnv, codex_bin};
+use support::{MockApi, Reply, TestEnv};
 
 const DEFAULT_TURNS: usize = 1000;
 const DEFAULT_SESSIONS: usize = 50;
@@ -73,20 +73,7 @@ fn main() {
         );
         std::process::exit(2);
     }
-    // The fetcher panics with `cannot obtain codex 0.145.0: <why>`; turn that into a clean exit.
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
-    let fetched = std::panic::catch_unwind(codex_bin);
-    std::panic::set_hook(hook);
-    if let Err(panic) = fetched {
-        let why = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "unknown error".to_owned());
-        eprintln!("load: error: the real codex binary is required: {why}");
-        std::process::exit(2);
-    }
+    support::codex_bin::codex_bin_or_exit("load");
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

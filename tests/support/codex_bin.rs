@@ -125,3 +125,21 @@ fn check_version(bin: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// For bench binaries: the pinned codex, or a clean exit (code 2) saying why it could not be
+/// obtained (the fetcher panics; the default hook would add a backtrace).
+pub fn codex_bin_or_exit(bench: &str) -> PathBuf {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let fetched = std::panic::catch_unwind(codex_bin);
+    std::panic::set_hook(hook);
+    fetched.unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "unknown error".to_owned());
+        eprintln!("{bench}: error: the real codex binary is required: {why}");
+        std::process::exit(2);
+    })
+}
