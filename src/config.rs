@@ -13,7 +13,7 @@ use crate::security::overrides::{Override, parse_operator_override};
 pub const TESTED_CODEX_VERSION: &str = "0.145.0";
 
 /// Operator settings as given (clap flags with environment equivalents).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     /// The codex binary (default: `codex` on PATH). CODEX_CLI_PATH is accepted too, as the
     /// reference bridge reads it.

@@ -11,6 +11,9 @@
 //! - [`codex`]: everything about the Codex CLI: [`codex::argv`] turns a validated request into
 //!   the exact argv (pure), [`codex::events`] parses its JSONL (pure), [`codex::process`] is the
 //!   only module that spawns a process.
+//! - [`hub`]: many processes on one store: the owner serves the others over a Unix socket,
+//!   each connection with its own client context; a relay carries its client over to a new
+//!   owner.
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
 pub mod actors;
@@ -18,6 +21,7 @@ pub mod cli;
 pub mod codex;
 pub mod config;
 pub mod error;
+pub mod hub;
 pub mod logging;
 pub mod mcp;
 pub mod security;

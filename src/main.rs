@@ -4,17 +4,20 @@
 
 use std::process::ExitCode;
 
-use codex_mcp_bridge::actors::{Bridge, Limiter, Shared};
+use std::sync::Arc;
+
+use codex_mcp_bridge::actors::Bridge;
 use codex_mcp_bridge::cli::{self, Run};
-use codex_mcp_bridge::codex::argv::Common;
-use codex_mcp_bridge::codex::home::codex_home;
 use codex_mcp_bridge::config::{Config, Settings};
+use codex_mcp_bridge::hub::owner::{self, Listener};
+use codex_mcp_bridge::hub::relay::{self, Upstream};
+use codex_mcp_bridge::hub::{self, ELECTION_TIMEOUT, HELLO_VERSION, Hello, Role, hello_vars};
 use codex_mcp_bridge::logging;
 use codex_mcp_bridge::mcp::McpServer;
-use codex_mcp_bridge::security::env::filter_env;
 use codex_mcp_bridge::security::redact::{self, Redactor};
 use codex_mcp_bridge::store::Store;
 use rmcp::ServiceExt;
+use tokio::sync::Mutex;
 
 fn main() -> ExitCode {
     let cli = cli::parse();
@@ -94,46 +97,146 @@ fn run_server(settings: Settings, vars: Vec<(String, String)>) -> ExitCode {
 async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Result<()> {
     let start_dir = std::env::current_dir()?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
-    let store = Store::open(&config.store_dir)?;
+    let store_dir = config.store_dir.clone();
+    let hello = Hello {
+        version: HELLO_VERSION,
+        settings: settings.clone(),
+        vars: hello_vars(&vars),
+        start_dir: start_dir.clone(),
+        pid: std::process::id(),
+    };
+    // the store's owner, once this process is it (from the start, or by taking over)
+    let owned: Arc<Mutex<Option<Owned>>> = Arc::new(Mutex::new(None));
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    match hub::elect(&store_dir, &hello, ELECTION_TIMEOUT).await? {
+        Role::Owner(store) => {
+            let bridge = become_owner(&owned, config, &vars, store).await?;
+            let service = McpServer::new(bridge)
+                .serve(codex_mcp_bridge::mcp::framing::guard(
+                    tokio::io::stdin(),
+                    tokio::io::stdout(),
+                ))
+                .await?;
+            tokio::select! {
+                r = service.waiting() => { tracing::info!(reason = ?r.ok(), "client disconnected"); }
+                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); }
+                _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); }
+            }
+        }
+        Role::Client(conn) => {
+            tracing::info!(
+                store = %store_dir.display(),
+                owner = conn.owner_pid,
+                "another process owns the store: relaying this client to it"
+            );
+            let first = Upstream::new(conn.reader, conn.writer, conn.owner_pid);
+            let reconnect = reconnector(owned.clone(), store_dir, hello, config, vars);
+            let relay = relay::run(tokio::io::stdin(), tokio::io::stdout(), first, reconnect);
+            tokio::select! {
+                r = relay => {
+                    if let Err(e) = r {
+                        shutdown(&owned).await;
+                        return Err(e.into());
+                    }
+                    tracing::info!("client disconnected");
+                }
+                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); }
+                _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); }
+            }
+        }
+    }
+    shutdown(&owned).await;
+    Ok(())
+}
+
+/// What this process runs as the store's owner.
+struct Owned {
+    bridge: Bridge,
+    _listener: Option<Listener>,
+}
+
+/// Start the actors over the store and listen for other processes.
+async fn become_owner(
+    owned: &Arc<Mutex<Option<Owned>>>,
+    config: Config,
+    vars: &[(String, String)],
+    store: Store,
+) -> anyhow::Result<Bridge> {
     tracing::info!(
         store = %config.store_dir.display(),
         roots = ?config.roots,
         codex = %config.codex_bin.display(),
         max_concurrent = config.max_concurrent,
-        "codex-mcp-bridge starting"
+        "codex-mcp-bridge starting as the owner of the store"
     );
-    let env = filter_env(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let shared = Shared {
-        limiter: Limiter::new(config.max_concurrent),
-        common: Common {
-            program: config.codex_bin.clone(),
-            env,
-            overrides: config.codex_overrides.clone(),
-            allow_danger: config.allow_danger,
-            disable_mcp_servers: vec![],
-        },
-        codex_home: codex_home(&vars),
-        idle_timeout: config.idle_timeout,
-        queue_timeout: config.queue_timeout,
-        fault_injection: std::env::var_os("CODEX_BRIDGE_TEST_FAULTS").is_some_and(|v| v == "1"),
-        live: Default::default(),
-        store,
-        config: std::sync::Arc::new(config),
+    let store_dir = config.store_dir.clone();
+    let bridge = owner::start_bridge(config, vars, store).await?;
+    // without the socket this process still serves its own client; others cannot share
+    let listener = match owner::listen(bridge.clone(), &store_dir) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot share the store with other processes");
+            None
+        }
     };
-    let bridge = Bridge::start(shared).await?;
-    let service = McpServer::new(bridge.clone())
-        .serve(codex_mcp_bridge::mcp::framing::guard(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-        ))
-        .await?;
+    *owned.lock().await = Some(Owned {
+        bridge: bridge.clone(),
+        _listener: listener,
+    });
+    Ok(bridge)
+}
 
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = service.waiting() => { tracing::info!(reason = ?r.ok(), "client disconnected"); }
-        _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); }
-        _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); }
+/// After the owner went away: connect to the next one, or take the store over and serve this
+/// process's client from an in-process service.
+fn reconnector(
+    owned: Arc<Mutex<Option<Owned>>>,
+    store_dir: std::path::PathBuf,
+    hello: Hello,
+    config: Config,
+    vars: Vec<(String, String)>,
+) -> relay::Reconnect {
+    Box::new(move || {
+        let (owned, store_dir, hello, config, vars) = (
+            owned.clone(),
+            store_dir.clone(),
+            hello.clone(),
+            config.clone(),
+            vars.clone(),
+        );
+        Box::pin(async move {
+            match hub::elect(&store_dir, &hello, ELECTION_TIMEOUT).await? {
+                Role::Client(conn) => Ok(Upstream::new(conn.reader, conn.writer, conn.owner_pid)),
+                Role::Owner(store) => {
+                    tracing::warn!("the owner of the store went away: this process takes it over");
+                    let bridge = become_owner(&owned, config, &vars, store)
+                        .await
+                        .map_err(|e| codex_mcp_bridge::Error::Store(e.to_string()))?;
+                    let (ours, theirs) = tokio::io::duplex(1024 * 1024);
+                    let (r, w) = tokio::io::split(theirs);
+                    // serving waits for the replayed `initialize`, which comes through `ours`
+                    tokio::spawn(async move {
+                        match McpServer::new(bridge)
+                            .serve(codex_mcp_bridge::mcp::framing::guard(r, w))
+                            .await
+                        {
+                            Ok(service) => {
+                                let _ = service.waiting().await;
+                            }
+                            Err(e) => tracing::warn!(error = %e, "the in-process service ended"),
+                        }
+                    });
+                    let (r, w) = tokio::io::split(ours);
+                    Ok(Upstream::new(r, w, std::process::id()))
+                }
+            }
+        })
+    })
+}
+
+/// Stop every session this process owns (each kills its processes) and stop listening.
+async fn shutdown(owned: &Arc<Mutex<Option<Owned>>>) {
+    if let Some(o) = owned.lock().await.take() {
+        drop(o._listener);
+        o.bridge.shutdown().await;
     }
-    bridge.shutdown().await;
-    Ok(())
 }

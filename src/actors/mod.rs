@@ -31,7 +31,60 @@ use session::SessionMessage;
 /// A progress callback: one human-readable line about what codex is doing.
 pub type Progress = Arc<dyn Fn(String) + Send + Sync>;
 
-/// Everything the actors share; read-only after start.
+/// What one client connection brings: its operator settings, the codex invocation built from
+/// its own allowlisted environment (API keys and CODEX_HOME differ between hosts), and its
+/// CODEX_HOME. A turn runs with the context of the connection that asked for it, so one host's
+/// credentials never reach another host's codex process.
+#[derive(Debug, Clone)]
+pub struct ClientContext {
+    pub config: Arc<Config>,
+    /// Program, filtered environment, operator overrides, danger switch.
+    pub common: Common,
+    /// Where codex keeps this client's threads.
+    pub codex_home: PathBuf,
+}
+
+impl ClientContext {
+    /// The context of a client whose process has `config` and the environment `vars`.
+    pub fn new(config: Config, vars: &[(String, String)]) -> ClientContext {
+        ClientContext {
+            common: Common {
+                program: config.codex_bin.clone(),
+                env: crate::security::env::filter_env(
+                    vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                ),
+                overrides: config.codex_overrides.clone(),
+                allow_danger: config.allow_danger,
+                disable_mcp_servers: vec![],
+            },
+            codex_home: crate::codex::home::codex_home(vars),
+            config: Arc::new(config),
+        }
+    }
+
+    /// Refuse a stored session whose thread lives in another CODEX_HOME: codex could not find
+    /// it there.
+    pub fn check_codex_home(&self, rec: &SessionRecord) -> Result<()> {
+        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+        match &rec.codex_home {
+            Some(h) if canonical(std::path::Path::new(h)) != canonical(&self.codex_home) => {
+                Err(Error::invalid(
+                    "sessionId",
+                    format!(
+                        "session {} was started by a client with another CODEX_HOME, where Codex keeps \
+                     its thread; it can only be continued by a client using that CODEX_HOME",
+                        rec.session_id
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Everything the actors share; read-only after start. `config`, `common` and `codex_home`
+/// are the owning process's own client context ([`Bridge::own_context`]); the limiter, the
+/// store and the timeouts are the owner's for every connection.
 pub struct Shared {
     pub config: Arc<Config>,
     pub store: Store,
@@ -48,6 +101,17 @@ pub struct Shared {
     pub fault_injection: bool,
     /// Live session actors by session id.
     pub live: DashMap<SessionId, ActorRef<SessionMessage>>,
+}
+
+impl Shared {
+    /// The owning process's own client context.
+    pub fn own_context(&self) -> ClientContext {
+        ClientContext {
+            config: self.config.clone(),
+            common: self.common.clone(),
+            codex_home: self.codex_home.clone(),
+        }
+    }
 }
 
 /// One turn asked for by a tool call.
@@ -71,6 +135,8 @@ pub struct TurnCall {
     /// `structured`: codex's `--output-schema` and `-o` files (made by the bridge).
     pub output_schema: Option<PathBuf>,
     pub output_last_message: Option<PathBuf>,
+    /// The asking connection's context; `None`: the owning process's own.
+    pub client: Option<Arc<ClientContext>>,
 }
 
 /// What a turn did, for the MCP layer.
@@ -109,6 +175,7 @@ pub struct Counts {
 pub struct Bridge {
     registry: ActorRef<RegistryMessage>,
     shared: Arc<Shared>,
+    own: Arc<ClientContext>,
 }
 
 impl Bridge {
@@ -131,12 +198,22 @@ impl Bridge {
                 }
             });
         }
-        Ok(Bridge { registry, shared })
+        let own = Arc::new(shared.own_context());
+        Ok(Bridge {
+            registry,
+            shared,
+            own,
+        })
     }
 
     /// The shared settings and store.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// The owning process's own client context.
+    pub fn own_context(&self) -> &Arc<ClientContext> {
+        &self.own
     }
 
     /// Run one turn; resolves when it ended (or failed to start).
@@ -162,6 +239,7 @@ impl Bridge {
     pub async fn one_shot(
         &self,
         spec: crate::codex::argv::SpawnSpec,
+        limits: crate::config::Limits,
         timeout: Duration,
         cancel: CancellationToken,
         progress: Option<Progress>,
@@ -181,7 +259,7 @@ impl Bridge {
             })
             .await?;
         let queued = since.elapsed();
-        let mut opts = crate::codex::process::RunOptions::new(timeout, self.shared.config.limits);
+        let mut opts = crate::codex::process::RunOptions::new(timeout, limits);
         opts.cancel = cancel;
         let outcome = crate::codex::process::run(spec, opts, move |ev| {
             if let (Some(p), Some(line)) = (&progress, crate::codex::events::describe(ev)) {
@@ -203,17 +281,20 @@ impl Bridge {
         self.shared.store.list(cursor, limit)
     }
 
-    /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files.
+    /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files
+    /// (with `client`'s codex and environment; `None`: the owning process's own).
     pub async fn close(
         &self,
         id: &SessionId,
         delete_thread: bool,
+        client: Option<Arc<ClientContext>>,
     ) -> Result<Option<SessionRecord>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Close {
                 id: id.clone(),
                 delete_thread,
+                client: client.unwrap_or_else(|| self.own.clone()),
                 reply: tx,
             })
             .map_err(|_| Error::Busy("the session registry is not running".into()))?;

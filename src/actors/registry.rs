@@ -29,6 +29,8 @@ pub enum RegistryMessage {
     Close {
         id: SessionId,
         delete_thread: bool,
+        /// Whose codex deletes the thread.
+        client: Arc<crate::actors::ClientContext>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
 }
@@ -121,6 +123,7 @@ impl Actor for RegistryActor {
             RegistryMessage::Close {
                 id,
                 delete_thread,
+                client,
                 reply,
             } => {
                 let existing = shared.live.get(&id).map(|e| e.value().clone());
@@ -129,6 +132,7 @@ impl Actor for RegistryActor {
                         if actor
                             .cast(SessionMessage::Close {
                                 delete_thread,
+                                client,
                                 reply,
                             })
                             .is_err()
@@ -140,8 +144,13 @@ impl Actor for RegistryActor {
                         let shared = shared.clone();
                         tokio::spawn(async move {
                             let _ = reply.send(
-                                crate::actors::session::close_stored(&shared, &id, delete_thread)
-                                    .await,
+                                crate::actors::session::close_stored(
+                                    &shared,
+                                    &id,
+                                    delete_thread,
+                                    &client,
+                                )
+                                .await,
                             );
                         });
                     }

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::{Shared, TurnCall, TurnReport, stored_thread};
+use crate::actors::{ClientContext, Shared, TurnCall, TurnReport, stored_thread};
 use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn};
 use crate::codex::events::{Event, FailureKind, describe};
 use crate::codex::process::{Ending, RunOptions, SpawnInfo, TurnOutcome, run};
@@ -45,6 +45,8 @@ pub enum SessionMessage {
     /// Close the session: cancel its turn, forget it, optionally delete codex's thread.
     Close {
         delete_thread: bool,
+        /// Whose codex deletes the thread.
+        client: Arc<ClientContext>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
     /// Stop if idle long enough.
@@ -214,13 +216,14 @@ impl Actor for SessionActor {
             }
             SessionMessage::Close {
                 delete_thread,
+                client,
                 reply,
             } => {
                 st.current = None; // cancels and kills the running turn
                 for (_, r, _) in st.pending.drain(..) {
                     let _ = r.send(Err(Error::Cancelled { partial: None }));
                 }
-                let res = close_stored(&st.shared, &st.id, delete_thread).await;
+                let res = close_stored(&st.shared, &st.id, delete_thread, &client).await;
                 st.record = None;
                 let _ = reply.send(res);
                 myself.stop(Some("closed".into()));
@@ -243,20 +246,21 @@ pub async fn close_stored(
     shared: &Shared,
     id: &SessionId,
     delete_thread: bool,
+    client: &ClientContext,
 ) -> Result<Option<SessionRecord>> {
     let removed = shared.store.remove(id)?;
     shared.store.flush().await?;
     if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
-        delete_codex_thread(shared, &thread).await;
+        delete_codex_thread(client, &thread).await;
     }
     Ok(removed)
 }
 
-async fn delete_codex_thread(shared: &Shared, thread: &ThreadId) {
-    let mut cmd = tokio::process::Command::new(&shared.common.program);
+async fn delete_codex_thread(client: &ClientContext, thread: &ThreadId) {
+    let mut cmd = tokio::process::Command::new(&client.common.program);
     cmd.args(["delete", "--force", &thread.to_arg()])
         .env_clear()
-        .envs(shared.common.env.iter().map(|(k, v)| (k, v)))
+        .envs(client.common.env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -275,7 +279,17 @@ async fn start(
     reply: oneshot::Sender<Result<TurnReport>>,
     since: Instant,
 ) {
+    let client = call
+        .client
+        .clone()
+        .unwrap_or_else(|| Arc::new(st.shared.own_context()));
     let created = st.record.is_none();
+    if let Some(rec) = &st.record
+        && let Err(e) = client.check_codex_home(rec)
+    {
+        let _ = reply.send(Err(e));
+        return;
+    }
     if let Some(rec) = &st.record
         && rec.working_directory != call.cwd.path
     {
@@ -293,7 +307,7 @@ async fn start(
         .record
         .get_or_insert_with(|| SessionRecord::new(st.id.clone(), call.cwd.path.clone(), now_ms()));
     if created {
-        record.codex_home = Some(st.shared.codex_home.display().to_string());
+        record.codex_home = Some(client.codex_home.display().to_string());
     }
     let resume = if call.reset {
         None
@@ -325,7 +339,7 @@ async fn start(
         output_schema: call.output_schema.clone(),
         output_last_message: call.output_last_message.clone(),
     };
-    let spec = match build_turn(&st.shared.common, &req) {
+    let spec = match build_turn(&client.common, &req) {
         Ok(s) => s,
         Err(e) => {
             let _ = reply.send(Err(e));
@@ -364,7 +378,7 @@ async fn start(
             let result = match slot {
                 Err(e) => Err(e),
                 Ok(slot) => {
-                    let mut opts = RunOptions::new(timeout, shared.config.limits);
+                    let mut opts = RunOptions::new(timeout, client.config.limits);
                     opts.cancel = task_cancel.clone();
                     opts.prior_thread_usage = prior_usage;
                     let me_spawn = me.clone();
@@ -397,7 +411,7 @@ async fn start(
                         let recorded = o
                             .output
                             .thread_id
-                            .and_then(|t| last_turn_context(&shared.codex_home, &t));
+                            .and_then(|t| last_turn_context(&client.codex_home, &t));
                         (o, recorded)
                     })
                 }

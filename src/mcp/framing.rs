@@ -77,7 +77,7 @@ where
 
 /// Read one line into `buf` (without the newline). `None` at EOF; `Some(false)` when the line
 /// was longer than [`MAX_LINE_BYTES`] (the rest of it is skipped).
-async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
+pub(crate) async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<bool>> {

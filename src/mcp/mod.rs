@@ -24,7 +24,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 
-use crate::actors::{Bridge, Progress};
+use crate::actors::{Bridge, ClientContext, Progress};
 use crate::config::Config;
 use crate::error::Error;
 use crate::security::redact::redact;
@@ -45,14 +45,27 @@ Long turns send progress notifications; cancelling a call stops Codex at once.";
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) bridge: Bridge,
+    /// The connection's client context (settings, codex environment, CODEX_HOME).
+    pub(crate) client: Arc<ClientContext>,
+    /// `client.config`.
     pub(crate) config: Arc<Config>,
 }
 
 impl McpServer {
-    /// A server over a running bridge.
+    /// A server over a running bridge, for the owning process's own client.
     pub fn new(bridge: Bridge) -> Self {
-        let config = bridge.shared().config.clone();
-        McpServer { bridge, config }
+        let client = bridge.own_context().clone();
+        McpServer::for_client(bridge, client)
+    }
+
+    /// A server over a running bridge for one client connection with its own context.
+    pub fn for_client(bridge: Bridge, client: Arc<ClientContext>) -> Self {
+        let config = client.config.clone();
+        McpServer {
+            bridge,
+            client,
+            config,
+        }
     }
 }
 

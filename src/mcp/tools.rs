@@ -8,7 +8,7 @@ use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
 
-use crate::actors::TurnCall;
+use crate::actors::{ClientContext, TurnCall};
 use crate::codex::argv::{
     Common, OneShotRequest, ReasoningEffort, ReviewRequest, SandboxLevel, TurnRequest, build_query,
     build_review, build_search, build_turn, review_target, validate_model, validate_prompt,
@@ -129,11 +129,24 @@ impl McpServer {
     }
 
     fn common_for(&self, disable_nested: bool) -> Common {
-        let mut c = self.bridge.shared().common.clone();
+        let mut c = self.client.common.clone();
         if disable_nested || self.config.disable_nested_mcp {
-            c.disable_mcp_servers = disableable(&nested_servers(&self.bridge.shared().codex_home));
+            c.disable_mcp_servers = disableable(&nested_servers(&self.client.codex_home));
         }
         c
+    }
+
+    /// The client context of a session turn (nested MCP servers disabled when the operator
+    /// said so).
+    fn turn_client(&self) -> std::sync::Arc<ClientContext> {
+        if self.config.disable_nested_mcp {
+            std::sync::Arc::new(ClientContext {
+                common: self.common_for(false),
+                ..(*self.client).clone()
+            })
+        } else {
+            self.client.clone()
+        }
     }
 
     pub(crate) async fn codex(
@@ -201,6 +214,7 @@ impl McpServer {
             progress,
             output_schema: None,
             output_last_message: None,
+            client: Some(self.turn_client()),
         };
         let report = self.bridge.turn(call).await?;
         let mut value = shape(
@@ -227,7 +241,13 @@ impl McpServer {
         let (progress, _guard) = progress_for(ctx, self.config.heartbeat);
         let (outcome, queued) = self
             .bridge
-            .one_shot(spec, timeout, ctx.ct.child_token(), progress)
+            .one_shot(
+                spec,
+                self.config.limits,
+                timeout,
+                ctx.ct.child_token(),
+                progress,
+            )
             .await?;
         let value = shape(&outcome, queued, sandbox, None, max_len);
         Ok((outcome, value))
@@ -533,9 +553,19 @@ impl McpServer {
         let run = async {
             let p: CloseSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
+            let delete_thread = p.delete_thread.unwrap_or(false);
+            if delete_thread && let Some(rec) = self.bridge.get(&id)? {
+                self.client.check_codex_home(&rec).map_err(|_| {
+                    Error::invalid(
+                        "deleteThread",
+                        "the session's thread lives in another CODEX_HOME than this client's; \
+                         close it without deleteThread, or from a client using that CODEX_HOME",
+                    )
+                })?;
+            }
             let removed = self
                 .bridge
-                .close(&id, p.delete_thread.unwrap_or(false))
+                .close(&id, delete_thread, Some(self.client.clone()))
                 .await?;
             let session = removed.as_ref().map(|r| {
                 let mut i = self.session_info(r);
@@ -564,8 +594,11 @@ impl McpServer {
             return error_result(&e, None);
         }
         let shared = self.bridge.shared();
-        let version =
-            crate::codex::process::codex_version(&shared.common.program, &shared.common.env).await;
+        let version = crate::codex::process::codex_version(
+            &self.client.common.program,
+            &self.client.common.env,
+        )
+        .await;
         let counts = self.bridge.counts();
         let result = PingResult {
             server: "codex-mcp-bridge".into(),
@@ -576,7 +609,7 @@ impl McpServer {
                 .is_some_and(|v| v.split_whitespace().last() == Some(TESTED_CODEX_VERSION)),
             codex_version: version,
             tested_codex_version: TESTED_CODEX_VERSION.into(),
-            codex_path: shared.common.program.display().to_string(),
+            codex_path: self.client.common.program.display().to_string(),
             store_path: shared.store.path().display().to_string(),
             schema_version: shared.store.schema_version().unwrap_or(0),
             live_sessions: counts.live_sessions,
@@ -591,7 +624,7 @@ impl McpServer {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
-            nested_mcp_servers: nested_servers(&shared.codex_home)
+            nested_mcp_servers: nested_servers(&self.client.codex_home)
                 .into_iter()
                 .map(|s| NestedServer {
                     name: s.name,

@@ -104,6 +104,8 @@ pub struct Redactor {
     literals: Option<AhoCorasick>,
     /// How many literal forms the automaton holds (for `Debug`).
     literal_count: usize,
+    /// The literal forms themselves (sorted, deduplicated), to merge redactors.
+    values: std::sync::Arc<[String]>,
 }
 
 impl fmt::Debug for Redactor {
@@ -140,6 +142,10 @@ impl Redactor {
                 values.push(escaped);
             }
         }
+        Redactor::from_literals(values)
+    }
+
+    fn from_literals(mut values: Vec<String>) -> Self {
         values.sort_unstable();
         values.dedup();
         if values.is_empty() {
@@ -153,7 +159,22 @@ impl Redactor {
         Redactor {
             literals: Some(literals),
             literal_count: values.len(),
+            values: values.into(),
         }
+    }
+
+    /// A redactor that removes what either removes.
+    pub fn merged(&self, other: &Redactor) -> Redactor {
+        if other
+            .values
+            .iter()
+            .all(|v| self.values.binary_search(v).is_ok())
+        {
+            return self.clone();
+        }
+        let mut values = self.values.to_vec();
+        values.extend(other.values.iter().cloned());
+        Redactor::from_literals(values)
     }
 
     /// Replace every secret in `text` with [`REDACTED`]. Borrowed when nothing matched.
@@ -620,21 +641,42 @@ fn looks_random_base64(candidate: &[u8]) -> bool {
     entropy >= 0.78 * n.min(64.0).log2()
 }
 
-static GLOBAL: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+static GLOBAL: std::sync::RwLock<Option<std::sync::Arc<Redactor>>> = std::sync::RwLock::new(None);
 
 /// Install the process-wide redactor (once, at start). Later calls are ignored.
 pub fn install(redactor: Redactor) {
-    let _ = GLOBAL.set(redactor);
+    let mut g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    if g.is_none() {
+        *g = Some(std::sync::Arc::new(redactor));
+    }
+}
+
+/// Add the secrets `redactor` knows to the process-wide redactor (a client connection's
+/// environment: its values must be removed from everything this process writes, too).
+pub fn extend_global(redactor: &Redactor) {
+    let mut g = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
+    let merged = match g.as_deref() {
+        Some(current) => current.merged(redactor),
+        None => redactor.clone(),
+    };
+    *g = Some(std::sync::Arc::new(merged));
 }
 
 /// The process-wide redactor; patterns only (no environment literals) until [`install`] ran.
-pub fn global() -> &'static Redactor {
-    GLOBAL.get_or_init(Redactor::default)
+pub fn global() -> std::sync::Arc<Redactor> {
+    if let Some(r) = GLOBAL.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        return r.clone();
+    }
+    std::sync::Arc::new(Redactor::default())
 }
 
 /// Redact with the process-wide redactor.
 pub fn redact(text: &str) -> Cow<'_, str> {
-    global().redact(text)
+    let r = global();
+    match r.redact(text) {
+        Cow::Borrowed(_) => Cow::Borrowed(text),
+        Cow::Owned(s) => Cow::Owned(s),
+    }
 }
 
 #[cfg(test)]

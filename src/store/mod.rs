@@ -147,6 +147,21 @@ impl Store {
     /// Open (or create) the store in `dir`, migrating it to the current schema. A store locked
     /// by another process, or written by a newer version, is refused with a clear error.
     pub fn open(dir: &Path) -> Result<Store> {
+        Store::try_open(dir, LOCK_WAIT)?.ok_or_else(|| {
+            Error::setting(
+                SETTING,
+                format!(
+                    "the store at {} is in use by another codex-mcp-bridge process; \
+                     give this server its own store directory",
+                    dir.display()
+                ),
+            )
+        })
+    }
+
+    /// Open the store unless another process holds its lock for longer than `wait`: then
+    /// `Ok(None)`.
+    pub fn try_open(dir: &Path, wait: std::time::Duration) -> Result<Option<Store>> {
         std::fs::create_dir_all(dir).map_err(|e| storage(dir, e))?;
         #[cfg(unix)]
         {
@@ -155,7 +170,7 @@ impl Store {
         }
         // A server that just died may still hold the lock for a moment (its last threads are
         // still exiting): wait briefly for it, never long.
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let deadline = std::time::Instant::now() + wait;
         let db = loop {
             let opened = sled::Config::new()
                 .path(dir)
@@ -167,14 +182,7 @@ impl Store {
                 Ok(db) => break db,
                 Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                     if std::time::Instant::now() >= deadline {
-                        return Err(Error::setting(
-                            SETTING,
-                            format!(
-                                "the store at {} is in use by another codex-mcp-bridge process; \
-                                 give this server its own store directory",
-                                dir.display()
-                            ),
-                        ));
+                        return Ok(None);
                     }
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
@@ -190,7 +198,7 @@ impl Store {
             db,
         };
         store.migrate()?;
-        Ok(store)
+        Ok(Some(store))
     }
 
     /// Where the store lives.

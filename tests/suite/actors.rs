@@ -281,7 +281,7 @@ async fn closing_a_busy_session_cancels_its_turn_and_forgets_it() {
     let running = tokio::spawn(async move { b.turn(c).await });
     mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
         .await;
-    let closed = bridge.close(&sid("c"), false).await.unwrap();
+    let closed = bridge.close(&sid("c"), false, None).await.unwrap();
     assert!(closed.is_some());
     assert!(running.await.unwrap().is_err());
     mock.wait_for_in_flight(|n| n == 0, Duration::from_secs(5))

@@ -508,29 +508,3 @@ async fn a_sigkill_mid_turn_leaves_no_codex_and_the_turn_is_marked_interrupted()
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
 }
-
-#[tokio::test]
-async fn a_second_server_on_a_locked_store_fails_at_start_with_a_clear_message() {
-    let env = TestEnv::new();
-    let mock = MockApi::start().await;
-    let _s = connect(&env, &mock, Protocol::Legacy).await;
-    let out = tokio::time::timeout(
-        Duration::from_secs(20),
-        tokio::process::Command::new(crate::support::mcp::server_bin())
-            .env_clear()
-            .envs(server_env(&env, &mock))
-            .current_dir(env.root())
-            .stdin(std::process::Stdio::null())
-            .output(),
-    )
-    .await
-    .expect("exits, never hangs")
-    .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("CODEX_BRIDGE_STORE") && err.contains("in use"),
-        "{err}"
-    );
-    assert!(out.stdout.is_empty(), "nothing on stdout");
-}

@@ -6,6 +6,7 @@ mod config_layers;
 mod escalation;
 mod faults;
 mod hostile;
+mod hub;
 mod mcp;
 mod runner;
 mod runner_fake;

@@ -252,5 +252,6 @@ pub fn call(
         progress: None,
         output_schema: None,
         output_last_message: None,
+        client: None,
     }
 }

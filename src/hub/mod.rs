@@ -1,0 +1,205 @@
+//! Many hosts, one store. MCP hosts start one stdio server per client, and sled lets one
+//! process open a store, so the processes on one store elect an owner:
+//!
+//! - The first process to open the store owns it: the store, the registry and the session
+//!   actors. It listens on a Unix socket inside the store directory (mode 0600 in a 0700
+//!   directory; a peer of another uid is dropped) and runs one MCP service per connection over
+//!   the shared registry ([`owner`]).
+//! - Every later process relays its stdio client to that socket ([`relay`]). Its first line on
+//!   the socket is a [`Hello`] with its own settings and allowlisted environment: the owner
+//!   builds that connection's [`ClientContext`] from it, so each turn runs with the API keys,
+//!   CODEX_HOME, roots and limits of the host that asked for it.
+//! - When the owner exits or dies, its relays see the socket close: calls in flight fail with a
+//!   clear error, one relay takes the store over (it replays its client's `initialize` to its
+//!   own new service, so the client carries on), and the others connect to it.
+//!
+//! [`ClientContext`]: crate::actors::ClientContext
+
+pub mod owner;
+pub mod relay;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::config::Settings;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// The socket's file name inside the store directory.
+pub const SOCKET_NAME: &str = "bridge.sock";
+/// Version of the hello line.
+pub const HELLO_VERSION: u32 = 1;
+/// Longest hello line accepted.
+pub const MAX_HELLO_BYTES: usize = 1024 * 1024;
+/// How long a connection may take to send its hello, or the owner to answer it.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a process tries to reach an owner or become one before giving up.
+pub const ELECTION_TIMEOUT: Duration = Duration::from_secs(15);
+/// Pause between attempts.
+const RETRY: Duration = Duration::from_millis(40);
+
+/// Variables a client sends to the owner: the codex allowlist plus what its settings are
+/// resolved with. Nothing else of its environment leaves the process.
+pub fn hello_vars(vars: &[(String, String)]) -> Vec<(String, String)> {
+    const EXTRA: [&str; 3] = ["CODEX_CLI_PATH", "XDG_DATA_HOME", "XDG_CONFIG_HOME"];
+    vars.iter()
+        .filter(|(k, _)| {
+            crate::security::env::ALLOWED_VARS.contains(&k.as_str()) || EXTRA.contains(&k.as_str())
+        })
+        .cloned()
+        .collect()
+}
+
+/// A client process's first line on the socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Hello {
+    pub version: u32,
+    /// The client's settings (flags, environment, config file), as it resolved them.
+    pub settings: Settings,
+    /// Its allowlisted environment ([`hello_vars`]).
+    pub vars: Vec<(String, String)>,
+    /// The directory it started in (the default root).
+    pub start_dir: PathBuf,
+    /// Its pid, for the owner's logs.
+    pub pid: u32,
+}
+
+/// The owner's answer to a hello.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Answer {
+    /// Accepted: MCP follows on the socket.
+    Welcome { owner_pid: u32 },
+    /// Refused (an invalid setting, say): the reason.
+    Refused { reason: String },
+}
+
+/// A connection to the owner, past the hello.
+pub struct Connection {
+    pub reader: BufReader<OwnedReadHalf>,
+    pub writer: OwnedWriteHalf,
+    pub owner_pid: u32,
+}
+
+/// What the election made of this process.
+pub enum Role {
+    /// It holds the store.
+    Owner(Store),
+    /// Another process holds it; this one relays to it.
+    Client(Connection),
+}
+
+/// The socket path of a store directory.
+pub fn socket_path(store_dir: &Path) -> PathBuf {
+    store_dir.join(SOCKET_NAME)
+}
+
+/// Longest socket path `connect`/`bind` take (sun_path holds 108 bytes with the NUL).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// A path to the socket short enough for sun_path: the path itself, or, for a deep store
+/// directory, the same file through `/proc/self/fd/N` of an open handle on the directory
+/// (kept alive by the returned guard).
+pub fn addressable(store_dir: &Path) -> std::io::Result<(PathBuf, Option<std::fs::File>)> {
+    let direct = socket_path(store_dir);
+    if direct.as_os_str().len() <= MAX_SOCKET_PATH {
+        return Ok((direct, None));
+    }
+    let dir = std::fs::File::open(store_dir)?;
+    use std::os::fd::AsRawFd;
+    let short = PathBuf::from(format!("/proc/self/fd/{}/{SOCKET_NAME}", dir.as_raw_fd()));
+    Ok((short, Some(dir)))
+}
+
+/// Why a connection attempt did not give a [`Connection`].
+enum Attempt {
+    /// Nobody answered (no socket, a stale one, an owner that died mid-hello): try again.
+    Unavailable,
+    /// The owner refused this client: a final error.
+    Refused(String),
+}
+
+/// Connect to the owner of `store_dir` and introduce this client.
+async fn connect(store_dir: &Path, hello: &str) -> std::result::Result<Connection, Attempt> {
+    let (path, _dir) = addressable(store_dir).map_err(|_| Attempt::Unavailable)?;
+    let stream = UnixStream::connect(&path)
+        .await
+        .map_err(|_| Attempt::Unavailable)?;
+    let (read, mut writer) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let answer = tokio::time::timeout(HELLO_TIMEOUT, async {
+        writer.write_all(hello.as_bytes()).await?;
+        writer.write_all(b"\n").await?;
+        writer.flush().await?;
+        let mut line = String::new();
+        reader.read_line(&mut line).await?;
+        Ok::<_, std::io::Error>(line)
+    })
+    .await;
+    let line = match answer {
+        Ok(Ok(line)) if !line.is_empty() => line,
+        _ => return Err(Attempt::Unavailable),
+    };
+    match serde_json::from_str::<Answer>(&line) {
+        Ok(Answer::Welcome { owner_pid }) => Ok(Connection {
+            reader,
+            writer,
+            owner_pid,
+        }),
+        Ok(Answer::Refused { reason }) => Err(Attempt::Refused(reason)),
+        Err(_) => Err(Attempt::Refused(
+            "the process that owns the store answered in a way this version does not understand \
+             (a different codex-mcp-bridge version?)"
+                .into(),
+        )),
+    }
+}
+
+/// Become the store's owner, or connect to the process that is: whichever works first, until
+/// `timeout`.
+pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result<Role> {
+    let line = serde_json::to_string(hello)
+        .map_err(|e| Error::Store(format!("cannot encode the hello: {e}")))?;
+    let until = Instant::now() + timeout;
+    loop {
+        match connect(store_dir, &line).await {
+            Ok(c) => return Ok(Role::Client(c)),
+            Err(Attempt::Refused(reason)) => {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_STORE (--store)",
+                    format!(
+                        "the codex-mcp-bridge process that owns the store at {} refused this \
+                         one: {reason}",
+                        store_dir.display()
+                    ),
+                ));
+            }
+            Err(Attempt::Unavailable) => {}
+        }
+        let dir = store_dir.to_path_buf();
+        let opened = tokio::task::spawn_blocking(move || Store::try_open(&dir, Duration::ZERO))
+            .await
+            .map_err(|e| Error::Store(format!("opening the store failed: {e}")))??;
+        if let Some(store) = opened {
+            return Ok(Role::Owner(store));
+        }
+        if Instant::now() >= until {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_STORE (--store)",
+                format!(
+                    "another process holds the store at {} but does not answer on its socket \
+                     {SOCKET_NAME} there; if it is not a codex-mcp-bridge of this version, give \
+                     this server another store directory",
+                    store_dir.display()
+                ),
+            ));
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}

@@ -1,0 +1,172 @@
+//! The owner's side: start the bridge over the store, and serve every later process of the
+//! same user on the store's socket, each connection with its own client context.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::actors::{Bridge, ClientContext, Limiter, Shared};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::hub::{Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, addressable};
+use crate::mcp::McpServer;
+use crate::security::redact::{self, Redactor};
+use crate::store::Store;
+
+/// Start the actors over an opened store, with this process's own client context.
+pub async fn start_bridge(
+    config: Config,
+    vars: &[(String, String)],
+    store: Store,
+) -> Result<Bridge> {
+    let own = ClientContext::new(config, vars);
+    let shared = Shared {
+        limiter: Limiter::new(own.config.max_concurrent),
+        common: own.common,
+        codex_home: own.codex_home,
+        idle_timeout: own.config.idle_timeout,
+        queue_timeout: own.config.queue_timeout,
+        fault_injection: std::env::var_os("CODEX_BRIDGE_TEST_FAULTS").is_some_and(|v| v == "1"),
+        live: Default::default(),
+        store,
+        config: own.config,
+    };
+    Bridge::start(shared).await
+}
+
+/// The listening socket; removed when dropped.
+pub struct Listener {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Listen on the store's socket and serve each connection over `bridge`. Any socket file left
+/// there is stale: this process holds the store's lock.
+pub fn listen(bridge: Bridge, store_dir: &Path) -> Result<Listener> {
+    let path = crate::hub::socket_path(store_dir);
+    let (addr, _dir) = addressable(store_dir).map_err(Error::Io)?;
+    let _ = std::fs::remove_file(&path);
+    let std_listener = std::os::unix::net::UnixListener::bind(&addr).map_err(|e| {
+        Error::Store(format!(
+            "cannot listen on {}: {e}; other processes on this store cannot share it",
+            path.display()
+        ))
+    })?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(Error::Io)?;
+    }
+    std_listener.set_nonblocking(true).map_err(Error::Io)?;
+    let listener = UnixListener::from_std(std_listener).map_err(Error::Io)?;
+    tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
+    let task = tokio::spawn(accept_loop(listener, bridge));
+    Ok(Listener { path, task })
+}
+
+async fn accept_loop(listener: UnixListener, bridge: Bridge) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let bridge = bridge.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_connection(stream, bridge).await {
+                tracing::warn!(error = %redact::redact(&e.to_string()), "a client connection failed");
+            }
+        });
+    }
+}
+
+/// Only the user who owns the store may connect (the socket's mode says so too).
+fn same_user(stream: &UnixStream) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    stream.peer_cred().map(|c| c.uid() == me).unwrap_or(false)
+}
+
+async fn serve_connection(stream: UnixStream, bridge: Bridge) -> Result<()> {
+    if !same_user(&stream) {
+        tracing::warn!("refused a connection from another user");
+        return Ok(());
+    }
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = Vec::new();
+    let read = tokio::time::timeout(HELLO_TIMEOUT, async {
+        let mut limited = (&mut reader).take(MAX_HELLO_BYTES as u64);
+        limited.read_until(b'\n', &mut line).await
+    })
+    .await;
+    if !matches!(read, Ok(Ok(n)) if n > 0) {
+        return Ok(()); // gone, silent or too long: nothing to answer
+    }
+    let client = match context_from_hello(&line) {
+        Ok((client, pid)) => {
+            tracing::info!(client_pid = pid, "a client process connected");
+            client
+        }
+        Err(reason) => {
+            let answer = serde_json::to_string(&Answer::Refused {
+                reason: redact::redact(&reason).into_owned(),
+            })
+            .unwrap_or_default();
+            let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
+            return Ok(());
+        }
+    };
+    let welcome = serde_json::to_string(&Answer::Welcome {
+        owner_pid: std::process::id(),
+    })
+    .unwrap_or_default();
+    write
+        .write_all(format!("{welcome}\n").as_bytes())
+        .await
+        .map_err(Error::Io)?;
+    match McpServer::for_client(bridge, Arc::new(client))
+        .serve(crate::mcp::framing::guard(reader, write))
+        .await
+    {
+        Ok(service) => {
+            let reason = service.waiting().await;
+            tracing::info!(reason = ?reason.ok(), "a client process disconnected");
+        }
+        Err(e) => tracing::info!(error = %e, "a client process left before its MCP handshake"),
+    }
+    Ok(())
+}
+
+/// Build a connection's context from its hello; `Err`: why it is refused.
+fn context_from_hello(line: &[u8]) -> std::result::Result<(ClientContext, u32), String> {
+    let hello: Hello =
+        serde_json::from_slice(line).map_err(|e| format!("unreadable hello: {e}"))?;
+    if hello.version != HELLO_VERSION {
+        return Err(format!(
+            "hello version {} is not {HELLO_VERSION} (a different codex-mcp-bridge version)",
+            hello.version
+        ));
+    }
+    let vars = crate::hub::hello_vars(&hello.vars);
+    let config = Config::from_settings(&hello.settings, &hello.start_dir, &vars)
+        .map_err(|e| e.to_string())?;
+    // this connection's secrets are redacted from everything this process writes
+    redact::extend_global(&Redactor::from_vars(
+        vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    ));
+    Ok((ClientContext::new(config, &vars), hello.pid))
+}

@@ -1,0 +1,304 @@
+//! Many hosts, one store: several server processes (the built binary, each with its own real
+//! MCP client) on one store. The first owns it; the others relay to it over the store's socket
+//! and take it over when it dies.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+use crate::support::mcp::{Protocol, Server, connect, connect_with, server_env, structured, text};
+use crate::support::{MockApi, Reply, TestEnv};
+
+fn descendants(pid: u32) -> Vec<i32> {
+    codex_mcp_bridge::codex::process::descendants(pid as i32)
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+}
+
+/// Waits until the store's socket exists (the owner listens).
+async fn wait_for_socket(env: &TestEnv) {
+    let sock = env.root().join("store").join("bridge.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(sock.exists(), "the owner listens on the store's socket");
+}
+
+/// The owner, then `n` more processes on the same store.
+async fn owner_and(env: &TestEnv, mock: &MockApi, protocols: &[Protocol]) -> (Server, Vec<Server>) {
+    let owner = connect(env, mock, Protocol::Legacy).await;
+    wait_for_socket(env).await;
+    let mut others = vec![];
+    for p in protocols {
+        others.push(connect(env, mock, *p).await);
+    }
+    (owner, others)
+}
+
+async fn wait_exit(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.contains(") Z"));
+        if threads <= 1 && zombie {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn three_processes_share_one_store_and_its_sessions() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let (s1, others) = owner_and(&env, &mock, &[Protocol::Legacy, Protocol::Modern]).await;
+    let (s2, s3) = (&others[0], &others[1]);
+    let work = env.work().display().to_string();
+
+    // concurrent turns from all three clients, each in its own session
+    let (a, b, c) = tokio::join!(
+        s1.call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "from-1", "workingDirectory": work})
+        ),
+        s2.call(
+            "codex",
+            json!({"prompt": "two", "sessionId": "from-2", "workingDirectory": work})
+        ),
+        s3.call(
+            "codex",
+            json!({"prompt": "three", "sessionId": "from-3", "workingDirectory": work})
+        ),
+    );
+    for (r, id) in [(&a, "from-1"), (&b, "from-2"), (&c, "from-3")] {
+        assert_ne!(r.is_error, Some(true), "{id}: {}", text(r));
+        assert_eq!(structured(r)["sessionId"], id);
+    }
+    // every codex ran under the owner
+    assert!(descendants(s2.pid).is_empty() && descendants(s3.pid).is_empty());
+
+    // a session made through one client continues through another
+    let first = s2
+        .call(
+            "codex",
+            json!({"prompt": "remember HERON", "sessionId": "shared", "workingDirectory": work}),
+        )
+        .await;
+    let thread = structured(&first)["threadId"].clone();
+    let next = s3
+        .call(
+            "codex",
+            json!({"prompt": "which bird?", "sessionId": "shared"}),
+        )
+        .await;
+    assert_eq!(structured(&next)["resumed"], true, "{}", text(&next));
+    assert_eq!(structured(&next)["threadId"], thread);
+    assert!(
+        mock.responses_requests()
+            .last()
+            .unwrap()
+            .body_contains("HERON"),
+        "codex resumed the thread the other client started"
+    );
+    let listed = s1.call("listSessions", json!({})).await;
+    assert_eq!(structured(&listed)["sessions"].as_array().unwrap().len(), 4);
+
+    // a client with another CODEX_HOME cannot continue it: codex would not find the thread
+    let other_home = env.root().join("other_codex_home");
+    std::fs::create_dir_all(&other_home).unwrap();
+    let mut vars = server_env(&env, &mock);
+    for (k, v) in vars.iter_mut() {
+        if k == "CODEX_HOME" {
+            *v = other_home.display().to_string();
+        }
+    }
+    let s4 = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let requests = mock.responses_count();
+    let refused = s4
+        .call("codex", json!({"prompt": "hi", "sessionId": "shared"}))
+        .await;
+    assert_eq!(refused.is_error, Some(true));
+    let msg = text(&refused);
+    assert!(
+        msg.contains("sessionId") && msg.contains("CODEX_HOME"),
+        "{msg}"
+    );
+    assert_eq!(
+        requests,
+        mock.responses_count(),
+        "no codex ran for the refused call"
+    );
+    drop((s1, others, s4));
+}
+
+#[tokio::test]
+async fn a_connection_runs_codex_with_its_own_credentials_only() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let key = |name: &str| format!("sk-{name}-0123456789abcdefghijklmnop");
+    let with_key = |k: &str| {
+        let mut vars = server_env(&env, &mock);
+        vars.retain(|(n, _)| n != "OPENAI_API_KEY");
+        vars.push(("OPENAI_API_KEY".into(), k.to_owned()));
+        vars
+    };
+    let (owner_key, guest_key) = (key("owner"), key("guest"));
+    let owner = connect_with(&with_key(&owner_key), env.root(), Protocol::Legacy).await;
+    wait_for_socket(&env).await;
+    let guest = connect_with(&with_key(&guest_key), env.root(), Protocol::Legacy).await;
+    let work = env.work().display().to_string();
+
+    let before = mock.responses_count();
+    let r = guest
+        .call(
+            "codex",
+            json!({"prompt": "guest turn", "workingDirectory": work}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let guest_requests = mock.responses_requests()[before..].to_vec();
+    assert!(!guest_requests.is_empty());
+    for req in &guest_requests {
+        assert_eq!(
+            req.header("authorization"),
+            Some(format!("Bearer {guest_key}").as_str()),
+            "the guest's turn authenticates with the guest's key"
+        );
+        let all = format!("{:?} {}", req.headers, req.raw_body);
+        assert!(
+            !all.contains(&owner_key),
+            "the owner's key reached the guest's codex"
+        );
+    }
+
+    let before = mock.responses_count();
+    let r = owner
+        .call("query", json!({"prompt": "owner question"}))
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    for req in &mock.responses_requests()[before..] {
+        assert_eq!(
+            req.header("authorization"),
+            Some(format!("Bearer {owner_key}").as_str())
+        );
+        let all = format!("{:?} {}", req.headers, req.raw_body);
+        assert!(
+            !all.contains(&guest_key),
+            "the guest's key reached the owner's codex"
+        );
+    }
+}
+
+#[tokio::test]
+async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let (s1, others) = owner_and(&env, &mock, &[Protocol::Legacy, Protocol::Modern]).await;
+    let (s2, s3) = (&others[0], &others[1]);
+    let work = env.work().display().to_string();
+    let r = s2
+        .call(
+            "codex",
+            json!({"prompt": "first", "sessionId": "survivor", "workingDirectory": work}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let thread = structured(&r)["threadId"].clone();
+
+    // a turn through s2 that hangs at the model while the owner is killed
+    mock.push_for_user_text("HANG-HERE", Reply::hang());
+    let params = CallToolRequestParams::new("codex").with_arguments(
+        json!({"prompt": "HANG-HERE", "sessionId": "survivor"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let peer = s2.client.peer().clone();
+    let in_flight = tokio::spawn(async move { peer.call_tool(params).await });
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
+        .await;
+    let codex = descendants(s1.pid);
+    assert!(!codex.is_empty(), "codex runs under the owner");
+    let owner_pid = s1.pid;
+    s1.kill();
+    wait_exit(owner_pid).await;
+    drop(s1);
+
+    // the call in flight fails with a clear error, soon
+    let lost = tokio::time::timeout(Duration::from_secs(20), in_flight)
+        .await
+        .expect("the lost call is answered")
+        .unwrap();
+    let err = format!("{lost:?}");
+    assert!(
+        err.contains("exited during this call") && err.contains("retry"),
+        "{err}"
+    );
+    // no codex of the dead owner is left
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while codex.iter().any(|p| alive(*p)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left: Vec<_> = codex.iter().filter(|p| alive(**p)).collect();
+    assert!(left.is_empty(), "orphaned: {left:?}");
+
+    // the next calls of both remaining clients work, and the session resumes
+    let again = s2
+        .call(
+            "codex",
+            json!({"prompt": "after the crash", "sessionId": "survivor"}),
+        )
+        .await;
+    assert_ne!(again.is_error, Some(true), "{}", text(&again));
+    assert_eq!(structured(&again)["resumed"], true);
+    assert_eq!(structured(&again)["threadId"], thread);
+    let fresh = s3
+        .call(
+            "codex",
+            json!({"prompt": "a new one", "workingDirectory": work}),
+        )
+        .await;
+    assert_ne!(fresh.is_error, Some(true), "{}", text(&fresh));
+    let got = s3
+        .call("getSession", json!({"sessionId": "survivor"}))
+        .await;
+    assert_eq!(
+        structured(&got)["session"]["turnCount"],
+        2,
+        "{}",
+        text(&got)
+    );
+    // exactly one of them took the store over; nothing runs any more under either
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while (!descendants(s2.pid).is_empty() || !descendants(s3.pid).is_empty())
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(descendants(s2.pid).is_empty() && descendants(s3.pid).is_empty());
+}
+
+#[tokio::test]
+async fn the_socket_is_private_to_the_user_who_owns_the_store() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let _owner = connect(&env, &mock, Protocol::Legacy).await;
+    wait_for_socket(&env).await;
+    let sock = env.root().join("store").join("bridge.sock");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let dir_mode = std::fs::metadata(env.root().join("store"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700, "store directory mode {dir_mode:o}");
+}
