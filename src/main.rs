@@ -110,8 +110,9 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     match hub::elect(&store_dir, &hello, ELECTION_TIMEOUT).await? {
         Role::Owner(store) => {
-            let bridge = become_owner(&owned, config, &vars, store).await?;
+            let (bridge, tasks) = become_owner(&owned, config, &vars, store).await?;
             let service = McpServer::new(bridge)
+                .with_tasks(tasks)
                 .serve(codex_mcp_bridge::mcp::framing::guard(
                     tokio::io::stdin(),
                     tokio::io::stdout(),
@@ -155,13 +156,16 @@ struct Owned {
     _listener: Option<Listener>,
 }
 
+/// One task store for every connection this process serves.
+type Tasks = rmcp::task_manager::TaskManager;
+
 /// Start the actors over the store and listen for other processes.
 async fn become_owner(
     owned: &Arc<Mutex<Option<Owned>>>,
     config: Config,
     vars: &[(String, String)],
     store: Store,
-) -> anyhow::Result<Bridge> {
+) -> anyhow::Result<(Bridge, Tasks)> {
     tracing::info!(
         store = %config.store_dir.display(),
         roots = ?config.roots,
@@ -171,8 +175,9 @@ async fn become_owner(
     );
     let store_dir = config.store_dir.clone();
     let bridge = owner::start_bridge(config, vars, store).await?;
+    let tasks = Tasks::new();
     // without the socket this process still serves its own client; others cannot share
-    let listener = match owner::listen(bridge.clone(), &store_dir) {
+    let listener = match owner::listen(bridge.clone(), tasks.clone(), &store_dir) {
         Ok(l) => Some(l),
         Err(e) => {
             tracing::error!(error = %e, "cannot share the store with other processes");
@@ -183,7 +188,7 @@ async fn become_owner(
         bridge: bridge.clone(),
         _listener: listener,
     });
-    Ok(bridge)
+    Ok((bridge, tasks))
 }
 
 /// After the owner went away: connect to the next one, or take the store over and serve this
@@ -208,7 +213,7 @@ fn reconnector(
                 Role::Client(conn) => Ok(Upstream::new(conn.reader, conn.writer, conn.owner_pid)),
                 Role::Owner(store) => {
                     tracing::warn!("the owner of the store went away: this process takes it over");
-                    let bridge = become_owner(&owned, config, &vars, store)
+                    let (bridge, tasks) = become_owner(&owned, config, &vars, store)
                         .await
                         .map_err(|e| codex_mcp_bridge::Error::Store(e.to_string()))?;
                     let (ours, theirs) = tokio::io::duplex(1024 * 1024);
@@ -216,6 +221,7 @@ fn reconnector(
                     // serving waits for the replayed `initialize`, which comes through `ours`
                     tokio::spawn(async move {
                         match McpServer::new(bridge)
+                            .with_tasks(tasks)
                             .serve(codex_mcp_bridge::mcp::framing::guard(r, w))
                             .await
                         {

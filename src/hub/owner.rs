@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use rmcp::task_manager::TaskManager;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
@@ -52,7 +53,7 @@ impl Drop for Listener {
 
 /// Listen on the store's socket and serve each connection over `bridge`. Any socket file left
 /// there is stale: this process holds the store's lock.
-pub fn listen(bridge: Bridge, store_dir: &Path) -> Result<Listener> {
+pub fn listen(bridge: Bridge, tasks: TaskManager, store_dir: &Path) -> Result<Listener> {
     let path = crate::hub::socket_path(store_dir);
     let (addr, _dir) = addressable(store_dir).map_err(Error::Io)?;
     let _ = std::fs::remove_file(&path);
@@ -70,11 +71,11 @@ pub fn listen(bridge: Bridge, store_dir: &Path) -> Result<Listener> {
     std_listener.set_nonblocking(true).map_err(Error::Io)?;
     let listener = UnixListener::from_std(std_listener).map_err(Error::Io)?;
     tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
-    let task = tokio::spawn(accept_loop(listener, bridge));
+    let task = tokio::spawn(accept_loop(listener, bridge, tasks));
     Ok(Listener { path, task })
 }
 
-async fn accept_loop(listener: UnixListener, bridge: Bridge) {
+async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: TaskManager) {
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -84,9 +85,9 @@ async fn accept_loop(listener: UnixListener, bridge: Bridge) {
                 continue;
             }
         };
-        let bridge = bridge.clone();
+        let (bridge, tasks) = (bridge.clone(), tasks.clone());
         tokio::spawn(async move {
-            if let Err(e) = serve_connection(stream, bridge).await {
+            if let Err(e) = serve_connection(stream, bridge, tasks).await {
                 tracing::warn!(error = %redact::redact(&e.to_string()), "a client connection failed");
             }
         });
@@ -100,7 +101,7 @@ fn same_user(stream: &UnixStream) -> bool {
     stream.peer_cred().map(|c| c.uid() == me).unwrap_or(false)
 }
 
-async fn serve_connection(stream: UnixStream, bridge: Bridge) -> Result<()> {
+async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: TaskManager) -> Result<()> {
     if !same_user(&stream) {
         tracing::warn!("refused a connection from another user");
         return Ok(());
@@ -139,6 +140,7 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge) -> Result<()> {
         .await
         .map_err(Error::Io)?;
     match McpServer::for_client(bridge, Arc::new(client))
+        .with_tasks(tasks)
         .serve(crate::mcp::framing::guard(reader, write))
         .await
     {

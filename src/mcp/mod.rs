@@ -21,8 +21,10 @@ use rmcp::model::{
     ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskContext, TaskManager};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use schemars::JsonSchema;
+use tokio_util::sync::CancellationToken;
 
 use crate::actors::{Bridge, ClientContext, Progress};
 use crate::config::Config;
@@ -45,6 +47,8 @@ Long turns send progress notifications; cancelling a call stops Codex at once.";
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) bridge: Bridge,
+    /// Calls running or finished as MCP tasks (shared by every connection of this process).
+    pub(crate) tasks: TaskManager,
     /// The connection's client context (settings, codex environment, CODEX_HOME).
     pub(crate) client: Arc<ClientContext>,
     /// `client.config`.
@@ -63,9 +67,16 @@ impl McpServer {
         let config = client.config.clone();
         McpServer {
             bridge,
+            tasks: TaskManager::new(),
             client,
             config,
         }
+    }
+
+    /// Share `tasks` (one task store per process, whatever the connection).
+    pub fn with_tasks(mut self, tasks: TaskManager) -> Self {
+        self.tasks = tasks;
+        self
     }
 }
 
@@ -252,19 +263,52 @@ pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolR
     r
 }
 
-/// Forwards progress lines to the client as `notifications/progress` with strictly increasing
-/// progress, plus a heartbeat every `heartbeat` while nothing else happens (host timeouts reset
-/// on progress; the default 10 s keeps even a 30 s host timeout alive). Stops when the returned
-/// guard is dropped.
+/// Where one call's progress goes.
+#[derive(Clone)]
+pub(crate) enum ProgressTarget {
+    /// `notifications/progress` for the request's progress token.
+    Notify {
+        peer: rmcp::Peer<RoleServer>,
+        token: rmcp::model::ProgressToken,
+    },
+    /// The status message of the call's task (read by `tasks/get`).
+    Task(TaskContext),
+}
+
+/// One tool call's cancellation and progress target: a request's, or a task's.
+pub(crate) struct CallCtx {
+    pub ct: CancellationToken,
+    pub progress: Option<ProgressTarget>,
+}
+
+impl CallCtx {
+    /// The context of a plain (not task) request.
+    pub(crate) fn of_request(ctx: &RequestContext<RoleServer>) -> Self {
+        CallCtx {
+            ct: ctx.ct.clone(),
+            progress: ctx
+                .meta
+                .get_progress_token()
+                .map(|token| ProgressTarget::Notify {
+                    peer: ctx.peer.clone(),
+                    token,
+                }),
+        }
+    }
+}
+
+/// Forwards progress lines to the client, as `notifications/progress` with strictly increasing
+/// progress or as the task's status message, plus a heartbeat every `heartbeat` while nothing
+/// else happens (host timeouts reset on progress; the default 10 s keeps even a 30 s host
+/// timeout alive). Stops when the returned guard is dropped.
 pub(crate) fn progress_for(
-    ctx: &RequestContext<RoleServer>,
+    ctx: &CallCtx,
     heartbeat: Duration,
 ) -> (Option<Progress>, Option<ProgressGuard>) {
-    let Some(token) = ctx.meta.get_progress_token() else {
+    let Some(target) = ctx.progress.clone() else {
         return (None, None);
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let peer = ctx.peer.clone();
     let task = tokio::spawn(async move {
         let started = std::time::Instant::now();
         let mut n: u64 = 0;
@@ -275,9 +319,15 @@ pub(crate) fn progress_for(
                 _ = tokio::time::sleep(heartbeat) => format!("{last} ({}s elapsed)", started.elapsed().as_secs()),
             };
             n += 1;
-            let p = ProgressNotificationParam::new(token.clone(), n as f64).with_message(msg);
-            if peer.notify_progress(p).await.is_err() {
-                break;
+            match &target {
+                ProgressTarget::Notify { peer, token } => {
+                    let p =
+                        ProgressNotificationParam::new(token.clone(), n as f64).with_message(msg);
+                    if peer.notify_progress(p).await.is_err() {
+                        break;
+                    }
+                }
+                ProgressTarget::Task(t) => t.set_status_message(msg),
             }
         }
     });
@@ -296,14 +346,123 @@ impl Drop for ProgressGuard {
     }
 }
 
+/// Tools that become tasks for clients that declare the tasks extension: the long ones.
+pub const TASK_TOOLS: [&str; 3] = ["codex", "review", "structured"];
+/// Suggested interval between `tasks/get` polls.
+pub const TASK_POLL_MS: u64 = 1_000;
+/// How long a task's result stays available after the longest possible call ended.
+pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(300);
+
+impl McpServer {
+    /// A task's time-to-live. rmcp counts it from creation and aborts a task still running when
+    /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
+    /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
+    pub fn task_ttl(&self) -> Duration {
+        self.config.max_timeout + self.bridge.shared().queue_timeout + TASK_RESULT_GRACE
+    }
+
+    /// Run one tool call to its result.
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: rmcp::model::JsonObject,
+        ctx: &CallCtx,
+    ) -> Result<CallToolResult, McpError> {
+        Ok(match name {
+            "codex" => self.codex(args, ctx).await,
+            "query" => self.query(args, ctx).await,
+            "search" => self.search(args, ctx).await,
+            "structured" => self.structured(args, ctx).await,
+            "review" => self.review(args, ctx).await,
+            "listSessions" => self.list_sessions(args),
+            "getSession" => self.get_session(args),
+            "closeSession" => self.close_session(args).await,
+            "ping" => self.ping(args).await,
+            other => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "unknown tool `{}`",
+                        other.chars().take(64).collect::<String>()
+                    ),
+                    None,
+                ));
+            }
+        })
+    }
+
+    /// Start a call as a task; its result is fetched with `tasks/get`.
+    fn spawn_task(
+        &self,
+        name: String,
+        args: rmcp::model::JsonObject,
+        span: tracing::Span,
+    ) -> rmcp::model::Task {
+        use rmcp::task_manager::{TaskExit, TaskOptions};
+        let this = self.clone();
+        let options = TaskOptions::new()
+            .with_ttl_ms(self.task_ttl().as_millis() as u64)
+            .with_poll_interval_ms(TASK_POLL_MS)
+            .with_status_message("starting");
+        self.tasks.spawn(options, move |task| {
+            Box::pin(tracing::Instrument::instrument(
+                async move {
+                    let cancel = CancellationToken::new();
+                    // rmcp aborts a task past its TTL: dropping this cancels the turn, which
+                    // kills its processes
+                    let _kill_on_drop = cancel.clone().drop_guard();
+                    let watcher = {
+                        let (task, cancel) = (task.clone(), cancel.clone());
+                        tokio::spawn(async move {
+                            task.cancelled().await;
+                            cancel.cancel();
+                        })
+                    };
+                    let ctx = CallCtx {
+                        ct: cancel.clone(),
+                        progress: Some(ProgressTarget::Task(task.clone())),
+                    };
+                    let result = this.dispatch(&name, args, &ctx).await;
+                    watcher.abort();
+                    match result {
+                        _ if task.is_cancel_requested() => Err(TaskExit::Cancelled),
+                        Ok(r) => Ok(r),
+                        Err(e) => Err(TaskExit::Error(e)),
+                    }
+                },
+                span,
+            ))
+        })
+    }
+
+    /// The error for a task id this process does not know.
+    fn unknown_task(&self, id: &str) -> McpError {
+        McpError::invalid_params(
+            format!(
+                "unknown task `{}`: a task lives in the memory of the codex-mcp-bridge process \
+                 that owns the session store, and its result is kept for {} min after the call \
+                 could last at most; it expired, or the owner stopped since (a call running then \
+                 was lost; sessions are intact). Call the tool again.",
+                id.chars().take(64).collect::<String>(),
+                self.task_ttl().as_secs() / 60
+            ),
+            None,
+        )
+    }
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("codex-mcp-bridge", env!("CARGO_PKG_VERSION"))
-                    .with_title("Codex MCP bridge"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tasks()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("codex-mcp-bridge", env!("CARGO_PKG_VERSION"))
+                .with_title("Codex MCP bridge"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -325,32 +484,63 @@ impl ServerHandler for McpServer {
         let args = request.arguments.unwrap_or_default();
         let name = request.name.to_string();
         let span = tracing::info_span!("tool_call", tool = %name, request = ?context.id);
-        let result = async {
-            match name.as_str() {
-                "codex" => Ok(self.codex(args, &context).await),
-                "query" => Ok(self.query(args, &context).await),
-                "search" => Ok(self.search(args, &context).await),
-                "structured" => Ok(self.structured(args, &context).await),
-                "review" => Ok(self.review(args, &context).await),
-                "listSessions" => Ok(self.list_sessions(args)),
-                "getSession" => Ok(self.get_session(args)),
-                "closeSession" => Ok(self.close_session(args).await),
-                "ping" => Ok(self.ping(args).await),
-                other => Err(McpError::invalid_params(
-                    format!(
-                        "unknown tool `{}`",
-                        other.chars().take(64).collect::<String>()
-                    ),
-                    None,
-                )),
-            }
+        let as_task = TASK_TOOLS.contains(&name.as_str())
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if as_task {
+            let task = self.spawn_task(name, args, span);
+            tracing::info!(task = %task.task_id, "tool call started as a task");
+            return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                task,
+            )));
         }
-        .instrument(span)
-        .await?;
+        let result = self
+            .dispatch(&name, args, &CallCtx::of_request(&context))
+            .instrument(span)
+            .await?;
         if result.is_error == Some(true) {
             tracing::info!(tool = %name, "tool call failed");
         }
         Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.tasks
+            .get_task(&request.task_id)
+            .map(rmcp::model::GetTaskResult::new)
+            .map_err(|_| self.unknown_task(&request.task_id))
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // no tool asks for input mid-task; the manager answers for unknown ids and keys
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+            .map_err(|e| {
+                if self.tasks.get_task(&request.task_id).is_err() {
+                    self.unknown_task(&request.task_id)
+                } else {
+                    e
+                }
+            })
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .cancel_task(&request.task_id)
+            .map_err(|_| self.unknown_task(&request.task_id))
     }
 }
 

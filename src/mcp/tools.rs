@@ -4,9 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, JsonObject};
-use rmcp::service::RequestContext;
 
 use crate::actors::{ClientContext, TurnCall};
 use crate::codex::argv::{
@@ -20,7 +18,7 @@ use crate::config::TESTED_CODEX_VERSION;
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
-use crate::mcp::{McpServer, error_result, files, ok_result, parse_args, progress_for};
+use crate::mcp::{CallCtx, McpServer, error_result, files, ok_result, parse_args, progress_for};
 use crate::security::ids::SessionId;
 use crate::security::paths::{self, Confined, Kind};
 use crate::store::SessionRecord;
@@ -149,22 +147,14 @@ impl McpServer {
         }
     }
 
-    pub(crate) async fn codex(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    pub(crate) async fn codex(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         match self.codex_inner(args, ctx).await {
             Ok(r) => r,
             Err(e) => error_result(&e, None),
         }
     }
 
-    async fn codex_inner(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult> {
+    async fn codex_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
         let p: CodexParams = parse_args(args)?;
         validate_prompt("prompt", &p.prompt)?;
         let session_id = p
@@ -234,7 +224,7 @@ impl McpServer {
         &self,
         spec: crate::codex::argv::SpawnSpec,
         timeout: Duration,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallCtx,
         max_len: Option<u64>,
     ) -> Result<(TurnOutcome, TurnResult)> {
         let sandbox = spec.sandbox;
@@ -277,7 +267,7 @@ impl McpServer {
         model: Option<String>,
         reasoning_effort: Option<ReasoningEffort>,
         timeout: Duration,
-        ctx: &RequestContext<RoleServer>,
+        ctx: &CallCtx,
     ) -> Result<CallToolResult> {
         let (_dir, cwd) = Self::scratch_dir()?;
         let req = OneShotRequest {
@@ -292,11 +282,7 @@ impl McpServer {
         Ok(finish(outcome, value))
     }
 
-    pub(crate) async fn query(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    pub(crate) async fn query(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: QueryParams = parse_args(args)?;
             validate_prompt("prompt", &p.prompt)?;
@@ -324,11 +310,7 @@ impl McpServer {
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
 
-    pub(crate) async fn search(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    pub(crate) async fn search(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: SearchParams = parse_args(args)?;
             validate_prompt("query", &p.query)?;
@@ -341,11 +323,7 @@ impl McpServer {
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
 
-    pub(crate) async fn review(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    pub(crate) async fn review(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: ReviewParams = parse_args(args)?;
             check_model(&p.model)?;
@@ -373,22 +351,14 @@ impl McpServer {
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
 
-    pub(crate) async fn structured(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    pub(crate) async fn structured(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         match self.structured_inner(args, ctx).await {
             Ok(r) => r,
             Err(e) => error_result(&e, None),
         }
     }
 
-    async fn structured_inner(
-        &self,
-        args: JsonObject,
-        ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult> {
+    async fn structured_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
         let p: StructuredParams = parse_args(args)?;
         validate_prompt("prompt", &p.prompt)?;
         check_model(&p.model)?;

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-use crate::support::mcp::{Protocol, Server, connect, connect_with, server_env, structured, text};
+use crate::support::mcp::{
+    Protocol, Server, connect, connect_with, connect_with_capabilities, server_env, structured,
+    text,
+};
 use crate::support::{MockApi, Reply, TestEnv};
 
 fn descendants(pid: u32) -> Vec<i32> {
@@ -200,8 +203,18 @@ async fn a_connection_runs_codex_with_its_own_credentials_only() {
 async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let (s1, others) = owner_and(&env, &mock, &[Protocol::Legacy, Protocol::Modern]).await;
-    let (s2, s3) = (&others[0], &others[1]);
+    let (s1, others) = owner_and(&env, &mock, &[Protocol::Legacy]).await;
+    let s2 = &others[0];
+    // the third client declares the tasks extension
+    let s3 = &connect_with_capabilities(
+        &server_env(&env, &mock),
+        env.root(),
+        Protocol::Modern,
+        rmcp::model::ClientCapabilities::builder()
+            .enable_tasks()
+            .build(),
+    )
+    .await;
     let work = env.work().display().to_string();
     let r = s2
         .call(
@@ -224,8 +237,28 @@ async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
     let in_flight = tokio::spawn(async move { peer.call_tool(params).await });
     mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
         .await;
+    // and a task through s3 that hangs too
+    mock.push_for_user_text("TASK-HANG", Reply::hang());
+    let task = match s3
+        .client
+        .call_tool_once(
+            CallToolRequestParams::new("codex").with_arguments(
+                json!({"prompt": "TASK-HANG", "workingDirectory": work})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+            ),
+        )
+        .await
+        .unwrap()
+    {
+        rmcp::model::CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task: {other:?}"),
+    };
+    mock.wait_for_in_flight(|n| n == 2, Duration::from_secs(30))
+        .await;
     let codex = descendants(s1.pid);
-    assert!(!codex.is_empty(), "codex runs under the owner");
+    assert!(codex.len() >= 2, "both codex run under the owner: {codex:?}");
     let owner_pid = s1.pid;
     s1.kill();
     wait_exit(owner_pid).await;
@@ -248,6 +281,15 @@ async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
     }
     let left: Vec<_> = codex.iter().filter(|p| alive(**p)).collect();
     assert!(left.is_empty(), "orphaned: {left:?}");
+
+    // the task lived in the dead owner's memory: a clear error, not a hang
+    let err = s3
+        .client
+        .get_task(rmcp::model::GetTaskParams::new(task))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown task"), "{err}");
 
     // the next calls of both remaining clients work, and the session resumes
     let again = s2

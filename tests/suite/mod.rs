@@ -11,3 +11,4 @@ mod mcp;
 mod runner;
 mod runner_fake;
 mod smoke;
+mod tasks;

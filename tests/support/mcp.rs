@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    ProgressNotificationParam, ProtocolVersion,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    GetTaskParams, Implementation, ProgressNotificationParam, ProtocolVersion, TaskPayload,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -87,6 +87,28 @@ pub fn server_bin() -> &'static Path {
 
 /// Start the server with `vars` (everything else cleared) and connect a client.
 pub async fn connect_with(vars: &[(String, String)], cwd: &Path, protocol: Protocol) -> Server {
+    connect_with_capabilities(vars, cwd, protocol, ClientCapabilities::default()).await
+}
+
+/// Start the server for `env` and `mock` and connect a client that declares the tasks
+/// extension.
+pub async fn connect_tasks(env: &TestEnv, mock: &MockApi, protocol: Protocol) -> Server {
+    connect_with_capabilities(
+        &server_env(env, mock),
+        env.root(),
+        protocol,
+        ClientCapabilities::builder().enable_tasks().build(),
+    )
+    .await
+}
+
+/// [`connect_with`], declaring `capabilities`.
+pub async fn connect_with_capabilities(
+    vars: &[(String, String)],
+    cwd: &Path,
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+) -> Server {
     let mut cmd = tokio::process::Command::new(server_bin());
     cmd.env_clear()
         .envs(vars.iter().map(|(k, v)| (k, v)))
@@ -98,7 +120,7 @@ pub async fn connect_with(vars: &[(String, String)], cwd: &Path, protocol: Proto
     let pid = transport.id().expect("server pid");
     let progress = Arc::new(Mutex::new(vec![]));
     let base = ClientConfig::new(
-        ClientCapabilities::default(),
+        capabilities,
         Implementation::new("codex-mcp-bridge-tests", "0"),
     );
     let client = match protocol {
@@ -154,10 +176,35 @@ impl Server {
     pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
         let params = CallToolRequestParams::new(tool.to_owned())
             .with_arguments(args.as_object().cloned().expect("arguments are an object"));
-        tokio::time::timeout(Duration::from_secs(120), self.client.call_tool(params))
-            .await
-            .expect("tool call in time")
-            .expect("tool call answered")
+        tokio::time::timeout(Duration::from_secs(120), async {
+            match self
+                .client
+                .call_tool_once(params)
+                .await
+                .expect("tool call answered")
+            {
+                CallToolResponse::Complete(r) => r,
+                // a client that declares the tasks extension: poll the task to its end
+                CallToolResponse::Task(t) => loop {
+                    let got = self
+                        .client
+                        .get_task(GetTaskParams::new(t.task.task_id.clone()))
+                        .await
+                        .expect("tasks/get answered");
+                    match got.task.payload {
+                        TaskPayload::Working => tokio::time::sleep(Duration::from_millis(50)).await,
+                        TaskPayload::Completed { result } => {
+                            break serde_json::from_value(Value::Object(result))
+                                .expect("a tool result");
+                        }
+                        other => panic!("task ended without a result: {other:?}"),
+                    }
+                },
+                other => panic!("unexpected answer: {other:?}"),
+            }
+        })
+        .await
+        .expect("tool call in time")
     }
 
     /// SIGKILL the server process.
