@@ -87,6 +87,12 @@ pub struct Settings {
     /// Forget sessions unused for this many days (default: 30; 0 keeps them forever).
     #[arg(long, env = "CODEX_BRIDGE_SESSION_TTL_DAYS", value_name = "DAYS")]
     pub session_ttl_days: Option<u64>,
+
+    /// Also serve MCP over Streamable HTTP on this loopback address (`127.0.0.1:PORT` or
+    /// `[::1]:PORT`), from the process that owns the store; every request must carry
+    /// `Authorization: Bearer $CODEX_BRIDGE_HTTP_TOKEN`. Off by default.
+    #[arg(long, env = "CODEX_BRIDGE_HTTP_LISTEN", value_name = "ADDR")]
+    pub http_listen: Option<String>,
 }
 
 /// Output caps of one turn.
@@ -135,6 +141,67 @@ pub struct Config {
     pub heartbeat: Duration,
     /// Sessions unused for longer are forgotten; `None` keeps them forever.
     pub session_ttl: Option<Duration>,
+    /// The Streamable HTTP listener, when the operator asked for one.
+    pub http: Option<HttpConfig>,
+}
+
+/// The optional Streamable HTTP listener.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// A loopback address.
+    pub addr: std::net::SocketAddr,
+    /// The bearer token every request must carry.
+    pub token: String,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("addr", &self.addr)
+            .field("token", &"[REDACTED]")
+            .finish()
+    }
+}
+
+/// The environment variable holding the HTTP bearer token (never a flag: argv is visible to
+/// every user of the machine).
+pub const HTTP_TOKEN_VAR: &str = "CODEX_BRIDGE_HTTP_TOKEN";
+/// Shortest bearer token accepted.
+pub const MIN_HTTP_TOKEN_LEN: usize = 32;
+
+/// Validate the HTTP listener settings.
+fn http_config(listen: Option<&str>, token: Option<&str>) -> Result<Option<HttpConfig>> {
+    const SETTING: &str = "CODEX_BRIDGE_HTTP_LISTEN (--http-listen)";
+    let Some(listen) = listen.filter(|l| !l.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let addr: std::net::SocketAddr = listen.trim().parse().map_err(|_| {
+        Error::setting(
+            SETTING,
+            "must be a loopback address with a port, like 127.0.0.1:8765 or [::1]:8765",
+        )
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(Error::setting(
+            SETTING,
+            "must be a loopback address (127.0.0.0/8 or ::1): the HTTP listener is for hosts on \
+             this machine only",
+        ));
+    }
+    let token = token.unwrap_or_default();
+    if token.len() < MIN_HTTP_TOKEN_LEN || token.chars().any(|c| !c.is_ascii_graphic()) {
+        return Err(Error::setting(
+            HTTP_TOKEN_VAR,
+            format!(
+                "the HTTP listener needs a bearer token of at least {MIN_HTTP_TOKEN_LEN} \
+                 printable ASCII characters without spaces in {HTTP_TOKEN_VAR}"
+            ),
+        ));
+    }
+    Ok(Some(HttpConfig {
+        addr,
+        token: token.to_owned(),
+    }))
 }
 
 /// Default concurrency limit (the reference bridge allows 3; two cores handle 4 codex turns,
@@ -270,7 +337,10 @@ impl Config {
             d => Some(Duration::from_secs(d * 86_400)),
         };
 
+        let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
+
         Ok(Config {
+            http,
             session_ttl,
             heartbeat,
             queue_timeout,
@@ -405,6 +475,7 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "nested_mcp",
     "heartbeat_ms",
     "session_ttl_days",
+    "http_listen",
     "log_format",
 ];
 
@@ -536,6 +607,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings> {
             "nested_mcp" => s.nested_mcp = Some(string()?),
             "heartbeat_ms" => s.heartbeat_ms = Some(int()?),
             "session_ttl_days" => s.session_ttl_days = Some(int()?),
+            "http_listen" => s.http_listen = Some(string()?),
             "log_format" => {
                 out.log_format = Some(
                     <LogFormat as clap::ValueEnum>::from_str(&string()?, false)
@@ -578,6 +650,7 @@ impl Settings {
             nested_mcp,
             heartbeat_ms,
             session_ttl_days,
+            http_listen,
         } = file;
         fn or<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) {
             if mine.is_none() {
@@ -601,6 +674,7 @@ impl Settings {
         or(&mut self.nested_mcp, nested_mcp);
         or(&mut self.heartbeat_ms, heartbeat_ms);
         or(&mut self.session_ttl_days, session_ttl_days);
+        or(&mut self.http_listen, http_listen);
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use codex_mcp_bridge::actors::Bridge;
 use codex_mcp_bridge::cli::{self, Run};
 use codex_mcp_bridge::config::{Config, Settings};
+use codex_mcp_bridge::hub::http::{self, HttpListener};
 use codex_mcp_bridge::hub::owner::{self, Listener};
 use codex_mcp_bridge::hub::relay::{self, Upstream};
 use codex_mcp_bridge::hub::{self, ELECTION_TIMEOUT, HELLO_VERSION, Hello, Role, hello_vars};
@@ -100,7 +101,11 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
     let store_dir = config.store_dir.clone();
     let hello = Hello {
         version: HELLO_VERSION,
-        settings: settings.clone(),
+        // the HTTP listener is the owner's alone
+        settings: Settings {
+            http_listen: None,
+            ..settings.clone()
+        },
         vars: hello_vars(&vars),
         start_dir: start_dir.clone(),
         pid: std::process::id(),
@@ -154,6 +159,7 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
 struct Owned {
     bridge: Bridge,
     _listener: Option<Listener>,
+    _http: Option<HttpListener>,
 }
 
 /// One task store for every connection this process serves.
@@ -174,6 +180,7 @@ async fn become_owner(
         "codex-mcp-bridge starting as the owner of the store"
     );
     let store_dir = config.store_dir.clone();
+    let http_config = config.http.clone();
     let bridge = owner::start_bridge(config, vars, store).await?;
     let tasks = Tasks::new();
     // without the socket this process still serves its own client; others cannot share
@@ -184,9 +191,14 @@ async fn become_owner(
             None
         }
     };
+    let http = match &http_config {
+        Some(h) => Some(http::serve(bridge.clone(), tasks.clone(), h).await?),
+        None => None,
+    };
     *owned.lock().await = Some(Owned {
         bridge: bridge.clone(),
         _listener: listener,
+        _http: http,
     });
     Ok((bridge, tasks))
 }
@@ -243,6 +255,7 @@ fn reconnector(
 async fn shutdown(owned: &Arc<Mutex<Option<Owned>>>) {
     if let Some(o) = owned.lock().await.take() {
         drop(o._listener);
+        drop(o._http);
         o.bridge.shutdown().await;
     }
 }

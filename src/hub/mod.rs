@@ -15,6 +15,7 @@
 //!
 //! [`ClientContext`]: crate::actors::ClientContext
 
+pub mod http;
 pub mod owner;
 pub mod relay;
 

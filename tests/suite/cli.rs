@@ -698,7 +698,14 @@ fn server_json_documents_every_environment_variable_with_its_default() {
 
     // every variable the server reads is documented...
     let mut read = every_cli_env();
-    read.extend(["CODEX_CLI_PATH", "RUST_LOG"].map(String::from));
+    read.extend(
+        [
+            "CODEX_CLI_PATH",
+            "RUST_LOG",
+            codex_mcp_bridge::config::HTTP_TOKEN_VAR,
+        ]
+        .map(String::from),
+    );
     for n in &read {
         assert!(by_name(n).is_some(), "server.json lacks {n}");
     }

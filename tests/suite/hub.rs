@@ -258,7 +258,10 @@ async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
     mock.wait_for_in_flight(|n| n == 2, Duration::from_secs(30))
         .await;
     let codex = descendants(s1.pid);
-    assert!(codex.len() >= 2, "both codex run under the owner: {codex:?}");
+    assert!(
+        codex.len() >= 2,
+        "both codex run under the owner: {codex:?}"
+    );
     let owner_pid = s1.pid;
     s1.kill();
     wait_exit(owner_pid).await;

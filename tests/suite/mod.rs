@@ -6,6 +6,7 @@ mod config_layers;
 mod escalation;
 mod faults;
 mod hostile;
+mod http;
 mod hub;
 mod mcp;
 mod runner;
