@@ -347,3 +347,77 @@ async fn the_socket_is_private_to_the_user_who_owns_the_store() {
         & 0o777;
     assert_eq!(dir_mode, 0o700, "store directory mode {dir_mode:o}");
 }
+
+/// The owner drops a peer of another user even when the socket's mode would let it in (root
+/// passes file modes): the owner runs as `nobody` here, the test connects as root.
+#[tokio::test]
+async fn a_peer_of_another_user_is_dropped() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test needs root, to run the owner as another user (CI runs as root)");
+    }
+    const NOBODY: u32 = 65534;
+    let dir = tempfile::Builder::new()
+        .prefix("codex-mcp-bridge-uid-")
+        .tempdir()
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::os::unix::fs::chown(&store, Some(NOBODY), Some(NOBODY)).unwrap();
+    let root_dir = dir.path().display().to_string();
+    let mut owner = tokio::process::Command::new(crate::support::mcp::server_bin())
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &root_dir)
+        .env("CODEX_BRIDGE_ROOTS", &root_dir)
+        .env("CODEX_BRIDGE_STORE", &store)
+        .current_dir(dir.path())
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the owner as nobody");
+    let sock = store.join("bridge.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(sock.exists(), "the owner listens");
+
+    let hello = codex_mcp_bridge::hub::Hello {
+        version: codex_mcp_bridge::hub::HELLO_VERSION,
+        settings: codex_mcp_bridge::config::Settings {
+            roots: Some(root_dir.clone()),
+            store: Some(store.clone()),
+            ..Default::default()
+        },
+        vars: vec![("HOME".into(), root_dir.clone())],
+        start_dir: dir.path().to_path_buf(),
+        pid: std::process::id(),
+    };
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(&sock)
+        .await
+        .expect("root may open the socket file");
+    let mut line = serde_json::to_string(&hello).unwrap();
+    line.push('\n');
+    let _ = stream.write_all(line.as_bytes()).await;
+    let mut answer = String::new();
+    let read = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::io::BufReader::new(stream).read_line(&mut answer),
+    )
+    .await
+    .expect("the owner answers or hangs up");
+    assert!(
+        read.is_err() || answer.is_empty(),
+        "a peer of another user was let in: {answer}"
+    );
+    let _ = owner.start_kill();
+    let _ = owner.wait().await;
+}
