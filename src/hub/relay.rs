@@ -125,8 +125,16 @@ where
         for id in pending.drain() {
             write_line(&mut output, lost_call(&id).as_bytes()).await;
         }
-        up = reconnect().await?;
-        replay(&mut up, &handshake).await?;
+        up = loop {
+            let mut next = reconnect().await?;
+            match replay(&mut next, &handshake).await {
+                Ok(()) => break next,
+                // that owner went too: elect again
+                Err(e) => {
+                    tracing::warn!(error = %e, "the next owner went away during the handshake")
+                }
+            }
+        };
         tracing::info!(
             owner = up.owner_pid,
             "carried the client over to the new owner"
