@@ -234,3 +234,32 @@ async fn query_and_search_switch_off_nested_mcp_servers_and_codex_keeps_them() {
     assert_eq!(mock.responses_count(), 3);
     assert!(m.exists(), "codex should have started the nested server");
 }
+
+#[tokio::test]
+async fn the_disable_policy_switches_nested_mcp_servers_off_on_codex_turns_too() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let m = marker(&env, "nested-mcp-disabled");
+    write_marker_server(&env, &m);
+    let mut vars = crate::support::mcp::server_env(&env, &mock);
+    vars.push(("CODEX_BRIDGE_NESTED_MCP".into(), "disable".into()));
+    let s = crate::support::mcp::connect_with(&vars, env.root(), Protocol::Legacy).await;
+    response_ok(
+        "codex",
+        &s.call(
+            "codex",
+            json!({"prompt": "hi", "sessionId": "no-nested", "workingDirectory": env.work()}),
+        )
+        .await,
+    );
+    response_ok(
+        "codex",
+        &s.call(
+            "codex",
+            json!({"prompt": "again", "sessionId": "no-nested"}),
+        )
+        .await,
+    );
+    assert_eq!(mock.responses_count(), 2, "both turns reached the model");
+    assert!(!m.exists(), "a codex turn started the nested MCP server");
+}
