@@ -1053,6 +1053,127 @@ mod tests {
         req.model = Some("m".repeat(MAX_MODEL_LEN + 1));
         assert!(build_turn(&common(), &req).is_err());
     }
+    // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").
+
+    #[test]
+    fn every_sandbox_level_parses_and_round_trips_through_its_flag_value() {
+        for (raw, level) in [
+            ("read-only", SandboxLevel::ReadOnly),
+            ("workspace-write", SandboxLevel::WorkspaceWrite),
+            ("full-auto", SandboxLevel::WorkspaceWrite),
+            ("danger-full-access", SandboxLevel::DangerFullAccess),
+        ] {
+            let parsed = SandboxLevel::parse("sandbox", raw).unwrap();
+            assert_eq!(parsed, level, "{raw}");
+            assert_eq!(
+                SandboxLevel::parse("sandbox", parsed.as_arg()).unwrap(),
+                level
+            );
+        }
+        for bad in ["", "Read-Only", "--sandbox=read-only", "danger"] {
+            let err = SandboxLevel::parse("sandbox", bad).unwrap_err().to_string();
+            assert!(err.contains("`sandbox`"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_reasoning_effort_parses_and_round_trips() {
+        let all = [
+            ("none", ReasoningEffort::None),
+            ("minimal", ReasoningEffort::Minimal),
+            ("low", ReasoningEffort::Low),
+            ("medium", ReasoningEffort::Medium),
+            ("high", ReasoningEffort::High),
+            ("xhigh", ReasoningEffort::Xhigh),
+        ];
+        for (raw, effort) in all {
+            let parsed = ReasoningEffort::parse("reasoningEffort", raw).unwrap();
+            assert_eq!(parsed, effort, "{raw}");
+            assert_eq!(parsed.as_str(), raw);
+        }
+        let err = ReasoningEffort::parse("reasoningEffort", "High")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`reasoningEffort`"), "{err}");
+    }
+
+    #[test]
+    fn prompt_and_model_limits_are_inclusive() {
+        // the documented limit, written out: the constant itself could be wrong
+        let biggest = "x".repeat(4 * 1024 * 1024);
+        assert!(validate_prompt("prompt", &biggest).is_ok());
+        let err = validate_prompt("prompt", &format!("{biggest}x"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`prompt`"), "{err}");
+        assert!(validate_model("model", &"m".repeat(MAX_MODEL_LEN)).is_ok());
+        assert!(validate_model("model", &"m".repeat(MAX_MODEL_LEN + 1)).is_err());
+        assert!(validate_model("model", "a\0b").is_err());
+    }
+
+    #[test]
+    fn one_shot_errors_name_the_tools_own_argument() {
+        let req = OneShotRequest {
+            prompt: " \n".into(),
+            model: None,
+            reasoning_effort: None,
+            cwd: confined("/tmp/q"),
+        };
+        let err = build_search(&common(), &req).unwrap_err().to_string();
+        assert!(err.contains("`query`"), "{err}");
+        let err = build_query(&common(), &req).unwrap_err().to_string();
+        assert!(err.contains("`prompt`"), "{err}");
+    }
+    #[test]
+    fn review_titles_are_one_bounded_line() {
+        let with_title = |t: &str| ReviewRequest {
+            target: ReviewTarget::Commit {
+                sha: "abc1234".into(),
+                title: Some(t.into()),
+            },
+            model: None,
+            cwd: confined("/w"),
+        };
+        let longest = "t".repeat(MAX_TITLE_LEN);
+        let spec = build_review(&common(), &with_title(&longest)).unwrap();
+        assert!(spec.args.contains(&format!("--title={longest}")));
+        for bad in [String::new(), "t".repeat(MAX_TITLE_LEN + 1), "a\tb".into()] {
+            let err = build_review(&common(), &with_title(&bad))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("`title`"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn review_targets_for_a_commit_and_uncommitted_changes() {
+        let commit = ReviewTarget::Commit {
+            sha: "abc1234".into(),
+            title: Some("t".into()),
+        };
+        assert_eq!(
+            review_target(Some("commit"), None, Some("abc1234"), Some("t")).unwrap(),
+            commit
+        );
+        assert_eq!(
+            review_target(None, None, Some("abc1234"), Some("t")).unwrap(),
+            commit
+        );
+        assert!(review_target(Some("commit"), None, None, None).is_err());
+        assert!(review_target(Some("uncommitted"), Some("main"), None, None).is_err());
+        assert!(review_target(Some("uncommitted"), None, Some("abc"), None).is_err());
+    }
+
+    #[test]
+    fn config_tokens_stop_at_the_separator_and_skip_a_dangling_dash_c() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let full = args(&[
+            "exec", "--json", "--x", "-c", "a=1", "-c", "b=2", "--", "-c", "z",
+        ]);
+        assert_eq!(config_tokens(&full), vec![(3, "a=1"), (5, "b=2")]);
+        assert!(config_tokens(&args(&["exec", "-c"])).is_empty());
+        assert_eq!(config_tokens(&args(&["-c", "-c", "x"])), vec![(0, "-c")]);
+    }
 }
 
 #[cfg(test)]

@@ -304,7 +304,9 @@ pub fn describe(event: &Event) -> Option<String> {
                         .join(", ")
                 )
             )),
-            Item::McpToolCall { server, tool, .. } => Some(format!("calling {server}.{tool}")),
+            Item::McpToolCall { server, tool, .. } => {
+                Some(format!("calling {}", clip(&format!("{server}.{tool}"))))
+            }
             Item::WebSearch { query, .. } => Some(format!("searching: {}", clip(query))),
             Item::Reasoning { .. } => Some("thinking".into()),
             Item::TodoList { items, .. } => {

@@ -233,4 +233,15 @@ mod tests {
             assert!(err.contains("`base`"), "{bad}: {err}");
         }
     }
+
+    // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").
+
+    #[test]
+    fn git_ref_length_limit_is_inclusive() {
+        assert!(validate_git_ref("base", &"r".repeat(MAX_GIT_REF_LEN)).is_ok());
+        let err = validate_git_ref("base", &"r".repeat(MAX_GIT_REF_LEN + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("too long"), "{err}");
+    }
 }

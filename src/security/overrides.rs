@@ -84,10 +84,11 @@ pub fn parse_operator_override(raw: &str) -> Result<Override> {
             format!("key `{key}` has an empty segment"),
         ));
     }
-    if raw.contains('\n') || raw.contains('\r') {
+    // a NUL could not even reach argv (the spawn of every call would fail)
+    if raw.chars().any(|c| c.is_control() && c != '\t') {
         return Err(Error::setting(
             SETTING,
-            format!("`{key}` must be on one line"),
+            format!("`{key}` must be on one line, without control characters"),
         ));
     }
     let lower: Vec<String> = path.iter().map(|s| s.to_ascii_lowercase()).collect();
@@ -191,6 +192,20 @@ mod tests {
         ] {
             assert!(refused(raw), "{raw} must be refused");
         }
+    }
+
+    #[test]
+    fn control_characters_are_refused() {
+        // found by fuzzing: a NUL was accepted and then failed every spawn
+        for raw in [
+            "model=\"a\0b\"",
+            "model=x\ny",
+            "\u{1}k=v",
+            "model=\"a\u{7f}\"",
+        ] {
+            assert!(parse_operator_override(raw).is_err(), "{raw:?}");
+        }
+        assert!(parse_operator_override("model=\"a\tb\"").is_ok());
     }
 
     #[test]

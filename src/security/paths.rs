@@ -343,4 +343,48 @@ mod tests {
         std::os::unix::fs::symlink(&outside, root.join("swap")).unwrap();
         assert!(recheck(&c).is_err());
     }
+
+    // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").
+
+    #[test]
+    fn path_length_limit_is_inclusive() {
+        let longest = "a".repeat(MAX_PATH_LEN);
+        assert!(check_lexical("files[0]", &longest, Kind::File).is_ok());
+        let err = check_lexical("files[0]", &format!("{longest}a"), Kind::File)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("longer than"), "{err}");
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_resolved_is_not_reported_missing() {
+        let (_t, root, _outside) = tree();
+        let wd = vec![root.join("repo")];
+        let err = resolve(
+            "files[0]",
+            "src/lib.rs/x",
+            &root.join("repo"),
+            &wd,
+            Kind::File,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cannot be resolved"), "{err}");
+    }
+
+    #[test]
+    fn an_image_whose_real_path_has_a_comma_is_refused() {
+        let (_t, root, _outside) = tree();
+        let repo = root.join("repo");
+        std::fs::write(repo.join("a,b.png"), "png").unwrap();
+        std::os::unix::fs::symlink(repo.join("a,b.png"), repo.join("pic.png")).unwrap();
+        let wd = vec![repo.clone()];
+        let err = resolve("files[0]", "pic.png", &repo, &wd, Kind::Image)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("','"), "{err}");
+        // the same file as a text attachment is fine: only codex's `-i` splits on commas
+        let ok = resolve("files[0]", "pic.png", &repo, &wd, Kind::File).unwrap();
+        assert_eq!(ok.path, repo.join("a,b.png"));
+    }
 }

@@ -330,7 +330,7 @@ const PATTERN_SOURCES: &[&str] = &[
     // Credentials in a URL: keep the user name.
     r#"://[^\x00-\x20:/@"'<>\\]*:(?P<url>[^\x00-\x20/@"'<>\\]+)@"#,
     // Secret-named command-line flags with a separate value.
-    r#"--(?:[A-Za-z0-9]+-)*(?i-u:password|passwd|passphrase|token|secret|api-?key|client-secret|access-key|private-key)[ \t]+(?:"(?P<flagq>[^"\r\n]*)(?:"|(?mR:$))|(?P<flag>[^\x00-\x20"'<>|&;\\-][^\x00-\x20"'<>|&;\\]*))"#,
+    r#"--(?:[A-Za-z0-9]+-)*(?i-u:password|passwd|passphrase|token|secret|api-?key|client-secret|access-key|private-key)[ \t]+(?:(?i-u:bearer|basic)[ \t]+)?(?:"(?P<flagq>[^"\r\n]*)(?:"|(?mR:$))|(?P<flag>[^\x00-\x20"'<>|&;\\-][^\x00-\x20"'<>|&;\\]*))"#,
     // Assignments of secret-named keys. The secret word starts the key or follows `_`, `-`, `.`
     // or a camelCase hump (`OPENAI_API_KEY`, `x-api-key`, `accessToken`), and ends it (so
     // `input_tokens`, `tokenizer`, `api_key_id`, `tiktoken` do not count); then an optional
@@ -416,9 +416,17 @@ fn pattern_spans(text: &str) -> Vec<(usize, usize)> {
         };
         match secret {
             Some((rule, s, e)) if is_secret(rule, text, start, s, e) => {
+                // A random blob (or PEM body) glued by `_`, `-` or `.` to more token characters
+                // is one token: it may have eaten the prefix of a key (`…Q7x/glpat-…`,
+                // `…/eyJ….eyJ….sig`) whose rest no rule finds.
+                let e = if matches!(rule, Rule::Base64 | Rule::PrivateKey) {
+                    token_end(text.as_bytes(), e)
+                } else {
+                    e
+                };
                 spans.push((s, e));
                 at = if end > start {
-                    end
+                    end.max(e)
                 } else {
                     next_char(text, start)
                 };
@@ -430,6 +438,21 @@ fn pattern_spans(text: &str) -> Vec<(usize, usize)> {
         }
     }
     spans
+}
+
+/// The end of the token that continues at `at` with `_`, `-` or `.` (`at` itself when it does
+/// not).
+fn token_end(text: &[u8], at: usize) -> usize {
+    // (`-----END` closes a PEM block, it does not continue the body)
+    if !matches!(text.get(at), Some(b'_' | b'-' | b'.')) || text[at..].starts_with(b"-----END") {
+        return at;
+    }
+    at + text[at..]
+        .iter()
+        .take_while(|&&b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'+' | b'/' | b'=')
+        })
+        .count()
 }
 
 /// Where to resume scanning after the base64 candidate `text[start..end]` was rejected: the
@@ -575,7 +598,9 @@ fn is_code(value: &str, key_and_separator: &str, after: &str) -> bool {
     let is_identifier = value
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    // a type annotation follows `:` only (not `=`, `:=`, `=>`, nor a flag's space)
     is_identifier
+        && key_and_separator.contains(':')
         && !key_and_separator.contains('=')
         && matches!(next, Some(b'<' | b'>' | b',' | b';' | b')' | b'=' | b'|'))
 }
@@ -1010,6 +1035,33 @@ mod tests {
     }
 
     #[test]
+    fn found_by_fuzzing() {
+        // a flag's value before `;`, `|`, `>`, ... is not a type annotation
+        assert_eq!(
+            r("mysql --password Hunter2Hunter2; ls"),
+            "mysql --password [REDACTED]; ls"
+        );
+        assert_eq!(
+            r("curl --token abcdef123456 | jq"),
+            "curl --token [REDACTED] | jq"
+        );
+        // a flag's value after an auth scheme
+        assert_eq!(
+            r("--token Bearer Q7abcdefghijklmnop"),
+            "--token Bearer [REDACTED]"
+        );
+        // an accepted blob that ate the start of a token takes the rest of it too
+        assert_eq!(
+            r("Q7ABCDEFGHIJKLMQRSTUVWXYZa/glpat-ORPSQTRUSVTWUXVQ7YWZXa&"),
+            "[REDACTED]&"
+        );
+        assert_eq!(
+            r("-----BEGIN RSA PRIVATE KEY-----RRRR/ghr_Q7ABCDEFGHIJKLMNOPQRSTUVWXYZab x"),
+            "-----BEGIN RSA PRIVATE KEY-----[REDACTED] x"
+        );
+    }
+
+    #[test]
     fn secrets_inside_rejected_base64_runs_are_found() {
         assert_eq!(
             r("FOO/BAR/AKIAIOSFODNN7EXAMPLE/BAZ/QUUX/ZZZZ"),
@@ -1170,5 +1222,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").
+
+    #[test]
+    fn debug_shows_how_many_literals_and_nothing_else() {
+        assert_eq!(
+            format!("{:?}", Redactor::default()),
+            "Redactor { literals: 0, .. }"
+        );
+        // raw and JSON-escaped
+        let r = Redactor::from_vars([("API_TOKEN", "abcdefgh\"ij")]);
+        assert_eq!(format!("{r:?}"), "Redactor { literals: 2, .. }");
+    }
+
+    #[test]
+    fn a_merged_redactor_removes_what_either_removes() {
+        let a = Redactor::from_vars([("A_TOKEN", "first-secret-value")]);
+        let b = Redactor::from_vars([("B_TOKEN", "second-secret-value")]);
+        let m = a.merged(&b);
+        assert_eq!(
+            m.redact("first-secret-value second-secret-value"),
+            "[REDACTED] [REDACTED]"
+        );
+        assert_eq!(format!("{:?}", m.merged(&a)), format!("{m:?}"));
+    }
+
+    #[test]
+    fn literal_and_pattern_finds_are_merged_in_order() {
+        let redactor = Redactor::from_vars([
+            ("ONE_TOKEN", "literal-one-value"),
+            ("TWO_TOKEN", "literal-two-value"),
+            // also inside the pattern find `token=abc123def`: overlapping finds become one
+            ("THREE_TOKEN", "abc123def"),
+            // ends where a pattern find starts: adjacent finds stay two
+            ("FOUR_TOKEN", "p@ss-w0rd-1/"),
+        ]);
+        assert_eq!(
+            redactor.redact("literal-one-value token=abc123def literal-two-value"),
+            "[REDACTED] token=[REDACTED] [REDACTED]"
+        );
+        assert_eq!(
+            redactor.redact("token=xyz98765 literal-two-value"),
+            "token=[REDACTED] [REDACTED]"
+        );
+        assert_eq!(
+            redactor.redact("x p@ss-w0rd-1/ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 y"),
+            "x [REDACTED][REDACTED] y"
+        );
+    }
+
+    #[test]
+    fn scanning_resumes_where_a_secret_can_start_inside_a_rejected_run() {
+        // one segment with capitals: a camelCase key may start anywhere inside it
+        assert_eq!(
+            r("myAppConfigurationSettingsValueClientSecret: 'x1y2z3'"),
+            "myAppConfigurationSettingsValueClientSecret: '[REDACTED]'"
+        );
+        // the random part starts at the first separator, not at the last one
+        assert_eq!(
+            r("0123456789abcdef0123/Zq3L9vR2mX8pT4kW7nB1cY6hJ0sD5fG2aE9uQ3iO/Ab12Cd34"),
+            "0123456789abcdef0123[REDACTED]"
+        );
     }
 }
