@@ -169,10 +169,10 @@ pub fn resolve(
     if path.to_str().is_none() {
         return Err(Error::invalid(field, "is not valid UTF-8"));
     }
-    if kind == Kind::Image {
-        // the canonical path is what reaches argv: check it again
-        check_lexical(field, path.to_str().unwrap_or_default(), kind)?;
-    }
+    // the canonical path is what reaches codex (argv, cwd, the projects pin) and what
+    // `recheck` resolves again: it must pass the same lexical rules as the caller's text
+    // (a symlink can lead to a name with a control character; found by fuzzing)
+    check_lexical(field, path.to_str().unwrap_or_default(), kind)?;
     Ok(Confined {
         path,
         within: within.clone(),
@@ -342,6 +342,23 @@ mod tests {
         std::fs::remove_dir(root.join("swap")).unwrap();
         std::os::unix::fs::symlink(&outside, root.join("swap")).unwrap();
         assert!(recheck(&c).is_err());
+    }
+
+    /// Found by fuzzing: a clean name that is a symlink to a name with a control character
+    /// was accepted, then refused by `recheck` right before the spawn.
+    #[test]
+    fn a_symlink_to_a_name_with_a_control_character_is_refused_at_once() {
+        let (_t, root, _outside) = tree();
+        let roots = vec![root.clone()];
+        std::fs::write(root.join("bad\u{c}name"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("bad\u{c}name"), root.join("clean")).unwrap();
+        let err = resolve("files[0]", "clean", &root, &roots, Kind::File)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`files[0]`") && err.contains("control"), "{err}");
+        std::fs::create_dir(root.join("dir\u{7}")).unwrap();
+        std::os::unix::fs::symlink(root.join("dir\u{7}"), root.join("cleandir")).unwrap();
+        assert!(resolve("workingDirectory", "cleandir", &root, &roots, Kind::Dir).is_err());
     }
 
     // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").

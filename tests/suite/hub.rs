@@ -155,8 +155,31 @@ async fn a_connection_runs_codex_with_its_own_credentials_only() {
     let (owner_key, guest_key) = (key("owner"), key("guest"));
     let owner = connect_with(&with_key(&owner_key), env.root(), Protocol::Legacy).await;
     wait_for_socket(&env).await;
-    let guest = connect_with(&with_key(&guest_key), env.root(), Protocol::Legacy).await;
+    // the guest's operator allows only work/ (the owner's allows the whole test root)
+    let mut guest_vars = with_key(&guest_key);
+    guest_vars.retain(|(n, _)| n != "CODEX_BRIDGE_ROOTS");
+    guest_vars.push((
+        "CODEX_BRIDGE_ROOTS".into(),
+        env.work().display().to_string(),
+    ));
+    let guest = connect_with(&guest_vars, env.root(), Protocol::Legacy).await;
     let work = env.work().display().to_string();
+
+    // each connection has its own settings: the guest's roots bind the guest's calls
+    let outside = env.root().join("home").display().to_string();
+    let refused = guest
+        .call("codex", json!({"prompt": "x", "workingDirectory": outside}))
+        .await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("workingDirectory"),
+        "{}",
+        text(&refused)
+    );
+    let allowed = owner
+        .call("codex", json!({"prompt": "x", "workingDirectory": outside}))
+        .await;
+    assert_ne!(allowed.is_error, Some(true), "{}", text(&allowed));
 
     let before = mock.responses_count();
     let r = guest
