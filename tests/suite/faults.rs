@@ -15,14 +15,11 @@ use serde_json::{Value, json};
 
 use super::hostile::{Answer, Tapped, call, start_tapped_with};
 use crate::support::mcp::{server_env, structured, text};
+use crate::support::process::alive;
 use crate::support::{MockApi, Reply, TestEnv};
 
 fn descendants(pid: u32) -> Vec<i32> {
     codex_mcp_bridge::codex::process::descendants(pid as i32)
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
 }
 
 /// Waits until none of `pids` is alive; returns the survivors.

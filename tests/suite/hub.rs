@@ -11,14 +11,11 @@ use crate::support::mcp::{
     Protocol, Server, connect, connect_with, connect_with_capabilities, server_env, structured,
     text,
 };
+use crate::support::process::{alive, wait_exit};
 use crate::support::{MockApi, Reply, TestEnv};
 
 fn descendants(pid: u32) -> Vec<i32> {
     codex_mcp_bridge::codex::process::descendants(pid as i32)
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
 }
 
 /// Waits until the store's socket exists (the owner listens).
@@ -40,21 +37,6 @@ async fn owner_and(env: &TestEnv, mock: &MockApi, protocols: &[Protocol]) -> (Se
         others.push(connect(env, mock, *p).await);
     }
     (owner, others)
-}
-
-async fn wait_exit(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.contains(") Z"));
-        if threads <= 1 && zombie {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Protocol, Server, connect, connect_with, server_env, structured, text};
+use crate::support::process::{alive, wait_exit};
 use crate::support::{MockApi, Reply, TestEnv, git};
 
 async fn both_protocols<F, Fut>(f: F)
@@ -408,23 +409,8 @@ async fn a_non_json_input_line_does_not_kill_the_server() {
     assert!(got_ping, "the server answered after garbage input");
 }
 
-/// Wait until every thread of `pid` has exited (a zombie leader can still have threads
-/// finishing a system call, and they hold the process's files until they are done).
-async fn wait_exit(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|d| d.count())
-            .unwrap_or(0);
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.contains(") Z"));
-        if threads <= 1 && zombie {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
+/// SIGKILL the server and wait until every thread of it has exited (a zombie leader can still
+/// have threads finishing a system call, and they hold the process's files until they are done).
 async fn kill_and_forget(s: Server) {
     let pid = s.pid;
     s.kill();
@@ -503,8 +489,4 @@ async fn a_sigkill_mid_turn_leaves_no_codex_and_the_turn_is_marked_interrupted()
         .call("codex", json!({"prompt": "again", "sessionId": "crash"}))
         .await;
     assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
-}
-
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
 }
