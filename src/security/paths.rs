@@ -355,7 +355,10 @@ mod tests {
         let err = resolve("files[0]", "clean", &root, &roots, Kind::File)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("`files[0]`") && err.contains("control"), "{err}");
+        assert!(
+            err.contains("`files[0]`") && err.contains("control"),
+            "{err}"
+        );
         std::fs::create_dir(root.join("dir\u{7}")).unwrap();
         std::os::unix::fs::symlink(root.join("dir\u{7}"), root.join("cleandir")).unwrap();
         assert!(resolve("workingDirectory", "cleandir", &root, &roots, Kind::Dir).is_err());
