@@ -1286,4 +1286,94 @@ mod tests {
             "0123456789abcdef0123[REDACTED]"
         );
     }
+
+    #[test]
+    fn a_number_or_a_dotted_value_after_a_colon_is_data_not_a_type() {
+        // only an identifier after `:` can be a type annotation (`api_key: String,`)
+        assert_eq!(
+            r("{user: bob, password: 123456789, port: 22}"),
+            "{user: bob, password: [REDACTED], port: 22}"
+        );
+        assert_eq!(
+            r("{user: bob, password: s3cret.value, port: 22}"),
+            "{user: bob, password: [REDACTED], port: 22}"
+        );
+    }
+
+    #[test]
+    fn placeholders_end_at_seven_digits_and_at_variable_names() {
+        assert_kept("token: 1234567");
+        assert_eq!(r("password=12345678"), "password=[REDACTED]");
+        // `$` followed by something that is not a variable name is a value
+        assert_eq!(r("password=$ecr3t-pa55"), "password=[REDACTED]");
+    }
+
+    #[test]
+    fn base64_statistics_at_their_limits() {
+        // 32 characters is enough
+        assert_eq!(
+            r("hmac Zq3L9vR2mX8pT4kW7nB1cY6hJ0sD5fG2 x"),
+            "hmac [REDACTED] x"
+        );
+        // capitals, lower case AND digits: a run without one of them is kept
+        assert_kept("id k3j5h7g9q2w4s6x8z1m3n5r7t9y2u4p6v8 x");
+        assert_kept("id K3J5H7G9Q2W4S6X8Z1M3N5R7T9Y2U4P6V8 x");
+        // half of the adjacent pairs lower-lower is too many; one pair fewer is random enough
+        assert_kept("id qwertyuiopasdfghjZ7X3C9V1B5N2M8K4 x");
+        assert_eq!(
+            r("id qwertyuiopasdfghZ7X3C9V1B5N2M8K4J x"),
+            "id [REDACTED] x"
+        );
+        // a repeated pattern has too little entropy (3 bits per character)
+        assert_kept("id XyZw5678XyZw5678XyZw5678XyZw5678 x");
+    }
+
+    #[test]
+    fn only_a_plain_base64_run_takes_the_fast_path() {
+        let run = "Zq3L9vR2mX8pT4kW7nB1cY6hJ0sD5fG2";
+        for m in [
+            run.to_owned(),
+            format!("{run}="),
+            format!("{run}=="),
+            "ab+/cd+/ef+/gh+/ij+/kl+/mn+/op+/".to_owned(),
+        ] {
+            assert!(is_base64_rule_match(&m), "{m}");
+        }
+        for m in [
+            run[1..].to_owned(),
+            format!("{run}==="),
+            format!("sk-proj-{run}"),
+            format!("ghp_{run}"),
+            format!("token={run}"),
+            // a Google key: its own rule, which does not extend over a following `.`
+            "AIzaSyDaGmWKa4JsXZ1HjGw7ISLn23namBGewQe".to_owned(),
+        ] {
+            assert!(!is_base64_rule_match(&m), "{m}");
+        }
+        assert_eq!(
+            r("maps key AIzaSyDaGmWKa4JsXZ1HjGw7ISLn23namBGewQe."),
+            "maps key [REDACTED]."
+        );
+    }
+
+    #[test]
+    fn the_process_wide_redactor_is_installed_once_and_extended() {
+        // (the only unit test that changes the process-wide redactor)
+        install(Redactor::from_vars([(
+            "FIRST_TOKEN",
+            "installed-literal-4c1d",
+        )]));
+        install(Redactor::from_vars([(
+            "SECOND_TOKEN",
+            "ignored-literal-9e2b",
+        )]));
+        extend_global(&Redactor::from_vars([(
+            "THIRD_TOKEN",
+            "extended-literal-7a5f",
+        )]));
+        assert_eq!(
+            redact("a installed-literal-4c1d b extended-literal-7a5f c ignored-literal-9e2b"),
+            "a [REDACTED] b [REDACTED] c ignored-literal-9e2b"
+        );
+    }
 }
