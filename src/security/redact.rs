@@ -326,7 +326,8 @@ const PATTERN_SOURCES: &[&str] = &[
     r"(?-u:\b)(?P<aws>(?:AKIA|ASIA)[A-Z0-9]{16})(?-u:\b)",
     // HTTP auth schemes: keep the scheme word.
     r"(?-u:\b)(?i-u:bearer)[ \t]+(?P<bearer>[A-Za-z0-9._~+/=-]+)",
-    r"(?-u:\b)(?i-u:basic)[ \t]+(?P<basic>[A-Za-z0-9+/=_-]+)",
+    // a JWT after `Basic ` is taken whole (the base64 alphabet has no `.`)
+    r"(?-u:\b)(?i-u:basic)[ \t]+(?P<basic>eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)?|[A-Za-z0-9+/=_-]+)",
     // Credentials in a URL: keep the user name.
     r#"://[^\x00-\x20:/@"'<>\\]*:(?P<url>[^\x00-\x20/@"'<>\\]+)@"#,
     // Secret-named command-line flags with a separate value.
@@ -759,6 +760,17 @@ mod tests {
             r("curl -H 'authorization: bearer 9f8e7d6c5b4a' https://api.example.com"),
             "curl -H 'authorization: bearer [REDACTED]' https://api.example.com"
         );
+    }
+
+    /// Found by fuzzing: a JWT right after `Basic ` lost only its first segment.
+    #[test]
+    fn a_jwt_after_basic_is_redacted_whole() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+        assert_eq!(
+            r(&format!("Authorization: Basic {jwt} next")),
+            "Authorization: Basic [REDACTED] next"
+        );
+        assert_kept("basic authentication. Basic auth is weaker.");
     }
 
     #[test]
