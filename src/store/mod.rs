@@ -145,14 +145,16 @@ fn storage(path: &Path, e: impl std::fmt::Display) -> Error {
 
 impl Store {
     /// Open (or create) the store in `dir`, migrating it to the current schema. A store locked
-    /// by another process, or written by a newer version, is refused with a clear error.
+    /// by another process, or written by a newer version, is refused with a clear error. (The
+    /// server itself never gets that error: it joins the process holding the lock, see
+    /// [`crate::hub::elect`]; this is for the command line and tools.)
     pub fn open(dir: &Path) -> Result<Store> {
         Store::try_open(dir, LOCK_WAIT)?.ok_or_else(|| {
             Error::setting(
                 SETTING,
                 format!(
-                    "the store at {} is in use by another codex-mcp-bridge process; \
-                     give this server its own store directory",
+                    "the store at {} is in use by another codex-mcp-bridge process \
+                     (a running server holds it)",
                     dir.display()
                 ),
             )
