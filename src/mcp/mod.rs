@@ -27,7 +27,6 @@ use schemars::JsonSchema;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::{Bridge, ClientContext, Progress};
-use crate::config::Config;
 use crate::error::Error;
 use crate::security::redact::redact;
 
@@ -51,8 +50,6 @@ pub struct McpServer {
     pub(crate) tasks: TaskManager,
     /// The connection's client context (settings, codex environment, CODEX_HOME).
     pub(crate) client: Arc<ClientContext>,
-    /// `client.config`.
-    pub(crate) config: Arc<Config>,
 }
 
 impl McpServer {
@@ -64,12 +61,10 @@ impl McpServer {
 
     /// A server over a running bridge for one client connection with its own context.
     pub fn for_client(bridge: Bridge, client: Arc<ClientContext>) -> Self {
-        let config = client.config.clone();
         McpServer {
             bridge,
             tasks: TaskManager::new(),
             client,
-            config,
         }
     }
 
@@ -358,7 +353,7 @@ impl McpServer {
     /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
     /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
     pub fn task_ttl(&self) -> Duration {
-        self.config.max_timeout + self.bridge.shared().queue_timeout + TASK_RESULT_GRACE
+        self.client.config.max_timeout + self.bridge.shared().queue_timeout + TASK_RESULT_GRACE
     }
 
     /// Run one tool call to its result.
@@ -471,7 +466,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tool_list(
-            self.config.allow_danger,
+            self.client.config.allow_danger,
         )))
     }
 

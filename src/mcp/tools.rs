@@ -106,7 +106,7 @@ fn finish(outcome: TurnOutcome, value: TurnResult) -> CallToolResult {
 
 impl McpServer {
     fn first_root(&self) -> &Path {
-        &self.config.roots[0]
+        &self.client.config.roots[0]
     }
 
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
@@ -116,7 +116,7 @@ impl McpServer {
             "workingDirectory",
             raw,
             self.first_root(),
-            &self.config.roots,
+            &self.client.config.roots,
             Kind::Dir,
         )
     }
@@ -128,7 +128,7 @@ impl McpServer {
 
     fn common_for(&self, disable_nested: bool) -> Common {
         let mut c = self.client.common.clone();
-        if disable_nested || self.config.disable_nested_mcp {
+        if disable_nested || self.client.config.disable_nested_mcp {
             c.disable_mcp_servers = disableable(&nested_servers(&self.client.codex_home));
         }
         c
@@ -137,7 +137,7 @@ impl McpServer {
     /// The client context of a session turn (nested MCP servers disabled when the operator
     /// said so).
     fn turn_client(&self) -> std::sync::Arc<ClientContext> {
-        if self.config.disable_nested_mcp {
+        if self.client.config.disable_nested_mcp {
             std::sync::Arc::new(ClientContext {
                 common: self.common_for(false),
                 ..(*self.client).clone()
@@ -167,7 +167,7 @@ impl McpServer {
             .as_deref()
             .map(|s| SandboxLevel::parse("sandbox", s))
             .transpose()?;
-        if sandbox == Some(SandboxLevel::DangerFullAccess) && !self.config.allow_danger {
+        if sandbox == Some(SandboxLevel::DangerFullAccess) && !self.client.config.allow_danger {
             return Err(Error::invalid(
                 "sandbox",
                 "danger-full-access is disabled on this server (operator setting CODEX_BRIDGE_ALLOW_DANGER)",
@@ -175,7 +175,7 @@ impl McpServer {
         }
         let effort = parse_effort(p.reasoning_effort.as_deref())?;
         check_model(&p.model)?;
-        let timeout = self.config.timeout_for(p.timeout)?;
+        let timeout = self.client.config.timeout_for(p.timeout)?;
         let existing: Option<SessionRecord> = match &session_id {
             Some(id) => self.bridge.get(id)?,
             None => None,
@@ -188,7 +188,7 @@ impl McpServer {
         let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
         let prompt = format!("{}{}", p.prompt, att.text);
         validate_prompt("prompt", &prompt)?;
-        let (progress, _guard) = progress_for(ctx, self.config.heartbeat);
+        let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
         let call = TurnCall {
             session_id,
             reset: p.reset_session.unwrap_or(false),
@@ -228,12 +228,12 @@ impl McpServer {
         max_len: Option<u64>,
     ) -> Result<(TurnOutcome, TurnResult)> {
         let sandbox = spec.sandbox;
-        let (progress, _guard) = progress_for(ctx, self.config.heartbeat);
+        let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
         let (outcome, queued) = self
             .bridge
             .one_shot(
                 spec,
-                self.config.limits,
+                self.client.config.limits,
                 timeout,
                 ctx.ct.child_token(),
                 progress,
@@ -297,7 +297,7 @@ impl McpServer {
             }
             check_model(&p.model)?;
             let effort = parse_effort(p.reasoning_effort.as_deref())?;
-            let timeout = self.config.timeout_for(p.timeout)?;
+            let timeout = self.client.config.timeout_for(p.timeout)?;
             let prompt = match &p.context {
                 Some(c) if !c.trim().is_empty() => {
                     format!("Context:\n{c}\n\nQuestion:\n{}", p.prompt)
@@ -315,7 +315,7 @@ impl McpServer {
             let p: SearchParams = parse_args(args)?;
             validate_prompt("query", &p.query)?;
             check_model(&p.model)?;
-            let timeout = self.config.timeout_for(p.timeout)?;
+            let timeout = self.client.config.timeout_for(p.timeout)?;
             let prompt = format!("Search the web and answer with sources: {}", p.query);
             self.scratch_turn(build_search, prompt, p.model, None, timeout, ctx)
                 .await
@@ -327,7 +327,7 @@ impl McpServer {
         let run = async {
             let p: ReviewParams = parse_args(args)?;
             check_model(&p.model)?;
-            let timeout = self.config.timeout_for(p.timeout)?;
+            let timeout = self.client.config.timeout_for(p.timeout)?;
             let target = review_target(
                 p.mode.as_deref(),
                 p.base.as_deref(),
@@ -362,7 +362,7 @@ impl McpServer {
         let p: StructuredParams = parse_args(args)?;
         validate_prompt("prompt", &p.prompt)?;
         check_model(&p.model)?;
-        let timeout = self.config.timeout_for(p.timeout)?;
+        let timeout = self.client.config.timeout_for(p.timeout)?;
         let plan = crate::mcp::structured::plan(&p.schema)?;
         let cwd = match &p.working_directory {
             Some(d) => self.resolve_dir(d)?,
@@ -425,7 +425,7 @@ impl McpServer {
                     prompt = format!(
                         "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
                     );
-                    if let Some(p) = progress_for(ctx, self.config.heartbeat).0 {
+                    if let Some(p) = progress_for(ctx, self.client.config.heartbeat).0 {
                         p("answer did not validate; asking once more".into());
                     }
                 }
@@ -587,9 +587,9 @@ impl McpServer {
             active_turns: counts.active_turns,
             queued_turns: counts.queued_turns,
             max_concurrent: counts.max_concurrent,
-            default_timeout_ms: self.config.default_timeout.as_millis() as u64,
-            max_timeout_ms: self.config.max_timeout.as_millis() as u64,
-            allow_danger: self.config.allow_danger,
+            default_timeout_ms: self.client.config.default_timeout.as_millis() as u64,
+            max_timeout_ms: self.client.config.max_timeout.as_millis() as u64,
+            allow_danger: self.client.config.allow_danger,
             containment: serde_json::to_value(containment())
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
