@@ -708,7 +708,13 @@ pub async fn doctor_checks(
                 dir.display()
             ),
         ),
-        Ok(dir) => match Store::open(&dir) {
+        Ok(dir) => match crate::store::check_dir(&dir).and_then(|()| Store::open(&dir)) {
+            Err(e) if e.to_string().contains("is not used") => Check::fail(
+                "store",
+                e.to_string(),
+                "point CODEX_BRIDGE_STORE at a directory of your own with mode 700 (or, if this \
+                 one is yours, `chmod 700` it)",
+            ),
             Ok(s) => Check::ok(
                 "store",
                 format!(

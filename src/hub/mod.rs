@@ -108,14 +108,28 @@ const MAX_SOCKET_PATH: usize = 100;
 /// directory, the same file through `/proc/self/fd/N` of an open handle on the directory
 /// (kept alive by the returned guard).
 pub fn addressable(store_dir: &Path) -> std::io::Result<(PathBuf, Option<std::fs::File>)> {
-    let direct = socket_path(store_dir);
+    addressable_name(store_dir, SOCKET_NAME)
+}
+
+/// [`addressable`] for any file name in the store directory.
+pub(crate) fn addressable_name(
+    store_dir: &Path,
+    name: &str,
+) -> std::io::Result<(PathBuf, Option<std::fs::File>)> {
+    let direct = store_dir.join(name);
     if direct.as_os_str().len() <= MAX_SOCKET_PATH {
         return Ok((direct, None));
     }
     let dir = std::fs::File::open(store_dir)?;
     use std::os::fd::AsRawFd;
-    let short = PathBuf::from(format!("/proc/self/fd/{}/{SOCKET_NAME}", dir.as_raw_fd()));
+    let short = PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_raw_fd()));
     Ok((short, Some(dir)))
+}
+
+/// This process's effective uid.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// Why a connection attempt did not give a [`Connection`].
@@ -124,14 +138,53 @@ enum Attempt {
     Unavailable,
     /// The owner refused this client: a final error.
     Refused(String),
+    /// The socket or the process listening on it is not this user's: nothing was sent; a
+    /// final error.
+    Untrusted(String),
 }
 
-/// Connect to the owner of `store_dir` and introduce this client.
+/// Connect to the owner of `store_dir` and introduce this client. Nothing is written before
+/// the socket file and the process listening on it are known to be this user's own: the hello
+/// carries the client's settings and API keys.
 async fn connect(store_dir: &Path, hello: &str) -> std::result::Result<Connection, Attempt> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let (path, _dir) = addressable(store_dir).map_err(|_| Attempt::Unavailable)?;
+    let me = euid();
+    // the socket file itself, never a symlink to elsewhere
+    match std::fs::symlink_metadata(&path) {
+        Err(_) => return Err(Attempt::Unavailable),
+        Ok(m) if !m.file_type().is_socket() => {
+            return Err(Attempt::Untrusted(format!(
+                "{SOCKET_NAME} there is not a socket (a symbolic link or another file)"
+            )));
+        }
+        Ok(m) if m.uid() != me => {
+            return Err(Attempt::Untrusted(format!(
+                "its socket {SOCKET_NAME} belongs to another user (uid {}, this server runs as \
+                 uid {me})",
+                m.uid()
+            )));
+        }
+        Ok(_) => {}
+    }
     let stream = UnixStream::connect(&path)
         .await
         .map_err(|_| Attempt::Unavailable)?;
+    match stream.peer_cred() {
+        Ok(c) if c.uid() == me => {}
+        Ok(c) => {
+            return Err(Attempt::Untrusted(format!(
+                "the process listening on its socket {SOCKET_NAME} runs as another user (uid {}, \
+                 this server runs as uid {me})",
+                c.uid()
+            )));
+        }
+        Err(e) => {
+            return Err(Attempt::Untrusted(format!(
+                "cannot tell who listens on its socket {SOCKET_NAME}: {e}"
+            )));
+        }
+    }
     let (read, mut writer) = stream.into_split();
     let mut reader = BufReader::new(read);
     let answer = tokio::time::timeout(HELLO_TIMEOUT, async {
@@ -168,9 +221,23 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
     let line = serde_json::to_string(hello)
         .map_err(|e| Error::Store(format!("cannot encode the hello: {e}")))?;
     let until = Instant::now() + timeout;
+    let dir = store_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::store::prepare_dir(&dir))
+        .await
+        .map_err(|e| Error::Store(format!("preparing the store directory failed: {e}")))??;
     loop {
         match connect(store_dir, &line).await {
             Ok(c) => return Ok(Role::Client(c)),
+            Err(Attempt::Untrusted(why)) => {
+                return Err(Error::setting(
+                    "CODEX_BRIDGE_STORE (--store)",
+                    format!(
+                        "the store at {} is not safe to join: {why}. Nothing was sent to it; \
+                         use a store directory of your own",
+                        store_dir.display()
+                    ),
+                ));
+            }
             Err(Attempt::Refused(reason)) => {
                 return Err(Error::setting(
                     "CODEX_BRIDGE_STORE (--store)",

@@ -12,7 +12,9 @@ use tokio::net::{UnixListener, UnixStream};
 use crate::actors::{Bridge, ClientContext, Limiter, Shared};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::hub::{Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, addressable};
+use crate::hub::{
+    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, addressable_name, euid,
+};
 use crate::mcp::McpServer;
 use crate::security::redact::{self, Redactor};
 use crate::store::Store;
@@ -55,19 +57,26 @@ impl Drop for Listener {
 /// there is stale: this process holds the store's lock.
 pub fn listen(bridge: Bridge, tasks: TaskManager, store_dir: &Path) -> Result<Listener> {
     let path = crate::hub::socket_path(store_dir);
-    let (addr, _dir) = addressable(store_dir).map_err(Error::Io)?;
-    let _ = std::fs::remove_file(&path);
-    let std_listener = std::os::unix::net::UnixListener::bind(&addr).map_err(|e| {
+    // bound under a name of this process's own, made private, then renamed over whatever is
+    // at the socket's name: the socket never appears with a wider mode, and no file planted
+    // there (a symlink, say) is ever followed
+    let tmp_name = format!(".{}.{}", crate::hub::SOCKET_NAME, std::process::id());
+    let tmp = store_dir.join(&tmp_name);
+    let (addr, _dir) = addressable_name(store_dir, &tmp_name).map_err(Error::Io)?;
+    let _ = std::fs::remove_file(&tmp);
+    let cannot = |e: std::io::Error| {
+        let _ = std::fs::remove_file(&tmp);
         Error::Store(format!(
             "cannot listen on {}: {e}; other processes on this store cannot share it",
             path.display()
         ))
-    })?;
+    };
+    let std_listener = std::os::unix::net::UnixListener::bind(&addr).map_err(cannot)?;
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-            .map_err(Error::Io)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(cannot)?;
     }
+    std::fs::rename(&tmp, &path).map_err(cannot)?;
     std_listener.set_nonblocking(true).map_err(Error::Io)?;
     let listener = UnixListener::from_std(std_listener).map_err(Error::Io)?;
     tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
@@ -96,9 +105,10 @@ async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: TaskManager)
 
 /// Only the user who owns the store may connect (the socket's mode says so too).
 fn same_user(stream: &UnixStream) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    stream.peer_cred().map(|c| c.uid() == me).unwrap_or(false)
+    stream
+        .peer_cred()
+        .map(|c| c.uid() == euid())
+        .unwrap_or(false)
 }
 
 async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: TaskManager) -> Result<()> {

@@ -164,12 +164,7 @@ impl Store {
     /// Open the store unless another process holds its lock for longer than `wait`: then
     /// `Ok(None)`.
     pub fn try_open(dir: &Path, wait: std::time::Duration) -> Result<Option<Store>> {
-        std::fs::create_dir_all(dir).map_err(|e| storage(dir, e))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        }
+        prepare_dir(dir)?;
         // A server that just died may still hold the lock for a moment (its last threads are
         // still exiting): wait briefly for it, never long.
         let deadline = std::time::Instant::now() + wait;
@@ -492,6 +487,82 @@ impl Store {
 }
 
 /// A transaction's failure as a sentence (sled's Debug form is unreadable).
+/// Create the store directory if it is missing (atomically with mode 0700: it never exists
+/// with wider permissions) and check that it can be trusted ([`check_dir`]).
+pub fn prepare_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| storage(dir, e))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {
+            // the umask may have taken the owner's own bits away: give them back
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::symlink_metadata(dir)
+                .map_err(|e| storage(dir, e))?
+                .permissions()
+                .mode();
+            if mode & 0o777 != 0o700 {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+                    |e| {
+                        storage(
+                            dir,
+                            format!("cannot make the directory private (mode 700): {e}"),
+                        )
+                    },
+                )?;
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(storage(dir, e)),
+    }
+    check_dir(dir)
+}
+
+/// The store directory is trusted only when it is this user's own: a directory (or a symlink
+/// of this user's, or root's, to one) owned by the effective user, with no permission bits
+/// for group or others. Anyone else who controls it could read the sessions, or listen on its
+/// socket and receive the API keys a relay sends there.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let refuse = |why: String| {
+        Error::setting(
+            SETTING,
+            format!(
+                "the store directory {} {why}; it is not used. Use a directory of your own \
+                 (mode 700), or fix this one",
+                dir.display()
+            ),
+        )
+    };
+    let link = std::fs::symlink_metadata(dir).map_err(|e| storage(dir, e))?;
+    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+        return Err(refuse(format!(
+            "is a symbolic link owned by another user (uid {}), who can point it elsewhere",
+            link.uid()
+        )));
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| storage(dir, e))?;
+    if !meta.is_dir() {
+        return Err(refuse("is not a directory".into()));
+    }
+    if meta.uid() != me {
+        return Err(refuse(format!(
+            "is owned by another user (uid {}, this server runs as uid {me}), who controls it",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(refuse(format!(
+            "has mode {mode:o}: group or other users have access to it (run `chmod 700` on it)"
+        )));
+    }
+    Ok(())
+}
+
 fn tx_error(e: sled::transaction::TransactionError<()>) -> String {
     match e {
         sled::transaction::TransactionError::Storage(e) => e.to_string(),

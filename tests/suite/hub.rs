@@ -370,6 +370,7 @@ async fn a_peer_of_another_user_is_dropped() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let store = dir.path().join("store");
     std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&store, Some(NOBODY), Some(NOBODY)).unwrap();
     let root_dir = dir.path().display().to_string();
     let mut owner = tokio::process::Command::new(crate::support::mcp::server_bin())
@@ -425,4 +426,293 @@ async fn a_peer_of_another_user_is_dropped() {
     );
     let _ = owner.start_kill();
     let _ = owner.wait().await;
+}
+
+const NOBODY: u32 = 65534;
+
+fn need_root() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test needs root, to act as another user (CI runs as root)");
+    }
+}
+
+/// A listener on `<dir>/bridge.sock` run by a forked child that is `nobody` when it listens
+/// (the kernel records the listener's credentials at `listen`): a stand-in for another user's
+/// process on the socket. It counts every byte any connection sends it, until stopped.
+struct ForeignListener {
+    pid: libc::pid_t,
+    stop: std::os::fd::OwnedFd,
+    report: std::fs::File,
+}
+
+impl ForeignListener {
+    /// `create_dir`: nobody creates `dir` itself (mode 0700); otherwise `dir` exists and the
+    /// socket is bound while still root (so the socket file is root's) and listened on as
+    /// nobody.
+    fn start(dir: &std::path::Path, create_dir: bool) -> Self {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        use std::os::unix::ffi::OsStrExt;
+        let cdir = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let sock = dir.join("bridge.sock");
+        let path = sock.as_os_str().as_bytes();
+        // SAFETY: sockaddr_un is plain data.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        assert!(path.len() < addr.sun_path.len(), "socket path too long");
+        for (d, s) in addr.sun_path.iter_mut().zip(path) {
+            *d = *s as libc::c_char;
+        }
+        let pipe = || {
+            let mut fds = [0; 2];
+            // SAFETY: fds has room for two descriptors.
+            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+            fds
+        };
+        let (ready, stop, report) = (pipe(), pipe(), pipe());
+        // SAFETY: the child runs only async-signal-safe system calls on memory prepared before
+        // the fork, and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            unsafe {
+                let fail = |code: i32| -> ! { libc::_exit(code) };
+                libc::close(ready[0]);
+                libc::close(stop[1]);
+                libc::close(report[0]);
+                let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+                if fd < 0 {
+                    fail(11)
+                }
+                let bind = |fd| {
+                    libc::bind(
+                        fd,
+                        &addr as *const libc::sockaddr_un as *const libc::sockaddr,
+                        std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+                    )
+                };
+                if !create_dir && bind(fd) != 0 {
+                    fail(12)
+                }
+                if libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
+                    fail(13)
+                }
+                if create_dir && (libc::mkdir(cdir.as_ptr(), 0o700) != 0 || bind(fd) != 0) {
+                    fail(14)
+                }
+                if libc::listen(fd, 16) != 0 {
+                    fail(15)
+                }
+                libc::write(ready[1], b"r".as_ptr().cast(), 1);
+                let mut fds = [libc::pollfd {
+                    fd: -1,
+                    events: libc::POLLIN,
+                    revents: 0,
+                }; 10];
+                fds[0].fd = stop[0];
+                fds[1].fd = fd;
+                let mut total: u64 = 0;
+                let mut buf = [0u8; 65536];
+                loop {
+                    if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 30_000) <= 0 {
+                        break;
+                    }
+                    if fds[0].revents != 0 {
+                        break;
+                    }
+                    if fds[1].revents != 0 {
+                        let c = libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut());
+                        if let Some(slot) = fds[2..].iter_mut().find(|p| p.fd < 0) {
+                            slot.fd = c;
+                        }
+                    }
+                    for p in fds[2..].iter_mut().filter(|p| p.fd >= 0 && p.revents != 0) {
+                        let n = libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len());
+                        if n > 0 {
+                            total += n as u64;
+                        } else {
+                            libc::close(p.fd);
+                            p.fd = -1;
+                        }
+                    }
+                }
+                libc::write(report[1], (&total as *const u64).cast(), 8);
+                libc::_exit(0)
+            }
+        }
+        // SAFETY: the parent owns these ends.
+        unsafe {
+            libc::close(ready[1]);
+            libc::close(stop[0]);
+            libc::close(report[1]);
+            let mut r = [0u8; 1];
+            let n = libc::read(ready[0], r.as_mut_ptr().cast(), 1);
+            libc::close(ready[0]);
+            if n != 1 {
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+                panic!("the foreign listener did not start (exit status {status:#x})");
+            }
+            ForeignListener {
+                pid,
+                stop: OwnedFd::from_raw_fd(stop[1]),
+                report: std::fs::File::from_raw_fd(report[0]),
+            }
+        }
+    }
+
+    /// Stop it: the number of bytes it received.
+    fn received(self) -> u64 {
+        use std::io::Read;
+        let ForeignListener {
+            pid,
+            stop,
+            mut report,
+        } = self;
+        drop(stop);
+        let mut b = [0u8; 8];
+        report.read_exact(&mut b).expect("the listener reports");
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        u64::from_ne_bytes(b)
+    }
+}
+
+/// Start the server for `vars` and wait for it to exit (it must refuse to start).
+async fn refused_start(env: &TestEnv, vars: &[(String, String)]) -> String {
+    let mut cmd = tokio::process::Command::new(crate::support::mcp::server_bin());
+    cmd.env_clear()
+        .envs(vars.iter().cloned())
+        .current_dir(env.root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let out = crate::support::process::run_with_timeout(&mut cmd, Duration::from_secs(60)).await;
+    assert!(
+        !out.status.success(),
+        "the server started: {}",
+        crate::support::process::describe_output(&out)
+    );
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn with_store(env: &TestEnv, mock: &MockApi, store: &std::path::Path) -> Vec<(String, String)> {
+    let mut vars = server_env(env, mock);
+    vars.retain(|(k, _)| k != "CODEX_BRIDGE_STORE");
+    vars.push(("CODEX_BRIDGE_STORE".into(), store.display().to_string()));
+    vars
+}
+
+/// Another user makes the store directory in a shared sticky directory first and listens on
+/// its socket: the server refuses that store, and the listener receives nothing (no hello, so
+/// no API key).
+#[tokio::test]
+async fn a_store_another_user_made_and_listens_in_gets_nothing() {
+    need_root();
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    use std::os::unix::fs::PermissionsExt;
+    let shared = env.root().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // nobody must reach the shared directory
+    std::fs::set_permissions(env.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = shared.join("store");
+    let listener = ForeignListener::start(&store, true);
+    let err = refused_start(&env, &with_store(&env, &mock, &store)).await;
+    let got = listener.received();
+    assert_eq!(got, 0, "another user's listener received {got} bytes");
+    assert!(
+        err.contains(&store.display().to_string()) && err.contains("another user"),
+        "{err}"
+    );
+}
+
+/// The store directory is the user's own, but the process on its socket is another user's
+/// (root bound it, nobody listens): the relay checks its peer before it sends anything.
+#[tokio::test]
+async fn a_relay_sends_nothing_to_a_listener_of_another_user() {
+    need_root();
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    use std::os::unix::fs::PermissionsExt;
+    let store = env.root().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let listener = ForeignListener::start(&store, false);
+    let err = refused_start(&env, &with_store(&env, &mock, &store)).await;
+    let got = listener.received();
+    assert_eq!(got, 0, "another user's listener received {got} bytes");
+    assert!(
+        err.contains(&store.display().to_string())
+            && err.contains("runs as another user")
+            && err.contains("Nothing was sent"),
+        "{err}"
+    );
+}
+
+/// A store directory with group or other permissions, or of another user, is refused at start
+/// with a message naming it, and `doctor` reports it; a new one is made private.
+#[tokio::test]
+async fn a_store_directory_others_can_reach_is_refused_and_doctor_says_so() {
+    need_root();
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    use std::os::unix::fs::PermissionsExt;
+    let store = env.root().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let doctor = |vars: Vec<(String, String)>| {
+        let mut cmd = tokio::process::Command::new(crate::support::mcp::server_bin());
+        cmd.arg("doctor")
+            .env_clear()
+            .envs(vars)
+            .current_dir(env.root())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    };
+    for (mode, owner, why) in [
+        (0o750, 0, "has mode 750"),
+        (0o702, 0, "has mode 702"),
+        (0o700, NOBODY, "owned by another user"),
+    ] {
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::os::unix::fs::chown(&store, Some(owner), Some(owner)).unwrap();
+        let vars = with_store(&env, &mock, &store);
+        let err = refused_start(&env, &vars).await;
+        assert!(
+            err.contains(&store.display().to_string()) && err.contains(why),
+            "{why}: {err}"
+        );
+        let out =
+            crate::support::process::run_with_timeout(&mut doctor(vars), Duration::from_secs(60))
+                .await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "doctor passed: {text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("FAIL") && l.contains("store"))
+            .unwrap_or_else(|| panic!("doctor does not report the store: {text}"));
+        assert!(line.contains(why), "{line}");
+        assert!(
+            std::fs::read_dir(&store).unwrap().next().is_none(),
+            "nothing was written into it"
+        );
+    }
+
+    // a store the server creates is private from the start
+    let fresh = env.root().join("fresh").join("store");
+    let _s = connect_with(
+        &with_store(&env, &mock, &fresh),
+        env.root(),
+        Protocol::Legacy,
+    )
+    .await;
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o700, "new store directory mode {mode:o}");
 }
