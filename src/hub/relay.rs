@@ -13,16 +13,43 @@ use std::future::Future;
 use std::pin::Pin;
 
 use serde::Deserialize;
-use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
-use crate::mcp::framing::read_line_capped;
+use crate::mcp::framing::{self, read_line_capped};
+
+/// A line read from one side: whole, or the head of one too long to pass on.
+enum Line {
+    Whole(Vec<u8>),
+    TooLong(Vec<u8>),
+}
+
+/// Read `reader` line by line on a task of its own (so that no read is ever cut short by the
+/// other side's traffic); the channel closes at its end.
+fn spawn_lines<R: AsyncRead + Send + 'static>(reader: R) -> mpsc::Receiver<Line> {
+    let (tx, rx) = mpsc::channel::<Line>(64);
+    tokio::spawn(async move {
+        let mut reader = Box::pin(BufReader::new(reader));
+        loop {
+            let mut buf = Vec::with_capacity(1024);
+            let line = match read_line_capped(&mut reader, &mut buf).await {
+                Ok(Some(true)) => Line::Whole(buf),
+                Ok(Some(false)) => Line::TooLong(buf),
+                Ok(None) | Err(_) => break,
+            };
+            if tx.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
 
 /// One upstream: where client lines go, and where server lines come from.
 pub struct Upstream {
-    pub reader: Pin<Box<dyn AsyncBufRead + Send>>,
-    pub writer: Pin<Box<dyn AsyncWrite + Send>>,
+    lines: mpsc::Receiver<Line>,
+    writer: Pin<Box<dyn AsyncWrite + Send>>,
     /// For the logs: who serves this upstream.
     pub owner_pid: u32,
 }
@@ -34,7 +61,7 @@ impl Upstream {
         W: AsyncWrite + Send + 'static,
     {
         Upstream {
-            reader: Box::pin(BufReader::new(reader)),
+            lines: spawn_lines(reader),
             writer: Box::pin(writer),
             owner_pid,
         }
@@ -83,22 +110,7 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, mut from_client) = mpsc::channel::<Vec<u8>>(64);
-    tokio::spawn(async move {
-        let mut input = BufReader::new(input);
-        loop {
-            let mut buf = Vec::with_capacity(1024);
-            match read_line_capped(&mut input, &mut buf).await {
-                Ok(Some(true)) => {
-                    if tx.send(buf).await.is_err() {
-                        break;
-                    }
-                }
-                Ok(Some(false)) => continue, // over-long: dropped, as the server would
-                Ok(None) | Err(_) => break,
-            }
-        }
-    });
+    let mut from_client = spawn_lines(input);
     let mut output = output;
     let mut handshake: Vec<Vec<u8>> = Vec::new();
     let mut pending: HashSet<String> = HashSet::new();
@@ -127,7 +139,16 @@ where
         }
         up = loop {
             let mut next = reconnect().await?;
-            match replay(&mut next, &handshake).await {
+            let replayed =
+                tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut next, &handshake))
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(crate::error::Error::SessionFailed(
+                            "the new owner of the store did not answer the handshake in time"
+                                .into(),
+                        ))
+                    });
+            match replayed {
                 Ok(()) => break next,
                 // that owner went too: elect again
                 Err(e) => {
@@ -169,11 +190,11 @@ async fn replay(up: &mut Upstream, handshake: &[Vec<u8>]) -> Result<()> {
         up.writer.flush().await.map_err(|_| lost())?;
         if is_init {
             loop {
-                let mut buf = Vec::new();
-                match read_line_capped(&mut up.reader, &mut buf).await {
-                    Ok(Some(_)) => {}
-                    _ => return Err(lost()),
-                }
+                let buf = match up.lines.recv().await {
+                    Some(Line::Whole(buf)) => buf,
+                    Some(Line::TooLong(_)) => continue,
+                    None => return Err(lost()),
+                };
                 let answered = probe(&buf).is_some_and(|p| {
                     p.method.is_none() && p.id.as_ref().and_then(|i| i.as_str()) == Some(REPLAY_ID)
                 });
@@ -188,17 +209,28 @@ async fn replay(up: &mut Upstream, handshake: &[Vec<u8>]) -> Result<()> {
 
 /// Relay until one side ends.
 async fn pump<O: AsyncWrite + Unpin>(
-    from_client: &mut mpsc::Receiver<Vec<u8>>,
+    from_client: &mut mpsc::Receiver<Line>,
     output: &mut O,
     up: &mut Upstream,
     handshake: &mut Vec<Vec<u8>>,
     pending: &mut HashSet<String>,
 ) -> Ended {
-    let mut buf = Vec::with_capacity(4096);
     loop {
         tokio::select! {
             line = from_client.recv() => {
-                let Some(line) = line else { return Ended::Client };
+                let line = match line {
+                    None => return Ended::Client,
+                    Some(Line::Whole(line)) => line,
+                    Some(Line::TooLong(head)) => {
+                        // never passed on (the owner would drop it), but answered
+                        if let Some(answer) = framing::answer_for_too_long_request(&head)
+                            && !write_line(output, answer.as_bytes()).await
+                        {
+                            return Ended::Client;
+                        }
+                        continue;
+                    }
+                };
                 if let Some(p) = probe(&line) {
                     match (&p.method, &p.id) {
                         (Some(m), Some(id)) => {
@@ -224,12 +256,26 @@ async fn pump<O: AsyncWrite + Unpin>(
                     return Ended::Upstream;
                 }
             }
-            read = read_line_capped(&mut up.reader, &mut buf) => {
-                match read {
-                    Ok(Some(true)) => {}
-                    Ok(Some(false)) => { buf.clear(); continue; }
-                    Ok(None) | Err(_) => return Ended::Upstream,
-                }
+            line = up.lines.recv() => {
+                let buf = match line {
+                    None => return Ended::Upstream,
+                    Some(Line::Whole(buf)) => buf,
+                    Some(Line::TooLong(head)) => {
+                        // an answer too long to pass on: its call gets an error instead
+                        let id = framing::answer_for_too_long_response(&head)
+                            .and(framing::top_level_id(&String::from_utf8_lossy(&head)))
+                            .and_then(|raw| framing::normal_id(&raw));
+                        match id {
+                            Some(id) if pending.remove(&id) => {
+                                if !write_line(output, framing::lost_answer(&id).as_bytes()).await {
+                                    return Ended::Client;
+                                }
+                            }
+                            _ => tracing::warn!("a message from the owner too long to pass on was dropped"),
+                        }
+                        continue;
+                    }
+                };
                 if let Some(Probe { id: Some(id), method: None }) = probe(&buf) {
                     pending.remove(&id.to_string());
                 }
@@ -237,8 +283,92 @@ async fn pump<O: AsyncWrite + Unpin>(
                     // stdout is gone: the client is gone
                     return Ended::Client;
                 }
-                buf.clear();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    /// Nothing is dropped silently: an answer too long to pass on becomes an error for its
+    /// call, and a request too long to pass on is answered (and never forwarded).
+    #[tokio::test]
+    async fn lines_too_long_to_pass_on_are_answered_with_their_ids() {
+        let (mut client, relay_in) = tokio::io::duplex(1 << 16);
+        let (relay_out, client_out) = tokio::io::duplex(1 << 16);
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (r, w) = tokio::io::split(ours);
+        let reconnect: Reconnect = Box::new(|| {
+            Box::pin(async { Err(crate::error::Error::Store("no other owner".into())) })
+        });
+        tokio::spawn(run(relay_in, relay_out, Upstream::new(r, w, 1), reconnect));
+        // the owner: answers call 7 with a line over the cap, call 8 normally
+        let (owner_r, mut owner_w) = tokio::io::split(theirs);
+        let owner = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(owner_r).lines();
+            let mut seen = vec![];
+            while let Ok(Some(l)) = lines.next_line().await {
+                let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+                seen.push(v["id"].clone());
+                let answer = if v["id"] == 7 {
+                    format!(
+                        r#"{{"jsonrpc":"2.0","id":7,"result":{{"x":"{}"}}}}"#,
+                        "a".repeat(framing::MAX_LINE_BYTES)
+                    )
+                } else {
+                    format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, v["id"])
+                };
+                owner_w.write_all(answer.as_bytes()).await.unwrap();
+                owner_w.write_all(b"\n").await.unwrap();
+            }
+            seen
+        });
+        let big_request = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"x":"{}"}}}}"#,
+            "b".repeat(framing::MAX_LINE_BYTES)
+        );
+        let writer = tokio::spawn(async move {
+            for line in [
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#.to_owned(),
+                big_request,
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call"}"#.to_owned(),
+            ] {
+                client.write_all(line.as_bytes()).await.unwrap();
+                client.write_all(b"\n").await.unwrap();
+            }
+            client
+        });
+        let mut out = tokio::io::BufReader::new(client_out).lines();
+        let mut answers = std::collections::HashMap::new();
+        while answers.len() < 3 {
+            let l = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+                .await
+                .expect("every call is answered")
+                .unwrap()
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            answers.insert(v["id"].to_string(), v);
+        }
+        assert!(
+            answers["7"]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("longer than the 16 MiB"),
+            "{}",
+            answers["7"]
+        );
+        assert_eq!(answers["9"]["error"]["code"], -32600);
+        assert!(answers["8"]["result"].is_object());
+        drop(writer.await.unwrap());
+        drop(out);
+        let seen = owner.await.unwrap();
+        assert_eq!(
+            seen,
+            vec![7, 8],
+            "the over-long request never reached the owner"
+        );
     }
 }

@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 
 /// Longest input line read (rmcp's own limit).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// How much of an over-long line is kept, to find its `id` and answer it.
+pub const HEAD_BYTES: usize = 64 * 1024;
 /// Buffer between the framing tasks and rmcp.
 const PIPE_BYTES: usize = 1024 * 1024;
 
@@ -33,7 +35,13 @@ where
             buf.clear();
             match read_line_capped(&mut lines, &mut buf).await {
                 Ok(None) => break,
-                Ok(Some(false)) => continue, // over-long: dropped, as rmcp does
+                Ok(Some(false)) => {
+                    // over-long: not passed on (rmcp would drop it silently), but answered
+                    if let Some(answer) = answer_for_too_long_request(&buf) {
+                        let _ = errors_tx.send(answer);
+                    }
+                    continue;
+                }
                 Ok(Some(true)) => {}
                 Err(_) => break,
             }
@@ -55,6 +63,16 @@ where
         while rmcp_open || errors_open {
             let line = tokio::select! {
                 l = from_rmcp.next_line(), if rmcp_open => match l {
+                    Ok(Some(l)) if l.len() > MAX_LINE_BYTES => {
+                        // a relay could not pass it on: answer its id instead
+                        match answer_for_too_long_response(&l.as_bytes()[..HEAD_BYTES]) {
+                            Some(e) => e,
+                            None => {
+                                tracing::warn!(bytes = l.len(), "a message too long to send was dropped");
+                                continue;
+                            }
+                        }
+                    }
                     Ok(Some(l)) => l,
                     _ => { rmcp_open = false; continue; }
                 },
@@ -76,7 +94,9 @@ where
 }
 
 /// Read one line into `buf` (without the newline). `None` at EOF; `Some(false)` when the line
-/// was longer than [`MAX_LINE_BYTES`] (the rest of it is skipped).
+/// was longer than [`MAX_LINE_BYTES`]: `buf` then holds its first [`HEAD_BYTES`] (enough to
+/// find its `id`), and the rest of it is skipped. Not cancel-safe: call it from a task that
+/// reads lines and nothing else.
 pub(crate) async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
@@ -98,7 +118,9 @@ pub(crate) async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
         if !too_long {
             if buf.len() + take > MAX_LINE_BYTES {
                 too_long = true;
-                buf.clear();
+                let room = HEAD_BYTES.saturating_sub(buf.len());
+                buf.truncate(HEAD_BYTES);
+                buf.extend_from_slice(&chunk[..take.min(room)]);
             } else {
                 buf.extend_from_slice(&chunk[..take]);
             }
@@ -128,9 +150,56 @@ pub fn answer_for_unparsable(line: &[u8]) -> Option<String> {
     ))
 }
 
+/// The error for a request line longer than [`MAX_LINE_BYTES`], given its head; `None` when
+/// the head shows no request id (a notification or a response: nothing to answer).
+pub fn answer_for_too_long_request(head: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(head);
+    top_level_member(&text, "method")?;
+    let id = normal_id(&top_level_id(&text)?)?;
+    Some(format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"invalid request: the message is longer than {} MiB and was not read"}}}}"#,
+        MAX_LINE_BYTES >> 20
+    ))
+}
+
+/// The error sent in place of an answer longer than [`MAX_LINE_BYTES`], given its head;
+/// `None` when the head shows no id or it is not an answer.
+pub fn answer_for_too_long_response(head: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(head);
+    if top_level_member(&text, "method").is_some() {
+        return None;
+    }
+    let id = normal_id(&top_level_id(&text)?)?;
+    Some(lost_answer(&id))
+}
+
+/// The JSON-RPC error for the call `id` (as JSON text) whose answer was too long to send.
+pub fn lost_answer(id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"the answer to this call is longer than the {} MiB a message may hold, so it cannot be sent; ask for a shorter answer (maxResponseLength)"}}}}"#,
+        MAX_LINE_BYTES >> 20
+    )
+}
+
+/// An id as JSON text in one spelling (so that ids can be compared), or `None` when it is not
+/// a JSON number or string.
+pub fn normal_id(raw: &str) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(raw).ok()? {
+        v @ (serde_json::Value::Number(_) | serde_json::Value::String(_)) => Some(v.to_string()),
+        _ => None,
+    }
+}
+
 /// The raw value of the top-level `"id"` member of a JSON object (a number or a string), found
 /// without parsing the nested parts.
 pub fn top_level_id(text: &str) -> Option<String> {
+    top_level_member(text, "id")
+}
+
+/// The raw value of the top-level member `name` of a JSON object when it is a number or a
+/// string, found without parsing the nested parts (a cut text is fine: members past the cut
+/// are not found).
+pub fn top_level_member(text: &str, name: &str) -> Option<String> {
     let b = text.as_bytes();
     let mut depth = 0usize;
     let mut i = 0;
@@ -149,7 +218,7 @@ pub fn top_level_id(text: &str) -> Option<String> {
                 if depth == 1 && expect_key {
                     expect_key = false;
                     let key = &text[i + 1..end];
-                    if key == "id" {
+                    if key == name {
                         let mut j = end + 1;
                         while j < b.len() && (b[j] as char).is_ascii_whitespace() {
                             j += 1;
@@ -164,9 +233,9 @@ pub fn top_level_id(text: &str) -> Option<String> {
                         return match b.get(j)? {
                             b'"' => Some(text[j..=string_end(b, j)?].to_owned()),
                             c if c.is_ascii_digit() || *c == b'-' => {
+                                // a number that reaches the end of a cut text may be cut too
                                 let k = (j..b.len())
-                                    .find(|&k| !(b[k].is_ascii_digit() || b[k] == b'-'))
-                                    .unwrap_or(b.len());
+                                    .find(|&k| !(b[k].is_ascii_digit() || b[k] == b'-'))?;
                                 Some(text[j..k].to_owned())
                             }
                             _ => None,
@@ -264,6 +333,44 @@ mod tests {
             Some("-3")
         );
         assert_eq!(top_level_id(r#"{"params":{"id":5}}"#), None);
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_keeps_its_head_and_a_request_is_answered() {
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"big-1\",\"method\":\"tools/call\",\"params\":{{\"x\":\"{}\"}}}}\n{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}}\n",
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        let mut r = BufReader::new(std::io::Cursor::new(big.into_bytes()));
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(buf.len(), HEAD_BYTES);
+        let a = answer_for_too_long_request(&buf).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+        assert_eq!(v["id"], "big-1");
+        assert_eq!(v["error"]["code"], -32600);
+        assert!(
+            answer_for_too_long_response(&buf).is_none(),
+            "a request is no answer"
+        );
+        buf.clear();
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf).await.unwrap(),
+            Some(true)
+        );
+        assert_eq!(buf, br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+        // an answer's head gives the error that replaces it
+        let e = answer_for_too_long_response(br#"{"jsonrpc":"2.0","id":17,"result":{"content":[{"#)
+            .unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&e).unwrap()["id"],
+            17
+        );
+        // a number cut at the end of the head is no id
+        assert_eq!(top_level_id(r#"{"id":12"#), None);
     }
 
     #[tokio::test]

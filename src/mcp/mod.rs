@@ -223,9 +223,74 @@ pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> C
         text.push_str("\n\nPartial answer:\n");
         text.push_str(&value.response);
     }
-    let mut r = CallToolResult::structured_error(serde_json::to_value(&value).unwrap_or_default());
+    let mut structured = serde_json::to_value(&value).unwrap_or_default();
+    let text = fit(text, &mut structured);
+    let mut r = CallToolResult::structured_error(structured);
     r.content = vec![ContentBlock::text(text)];
     r
+}
+
+/// The most a tool result may take in one message: what a relay passes on
+/// ([`framing::MAX_LINE_BYTES`]), less room for the JSON-RPC envelope, the id and a task's
+/// wrapping.
+pub(crate) const MAX_RESULT_BYTES: usize = framing::MAX_LINE_BYTES - 1024 * 1024;
+
+fn json_len(v: &(impl serde::Serialize + ?Sized)) -> usize {
+    serde_json::to_vec(v).map(|v| v.len()).unwrap_or(usize::MAX)
+}
+
+/// `text` cut (at a character boundary) so that it and `marker` take at most `max` bytes as a
+/// JSON string.
+fn cut(text: &str, max: usize, marker: &str) -> String {
+    let room = max.saturating_sub(json_len(marker));
+    let mut keep = text.len();
+    loop {
+        let len = json_len(&text[..keep]);
+        if len <= room || keep == 0 {
+            break;
+        }
+        // escapes make the JSON longer than the text: shrink in proportion, then some
+        let mut next = ((keep as u128 * room as u128) / len as u128) as usize;
+        next = next.min(keep - 1).saturating_sub(next / 64);
+        while !text.is_char_boundary(next) {
+            next -= 1;
+        }
+        keep = next;
+    }
+    format!("{}{marker}", &text[..keep])
+}
+
+/// Keep a result within [`MAX_RESULT_BYTES`], so that a relay can always pass it on. A long
+/// answer is carried once in full, in `structuredContent.response`; the text block (which
+/// repeats it for clients that ignore structured content) is then cut, with a marker saying
+/// where the whole answer is. Only when the structured content alone is too long (an operator
+/// who raised the line cap) is `response` cut too, with a marker and `truncated: true`.
+fn fit(text: String, structured: &mut serde_json::Value) -> String {
+    let mut s_len = json_len(structured);
+    if s_len > MAX_RESULT_BYTES / 4 * 3
+        && let Some(response) = structured.get("response").and_then(|r| r.as_str())
+    {
+        let over = s_len - MAX_RESULT_BYTES / 4 * 3;
+        let marker =
+            "\n\n[codex-mcp-bridge: the answer was cut here: it is too long for one message]";
+        let cut_response = cut(response, json_len(response).saturating_sub(over), marker);
+        structured["response"] = cut_response.into();
+        structured["truncated"] = true.into();
+        s_len = json_len(structured);
+    }
+    let t_len = json_len(&text);
+    if s_len.saturating_add(t_len) <= MAX_RESULT_BYTES {
+        return text;
+    }
+    let marker = format!(
+        "\n\n[codex-mcp-bridge: this text was cut here: the answer is {} bytes, too long to \
+         send twice in one message; the whole answer is in structuredContent.response]",
+        structured
+            .get("response")
+            .and_then(|r| r.as_str())
+            .map_or(0, str::len)
+    );
+    cut(&text, MAX_RESULT_BYTES.saturating_sub(s_len), &marker)
 }
 
 fn error_kind(e: &Error) -> &'static str {
@@ -253,7 +318,9 @@ fn error_kind(e: &Error) -> &'static str {
 
 /// A success result: structured content plus a text block.
 pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolResult {
-    let mut r = CallToolResult::structured(serde_json::to_value(value).unwrap_or_default());
+    let mut structured = serde_json::to_value(value).unwrap_or_default();
+    let text = fit(text, &mut structured);
+    let mut r = CallToolResult::structured(structured);
     r.content = vec![ContentBlock::text(text)];
     r
 }
@@ -615,5 +682,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`nope`"), "{err}");
+    }
+
+    #[test]
+    fn a_long_answer_is_sent_once_in_full_and_the_result_fits_a_relayed_line() {
+        // an answer at the codex line cap, with characters JSON escapes
+        let answer = "é\"x\n".repeat(8 * 1024 * 1024 / 5);
+        let value = results::TurnResult {
+            response: answer.clone(),
+            ..Default::default()
+        };
+        let r = ok_result(answer.clone(), &value);
+        let line = serde_json::to_vec(&r).unwrap().len();
+        assert!(line <= MAX_RESULT_BYTES, "{line} bytes");
+        let s = r.structured_content.as_ref().unwrap();
+        assert_eq!(s["response"], answer.as_str(), "the whole answer, once");
+        assert_eq!(s["truncated"], false);
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(
+            text.len() < answer.len()
+                && answer.starts_with(text.split("\n\n[codex-mcp-bridge").next().unwrap())
+        );
+        assert!(
+            text.ends_with("the whole answer is in structuredContent.response]"),
+            "{}",
+            &text[text.len() - 200..]
+        );
+
+        // a short one is left alone
+        let short = results::TurnResult {
+            response: "hi".into(),
+            ..Default::default()
+        };
+        let r = ok_result("hi".into(), &short);
+        assert_eq!(r.content[0].as_text().unwrap().text, "hi");
+
+        // structured content alone too long (a raised line cap): the response is cut, marked
+        let huge = "y".repeat(MAX_RESULT_BYTES);
+        let value = results::TurnResult {
+            response: huge.clone(),
+            ..Default::default()
+        };
+        let r = ok_result(huge, &value);
+        assert!(serde_json::to_vec(&r).unwrap().len() <= MAX_RESULT_BYTES);
+        let s = r.structured_content.as_ref().unwrap();
+        assert_eq!(s["truncated"], true);
+        assert!(
+            s["response"]
+                .as_str()
+                .unwrap()
+                .ends_with("too long for one message]")
+        );
     }
 }

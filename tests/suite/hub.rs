@@ -716,3 +716,38 @@ async fn a_store_directory_others_can_reach_is_refused_and_doctor_says_so() {
     let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o700, "new store directory mode {mode:o}");
 }
+
+/// An answer as long as codex's line cap allows still reaches a client through a relay: the
+/// owner carries it once in full (the text block is cut, with a marker), so the result fits
+/// what a relay passes on.
+#[tokio::test]
+async fn an_answer_at_the_codex_line_cap_reaches_a_relayed_client() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let (_owner, others) = owner_and(&env, &mock, &[Protocol::Legacy]).await;
+    let relay = &others[0];
+    // codex's line is `{"type":"item.completed","item":{"id":…,"type":"agent_message","text":…}}`
+    let answer = "w".repeat(8 * 1024 * 1024 - 128);
+    mock.push(Reply::message(&answer));
+    let r = relay
+        .call(
+            "codex",
+            json!({"prompt": "a long one", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_ne!(
+        r.is_error,
+        Some(true),
+        "{}",
+        &text(&r)[..text(&r).len().min(2000)]
+    );
+    let response = structured(&r)["response"].as_str().unwrap().to_owned();
+    assert_eq!(response.len(), answer.len(), "the whole answer");
+    assert!(response == answer);
+    let t = text(&r);
+    assert!(
+        t.ends_with("the whole answer is in structuredContent.response]"),
+        "{}",
+        &t[t.len().saturating_sub(300)..]
+    );
+}
