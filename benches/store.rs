@@ -23,7 +23,7 @@ fn record(i: usize) -> SessionRecord {
 
 fn store_with(n: usize) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let store = Store::open(&dir.path().join("store")).unwrap();
     for i in 0..n {
         store.put(&record(i)).unwrap();
     }

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
-use crate::mcp::framing::{self, read_line_capped};
+use crate::mcp::framing::{self, read_line_capped_at_eof};
 
 /// A line read from one side: whole, or the head of one too long to pass on.
 enum Line {
@@ -26,14 +26,15 @@ enum Line {
 }
 
 /// Read `reader` line by line on a task of its own (so that no read is ever cut short by the
-/// other side's traffic); the channel closes at its end.
-fn spawn_lines<R: AsyncRead + Send + 'static>(reader: R) -> mpsc::Receiver<Line> {
+/// other side's traffic); the channel closes at its end. `partial`: whether a last line without
+/// its newline is passed on (from the client, yes; from an owner that died mid-write, no).
+fn spawn_lines<R: AsyncRead + Send + 'static>(reader: R, partial: bool) -> mpsc::Receiver<Line> {
     let (tx, rx) = mpsc::channel::<Line>(64);
     tokio::spawn(async move {
         let mut reader = Box::pin(BufReader::new(reader));
         loop {
             let mut buf = Vec::with_capacity(1024);
-            let line = match read_line_capped(&mut reader, &mut buf).await {
+            let line = match read_line_capped_at_eof(&mut reader, &mut buf, partial).await {
                 Ok(Some(true)) => Line::Whole(buf),
                 Ok(Some(false)) => Line::TooLong(buf),
                 Ok(None) | Err(_) => break,
@@ -61,7 +62,7 @@ impl Upstream {
         W: AsyncWrite + Send + 'static,
     {
         Upstream {
-            lines: spawn_lines(reader),
+            lines: spawn_lines(reader, false),
             writer: Box::pin(writer),
             owner_pid,
         }
@@ -110,7 +111,7 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut from_client = spawn_lines(input);
+    let mut from_client = spawn_lines(input, true);
     let mut output = output;
     let mut handshake: Vec<Vec<u8>> = Vec::new();
     let mut pending: HashSet<String> = HashSet::new();

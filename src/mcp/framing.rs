@@ -101,11 +101,21 @@ pub(crate) async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
     r: &mut R,
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<bool>> {
+    read_line_capped_at_eof(r, buf, true).await
+}
+
+/// [`read_line_capped`]; `partial`: whether a last line without its newline counts (from a
+/// peer that died mid-write it is a cut message: then `None`).
+pub(crate) async fn read_line_capped_at_eof<R: AsyncBufReadExt + Unpin>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    partial: bool,
+) -> std::io::Result<Option<bool>> {
     let mut too_long = false;
     loop {
         let chunk = r.fill_buf().await?;
         if chunk.is_empty() {
-            return Ok(if buf.is_empty() && !too_long {
+            return Ok(if (buf.is_empty() && !too_long) || !partial {
                 None
             } else {
                 Some(!too_long)

@@ -602,6 +602,12 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
+    /// What the store requires of a directory it did not make itself.
+    fn private(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+
     fn id(s: &str) -> SessionId {
         SessionId::parse("sessionId", s).unwrap()
     }
@@ -613,7 +619,7 @@ mod tests {
     #[test]
     fn records_round_trip_and_never_hold_a_sandbox_level() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
         let mut r = rec("a", 10);
         r.thread_id = Some("550e8400-e29b-41d4-a716-446655440000".into());
         store.put(&r).unwrap();
@@ -626,7 +632,7 @@ mod tests {
     #[test]
     fn listing_is_newest_first_and_paged_without_duplicates() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
         for i in 0..25u64 {
             store.put(&rec(&format!("s{i:02}"), 1000 + i)).unwrap();
         }
@@ -662,7 +668,7 @@ mod tests {
     #[test]
     fn removing_forgets_the_record_its_index_and_its_inflight_turn() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
         store.put(&rec("a", 1)).unwrap();
         let t = InflightTurn {
             pid: 1,
@@ -685,7 +691,7 @@ mod tests {
     #[test]
     fn expired_sessions_are_found_through_the_index_oldest_first() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
         for (name, ms) in [("old", 100), ("older", 50), ("new", 1000)] {
             store.put(&rec(name, ms)).unwrap();
         }
@@ -701,10 +707,45 @@ mod tests {
     }
 
     #[test]
+    fn a_store_directory_is_made_private_and_one_others_can_reach_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("a/b/store");
+        prepare_dir(&store).unwrap();
+        let mode = std::fs::metadata(&store).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700);
+        for bad in [0o750, 0o701, 0o1777] {
+            std::fs::set_permissions(&store, std::fs::Permissions::from_mode(bad)).unwrap();
+            let err = Store::open(&store).err().unwrap().to_string();
+            assert!(
+                err.contains(&format!("has mode {bad:o}")) && err.contains("CODEX_BRIDGE_STORE"),
+                "{err}"
+            );
+        }
+        std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // a symlink of this user to the directory is fine
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&store, &link).unwrap();
+        check_dir(&link).unwrap();
+        // a file is no directory
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        assert!(
+            check_dir(&file)
+                .unwrap_err()
+                .to_string()
+                .contains("is not a directory")
+        );
+    }
+
+    #[test]
     fn a_second_open_of_a_locked_store_fails_clearly() {
         let dir = tempfile::tempdir().unwrap();
-        let _first = Store::open(dir.path()).unwrap();
-        let err = Store::open(dir.path()).err().unwrap().to_string();
+        let _first = Store::open(&dir.path().join("s")).unwrap();
+        let err = Store::open(&dir.path().join("s"))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             err.contains("CODEX_BRIDGE_STORE") && err.contains("in use"),
             "{err}"
@@ -715,14 +756,18 @@ mod tests {
     fn a_store_from_a_newer_version_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let db = sled::open(dir.path()).unwrap();
+            let db = sled::open(dir.path().join("s")).unwrap();
+            private(&dir.path().join("s"));
             db.open_tree("meta")
                 .unwrap()
                 .insert(VERSION_KEY, &99u64.to_be_bytes())
                 .unwrap();
             db.flush().unwrap();
         }
-        let err = Store::open(dir.path()).err().unwrap().to_string();
+        let err = Store::open(&dir.path().join("s"))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             err.contains("schema version 99") && err.contains("newer"),
             "{err}"
@@ -734,7 +779,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             // a v0 store: sessions only, no meta, no index
-            let db = sled::open(dir.path()).unwrap();
+            let db = sled::open(dir.path().join("s")).unwrap();
+            private(&dir.path().join("s"));
             let sessions = db.open_tree("sessions").unwrap();
             for (i, name) in ["old-a", "old-b", "old-c"].iter().enumerate() {
                 let r = rec(name, 100 + i as u64);
@@ -744,7 +790,7 @@ mod tests {
             }
             db.flush().unwrap();
         }
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
         assert_eq!(store.schema_version().unwrap(), 1);
         let page = store.list(None, 10).unwrap();
         let names: Vec<String> = page
@@ -756,7 +802,7 @@ mod tests {
         assert_eq!(store.len(), 3, "the baseline counts the sessions it finds");
         drop(store);
         // opening again applies nothing twice
-        let store = Store::open(dir.path()).unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
         assert_eq!(store.list(None, 10).unwrap().sessions.len(), 3);
     }
 }

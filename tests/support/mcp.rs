@@ -109,6 +109,18 @@ pub async fn connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Server {
+    try_connect_with_capabilities(vars, cwd, protocol, capabilities)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`connect_with_capabilities`], with a failure to connect as an error.
+pub async fn try_connect_with_capabilities(
+    vars: &[(String, String)],
+    cwd: &Path,
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+) -> Result<Server, String> {
     let mut cmd = tokio::process::Command::new(server_bin());
     cmd.env_clear()
         .envs(vars.iter().map(|(k, v)| (k, v)))
@@ -131,8 +143,8 @@ pub async fn connect_with_capabilities(
             };
             tokio::time::timeout(Duration::from_secs(30), c.serve(transport))
                 .await
-                .expect("connect in time")
-                .expect("connect")
+                .map_err(|_| "connect in time".to_owned())?
+                .map_err(|e| format!("connect: {e}"))?
         }
         Protocol::Modern => {
             let c = Client {
@@ -149,8 +161,8 @@ pub async fn connect_with_capabilities(
                 ),
             )
             .await
-            .expect("connect in time")
-            .expect("connect")
+            .map_err(|_| "connect in time".to_owned())?
+            .map_err(|e| format!("connect: {e}"))?
         }
     };
     let store = vars
@@ -158,12 +170,12 @@ pub async fn connect_with_capabilities(
         .find(|(k, _)| k == "CODEX_BRIDGE_STORE")
         .map(|(_, v)| PathBuf::from(v))
         .unwrap_or_default();
-    Server {
+    Ok(Server {
         client,
         progress,
         pid,
         store,
-    }
+    })
 }
 
 /// Start the server for `env` and `mock` and connect.
