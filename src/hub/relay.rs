@@ -263,9 +263,11 @@ async fn pump<O: AsyncWrite + Unpin>(
                     Some(Line::Whole(buf)) => buf,
                     Some(Line::TooLong(head)) => {
                         // an answer too long to pass on: its call gets an error instead
-                        let id = framing::answer_for_too_long_response(&head)
-                            .and(framing::top_level_id(&String::from_utf8_lossy(&head)))
-                            .and_then(|raw| framing::normal_id(&raw));
+                        let text = String::from_utf8_lossy(&head);
+                        let is_answer = framing::top_level_member(&text, "method").is_none();
+                        let id = framing::top_level_id(&text)
+                            .and_then(|raw| framing::normal_id(&raw))
+                            .filter(|_| is_answer);
                         match id {
                             Some(id) if pending.remove(&id) => {
                                 if !write_line(output, framing::lost_answer(&id).as_bytes()).await {
