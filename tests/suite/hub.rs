@@ -977,3 +977,43 @@ async fn a_store_deeper_than_a_socket_address_is_still_shared() {
     assert_ne!(r.is_error, Some(true), "{}", text(&r));
     drop(owner);
 }
+
+/// The socket is never reached through a symbolic link: a `bridge.sock` that is a link (here
+/// to a listener elsewhere) is refused, and nothing reaches what it points to.
+#[tokio::test]
+async fn a_symlinked_socket_is_not_followed() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    use std::os::unix::fs::PermissionsExt;
+    let store = env.root().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let elsewhere = env.root().join("elsewhere.sock");
+    let listener = tokio::net::UnixListener::bind(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, store.join("bridge.sock")).unwrap();
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = received.clone();
+    let accept = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        while let Ok((mut s, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    counter.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let err = refused_start(&env, &with_store(&env, &mock, &store)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    accept.abort();
+    assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(
+        err.contains(&store.display().to_string()) && err.contains("not a socket"),
+        "{err}"
+    );
+}
