@@ -778,7 +778,9 @@ async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_writte
     // itself (writes a trust entry) and starts its server. codex 0.171.0 no longer trusts a
     // project by itself (it warns that project-local config is disabled and names `--trust`),
     // so the plain run starts nothing; a run with `--trust` does both. The bridge never passes
-    // `--trust`, and its projects pin holds either way.
+    // `--trust`, and its projects pin holds either way. (On 0.171.0 the turns above would hold
+    // without the pin too; the next test, where the user trusts the repository, fails on both
+    // versions without it.)
     let mut args = s(&[
         "exec",
         "--json",
