@@ -7,7 +7,8 @@
 //! escalated, and codex's automatic reviewer, which codex asks on the same provider (model
 //! `codex-auto-review`, a JSON-schema'd answer) and which the mock always answers with an allow
 //! verdict. So if the bridge's pin were lost, the write would go through; the unsafe forms (a bare
-//! argv, and the reference bridge's resume shape) show that it does.
+//! argv, new and resumed) show that it does on every supported codex. The reference bridge's
+//! resume shape escalates on 0.145.0 and is refused on 0.171.0, which applies parent-level `-c`.
 
 use std::path::Path;
 use std::time::Duration;
