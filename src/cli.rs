@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use crate::codex::home::{codex_home, nested_servers};
 use crate::codex::process::codex_version;
 use crate::config::{
-    self, Config, ConfigLocation, Settings, TESTED_CODEX_VERSION, find_on_path, store_dir,
+    self, CodexSupport, Config, ConfigLocation, NEWEST_TESTED_CODEX_VERSION,
+    OLDEST_SUPPORTED_CODEX_VERSION, Settings, find_on_path, store_dir,
 };
 use crate::logging::LogFormat;
 use crate::security::env::filter_env;
@@ -563,6 +564,44 @@ impl Check {
 
 const INSTALL: &str = "npm install -g @openai/codex@";
 
+/// The `codex version` check: where `codex --version`'s answer falls in the supported range.
+fn version_check(v: &str) -> Check {
+    let range = format!("{OLDEST_SUPPORTED_CODEX_VERSION} to {NEWEST_TESTED_CODEX_VERSION}");
+    let install = format!("{INSTALL}{NEWEST_TESTED_CODEX_VERSION}");
+    match CodexSupport::of(v) {
+        CodexSupport::Supported => Check::ok(
+            "codex version",
+            format!("{v} (supported: this bridge is tested with codex {range})"),
+        ),
+        CodexSupport::NewerThanTested => Check::warn(
+            "codex version",
+            format!(
+                "{v} is newer than the newest tested, {NEWEST_TESTED_CODEX_VERSION}: it probably \
+                 works, but no test has proven the security pins against it"
+            ),
+            format!(
+                "to be sure, install the newest tested version ({install}); otherwise watch for \
+                 errors and report them"
+            ),
+        ),
+        CodexSupport::OlderThanSupported => Check::fail(
+            "codex version",
+            format!(
+                "{v} is older than the oldest supported, {OLDEST_SUPPORTED_CODEX_VERSION}: the \
+                 security pins are proven only for codex {range}"
+            ),
+            format!("upgrade codex: {install}"),
+        ),
+        CodexSupport::Unrecognized => Check::warn(
+            "codex version",
+            format!(
+                "`{v}` has no version number this bridge recognizes; it supports codex {range}"
+            ),
+            format!("check CODEX_BIN points at the Codex CLI ({install})"),
+        ),
+    }
+}
+
 /// Run every check; `start_dir` stands for the directory the server would start in.
 pub async fn doctor_checks(
     settings: &Settings,
@@ -598,11 +637,11 @@ pub async fn doctor_checks(
     let fix_bin = if settings.codex_bin.is_some() || var("CODEX_CLI_PATH").is_some() {
         format!(
             "point {from} at the codex executable, or unset it to use `codex` on PATH \
-             (install: {INSTALL}{TESTED_CODEX_VERSION})"
+             (install: {INSTALL}{NEWEST_TESTED_CODEX_VERSION})"
         )
     } else {
         format!(
-            "install it ({INSTALL}{TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
+            "install it ({INSTALL}{NEWEST_TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
         )
     };
     let codex = match find_on_path(&given, var("PATH")) {
@@ -643,15 +682,7 @@ pub async fn doctor_checks(
                 format!("{} did not answer `--version`", codex.display()),
                 fix_bin.clone(),
             ),
-            Some(v) if v.split_whitespace().last() == Some(TESTED_CODEX_VERSION) => Check::ok(
-                "codex version",
-                format!("{v} (the version this bridge is tested with)"),
-            ),
-            Some(v) => Check::warn(
-                "codex version",
-                format!("{v}; this bridge is tested with {TESTED_CODEX_VERSION}"),
-                format!("{INSTALL}{TESTED_CODEX_VERSION}"),
-            ),
+            Some(v) => version_check(&v),
         });
     }
 

@@ -6,7 +6,9 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use clap::{Args, CommandFactory};
-use codex_mcp_bridge::config::{Config, Settings};
+use codex_mcp_bridge::config::{
+    Config, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION, Settings,
+};
 use codex_mcp_bridge::security::ids::SessionId;
 use codex_mcp_bridge::store::{SessionRecord, Store, TurnStatus};
 use serde_json::Value;
@@ -139,8 +141,9 @@ async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin
     .await;
     let text = stdout(&out);
     assert!(out.status.success(), "{}", describe_output(&out));
+    let version = crate::support::codex_version();
     for needle in [
-        "codex-cli 0.145.0",
+        version.as_str(),
         "credentials",
         "OPENAI_API_KEY is set",
         "sandbox",
@@ -203,7 +206,7 @@ async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin
         line.contains(&nowhere.display().to_string())
             && line.contains("CODEX_BIN")
             && line.contains("fix:")
-            && line.contains("@openai/codex@0.145.0"),
+            && line.contains(&format!("@openai/codex@{NEWEST_TESTED_CODEX_VERSION}")),
         "{line}"
     );
 
@@ -222,6 +225,112 @@ async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin
         "{}",
         stdout(&out)
     );
+}
+
+/// A stand-in codex in `dir` whose `--version` answers `codex-cli <version>`.
+pub(super) fn fake_codex_answering(dir: &Path, version: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("codex-{version}"));
+    std::fs::write(&path, format!("#!/bin/sh\necho 'codex-cli {version}'\n")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn doctor_classifies_an_older_an_in_range_and_a_newer_codex() {
+    let env = TestEnv::new();
+    let store = env.root().join("store");
+    let cases = [
+        (
+            "0.144.9",
+            "FAIL",
+            "older than the oldest supported, 0.145.0",
+        ),
+        (
+            "0.145.0",
+            "ok",
+            "supported: this bridge is tested with codex 0.145.0 to 0.171.0",
+        ),
+        ("0.160.2", "ok", "supported"),
+        ("0.171.0", "ok", "supported"),
+        ("0.172.0", "warn", "newer than the newest tested, 0.171.0"),
+        (
+            "1.0.0-alpha.1",
+            "warn",
+            "newer than the newest tested, 0.171.0",
+        ),
+    ];
+    assert_eq!(
+        (OLDEST_SUPPORTED_CODEX_VERSION, NEWEST_TESTED_CODEX_VERSION),
+        ("0.145.0", "0.171.0"),
+        "the cases above name the range's ends"
+    );
+    for (version, verdict, needle) in cases {
+        let fake = fake_codex_answering(env.root(), version);
+        let out = run(bridge(&env)
+            .arg("doctor")
+            .env("CODEX_BIN", &fake)
+            .env("CODEX_BRIDGE_STORE", &store)
+            .env("CODEX_BRIDGE_ROOTS", env.work()))
+        .await;
+        let text = stdout(&out);
+        let line = text
+            .lines()
+            .find(|l| l.contains("codex version"))
+            .unwrap_or_else(|| panic!("no codex version line:\n{text}"));
+        assert!(
+            line.starts_with(&format!("{verdict:<5} ")) && line.contains(needle),
+            "{version}: {line}"
+        );
+        assert!(line.contains(&format!("codex-cli {version}")), "{line}");
+        // only an older codex blocks use
+        assert_eq!(
+            out.status.success(),
+            verdict != "FAIL",
+            "{}",
+            describe_output(&out)
+        );
+        if verdict != "ok" {
+            assert!(
+                line.contains(&format!(
+                    "npm install -g @openai/codex@{NEWEST_TESTED_CODEX_VERSION}"
+                )),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// The suite records the behaviour of the supported range's two ends, each pinned for npm.
+#[test]
+fn the_recorded_codex_versions_are_the_supported_range_and_each_is_pinned() {
+    use crate::support::Codex;
+    assert_eq!(
+        Codex::ALL.first().unwrap().number(),
+        OLDEST_SUPPORTED_CODEX_VERSION
+    );
+    assert_eq!(
+        Codex::ALL.last().unwrap().number(),
+        NEWEST_TESTED_CODEX_VERSION
+    );
+    for c in Codex::ALL {
+        let dir = repo_root().join("scripts/codex-cli").join(c.number());
+        let lock = std::fs::read_to_string(dir.join("package-lock.json")).unwrap();
+        let lock: Value = serde_json::from_str(&lock).unwrap();
+        let pkgs = &lock["packages"];
+        assert_eq!(pkgs[""]["dependencies"]["@openai/codex"], c.number());
+        assert_eq!(pkgs["node_modules/@openai/codex"]["version"], c.number());
+        let platform = &pkgs["node_modules/@openai/codex-linux-x64"];
+        assert_eq!(platform["version"], format!("{}-linux-x64", c.number()));
+        for p in [&pkgs["node_modules/@openai/codex"], platform] {
+            assert!(
+                p["integrity"]
+                    .as_str()
+                    .is_some_and(|i| i.starts_with("sha512-")),
+                "{}: {p}",
+                c.number()
+            );
+        }
+    }
 }
 
 /// Wait until no handle of this process holds the store's lock any more: sled releases it

@@ -186,6 +186,40 @@ async fn bad_arguments_get_field_named_errors_and_the_server_stays_up_under(prot
     assert_eq!(mock.responses_count(), 0, "nothing reached codex");
     let ping = s.call("ping", json!({})).await;
     assert_eq!(structured(&ping)["codexVersionMatches"], true);
+    assert_eq!(structured(&ping)["codexVersionSupport"], "supported");
+}
+
+#[tokio::test]
+async fn ping_says_whether_codex_is_supported_newer_than_tested_or_older_than_supported() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    for (version, support, says) in [
+        ("0.171.0", "supported", "(supported)"),
+        (
+            "0.172.0",
+            "newer_than_tested",
+            "WARNING: newer than the newest tested, 0.171.0",
+        ),
+        (
+            "0.144.0",
+            "older_than_supported",
+            "ERROR: older than the oldest supported, 0.145.0",
+        ),
+    ] {
+        let fake = super::cli::fake_codex_answering(env.root(), version);
+        let mut vars = server_env(&env, &mock);
+        vars.retain(|(k, _)| k != "CODEX_BIN");
+        vars.push(("CODEX_BIN".into(), fake.display().to_string()));
+        let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+        let ping = s.call("ping", json!({})).await;
+        let v = structured(&ping);
+        assert_eq!(v["codexVersion"], format!("codex-cli {version}"), "{v}");
+        assert_eq!(v["codexVersionSupport"], support, "{v}");
+        assert_eq!(v["codexVersionMatches"], support == "supported", "{v}");
+        assert_eq!(v["testedCodexVersion"], "0.171.0", "{v}");
+        assert_eq!(v["oldestSupportedCodexVersion"], "0.145.0", "{v}");
+        assert!(text(&ping).contains(says), "{}", text(&ping));
+    }
 }
 
 #[tokio::test]
