@@ -588,6 +588,23 @@ fn the_host_snippets_in_the_readme_are_valid() {
         let servers = t["mcp_servers"].as_table().expect("mcp_servers");
         for (name, s) in servers {
             assert_eq!(s["command"].as_str(), Some(bin.as_str()), "{name}");
+            // what Codex as the host needs (suite::codex_host runs it)
+            assert_eq!(
+                s["default_tools_approval_mode"].as_str(),
+                Some("approve"),
+                "{name}"
+            );
+            assert!(
+                s["env_vars"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|e| e.as_str() == Some("OPENAI_API_KEY"))),
+                "{name}"
+            );
+            assert_eq!(
+                s["env"]["CODEX_BRIDGE_NESTED_MCP"].as_str(),
+                Some("disable"),
+                "{name}"
+            );
         }
     }
 
