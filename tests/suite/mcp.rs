@@ -490,3 +490,45 @@ async fn a_sigkill_mid_turn_leaves_no_codex_and_the_turn_is_marked_interrupted()
         .await;
     assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
 }
+
+#[tokio::test]
+async fn the_model_an_operator_override_chose_is_the_sessions_model() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut vars = server_env(&env, &mock);
+    for (k, v) in vars.iter_mut() {
+        if k == "CODEX_BRIDGE_CODEX_CONFIG" {
+            v.push_str("\nmodel=\"operator-model-x\"");
+        }
+    }
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "hi", "sessionId": "m1", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(
+        mock.responses_requests()[0].model(),
+        Some("operator-model-x")
+    );
+    assert_eq!(structured(&r)["model"], "operator-model-x");
+    let got = s.call("getSession", json!({"sessionId": "m1"})).await;
+    assert_eq!(structured(&got)["session"]["model"], "operator-model-x");
+    let list = s.call("listSessions", json!({})).await;
+    assert_eq!(
+        structured(&list)["sessions"][0]["model"],
+        "operator-model-x"
+    );
+    // a model asked for on a call is the one codex runs, and then the session's
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "again", "sessionId": "m1", "model": "asked-model-y"}),
+        )
+        .await;
+    assert_eq!(structured(&r)["model"], "asked-model-y", "{}", text(&r));
+    let got = s.call("getSession", json!({"sessionId": "m1"})).await;
+    assert_eq!(structured(&got)["session"]["model"], "asked-model-y");
+}
