@@ -681,9 +681,17 @@ fn the_host_snippets_in_the_readme_are_valid() {
     assert!(!jsons.is_empty(), "no json snippet");
     for block in &jsons {
         let v: Value = serde_json::from_str(block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
-        let servers = v["mcpServers"].as_object().expect("mcpServers");
+        // Cursor's `mcpServers`, or VS Code's own format: `servers`, each with a `type`
+        let (servers, vscode) = match (v["mcpServers"].as_object(), v["servers"].as_object()) {
+            (Some(s), None) => (s, false),
+            (None, Some(s)) => (s, true),
+            _ => panic!("mcpServers or servers:\n{block}"),
+        };
         for (name, s) in servers {
             assert_eq!(s["command"], bin.as_str(), "{name}");
+            if vscode {
+                assert_eq!(s["type"], "stdio", "{name}");
+            }
         }
     }
 
