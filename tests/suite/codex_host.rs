@@ -173,8 +173,7 @@ async fn codex_as_the_host_pings_the_bridge_and_gets_a_nested_turns_answer() {
 }
 
 #[tokio::test]
-async fn without_the_approval_line_codex_exec_cancels_the_codex_tool_and_a_per_tool_approval_also_works()
- {
+async fn without_the_approval_line_every_tool_not_read_only_is_cancelled() {
     let env = TestEnv::new();
     let work = env.work().canonicalize().unwrap().display().to_string();
     let call = [(
@@ -184,7 +183,15 @@ async fn without_the_approval_line_codex_exec_cancels_the_codex_tool_and_a_per_t
     )];
 
     let mock = MockApi::start().await;
-    script(&mock, &call);
+    script(
+        &mock,
+        &[
+            call[0].clone(),
+            ("call_review", "review", json!({"workingDirectory": work})),
+            ("call_close", "closeSession", json!({"sessionId": "x"})),
+            ("call_list", "listSessions", json!({})),
+        ],
+    );
     let home = outer_home(&env, &mock, |server| {
         assert!(
             server.remove("default_tools_approval_mode").is_some(),
@@ -193,11 +200,16 @@ async fn without_the_approval_line_codex_exec_cancels_the_codex_tool_and_a_per_t
     });
     let out = outer_exec(&env, &home).await;
     let dump = describe_output(&out);
-    let output = output_for(&mock, "call_codex");
-    assert!(
-        output.contains("user cancelled MCP tool call"),
-        "{output}\n{dump}"
-    );
+    // every tool not marked read-only is cancelled; a read-only one runs
+    for id in ["call_codex", "call_review", "call_close"] {
+        let output = output_for(&mock, id);
+        assert!(
+            output.contains("user cancelled MCP tool call"),
+            "{id}: {output}\n{dump}"
+        );
+    }
+    let listed = output_for(&mock, "call_list");
+    assert!(listed.contains("\"sessions\""), "{listed}\n{dump}");
     assert!(
         inner_requests(&mock).is_empty(),
         "no nested turn ran: {dump}"
