@@ -19,6 +19,7 @@ use crate::config::{
     self, CodexSupport, Config, ConfigLocation, NEWEST_TESTED_CODEX_VERSION,
     OLDEST_SUPPORTED_CODEX_VERSION, Settings, find_on_path, store_dir,
 };
+use crate::hub::{StoreAnswer, StoreRequest};
 use crate::logging::LogFormat;
 use crate::security::env::filter_env;
 use crate::security::ids::SessionId;
@@ -66,8 +67,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP on stdio (what running without a subcommand does).
     Serve(Box<Settings>),
-    /// The stored sessions, read from the store directly (the server must not be running on
-    /// it).
+    /// The stored sessions: through the running server that owns the store, else from the
+    /// store directly.
     Sessions(SessionsArgs),
     /// Check that everything the server needs is in place; one line per check, with a fix.
     Doctor(Box<Settings>),
@@ -255,25 +256,116 @@ fn failed(e: impl std::fmt::Display) -> Failed {
     Failed(redact(&e.to_string()).into_owned())
 }
 
-/// Open the store for a `sessions` subcommand. `Ok(None)`: it does not exist yet (it is not
-/// created here). A store a running server holds is refused with a message saying so.
-fn open_store(dir: &Path) -> Result<Option<Store>, Failed> {
-    if !dir.exists() {
-        return Ok(None);
-    }
-    match Store::open(dir) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.to_string().contains("in use") => Err(Failed(format!(
-            "the store at {} is locked by a running codex-mcp-bridge server (it holds the store \
-             exclusively); stop that server and run this again, or use the server's own \
-             listSessions, getSession and closeSession tools",
-            dir.display()
-        ))),
-        Err(e) => Err(failed(e)),
+/// How long `sessions` looks for the store's owner or the store's lock (a server may be
+/// starting, or exiting, at that moment).
+const FIND_STORE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What `sessions` reached.
+enum Reached {
+    /// The process that owns the store (a running server) answered.
+    Owner(StoreAnswer),
+    /// No process owns the store: opened directly.
+    Store(Store),
+}
+
+/// Ask the store's owner over its socket, or, when no process owns the store, open it
+/// directly; `dir` exists.
+fn reach(dir: &Path, request: StoreRequest) -> Result<Reached, Failed> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failed(format!("cannot start the runtime: {e}")))?;
+    let deadline = std::time::Instant::now() + FIND_STORE;
+    loop {
+        if let Some(answer) = rt
+            .block_on(crate::hub::ask_owner(dir, request.clone()))
+            .map_err(failed)?
+        {
+            return Ok(Reached::Owner(answer));
+        }
+        match Store::try_open(dir, std::time::Duration::from_millis(200)) {
+            Ok(Some(store)) => return Ok(Reached::Store(store)),
+            Ok(None) if std::time::Instant::now() < deadline => {}
+            Ok(None) => {
+                return Err(Failed(format!(
+                    "the store at {} is locked by a process that does not answer on its socket \
+                     {} there (a codex-mcp-bridge of another version, or another `sessions` \
+                     command at this moment); try again, or stop that process",
+                    dir.display(),
+                    crate::hub::SOCKET_NAME
+                )));
+            }
+            Err(e) => return Err(failed(e)),
+        }
     }
 }
 
-/// Run a `sessions` subcommand, writing its output to `out`.
+/// The records of every stored session, newest first.
+fn list_all(dir: &Path) -> Result<Vec<SessionRecord>, Failed> {
+    match reach(dir, StoreRequest::List)? {
+        Reached::Owner(StoreAnswer::Sessions { sessions }) => Ok(sessions),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => {
+            let mut all = vec![];
+            let mut cursor: Option<String> = None;
+            loop {
+                let page = store.list(cursor.as_deref(), 500).map_err(failed)?;
+                all.extend(page.sessions);
+                match page.next {
+                    Some(c) => cursor = Some(c),
+                    None => return Ok(all),
+                }
+            }
+        }
+    }
+}
+
+/// One session's record.
+fn get(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+    match reach(
+        dir,
+        StoreRequest::Get {
+            session_id: id.clone(),
+        },
+    )? {
+        Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => store.get(id).map_err(failed),
+    }
+}
+
+/// Close a session; its record, when there was one.
+fn close(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+    match reach(
+        dir,
+        StoreRequest::Close {
+            session_id: id.clone(),
+        },
+    )? {
+        Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => {
+            let removed = store.remove(id).map_err(failed)?;
+            store.flush_blocking().map_err(failed)?;
+            Ok(removed)
+        }
+    }
+}
+
+fn unexpected(answer: StoreAnswer) -> Failed {
+    match answer {
+        StoreAnswer::Failed { message } => Failed(redact(&message).into_owned()),
+        _ => Failed(
+            "the codex-mcp-bridge process that owns the store gave an answer that does not fit \
+             the request"
+                .into(),
+        ),
+    }
+}
+
+/// Run a `sessions` subcommand, writing its output to `out`. While a server owns the store,
+/// the subcommands go through it (over the store's socket); otherwise they open the store
+/// directly. The output is the same either way.
 pub fn sessions(
     args: &SessionsArgs,
     settings: &Settings,
@@ -281,61 +373,50 @@ pub fn sessions(
     out: &mut dyn Write,
 ) -> Result<(), Failed> {
     let dir = store_dir(settings, vars).map_err(failed)?;
-    let store = open_store(&dir)?;
+    // a store that does not exist is not created
+    let exists = dir.exists();
     let id = |raw: &str| SessionId::parse("ID", raw).map_err(failed);
     let missing = |id: &SessionId| {
-        Failed(match &store {
-            Some(_) => format!("no session `{id}` in the store at {}", dir.display()),
-            None => format!(
+        Failed(if exists {
+            format!("no session `{id}` in the store at {}", dir.display())
+        } else {
+            format!(
                 "no session `{id}`: there is no store at {} yet",
                 dir.display()
-            ),
+            )
         })
+    };
+    let found = |id: &SessionId| -> Result<SessionRecord, Failed> {
+        let rec = if exists { get(&dir, id)? } else { None };
+        rec.ok_or_else(|| missing(id))
     };
     let text = match &args.command {
         SessionsCommand::List => {
-            let mut all = vec![];
-            if let Some(store) = &store {
-                let mut cursor: Option<String> = None;
-                loop {
-                    let page = store.list(cursor.as_deref(), 500).map_err(failed)?;
-                    all.extend(page.sessions);
-                    match page.next {
-                        Some(c) => cursor = Some(c),
-                        None => break,
-                    }
-                }
-            }
+            let all = if exists { list_all(&dir)? } else { vec![] };
             if args.json {
                 json_text(&json!({
                     "store": dir,
                     "sessions": all,
                 }))
             } else {
-                list_table(&all, &dir, store.is_some())
+                list_table(&all, &dir, exists)
             }
         }
         SessionsCommand::Show { id: raw } => {
-            let id = id(raw)?;
-            let rec = get(store.as_ref(), &id)?.ok_or_else(|| missing(&id))?;
+            let rec = found(&id(raw)?)?;
             if args.json {
                 json_text(&json!(rec))
             } else {
                 show_text(&rec)
             }
         }
-        SessionsCommand::Export { id: raw } => {
-            let id = id(raw)?;
-            let rec = get(store.as_ref(), &id)?.ok_or_else(|| missing(&id))?;
-            json_text(&json!(rec))
-        }
+        SessionsCommand::Export { id: raw } => json_text(&json!(found(&id(raw)?)?)),
         SessionsCommand::Close { id: raw } => {
             let id = id(raw)?;
-            let Some(s) = &store else {
+            if !exists {
                 return Err(missing(&id));
-            };
-            s.remove(&id).map_err(failed)?.ok_or_else(|| missing(&id))?;
-            s.flush_blocking().map_err(failed)?;
+            }
+            close(&dir, &id)?.ok_or_else(|| missing(&id))?;
             if args.json {
                 json_text(&json!({ "sessionId": id, "closed": true, "store": dir }))
             } else {
@@ -344,13 +425,6 @@ pub fn sessions(
         }
     };
     out.write_all(text.as_bytes()).map_err(failed)
-}
-
-fn get(store: Option<&Store>, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
-    match store {
-        Some(s) => s.get(id).map_err(failed),
-        None => Ok(None),
-    }
 }
 
 /// Pretty JSON with every string redacted (redacting the serialized text could break it).

@@ -9,6 +9,7 @@ pub mod files;
 pub mod framing;
 pub mod params;
 pub mod results;
+pub mod roots;
 pub mod structured;
 pub mod tools;
 
@@ -50,6 +51,8 @@ pub struct McpServer {
     pub(crate) tasks: TaskManager,
     /// The connection's client context (settings, codex environment, CODEX_HOME).
     pub(crate) client: Arc<ClientContext>,
+    /// The connection's client roots (the default working directory).
+    pub(crate) client_roots: Arc<roots::ClientRoots>,
 }
 
 impl McpServer {
@@ -65,6 +68,7 @@ impl McpServer {
             bridge,
             tasks: TaskManager::new(),
             client,
+            client_roots: Default::default(),
         }
     }
 
@@ -274,6 +278,15 @@ pub(crate) enum ProgressTarget {
 pub(crate) struct CallCtx {
     pub ct: CancellationToken,
     pub progress: Option<ProgressTarget>,
+    /// The client to ask for its roots, when it declares the roots capability.
+    pub roots: Option<rmcp::Peer<RoleServer>>,
+}
+
+/// The peer of a request whose client declares the roots capability.
+fn roots_peer(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<RoleServer>> {
+    ctx.client_capabilities()
+        .is_some_and(|c| c.roots.is_some())
+        .then(|| ctx.peer.clone())
 }
 
 impl CallCtx {
@@ -288,6 +301,7 @@ impl CallCtx {
                     peer: ctx.peer.clone(),
                     token,
                 }),
+            roots: roots_peer(ctx),
         }
     }
 }
@@ -391,6 +405,7 @@ impl McpServer {
         name: String,
         args: rmcp::model::JsonObject,
         span: tracing::Span,
+        roots: Option<rmcp::Peer<RoleServer>>,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
         let this = self.clone();
@@ -415,6 +430,7 @@ impl McpServer {
                     let ctx = CallCtx {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
+                        roots,
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
@@ -460,6 +476,23 @@ impl ServerHandler for McpServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let declares_roots = context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if declares_roots {
+            let (roots, peer) = (self.client_roots.clone(), context.peer.clone());
+            tokio::spawn(async move { roots.refresh(&peer).await });
+        }
+    }
+
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.client_roots.forget().await;
+        let (roots, peer) = (self.client_roots.clone(), context.peer.clone());
+        tokio::spawn(async move { roots.refresh(&peer).await });
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -484,7 +517,7 @@ impl ServerHandler for McpServer {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         if as_task {
-            let task = self.spawn_task(name, args, span);
+            let task = self.spawn_task(name, args, span, roots_peer(&context));
             tracing::info!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                 task,

@@ -22,7 +22,7 @@ pub struct TurnResult {
     /// Whether this turn continued an existing Codex thread (`codex` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed: Option<bool>,
-    /// The model asked for, when one was given.
+    /// The model: for `codex`, the one codex recorded it ran with; else the one asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub usage: UsageReport,

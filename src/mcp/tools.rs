@@ -21,6 +21,7 @@ use crate::mcp::results::*;
 use crate::mcp::{CallCtx, McpServer, error_result, files, ok_result, parse_args, progress_for};
 use crate::security::ids::SessionId;
 use crate::security::paths::{self, Confined, Kind};
+use crate::security::redact::redact;
 use crate::store::SessionRecord;
 
 /// Largest `structured` schema accepted, serialized.
@@ -121,7 +122,23 @@ impl McpServer {
         )
     }
 
-    fn default_dir(&self) -> Result<Confined> {
+    /// The working directory of a call that names none: the first of the client's roots that
+    /// lies inside the allowed roots (when the client declares roots), else the first allowed
+    /// root.
+    async fn default_dir(&self, ctx: &CallCtx) -> Result<Confined> {
+        if let Some(peer) = &ctx.roots {
+            for root in self.client_roots.get(peer).await {
+                let raw = root.to_string_lossy();
+                match self.resolve_dir(&raw) {
+                    Ok(dir) => return Ok(dir),
+                    Err(e) => tracing::info!(
+                        root = %redact(&raw),
+                        reason = %redact(&e.to_string()),
+                        "a client root is not an allowed working directory: ignored"
+                    ),
+                }
+            }
+        }
         let root = self.first_root().to_string_lossy().into_owned();
         self.resolve_dir(&root)
     }
@@ -183,7 +200,7 @@ impl McpServer {
         let cwd = match (&p.working_directory, &existing) {
             (Some(d), _) => self.resolve_dir(d)?,
             (None, Some(rec)) => self.resolve_dir(&rec.working_directory.to_string_lossy())?,
-            (None, None) => self.default_dir()?,
+            (None, None) => self.default_dir(ctx).await?,
         };
         let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
         let prompt = format!("{}{}", p.prompt, att.text);
@@ -366,7 +383,7 @@ impl McpServer {
         let plan = crate::mcp::structured::plan(&p.schema)?;
         let cwd = match &p.working_directory {
             Some(d) => self.resolve_dir(d)?,
-            None => self.default_dir()?,
+            None => self.default_dir(ctx).await?,
         };
         let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
         let state = tempfile::Builder::new()

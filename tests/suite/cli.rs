@@ -11,10 +11,11 @@ use codex_mcp_bridge::config::{
 };
 use codex_mcp_bridge::security::ids::SessionId;
 use codex_mcp_bridge::store::{SessionRecord, Store, TurnStatus};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::support::{TestEnv, codex_bin, describe_output, repo_root, run_with_timeout};
+use crate::support::mcp::{Protocol, connect_with, server_env, structured, text};
+use crate::support::{MockApi, TestEnv, codex_bin, describe_output, repo_root, run_with_timeout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_codex-mcp-bridge");
 
@@ -502,19 +503,124 @@ async fn sessions_list_show_export_and_close_work_on_the_store() {
     assert!(!absent.exists());
 }
 
+/// (success, stdout, stderr) of each `sessions` command.
+async fn sessions_views(
+    env: &TestEnv,
+    store: &Path,
+    views: &[&[&str]],
+) -> Vec<(bool, String, String)> {
+    let mut all = vec![];
+    for args in views {
+        let out = run(bridge(env)
+            .arg("sessions")
+            .args(*args)
+            .env("CODEX_BRIDGE_STORE", store))
+        .await;
+        all.push((out.status.success(), stdout(&out), stderr(&out)));
+    }
+    all
+}
+
 #[tokio::test]
-async fn sessions_say_clearly_when_a_running_server_holds_the_store() {
+async fn sessions_go_through_a_running_server_and_print_what_they_print_without_one() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut vars = server_env(&env, &mock);
+    for (k, v) in vars.iter_mut() {
+        if k == "CODEX_BRIDGE_CODEX_CONFIG" {
+            v.push_str("\nmodel=\"operator-model-x\"");
+        }
+    }
+    let store = env.root().join("store");
+    let server = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    for id in ["keep", "drop", "other"] {
+        let r = server
+            .call(
+                "codex",
+                json!({"prompt": format!("hi {id}"), "sessionId": id, "workingDirectory": env.work()}),
+            )
+            .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    }
+
+    // the server holds the store: `close` goes through it, and the server itself forgets it
+    let out = run(bridge(&env)
+        .args(["sessions", "close", "drop"])
+        .env("CODEX_BRIDGE_STORE", &store))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert_eq!(stdout(&out), "Session drop closed.\n");
+    let got = server
+        .call("getSession", json!({"sessionId": "drop"}))
+        .await;
+    assert_eq!(structured(&got)["found"], false, "{}", text(&got));
+    let got = server
+        .call("getSession", json!({"sessionId": "keep"}))
+        .await;
+    assert_eq!(structured(&got)["found"], true, "{}", text(&got));
+
+    let views: [&[&str]; 7] = [
+        &["list"],
+        &["list", "--json"],
+        &["show", "keep"],
+        &["show", "keep", "--json"],
+        &["export", "other"],
+        &["show", "drop"],
+        &["close", "drop"],
+    ];
+    let through_owner = sessions_views(&env, &store, &views).await;
+    let expect_ok = [true, true, true, true, true, false, false];
+    for ((ok, out, err), want) in through_owner.iter().zip(expect_ok) {
+        assert_eq!(*ok, want, "{out}{err}");
+    }
+    let (_, list, _) = &through_owner[0];
+    assert!(
+        list.lines().nth(1).is_some_and(|l| l.starts_with("other "))
+            && list.contains("2 session(s)"),
+        "{list}"
+    );
+    for (_, text, _) in &through_owner[..4] {
+        assert!(
+            text.contains("operator-model-x"),
+            "the effective model: {text}"
+        );
+    }
+    assert!(
+        through_owner[5]
+            .2
+            .contains("no session `drop` in the store"),
+        "{}",
+        through_owner[5].2
+    );
+
+    // no server: the same commands open the store directly, and print the same
+    let pid = server.pid;
+    server.client.cancel().await.unwrap();
+    crate::support::process::wait_exit(pid).await;
+    wait_unlocked(&store);
+    let direct = sessions_views(&env, &store, &views).await;
+    assert_eq!(through_owner, direct);
+    let out = run(bridge(&env)
+        .args(["sessions", "close", "other"])
+        .env("CODEX_BRIDGE_STORE", &store))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert!(
+        Store::open(&store)
+            .unwrap()
+            .get(&id("other"))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn sessions_say_clearly_when_a_process_holds_the_store_without_answering() {
     let env = TestEnv::new();
     let dir = env.root().join("store");
     seeded_store(&dir, env.work());
     let held = Store::open(&dir).unwrap();
-    for args in [
-        &["list"][..],
-        &["list", "--json"],
-        &["show", "new"],
-        &["export", "new"],
-        &["close", "new"],
-    ] {
+    for args in [&["list"][..], &["close", "new"]] {
         let out = run(bridge(&env)
             .arg("sessions")
             .args(args)
@@ -524,7 +630,7 @@ async fn sessions_say_clearly_when_a_running_server_holds_the_store() {
         assert!(out.stdout.is_empty(), "{args:?}: {}", describe_output(&out));
         let err = stderr(&out);
         assert!(
-            err.contains("locked by a running codex-mcp-bridge server")
+            err.contains("is locked by a process that does not answer on its socket")
                 && err.contains(&dir.display().to_string()),
             "{args:?}: {err}"
         );
@@ -684,9 +790,17 @@ fn the_host_snippets_in_the_readme_are_valid() {
     assert!(!jsons.is_empty(), "no json snippet");
     for block in &jsons {
         let v: Value = serde_json::from_str(block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
-        let servers = v["mcpServers"].as_object().expect("mcpServers");
+        // Cursor's `mcpServers`, or VS Code's own format: `servers`, each with a `type`
+        let (servers, vscode) = match (v["mcpServers"].as_object(), v["servers"].as_object()) {
+            (Some(s), None) => (s, false),
+            (None, Some(s)) => (s, true),
+            _ => panic!("mcpServers or servers:\n{block}"),
+        };
         for (name, s) in servers {
             assert_eq!(s["command"], bin.as_str(), "{name}");
+            if vscode {
+                assert_eq!(s["type"], "stdio", "{name}");
+            }
         }
     }
 
@@ -697,6 +811,23 @@ fn the_host_snippets_in_the_readme_are_valid() {
         let servers = t["mcp_servers"].as_table().expect("mcp_servers");
         for (name, s) in servers {
             assert_eq!(s["command"].as_str(), Some(bin.as_str()), "{name}");
+            // what Codex as the host needs (suite::codex_host runs it)
+            assert_eq!(
+                s["default_tools_approval_mode"].as_str(),
+                Some("approve"),
+                "{name}"
+            );
+            assert!(
+                s["env_vars"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|e| e.as_str() == Some("OPENAI_API_KEY"))),
+                "{name}"
+            );
+            assert_eq!(
+                s["env"]["CODEX_BRIDGE_NESTED_MCP"].as_str(),
+                Some("disable"),
+                "{name}"
+            );
         }
     }
 
