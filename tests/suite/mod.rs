@@ -13,3 +13,4 @@ mod runner;
 mod runner_fake;
 mod smoke;
 mod tasks;
+mod ts_sdk;
