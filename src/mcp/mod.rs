@@ -526,6 +526,10 @@ impl ServerHandler for McpServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        log_client(&context.peer);
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -544,7 +548,7 @@ impl ServerHandler for McpServer {
         use tracing::Instrument;
         let args = request.arguments.unwrap_or_default();
         let name = request.name.to_string();
-        let span = tracing::info_span!("tool_call", tool = %name, request = ?context.id);
+        let span = tracing::info_span!("tool_call", tool = %name, request = %context.id);
         let as_task = TASK_TOOLS.contains(&name.as_str())
             && context
                 .client_capabilities()
@@ -602,6 +606,20 @@ impl ServerHandler for McpServer {
         self.tasks
             .cancel_task(&request.task_id)
             .map_err(|_| self.unknown_task(&request.task_id))
+    }
+}
+
+/// One readable line for a client that finished `initialize`: its name, version and protocol
+/// (rmcp's own line is a debug dump of the whole request; it is filtered out by default).
+pub(crate) fn log_client(peer: &rmcp::Peer<RoleServer>) {
+    match peer.peer_info() {
+        Some(info) => tracing::info!(
+            client = %info.client_info.name,
+            client_version = %info.client_info.version,
+            protocol = %info.protocol_version,
+            "MCP client connected"
+        ),
+        None => tracing::info!("MCP client connected"),
     }
 }
 

@@ -13,4 +13,5 @@ mod runner;
 mod runner_fake;
 mod smoke;
 mod tasks;
+mod terminal;
 mod ts_sdk;
