@@ -636,6 +636,18 @@ impl Check {
     }
 }
 
+/// What a person who started the server at a terminal reads on stderr: the server speaks MCP on
+/// stdin and stdout, so without a client it waits silently.
+pub const TERMINAL_HINT: &str = "codex-mcp-bridge: this is an MCP server; it waits for an MCP \
+client (Claude Code, Codex, VS Code, the MCP Inspector) to speak JSON-RPC on stdin. Check the \
+setup with `codex-mcp-bridge doctor`; leave with Ctrl-D (or Ctrl-C).";
+
+/// The hint to print when the server starts: only when stdin is a terminal (a host's pipe
+/// gets nothing extra).
+pub fn terminal_hint(stdin_is_terminal: bool) -> Option<&'static str> {
+    stdin_is_terminal.then_some(TERMINAL_HINT)
+}
+
 const INSTALL: &str = "npm install -g @openai/codex@";
 
 /// The `codex version` check: where `codex --version`'s answer falls in the supported range.
@@ -676,6 +688,79 @@ fn version_check(v: &str) -> Check {
     }
 }
 
+/// Why the codex binary cannot be used, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodexMissing {
+    pub problem: String,
+    pub fix: String,
+}
+
+impl std::fmt::Display for CodexMissing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "codex not found: {}; fix: {}", self.problem, self.fix)
+    }
+}
+
+/// Where the settings look for codex: the given program and which setting gave it.
+fn codex_setting(settings: &Settings, vars: &[(String, String)]) -> (PathBuf, &'static str) {
+    let cli_path = vars
+        .iter()
+        .find(|(n, v)| n == "CODEX_CLI_PATH" && !v.is_empty())
+        .map(|(_, v)| v.as_str());
+    match (&settings.codex_bin, cli_path) {
+        (Some(p), _) => (p.clone(), "CODEX_BIN/--codex-bin"),
+        (None, Some(p)) => (PathBuf::from(p), "CODEX_CLI_PATH"),
+        (None, None) => (PathBuf::from("codex"), "the default, `codex` on PATH"),
+    }
+}
+
+/// How to fix a codex binary that cannot be used, for these settings.
+fn codex_fix(settings: &Settings, vars: &[(String, String)]) -> String {
+    let (_, from) = codex_setting(settings, vars);
+    if from == "the default, `codex` on PATH" {
+        format!(
+            "install it ({INSTALL}{NEWEST_TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
+        )
+    } else {
+        format!(
+            "point {from} at the codex executable, or unset it to use `codex` on PATH \
+             (install: {INSTALL}{NEWEST_TESTED_CODEX_VERSION})"
+        )
+    }
+}
+
+/// The codex executable, resolved as [`Config`](crate::config::Config) does
+/// (--codex-bin/CODEX_BIN, CODEX_CLI_PATH, then `codex` on PATH), with the setting that named
+/// it; or what is wrong and how to fix it. Shared by `doctor` and the server's start.
+pub fn locate_codex(
+    settings: &Settings,
+    vars: &[(String, String)],
+) -> Result<(PathBuf, &'static str), CodexMissing> {
+    let (given, from) = codex_setting(settings, vars);
+    let path_var = vars
+        .iter()
+        .find(|(n, v)| n == "PATH" && !v.is_empty())
+        .map(|(_, v)| v.as_str());
+    if let Some(p) = find_on_path(&given, path_var) {
+        return Ok((p, from));
+    }
+    let problem = if given.components().count() > 1 || given.is_absolute() {
+        if is_executable(&given) {
+            return Ok((given, from));
+        }
+        format!(
+            "{} (from {from}) does not exist or is not an executable file",
+            given.display()
+        )
+    } else {
+        format!("`{}` (from {from}) is not on PATH", given.display())
+    };
+    Err(CodexMissing {
+        problem,
+        fix: codex_fix(settings, vars),
+    })
+}
+
 /// Run every check; `start_dir` stands for the directory the server would start in.
 pub async fn doctor_checks(
     settings: &Settings,
@@ -702,49 +787,18 @@ pub async fn doctor_checks(
         ),
     });
 
-    // the codex binary, resolved as Config does: --codex-bin/CODEX_BIN, CODEX_CLI_PATH, `codex`
-    let (given, from) = match (&settings.codex_bin, var("CODEX_CLI_PATH")) {
-        (Some(p), _) => (p.clone(), "CODEX_BIN/--codex-bin"),
-        (None, Some(p)) => (PathBuf::from(p), "CODEX_CLI_PATH"),
-        (None, None) => (PathBuf::from("codex"), "the default, `codex` on PATH"),
-    };
-    let fix_bin = if settings.codex_bin.is_some() || var("CODEX_CLI_PATH").is_some() {
-        format!(
-            "point {from} at the codex executable, or unset it to use `codex` on PATH \
-             (install: {INSTALL}{NEWEST_TESTED_CODEX_VERSION})"
-        )
-    } else {
-        format!(
-            "install it ({INSTALL}{NEWEST_TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
-        )
-    };
-    let codex = match find_on_path(&given, var("PATH")) {
-        Some(p) => Some(p),
-        None if given.components().count() > 1 || given.is_absolute() => {
-            if is_executable(&given) {
-                Some(given.clone())
-            } else {
-                checks.push(Check::fail(
-                    "codex binary",
-                    format!(
-                        "{} (from {from}) does not exist or is not an executable file",
-                        given.display()
-                    ),
-                    fix_bin.clone(),
-                ));
-                None
-            }
-        }
-        None => {
+    let (codex, fix_bin) = match locate_codex(settings, vars) {
+        Ok((path, from)) => (Some((path, from)), codex_fix(settings, vars)),
+        Err(missing) => {
             checks.push(Check::fail(
                 "codex binary",
-                format!("`{}` (from {from}) is not on PATH", given.display()),
-                fix_bin.clone(),
+                missing.problem,
+                missing.fix.clone(),
             ));
-            None
+            (None, missing.fix)
         }
     };
-    if let Some(codex) = &codex {
+    if let Some((codex, from)) = &codex {
         checks.push(Check::ok(
             "codex binary",
             format!("{} (from {from})", codex.display()),

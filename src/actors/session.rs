@@ -400,7 +400,7 @@ async fn start(
                     let outcome = run(spec, opts, on_event).await;
                     if let Ok(o) = &outcome {
                         tracing::info!(
-                            ending = ?o.ending,
+                            ending = %o.ending,
                             duration_ms = o.output.duration.as_millis() as u64,
                             commands = o.output.commands.len(),
                             "turn finished"

@@ -100,6 +100,21 @@ pub enum Ending {
     OutputCapExceeded { limit: usize },
 }
 
+/// For logs: `completed`, `failed (KIND): MESSAGE`, `timed out after Ns`, ….
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Completed => f.write_str("completed"),
+            Ending::Failed { kind, message } => write!(f, "failed ({kind}): {message}"),
+            Ending::TimedOut { after } => write!(f, "timed out after {}s", after.as_secs()),
+            Ending::Cancelled => f.write_str("cancelled"),
+            Ending::OutputCapExceeded { limit } => {
+                write!(f, "stopped at the output cap of {limit} bytes")
+            }
+        }
+    }
+}
+
 /// What a turn produced, redacted. Present on every ending, so a timeout still carries the
 /// partial answer.
 #[derive(Debug, Clone, Default)]
@@ -322,7 +337,7 @@ pub async fn run(
         cgroup_kind(&spec),
     );
     if let Ending::Failed { kind, .. } = &ending {
-        tracing::info!(?kind, exit_code, "codex turn failed");
+        tracing::info!(kind = %kind, exit_code, "codex turn failed");
     }
     Ok(TurnOutcome { ending, output })
 }
@@ -929,6 +944,21 @@ pub fn containment() -> Containment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ending_reads_as_a_sentence_in_the_log() {
+        let failed = Ending::Failed {
+            kind: FailureKind::TurnFailed,
+            message: "the mock refuses".into(),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "failed (codex turn failed): the mock refuses"
+        );
+        let after = Duration::from_secs(3);
+        assert_eq!(Ending::TimedOut { after }.to_string(), "timed out after 3s");
+        assert_eq!(Ending::Completed.to_string(), "completed");
+    }
 
     #[test]
     fn stat_ppid_handles_spaces_and_parens_in_comm() {

@@ -151,8 +151,8 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: TaskManager
         .await
     {
         Ok(service) => {
-            let reason = service.waiting().await;
-            tracing::info!(reason = ?reason.ok(), "a client process disconnected");
+            let _ = service.waiting().await;
+            tracing::info!("a client process disconnected");
         }
         Err(e) => tracing::info!(error = %e, "a client process left before its MCP handshake"),
     }

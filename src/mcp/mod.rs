@@ -79,8 +79,61 @@ impl McpServer {
     }
 }
 
-fn schema<T: JsonSchema + 'static>() -> Arc<rmcp::model::JsonObject> {
-    rmcp::handler::server::common::schema_for_type::<T>()
+/// The formats JSON Schema 2020-12 defines (§7.3). Every other `format` is dropped from the
+/// tools' schemas.
+pub const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// schemars tags Rust numbers with formats of its own (`uint64`, `uint32`, `uint`, `int64`,
+/// `double`, …) that are no JSON Schema format: Ajv, in the TypeScript SDK and most hosts,
+/// warns `unknown format "uint64" ignored` for each. They are dropped; an unsigned integer
+/// keeps its meaning as `minimum: 0`.
+fn standard_formats_only(schema: &mut schemars::Schema) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(format) = obj.get("format").and_then(|f| f.as_str()) else {
+        return;
+    };
+    if STANDARD_FORMATS.contains(&format) {
+        return;
+    }
+    let unsigned = format.starts_with("uint");
+    obj.remove("format");
+    if unsigned {
+        obj.entry("minimum").or_insert(serde_json::json!(0));
+    }
+}
+
+/// The JSON Schema (draft 2020-12) of `T`, with standard formats only.
+fn schema<T: JsonSchema>() -> Arc<rmcp::model::JsonObject> {
+    let settings = schemars::generate::SchemaSettings::draft2020_12().with_transform(
+        schemars::transform::RecursiveTransform(standard_formats_only),
+    );
+    match serde_json::to_value(settings.into_generator().into_root_schema_for::<T>()) {
+        Ok(serde_json::Value::Object(o)) => Arc::new(o),
+        // a derived schema is always an object
+        other => unreachable!("schemars produced a non-object schema: {other:?}"),
+    }
 }
 
 fn annotations(
@@ -211,8 +264,9 @@ pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// An error as an `isError` tool result: a redacted message naming the field or cause, and a
-/// structured copy.
+/// A turn tool's error (`codex`, `query`, `search`, `structured`, `review`) as an `isError`
+/// tool result: a redacted message naming the field or cause, and a [`results::TurnResult`]
+/// (the partial answer, `timedOut`, the error's kind) that matches the tool's `outputSchema`.
 pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> CallToolResult {
     let message = redact(&e.to_string()).into_owned();
     let kind = error_kind(e);
@@ -230,6 +284,18 @@ pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> C
     let mut r = CallToolResult::structured_error(serde_json::to_value(&value).unwrap_or_default());
     r.content = vec![ContentBlock::text(text)];
     r
+}
+
+/// The error of a tool whose result is not a turn (`listSessions`, `getSession`,
+/// `closeSession`, `ping`) as an `isError` tool result: the redacted message only, no
+/// `structuredContent`. Those tools' output schemas describe their success, and hosts on the
+/// TypeScript SDK validate `structuredContent` even on an error: a copy that broke the schema
+/// hid the bridge's sentence behind `Structured content does not match the tool's output
+/// schema`.
+pub(crate) fn plain_error(e: &Error) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        redact(&e.to_string()).into_owned(),
+    )])
 }
 
 fn error_kind(e: &Error) -> &'static str {
@@ -477,6 +543,7 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        log_client(&context.peer);
         let declares_roots = context
             .peer
             .peer_info()
@@ -511,7 +578,7 @@ impl ServerHandler for McpServer {
         use tracing::Instrument;
         let args = request.arguments.unwrap_or_default();
         let name = request.name.to_string();
-        let span = tracing::info_span!("tool_call", tool = %name, request = ?context.id);
+        let span = tracing::info_span!("tool_call", tool = %name, request = %context.id);
         let as_task = TASK_TOOLS.contains(&name.as_str())
             && context
                 .client_capabilities()
@@ -572,6 +639,20 @@ impl ServerHandler for McpServer {
     }
 }
 
+/// One readable line for a client that finished `initialize`: its name, version and protocol
+/// (rmcp's own line is a debug dump of the whole request; it is filtered out by default).
+pub(crate) fn log_client(peer: &rmcp::Peer<RoleServer>) {
+    match peer.peer_info() {
+        Some(info) => tracing::info!(
+            client = %info.client_info.name,
+            client_version = %info.client_info.version,
+            protocol = %info.protocol_version,
+            "MCP client connected"
+        ),
+        None => tracing::info!("MCP client connected"),
+    }
+}
+
 /// The README's tool table, generated from the real schemas (a test keeps README.md in sync).
 pub fn tool_table(allow_danger: bool) -> String {
     let mut out = String::from("| tool | arguments (`*` required) | read-only |\n|---|---|---|\n");
@@ -620,6 +701,7 @@ pub fn tool_table(allow_danger: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_readme_tool_table_matches_the_real_schemas() {
@@ -633,6 +715,131 @@ mod tests {
             &readme[start..end],
             tool_table(false),
             "README.md's tool table is out of date; paste the output of mcp::tool_table(false)"
+        );
+    }
+
+    /// Every `format` string anywhere in `v`, with its JSON path.
+    fn formats(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(o) => {
+                for (k, x) in o {
+                    if k == "format"
+                        && let Some(f) = x.as_str()
+                    {
+                        out.push((path.clone(), f.to_owned()));
+                    }
+                    formats(x, format!("{path}/{k}"), out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    formats(x, format!("{path}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_schema_uses_standard_json_schema_formats_only() {
+        let mut seen = 0;
+        for danger in [false, true] {
+            for t in tool_list(danger) {
+                let mut schemas = vec![("inputSchema", t.input_schema.clone())];
+                schemas.extend(t.output_schema.clone().map(|o| ("outputSchema", o)));
+                for (which, s) in schemas {
+                    seen += 1;
+                    let mut found = vec![];
+                    formats(
+                        &serde_json::Value::Object((*s).clone()),
+                        String::new(),
+                        &mut found,
+                    );
+                    for (path, f) in found {
+                        assert!(
+                            STANDARD_FORMATS.contains(&f.as_str()),
+                            "{} {which} at {path}: format `{f}` is not a JSON Schema format",
+                            t.name
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            seen, 36,
+            "9 tools, an input and an output schema each, both settings"
+        );
+    }
+
+    #[test]
+    fn unsigned_integers_are_bounded_by_minimum_zero() {
+        let tools = tool_list(false);
+        let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap().clone();
+        let limit = &by_name("listSessions").input_schema["properties"]["limit"];
+        assert_eq!(limit["minimum"], 0, "{limit}");
+        assert!(limit.get("format").is_none(), "{limit}");
+        let ping = by_name("ping").output_schema.unwrap();
+        let v = &ping["properties"]["schemaVersion"];
+        assert_eq!((&v["type"], &v["minimum"]), (&json!("integer"), &json!(0)));
+        let turn = by_name("codex").output_schema.unwrap();
+        let d = &turn["properties"]["durationMs"];
+        assert_eq!((&d["type"], &d["minimum"]), (&json!("integer"), &json!(0)));
+        // a signed integer has no lower bound
+        let exit = serde_json::to_string(&turn["$defs"]["CommandReport"]).unwrap();
+        assert!(!exit.contains("minimum"), "{exit}");
+    }
+
+    /// `v` against the tool's `outputSchema`, as a host's validator checks it.
+    fn check_output(tool: &Tool, v: &serde_json::Value) -> Result<(), String> {
+        let schema = serde_json::Value::Object((*tool.output_schema.clone().unwrap()).clone());
+        let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
+        let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    #[test]
+    fn turn_tool_errors_match_the_turn_output_schema_and_others_carry_none() {
+        let invalid = Error::invalid("limit", "invalid type: string \"2\", expected u32");
+        let timed_out = Error::TimedOut {
+            after: Duration::from_secs(3),
+            partial: None,
+        };
+        let partial = results::TurnResult {
+            response: "half an answer".into(),
+            session_id: Some("s".into()),
+            ..Default::default()
+        };
+        let tools = tool_list(false);
+        for t in &tools {
+            if ["codex", "query", "search", "structured", "review"].contains(&t.name.as_ref()) {
+                for (e, r) in [
+                    (&invalid, error_result(&invalid, None)),
+                    (&timed_out, error_result(&timed_out, Some(partial.clone()))),
+                ] {
+                    let v = r
+                        .structured_content
+                        .clone()
+                        .expect("a turn error is structured");
+                    check_output(t, &v).unwrap_or_else(|e| panic!("{}: {e}: {v}", t.name));
+                    assert_eq!(v["error"]["message"], e.to_string());
+                }
+            } else {
+                // a turn result does not fit: these tools' errors carry no structured copy
+                let as_turn = error_result(&invalid, None).structured_content.unwrap();
+                assert!(check_output(t, &as_turn).is_err(), "{}", t.name);
+                let r = plain_error(&invalid);
+                assert!(r.structured_content.is_none());
+                assert_eq!(r.is_error, Some(true));
+            }
+        }
+        let r = plain_error(&invalid);
+        assert_eq!(
+            r.content[0].as_text().unwrap().text,
+            "invalid argument `limit`: invalid type: string \"2\", expected u32"
         );
     }
 

@@ -18,7 +18,9 @@ use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
-use crate::mcp::{CallCtx, McpServer, error_result, files, ok_result, parse_args, progress_for};
+use crate::mcp::{
+    CallCtx, McpServer, error_result, files, ok_result, parse_args, plain_error, progress_for,
+};
 use crate::security::ids::SessionId;
 use crate::security::paths::{self, Confined, Kind};
 use crate::security::redact::redact;
@@ -511,7 +513,7 @@ impl McpServer {
                 },
             ))
         };
-        run().unwrap_or_else(|e| error_result(&e, None))
+        run().unwrap_or_else(|e| plain_error(&e))
     }
 
     pub(crate) fn get_session(&self, args: JsonObject) -> CallToolResult {
@@ -533,7 +535,7 @@ impl McpServer {
                 },
             ))
         };
-        run().unwrap_or_else(|e| error_result(&e, None))
+        run().unwrap_or_else(|e| plain_error(&e))
     }
 
     pub(crate) async fn close_session(&self, args: JsonObject) -> CallToolResult {
@@ -573,12 +575,12 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| error_result(&e, None))
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
     }
 
     pub(crate) async fn ping(&self, args: JsonObject) -> CallToolResult {
         if let Err(e) = parse_args::<PingParams>(args) {
-            return error_result(&e, None);
+            return plain_error(&e);
         }
         let shared = self.bridge.shared();
         let version = crate::codex::process::codex_version(

@@ -14,3 +14,5 @@ mod runner;
 mod runner_fake;
 mod smoke;
 mod tasks;
+mod terminal;
+mod ts_sdk;
