@@ -250,8 +250,10 @@ async fn a_missing_codex_is_warned_about_at_start_with_the_fix() {
         assert!(err.contains("WARN"), "{err}");
         assert!(err.contains(&expect), "{expect}: {err}");
         assert!(
-            err.contains("npm install -g @openai/codex@0.145.0")
-                && err.contains("codex-mcp-bridge doctor"),
+            err.contains(&format!(
+                "npm install -g @openai/codex@{}",
+                codex_mcp_bridge::config::NEWEST_TESTED_CODEX_VERSION
+            )) && err.contains("codex-mcp-bridge doctor"),
             "the fix is named: {err}"
         );
         assert!(err.contains(EOF_SENTENCE), "{err}");
