@@ -278,6 +278,53 @@ async fn a_relayed_client_gets_its_own_hosts_secrets_redacted_and_no_one_elses()
     // ...and its word vanishes from no one else's answers
     assert!(answer_shows(&other, &mock, "query", "P-OTHER", &echo, WORD).await);
     assert!(answer_shows(&owner, &mock, "codex", "P-OWNER", &echo, WORD).await);
+
+    // its progress too: a command that prints the value, reported while it runs
+    mock.push_for_user_text(
+        "P-PROGRESS",
+        Reply::exec_command(&format!("echo {SERVICE}")),
+    );
+    mock.push_for_user_text(
+        "P-PROGRESS",
+        Reply::message("done").with_delay(Duration::from_millis(1500)),
+    );
+    let r = relayed
+        .call(
+            "codex",
+            json!({"prompt": "P-PROGRESS", "model": "gpt-5.5", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let messages: Vec<String> = relayed
+        .progress
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.message.clone())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("running: ") && m.contains("echo [REDACTED]")),
+        "{messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|m| m.contains(SERVICE)),
+        "{messages:?}"
+    );
+    assert!(!format!("{r:?}").contains(SERVICE), "{}", text(&r));
+
+    // and an error that quotes the client's own argument (the last pass over every result)
+    let r = relayed
+        .call("codex", json!({"prompt": "x", SERVICE: 1}))
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("unknown field `[REDACTED]`"),
+        "{}",
+        text(&r)
+    );
+    assert!(!format!("{r:?}").contains(SERVICE), "{}", text(&r));
 }
 
 #[tokio::test]
