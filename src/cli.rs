@@ -16,8 +16,10 @@ use serde_json::{Value, json};
 use crate::codex::home::{codex_home, nested_servers};
 use crate::codex::process::codex_version;
 use crate::config::{
-    self, Config, ConfigLocation, Settings, TESTED_CODEX_VERSION, find_on_path, store_dir,
+    self, CodexSupport, Config, ConfigLocation, NEWEST_TESTED_CODEX_VERSION,
+    OLDEST_SUPPORTED_CODEX_VERSION, Settings, find_on_path, store_dir,
 };
+use crate::hub::{StoreAnswer, StoreRequest};
 use crate::logging::LogFormat;
 use crate::security::env::filter_env;
 use crate::security::ids::SessionId;
@@ -65,8 +67,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP on stdio (what running without a subcommand does).
     Serve(Box<Settings>),
-    /// The stored sessions, read from the store directly (the server must not be running on
-    /// it).
+    /// The stored sessions: through the running server that owns the store, else from the
+    /// store directly.
     Sessions(SessionsArgs),
     /// Check that everything the server needs is in place; one line per check, with a fix.
     Doctor(Box<Settings>),
@@ -254,25 +256,116 @@ fn failed(e: impl std::fmt::Display) -> Failed {
     Failed(redact(&e.to_string()).into_owned())
 }
 
-/// Open the store for a `sessions` subcommand. `Ok(None)`: it does not exist yet (it is not
-/// created here). A store a running server holds is refused with a message saying so.
-fn open_store(dir: &Path) -> Result<Option<Store>, Failed> {
-    if !dir.exists() {
-        return Ok(None);
-    }
-    match Store::open(dir) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.to_string().contains("in use") => Err(Failed(format!(
-            "the store at {} is locked by a running codex-mcp-bridge server (it holds the store \
-             exclusively); stop that server and run this again, or use the server's own \
-             listSessions, getSession and closeSession tools",
-            dir.display()
-        ))),
-        Err(e) => Err(failed(e)),
+/// How long `sessions` looks for the store's owner or the store's lock (a server may be
+/// starting, or exiting, at that moment).
+const FIND_STORE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What `sessions` reached.
+enum Reached {
+    /// The process that owns the store (a running server) answered.
+    Owner(StoreAnswer),
+    /// No process owns the store: opened directly.
+    Store(Store),
+}
+
+/// Ask the store's owner over its socket, or, when no process owns the store, open it
+/// directly; `dir` exists.
+fn reach(dir: &Path, request: StoreRequest) -> Result<Reached, Failed> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failed(format!("cannot start the runtime: {e}")))?;
+    let deadline = std::time::Instant::now() + FIND_STORE;
+    loop {
+        if let Some(answer) = rt
+            .block_on(crate::hub::ask_owner(dir, request.clone()))
+            .map_err(failed)?
+        {
+            return Ok(Reached::Owner(answer));
+        }
+        match Store::try_open(dir, std::time::Duration::from_millis(200)) {
+            Ok(Some(store)) => return Ok(Reached::Store(store)),
+            Ok(None) if std::time::Instant::now() < deadline => {}
+            Ok(None) => {
+                return Err(Failed(format!(
+                    "the store at {} is locked by a process that does not answer on its socket \
+                     {} there (a codex-mcp-bridge of another version, or another `sessions` \
+                     command at this moment); try again, or stop that process",
+                    dir.display(),
+                    crate::hub::SOCKET_NAME
+                )));
+            }
+            Err(e) => return Err(failed(e)),
+        }
     }
 }
 
-/// Run a `sessions` subcommand, writing its output to `out`.
+/// The records of every stored session, newest first.
+fn list_all(dir: &Path) -> Result<Vec<SessionRecord>, Failed> {
+    match reach(dir, StoreRequest::List)? {
+        Reached::Owner(StoreAnswer::Sessions { sessions }) => Ok(sessions),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => {
+            let mut all = vec![];
+            let mut cursor: Option<String> = None;
+            loop {
+                let page = store.list(cursor.as_deref(), 500).map_err(failed)?;
+                all.extend(page.sessions);
+                match page.next {
+                    Some(c) => cursor = Some(c),
+                    None => return Ok(all),
+                }
+            }
+        }
+    }
+}
+
+/// One session's record.
+fn get(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+    match reach(
+        dir,
+        StoreRequest::Get {
+            session_id: id.clone(),
+        },
+    )? {
+        Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => store.get(id).map_err(failed),
+    }
+}
+
+/// Close a session; its record, when there was one.
+fn close(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+    match reach(
+        dir,
+        StoreRequest::Close {
+            session_id: id.clone(),
+        },
+    )? {
+        Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => {
+            let removed = store.remove(id).map_err(failed)?;
+            store.flush_blocking().map_err(failed)?;
+            Ok(removed)
+        }
+    }
+}
+
+fn unexpected(answer: StoreAnswer) -> Failed {
+    match answer {
+        StoreAnswer::Failed { message } => Failed(redact(&message).into_owned()),
+        _ => Failed(
+            "the codex-mcp-bridge process that owns the store gave an answer that does not fit \
+             the request"
+                .into(),
+        ),
+    }
+}
+
+/// Run a `sessions` subcommand, writing its output to `out`. While a server owns the store,
+/// the subcommands go through it (over the store's socket); otherwise they open the store
+/// directly. The output is the same either way.
 pub fn sessions(
     args: &SessionsArgs,
     settings: &Settings,
@@ -280,61 +373,50 @@ pub fn sessions(
     out: &mut dyn Write,
 ) -> Result<(), Failed> {
     let dir = store_dir(settings, vars).map_err(failed)?;
-    let store = open_store(&dir)?;
+    // a store that does not exist is not created
+    let exists = dir.exists();
     let id = |raw: &str| SessionId::parse("ID", raw).map_err(failed);
     let missing = |id: &SessionId| {
-        Failed(match &store {
-            Some(_) => format!("no session `{id}` in the store at {}", dir.display()),
-            None => format!(
+        Failed(if exists {
+            format!("no session `{id}` in the store at {}", dir.display())
+        } else {
+            format!(
                 "no session `{id}`: there is no store at {} yet",
                 dir.display()
-            ),
+            )
         })
+    };
+    let found = |id: &SessionId| -> Result<SessionRecord, Failed> {
+        let rec = if exists { get(&dir, id)? } else { None };
+        rec.ok_or_else(|| missing(id))
     };
     let text = match &args.command {
         SessionsCommand::List => {
-            let mut all = vec![];
-            if let Some(store) = &store {
-                let mut cursor: Option<String> = None;
-                loop {
-                    let page = store.list(cursor.as_deref(), 500).map_err(failed)?;
-                    all.extend(page.sessions);
-                    match page.next {
-                        Some(c) => cursor = Some(c),
-                        None => break,
-                    }
-                }
-            }
+            let all = if exists { list_all(&dir)? } else { vec![] };
             if args.json {
                 json_text(&json!({
                     "store": dir,
                     "sessions": all,
                 }))
             } else {
-                list_table(&all, &dir, store.is_some())
+                list_table(&all, &dir, exists)
             }
         }
         SessionsCommand::Show { id: raw } => {
-            let id = id(raw)?;
-            let rec = get(store.as_ref(), &id)?.ok_or_else(|| missing(&id))?;
+            let rec = found(&id(raw)?)?;
             if args.json {
                 json_text(&json!(rec))
             } else {
                 show_text(&rec)
             }
         }
-        SessionsCommand::Export { id: raw } => {
-            let id = id(raw)?;
-            let rec = get(store.as_ref(), &id)?.ok_or_else(|| missing(&id))?;
-            json_text(&json!(rec))
-        }
+        SessionsCommand::Export { id: raw } => json_text(&json!(found(&id(raw)?)?)),
         SessionsCommand::Close { id: raw } => {
             let id = id(raw)?;
-            let Some(s) = &store else {
+            if !exists {
                 return Err(missing(&id));
-            };
-            s.remove(&id).map_err(failed)?.ok_or_else(|| missing(&id))?;
-            s.flush_blocking().map_err(failed)?;
+            }
+            close(&dir, &id)?.ok_or_else(|| missing(&id))?;
             if args.json {
                 json_text(&json!({ "sessionId": id, "closed": true, "store": dir }))
             } else {
@@ -343,13 +425,6 @@ pub fn sessions(
         }
     };
     out.write_all(text.as_bytes()).map_err(failed)
-}
-
-fn get(store: Option<&Store>, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
-    match store {
-        Some(s) => s.get(id).map_err(failed),
-        None => Ok(None),
-    }
 }
 
 /// Pretty JSON with every string redacted (redacting the serialized text could break it).
@@ -563,6 +638,44 @@ impl Check {
 
 const INSTALL: &str = "npm install -g @openai/codex@";
 
+/// The `codex version` check: where `codex --version`'s answer falls in the supported range.
+fn version_check(v: &str) -> Check {
+    let range = format!("{OLDEST_SUPPORTED_CODEX_VERSION} to {NEWEST_TESTED_CODEX_VERSION}");
+    let install = format!("{INSTALL}{NEWEST_TESTED_CODEX_VERSION}");
+    match CodexSupport::of(v) {
+        CodexSupport::Supported => Check::ok(
+            "codex version",
+            format!("{v} (supported: this bridge is tested with codex {range})"),
+        ),
+        CodexSupport::NewerThanTested => Check::warn(
+            "codex version",
+            format!(
+                "{v} is newer than the newest tested, {NEWEST_TESTED_CODEX_VERSION}: it probably \
+                 works, but no test has proven the security pins against it"
+            ),
+            format!(
+                "to be sure, install the newest tested version ({install}); otherwise watch for \
+                 errors and report them"
+            ),
+        ),
+        CodexSupport::OlderThanSupported => Check::fail(
+            "codex version",
+            format!(
+                "{v} is older than the oldest supported, {OLDEST_SUPPORTED_CODEX_VERSION}: the \
+                 security pins are proven only for codex {range}"
+            ),
+            format!("upgrade codex: {install}"),
+        ),
+        CodexSupport::Unrecognized => Check::warn(
+            "codex version",
+            format!(
+                "`{v}` has no version number this bridge recognizes; it supports codex {range}"
+            ),
+            format!("check CODEX_BIN points at the Codex CLI ({install})"),
+        ),
+    }
+}
+
 /// Run every check; `start_dir` stands for the directory the server would start in.
 pub async fn doctor_checks(
     settings: &Settings,
@@ -598,11 +711,11 @@ pub async fn doctor_checks(
     let fix_bin = if settings.codex_bin.is_some() || var("CODEX_CLI_PATH").is_some() {
         format!(
             "point {from} at the codex executable, or unset it to use `codex` on PATH \
-             (install: {INSTALL}{TESTED_CODEX_VERSION})"
+             (install: {INSTALL}{NEWEST_TESTED_CODEX_VERSION})"
         )
     } else {
         format!(
-            "install it ({INSTALL}{TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
+            "install it ({INSTALL}{NEWEST_TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
         )
     };
     let codex = match find_on_path(&given, var("PATH")) {
@@ -643,15 +756,7 @@ pub async fn doctor_checks(
                 format!("{} did not answer `--version`", codex.display()),
                 fix_bin.clone(),
             ),
-            Some(v) if v.split_whitespace().last() == Some(TESTED_CODEX_VERSION) => Check::ok(
-                "codex version",
-                format!("{v} (the version this bridge is tested with)"),
-            ),
-            Some(v) => Check::warn(
-                "codex version",
-                format!("{v}; this bridge is tested with {TESTED_CODEX_VERSION}"),
-                format!("{INSTALL}{TESTED_CODEX_VERSION}"),
-            ),
+            Some(v) => version_check(&v),
         });
     }
 

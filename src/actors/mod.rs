@@ -166,6 +166,7 @@ pub struct TurnReport {
     pub sandbox: SandboxLevel,
     /// What codex recorded for the turn (approval, reviewer, sandbox), when it keeps a rollout.
     pub recorded: Option<TurnContext>,
+    /// The model codex recorded it ran with, else the one asked for.
     pub model: Option<String>,
     /// The session's record after the turn.
     pub record: Option<SessionRecord>,

@@ -496,7 +496,13 @@ async fn finish(st: &mut SessionState, f: Finished) {
             if let Some(u) = outcome.output.thread_usage {
                 rec.thread_usage = u;
             }
-            if let Some(m) = &f.call.model {
+            // the model codex ran with, as it recorded it (an operator override or codex's own
+            // config may have chosen it), else the one asked for
+            let model = recorded
+                .as_ref()
+                .and_then(|r| r.model.clone())
+                .or_else(|| f.call.model.clone());
+            if let Some(m) = &model {
                 rec.model = Some(m.clone());
             }
             rec.turn_count += 1;
@@ -519,7 +525,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
                 queued: f.queued,
                 sandbox: f.call.sandbox,
                 recorded,
-                model: f.call.model.clone(),
+                model,
                 record: None,
             })
         }

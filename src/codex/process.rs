@@ -35,7 +35,7 @@ use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{
     CommandRun, Event, FailureKind, Transcript, Usage, classify, parse_line,
 };
-use crate::config::{Limits, TESTED_CODEX_VERSION};
+use crate::config::{Limits, NEWEST_TESTED_CODEX_VERSION};
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use crate::security::paths;
@@ -592,11 +592,11 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
     res.map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::CodexNotFound {
             program: spec.program.display().to_string(),
-            version: TESTED_CODEX_VERSION,
+            version: NEWEST_TESTED_CODEX_VERSION,
         },
         io::ErrorKind::PermissionDenied => Error::CodexNotFound {
             program: format!("{} (not executable)", spec.program.display()),
-            version: TESTED_CODEX_VERSION,
+            version: NEWEST_TESTED_CODEX_VERSION,
         },
         _ => Error::Io(e),
     })

@@ -29,7 +29,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::Settings;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::security::ids::SessionId;
+use crate::store::{SessionRecord, Store};
 
 /// The socket's file name inside the store directory.
 pub const SOCKET_NAME: &str = "bridge.sock";
@@ -112,6 +113,82 @@ pub enum Answer {
     Welcome { owner_pid: u32 },
     /// Refused (an invalid setting, say): the reason.
     Refused { reason: String },
+}
+
+/// What the command line asks the owner (`sessions ...` while a server owns the store). Sent
+/// instead of a [`Hello`]: the owner answers [`Answer::Welcome`], then one [`StoreAnswer`]
+/// line, and closes. The peer check is the same as for a relay (the same user only).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreRequestLine {
+    pub version: u32,
+    pub store_request: StoreRequest,
+}
+
+/// One request of [`StoreRequestLine`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum StoreRequest {
+    /// Every stored session, newest first.
+    List,
+    /// One session's record.
+    Get { session_id: SessionId },
+    /// Close a session as `closeSession` does (its running turn is cancelled first).
+    Close { session_id: SessionId },
+}
+
+/// The owner's answer to a [`StoreRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StoreAnswer {
+    /// The records, as the store keeps them.
+    Sessions { sessions: Vec<SessionRecord> },
+    /// The record asked for (`Get`) or removed (`Close`); `None`: no such session.
+    Session { session: Option<Box<SessionRecord>> },
+    /// The request failed: why.
+    Failed { message: String },
+}
+
+/// How long the command line waits for the owner's answer (a close cancels a running turn
+/// first).
+pub const STORE_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ask the owner of `store_dir` through its socket (the same connection and checks as a
+/// relay). `Ok(None)`: no process answers there (none owns the store, or it does not listen).
+pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option<StoreAnswer>> {
+    let line = serde_json::to_string(&StoreRequestLine {
+        version: HELLO_VERSION,
+        store_request: request,
+    })
+    .map_err(|e| Error::Store(format!("cannot encode the request: {e}")))?;
+    let mut conn = match connect(store_dir, &line).await {
+        Ok(c) => c,
+        Err(Attempt::Unavailable) => return Ok(None),
+        Err(Attempt::Refused(reason)) => {
+            return Err(Error::Store(format!(
+                "the codex-mcp-bridge process that owns the store at {} refused the request: \
+                 {reason}",
+                store_dir.display()
+            )));
+        }
+    };
+    let lost = |why: String| {
+        Error::Store(format!(
+            "the codex-mcp-bridge process {} that owns the store at {} did not answer: {why}",
+            conn.owner_pid,
+            store_dir.display()
+        ))
+    };
+    let mut answer = String::new();
+    match tokio::time::timeout(STORE_ANSWER_TIMEOUT, conn.reader.read_line(&mut answer)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        Ok(Ok(_)) => return Err(lost("it closed the connection".into())),
+        Ok(Err(e)) => return Err(lost(e.to_string())),
+        Err(_) => return Err(lost(format!("no answer within {STORE_ANSWER_TIMEOUT:?}"))),
+    }
+    serde_json::from_str(&answer)
+        .map(Some)
+        .map_err(|e| lost(format!("an answer this version does not understand ({e})")))
 }
 
 /// A connection to the owner, past the hello.

@@ -11,7 +11,10 @@ use tokio::net::{UnixListener, UnixStream};
 use crate::actors::{Bridge, ClientContext, Limiter, Shared};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::hub::{Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, addressable};
+use crate::hub::{
+    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, StoreAnswer, StoreRequest,
+    StoreRequestLine, addressable,
+};
 use crate::mcp::{McpServer, Tasks};
 use crate::security::redact::{self, ClientSecrets};
 use crate::store::Store;
@@ -116,6 +119,9 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
     if !matches!(read, Ok(Ok(n)) if n > 0) {
         return Ok(()); // gone, silent or too long: nothing to answer
     }
+    if let Ok(request) = serde_json::from_slice::<StoreRequestLine>(&line) {
+        return serve_store_request(request, &bridge, write).await;
+    }
     let client = match context_from_hello(&line) {
         Ok((client, pid)) => {
             tracing::info!(client_pid = pid, "a client process connected");
@@ -149,6 +155,76 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
         }
         Err(e) => tracing::info!(error = %e, "a client process left before its MCP handshake"),
     }
+    Ok(())
+}
+
+/// Answer the command line's `sessions` request: a welcome at once, then one answer line.
+async fn serve_store_request(
+    request: StoreRequestLine,
+    bridge: &Bridge,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) -> Result<()> {
+    let first = if request.version == HELLO_VERSION {
+        Answer::Welcome {
+            owner_pid: std::process::id(),
+        }
+    } else {
+        Answer::Refused {
+            reason: format!(
+                "request version {} is not {HELLO_VERSION} (a different codex-mcp-bridge version)",
+                request.version
+            ),
+        }
+    };
+    let refused = matches!(first, Answer::Refused { .. });
+    let line = serde_json::to_string(&first).unwrap_or_default();
+    write
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .map_err(Error::Io)?;
+    if refused {
+        return Ok(());
+    }
+    tracing::info!(request = ?request.store_request, "a `sessions` command asked");
+    let failed = |e: Error| StoreAnswer::Failed {
+        message: redact::redact(&e.to_string()).into_owned(),
+    };
+    let answer = match request.store_request {
+        StoreRequest::List => {
+            let mut all = vec![];
+            let mut cursor: Option<String> = None;
+            loop {
+                match bridge.list(cursor.as_deref(), 500) {
+                    Ok(page) => {
+                        all.extend(page.sessions);
+                        match page.next {
+                            Some(c) => cursor = Some(c),
+                            None => break StoreAnswer::Sessions { sessions: all },
+                        }
+                    }
+                    Err(e) => break failed(e),
+                }
+            }
+        }
+        StoreRequest::Get { session_id } => match bridge.get(&session_id) {
+            Ok(session) => StoreAnswer::Session {
+                session: session.map(Box::new),
+            },
+            Err(e) => failed(e),
+        },
+        StoreRequest::Close { session_id } => match bridge.close(&session_id, false, None).await {
+            Ok(session) => StoreAnswer::Session {
+                session: session.map(Box::new),
+            },
+            Err(e) => failed(e),
+        },
+    };
+    let line = serde_json::to_string(&answer).unwrap_or_default();
+    write
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .map_err(Error::Io)?;
+    let _ = write.shutdown().await;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod files;
 pub mod framing;
 pub mod params;
 pub mod results;
+pub mod roots;
 pub mod structured;
 pub mod tools;
 
@@ -51,6 +52,8 @@ pub struct McpServer {
     pub(crate) tasks: Tasks,
     /// The connection's client context (settings, codex environment, CODEX_HOME).
     pub(crate) client: Arc<ClientContext>,
+    /// The connection's client roots (the default working directory).
+    pub(crate) client_roots: Arc<roots::ClientRoots>,
     /// Which connection this is, for the tasks it starts.
     scope: Scope,
 }
@@ -152,6 +155,7 @@ impl McpServer {
             bridge,
             tasks: Tasks::new(),
             client,
+            client_roots: Default::default(),
             scope: Scope::connection(),
         }
     }
@@ -371,6 +375,15 @@ pub(crate) enum ProgressTarget {
 pub(crate) struct CallCtx {
     pub ct: CancellationToken,
     pub progress: Option<ProgressTarget>,
+    /// The client to ask for its roots, when it declares the roots capability.
+    pub roots: Option<rmcp::Peer<RoleServer>>,
+}
+
+/// The peer of a request whose client declares the roots capability.
+fn roots_peer(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<RoleServer>> {
+    ctx.client_capabilities()
+        .is_some_and(|c| c.roots.is_some())
+        .then(|| ctx.peer.clone())
 }
 
 impl CallCtx {
@@ -385,6 +398,7 @@ impl CallCtx {
                     peer: ctx.peer.clone(),
                     token,
                 }),
+            roots: roots_peer(ctx),
         }
     }
 }
@@ -488,6 +502,7 @@ impl McpServer {
         name: String,
         args: rmcp::model::JsonObject,
         span: tracing::Span,
+        roots: Option<rmcp::Peer<RoleServer>>,
         owner: TaskOwner,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
@@ -513,6 +528,7 @@ impl McpServer {
                     let ctx = CallCtx {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
+                        roots,
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
@@ -590,6 +606,23 @@ impl ServerHandler for McpServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let declares_roots = context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if declares_roots {
+            let (roots, peer) = (self.client_roots.clone(), context.peer.clone());
+            tokio::spawn(async move { roots.refresh(&peer).await });
+        }
+    }
+
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.client_roots.forget().await;
+        let (roots, peer) = (self.client_roots.clone(), context.peer.clone());
+        tokio::spawn(async move { roots.refresh(&peer).await });
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -615,7 +648,7 @@ impl ServerHandler for McpServer {
                 .is_some_and(|c| c.supports_tasks());
         if as_task {
             let owner = self.scope.owner(&context);
-            let task = self.spawn_task(name, args, span, owner);
+            let task = self.spawn_task(name, args, span, roots_peer(&context), owner);
             tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                 task,

@@ -550,3 +550,40 @@ async fn a_peer_of_another_user_is_dropped() {
     let _ = owner.start_kill();
     let _ = owner.wait().await;
 }
+
+#[tokio::test]
+async fn a_relayed_clients_roots_choose_its_default_working_directory() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let owner = connect(&env, &mock, Protocol::Legacy).await;
+    wait_for_socket(&env).await;
+    let dir = env.work().canonicalize().unwrap().join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    let roots = crate::support::mcp::ClientRoots::default();
+    *roots.uris.lock().unwrap() = vec![url::Url::from_file_path(&dir).unwrap().to_string()];
+    let relayed = crate::support::mcp::connect_with_roots(&env, &mock, roots.clone()).await;
+    let r = relayed
+        .call("codex", json!({"prompt": "where?", "sessionId": "relayed"}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert!(roots.asked() >= 1, "the owner asked the relayed client");
+    let got = owner
+        .call("getSession", json!({"sessionId": "relayed"}))
+        .await;
+    assert_eq!(
+        structured(&got)["session"]["workingDirectory"],
+        dir.display().to_string()
+    );
+    // roots are per connection: the owner's own client declares none, so its default stays
+    // the first allowed root
+    let r = owner
+        .call("codex", json!({"prompt": "and here?", "sessionId": "own"}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let got = owner.call("getSession", json!({"sessionId": "own"})).await;
+    assert_eq!(
+        structured(&got)["session"]["workingDirectory"],
+        env.root().canonicalize().unwrap().display().to_string()
+    );
+    drop((owner, relayed));
+}

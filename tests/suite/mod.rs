@@ -2,6 +2,7 @@
 
 mod actors;
 mod cli;
+mod codex_host;
 mod config_layers;
 mod escalation;
 mod faults;

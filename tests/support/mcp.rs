@@ -26,16 +26,49 @@ pub enum Protocol {
     Modern,
 }
 
-/// Collects progress notifications.
+/// Collects progress notifications; answers `roots/list` with [`ClientRoots`]' URIs.
 #[derive(Clone)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub roots: ClientRoots,
     config: ClientConfig,
+}
+
+/// The roots a test client lists (`file://` URIs), and how often the server asked for them.
+#[derive(Clone, Default)]
+pub struct ClientRoots {
+    pub uris: Arc<Mutex<Vec<String>>>,
+    pub asked: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ClientRoots {
+    /// How often the server asked so far.
+    pub fn asked(&self) -> usize {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl ClientHandler for Client {
     async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
         self.progress.lock().unwrap().push(p);
+    }
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        self.roots
+            .asked
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let roots = self
+            .roots
+            .uris
+            .lock()
+            .unwrap()
+            .iter()
+            .map(rmcp::model::Root::new)
+            .collect();
+        Ok(rmcp::model::ListRootsResult::new(roots))
     }
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
@@ -46,6 +79,8 @@ impl ClientHandler for Client {
 pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// What the client lists as its roots (only asked when it declares the capability).
+    pub roots: ClientRoots,
     pub pid: u32,
     pub store: PathBuf,
 }
@@ -109,6 +144,34 @@ pub async fn connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Server {
+    connect_full(vars, cwd, protocol, capabilities, ClientRoots::default()).await
+}
+
+/// Start the server for `env` and `mock` and connect a client (2025-11-25) that declares the
+/// roots capability and lists `roots` (deprecated in the 2026 protocol; hosts on 2025-11-25 use
+/// them).
+#[allow(deprecated)]
+pub async fn connect_with_roots(env: &TestEnv, mock: &MockApi, roots: ClientRoots) -> Server {
+    connect_full(
+        &server_env(env, mock),
+        env.root(),
+        Protocol::Legacy,
+        ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .build(),
+        roots,
+    )
+    .await
+}
+
+async fn connect_full(
+    vars: &[(String, String)],
+    cwd: &Path,
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+    roots: ClientRoots,
+) -> Server {
     let mut cmd = tokio::process::Command::new(server_bin());
     cmd.env_clear()
         .envs(vars.iter().map(|(k, v)| (k, v)))
@@ -127,6 +190,7 @@ pub async fn connect_with_capabilities(
         Protocol::Legacy => {
             let c = Client {
                 progress: progress.clone(),
+                roots: roots.clone(),
                 config: base.with_protocol_version(ProtocolVersion::V_2025_11_25),
             };
             tokio::time::timeout(Duration::from_secs(30), c.serve(transport))
@@ -137,6 +201,7 @@ pub async fn connect_with_capabilities(
         Protocol::Modern => {
             let c = Client {
                 progress: progress.clone(),
+                roots: roots.clone(),
                 config: base,
             };
             tokio::time::timeout(
@@ -161,6 +226,7 @@ pub async fn connect_with_capabilities(
     Server {
         client,
         progress,
+        roots,
         pid,
         store,
     }
