@@ -8,7 +8,9 @@
 //! - Every later process relays its stdio client to that socket ([`relay`]). Its first line on
 //!   the socket is a [`Hello`] with its own settings and allowlisted environment: the owner
 //!   builds that connection's [`ClientContext`] from it, so each turn runs with the API keys,
-//!   CODEX_HOME, roots and limits of the host that asked for it.
+//!   CODEX_HOME, roots and limits of the host that asked for it. The hello also carries the
+//!   values of the host's secret-named variables: the owner redacts them from that
+//!   connection's output only, as the host's own process would.
 //! - When the owner exits or dies, its relays see the socket close: calls in flight fail with a
 //!   clear error, one relay takes the store over (it replays its client's `initialize` to its
 //!   own new service, so the client carries on), and the others connect to it.
