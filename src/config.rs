@@ -253,11 +253,13 @@ fn http_config(listen: Option<&str>, token: Option<&str>) -> Result<Option<HttpC
     }
     let token = token.unwrap_or_default();
     if token.len() < MIN_HTTP_TOKEN_LEN || token.chars().any(|c| !c.is_ascii_graphic()) {
+        // Not `TOKEN: the ...`: a secret-named key before `:` makes the next word look like
+        // its value, and redaction would eat it from the message.
         return Err(Error::setting(
-            HTTP_TOKEN_VAR,
+            format!("{HTTP_TOKEN_VAR} (the HTTP listener's bearer token)"),
             format!(
-                "the HTTP listener needs a bearer token of at least {MIN_HTTP_TOKEN_LEN} \
-                 printable ASCII characters without spaces in {HTTP_TOKEN_VAR}"
+                "must be at least {MIN_HTTP_TOKEN_LEN} printable ASCII characters, without \
+                 spaces"
             ),
         ));
     }
@@ -1143,5 +1145,22 @@ log_format = "json"
         assert_eq!(store_dir(&Settings::default(), &v).unwrap(), c.store_dir);
         assert_eq!(c.store_dir, PathBuf::from("/xdg/codex-mcp-bridge"));
         assert!(store_dir(&Settings::default(), &[]).is_err());
+    }
+
+    #[test]
+    fn the_short_http_token_message_survives_its_own_redaction() {
+        let err = http_config(Some("127.0.0.1:8765"), Some("short"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            crate::security::redact::Redactor::default().redact(&err),
+            err,
+            "redaction changes the message"
+        );
+        assert_eq!(
+            err,
+            "invalid setting CODEX_BRIDGE_HTTP_TOKEN (the HTTP listener's bearer token): must be \
+             at least 32 printable ASCII characters, without spaces"
+        );
     }
 }

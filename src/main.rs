@@ -12,7 +12,9 @@ use codex_mcp_bridge::config::{Config, Settings};
 use codex_mcp_bridge::hub::http::{self, HttpListener};
 use codex_mcp_bridge::hub::owner::{self, Listener};
 use codex_mcp_bridge::hub::relay::{self, Upstream};
-use codex_mcp_bridge::hub::{self, ELECTION_TIMEOUT, HELLO_VERSION, Hello, Role, hello_vars};
+use codex_mcp_bridge::hub::{
+    self, ELECTION_TIMEOUT, HELLO_VERSION, Hello, Role, hello_secrets, hello_vars,
+};
 use codex_mcp_bridge::logging;
 use codex_mcp_bridge::mcp::McpServer;
 use codex_mcp_bridge::security::redact::{self, Redactor};
@@ -117,6 +119,7 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
             ..settings.clone()
         },
         vars: hello_vars(&vars),
+        secrets: hello_secrets(&vars),
         start_dir: start_dir.clone(),
         pid: std::process::id(),
     };
@@ -190,7 +193,7 @@ struct Owned {
 }
 
 /// One task store for every connection this process serves.
-type Tasks = rmcp::task_manager::TaskManager;
+type Tasks = codex_mcp_bridge::mcp::Tasks;
 
 /// Start the actors over the store and listen for other processes.
 async fn become_owner(

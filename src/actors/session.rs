@@ -381,12 +381,14 @@ async fn start(
                     let mut opts = RunOptions::new(timeout, client.config.limits);
                     opts.cancel = task_cancel.clone();
                     opts.prior_thread_usage = prior_usage;
+                    opts.secrets = client.secrets.clone();
                     let me_spawn = me.clone();
                     opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
                         let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
                     }));
                     let me_ev = me.clone();
                     let progress_ev = progress.clone();
+                    let secrets = client.secrets.clone();
                     let on_event = move |ev: &Event| {
                         if let Event::ThreadStarted { thread_id } = ev
                             && let Ok(thread) = ThreadId::parse(thread_id)
@@ -394,7 +396,7 @@ async fn start(
                             let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
                         }
                         if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
-                            p(redact(&line).into_owned());
+                            p(secrets.redact(&line).into_owned());
                         }
                     };
                     let outcome = run(spec, opts, on_event).await;

@@ -8,7 +8,9 @@
 //! - Every later process relays its stdio client to that socket ([`relay`]). Its first line on
 //!   the socket is a [`Hello`] with its own settings and allowlisted environment: the owner
 //!   builds that connection's [`ClientContext`] from it, so each turn runs with the API keys,
-//!   CODEX_HOME, roots and limits of the host that asked for it.
+//!   CODEX_HOME, roots and limits of the host that asked for it. The hello also carries the
+//!   values of the host's secret-named variables: the owner redacts them from that
+//!   connection's output only, as the host's own process would.
 //! - When the owner exits or dies, its relays see the socket close: calls in flight fail with a
 //!   clear error, one relay takes the store over (it replays its client's `initialize` to its
 //!   own new service, so the client carries on), and the others connect to it.
@@ -34,8 +36,8 @@ use crate::store::{SessionRecord, Store};
 
 /// The socket's file name inside the store directory.
 pub const SOCKET_NAME: &str = "bridge.sock";
-/// Version of the hello line.
-pub const HELLO_VERSION: u32 = 1;
+/// Version of the hello line (2: with the client's literal secrets).
+pub const HELLO_VERSION: u32 = 2;
 /// Longest hello line accepted.
 pub const MAX_HELLO_BYTES: usize = 1024 * 1024;
 /// How long a connection may take to send its hello, or the owner to answer it.
@@ -57,6 +59,34 @@ pub fn hello_vars(vars: &[(String, String)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The values a client sends for redaction: those of its secret-named variables, as its own
+/// process-wide redactor takes them, within the owner's bounds (see
+/// [`ClientSecrets::bounded`]). A value left out is named (never shown) in a warning: it is
+/// not redacted as a literal from what the owner answers this client.
+///
+/// [`ClientSecrets::bounded`]: crate::security::redact::ClientSecrets::bounded
+pub fn hello_secrets(vars: &[(String, String)]) -> Vec<String> {
+    use crate::security::redact::{MAX_CLIENT_SECRET_BYTES, secret_values};
+    let mut out = Vec::new();
+    for (name, value) in vars {
+        if secret_values([(name, value)]).is_empty() {
+            continue;
+        }
+        if value.len() > MAX_CLIENT_SECRET_BYTES {
+            tracing::warn!(
+                variable = %name,
+                limit = MAX_CLIENT_SECRET_BYTES,
+                "a secret-named variable is longer than a relayed client's literal secrets may \
+                 be: its value is not redacted as a literal from answers when another process \
+                 owns the store (patterns still apply)"
+            );
+            continue;
+        }
+        out.push(value.clone());
+    }
+    out
+}
+
 /// A client process's first line on the socket.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -66,6 +96,11 @@ pub struct Hello {
     pub settings: Settings,
     /// Its allowlisted environment ([`hello_vars`]).
     pub vars: Vec<(String, String)>,
+    /// The values of its secret-named variables ([`hello_secrets`]): the owner redacts them
+    /// from this connection's answers and progress, as the client's process would if it
+    /// served its client itself.
+    #[serde(default)]
+    pub secrets: Vec<String>,
     /// The directory it started in (the default root).
     pub start_dir: PathBuf,
     /// Its pid, for the owner's logs.

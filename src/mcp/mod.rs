@@ -47,12 +47,99 @@ Long turns send progress notifications; cancelling a call stops Codex at once.";
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) bridge: Bridge,
-    /// Calls running or finished as MCP tasks (shared by every connection of this process).
-    pub(crate) tasks: TaskManager,
+    /// Calls running or finished as MCP tasks (one store per process, each task visible to the
+    /// connection that started it only).
+    pub(crate) tasks: Tasks,
     /// The connection's client context (settings, codex environment, CODEX_HOME).
     pub(crate) client: Arc<ClientContext>,
     /// The connection's client roots (the default working directory).
     pub(crate) client_roots: Arc<roots::ClientRoots>,
+    /// Which connection this is, for the tasks it starts.
+    scope: Scope,
+}
+
+/// Which client connection a server instance serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// One stdio or socket connection (a number unique in this process).
+    Connection(u64),
+    /// The HTTP listener: a connection is the request's `Mcp-Session-Id`.
+    Http,
+}
+
+/// Whose a task is: the connection that started it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TaskOwner {
+    Connection(u64),
+    /// An HTTP session, or (`None`) the session-less HTTP requests of the 2026-07-28
+    /// protocol, which have no connection to tell them apart: they all hold the operator's
+    /// bearer token.
+    Http(Option<String>),
+}
+
+impl Scope {
+    /// A new connection's scope.
+    fn connection() -> Scope {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Scope::Connection(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The owner of what a request of this connection starts or asks for.
+    fn owner(self, ctx: &RequestContext<RoleServer>) -> TaskOwner {
+        match self {
+            Scope::Connection(n) => TaskOwner::Connection(n),
+            Scope::Http => TaskOwner::Http(
+                ctx.extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|p| p.headers.get("mcp-session-id"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+            ),
+        }
+    }
+}
+
+/// One task store for every connection a process serves (rmcp's [`TaskManager`]), plus who
+/// started each task: `tasks/get`, `tasks/update` and `tasks/cancel` from any other connection
+/// get "unknown task", as for an id that never existed.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    manager: TaskManager,
+    /// Task id → its owner, and when the manager has surely forgotten the task.
+    owners:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>>,
+}
+
+impl Tasks {
+    /// An empty store.
+    pub fn new() -> Tasks {
+        Tasks::default()
+    }
+
+    fn owners(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>
+    {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record `owner` for a new task; forget owners of tasks the manager dropped. rmcp keeps a
+    /// task for its TTL from creation plus one more TTL after it ended, which is at most two
+    /// TTLs after creation since a task never outlives its TTL.
+    fn record(&self, id: &str, owner: TaskOwner, ttl: Duration) {
+        let now = std::time::Instant::now();
+        let mut owners = self.owners();
+        owners.retain(|_, (_, until)| *until > now);
+        owners.insert(
+            id.to_owned(),
+            (owner, now + 2 * ttl + Duration::from_secs(60)),
+        );
+    }
+
+    /// Whether `owner` started task `id`.
+    fn owned_by(&self, id: &str, owner: &TaskOwner) -> bool {
+        self.owners().get(id).is_some_and(|(o, _)| o == owner)
+    }
 }
 
 impl McpServer {
@@ -66,14 +153,24 @@ impl McpServer {
     pub fn for_client(bridge: Bridge, client: Arc<ClientContext>) -> Self {
         McpServer {
             bridge,
-            tasks: TaskManager::new(),
+            tasks: Tasks::new(),
             client,
             client_roots: Default::default(),
+            scope: Scope::connection(),
+        }
+    }
+
+    /// A server for requests of the HTTP listener (the owning process's own client context;
+    /// an HTTP session is a connection).
+    pub fn for_http(bridge: Bridge) -> Self {
+        McpServer {
+            scope: Scope::Http,
+            ..McpServer::new(bridge)
         }
     }
 
     /// Share `tasks` (one task store per process, whatever the connection).
-    pub fn with_tasks(mut self, tasks: TaskManager) -> Self {
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
         self.tasks = tasks;
         self
     }
@@ -472,6 +569,7 @@ impl McpServer {
         args: rmcp::model::JsonObject,
         span: tracing::Span,
         roots: Option<rmcp::Peer<RoleServer>>,
+        owner: TaskOwner,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
         let this = self.clone();
@@ -479,7 +577,7 @@ impl McpServer {
             .with_ttl_ms(self.task_ttl().as_millis() as u64)
             .with_poll_interval_ms(TASK_POLL_MS)
             .with_status_message("starting");
-        self.tasks.spawn(options, move |task| {
+        let task = self.tasks.manager.spawn(options, move |task| {
             Box::pin(tracing::Instrument::instrument(
                 async move {
                     let cancel = CancellationToken::new();
@@ -502,13 +600,45 @@ impl McpServer {
                     watcher.abort();
                     match result {
                         _ if task.is_cancel_requested() => Err(TaskExit::Cancelled),
-                        Ok(r) => Ok(r),
+                        Ok(r) => Ok(this.scrub(r)),
                         Err(e) => Err(TaskExit::Error(e)),
                     }
                 },
                 span,
             ))
-        })
+        });
+        self.tasks.record(&task.task_id, owner, self.task_ttl());
+        task
+    }
+
+    /// Task `id` if this request's connection started it; "unknown task" otherwise.
+    fn own_task(&self, id: &str, ctx: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        if self.tasks.owned_by(id, &self.scope.owner(ctx)) {
+            Ok(())
+        } else {
+            tracing::debug!(task = %id, "a request for a task of another connection or none");
+            Err(self.unknown_task(id))
+        }
+    }
+
+    /// The last pass over a result for this connection: its host's literal secrets (nothing
+    /// to do for the owning process's own client, whose secrets the process-wide redactor has).
+    fn scrub(&self, mut r: CallToolResult) -> CallToolResult {
+        let secrets = &self.client.secrets;
+        if secrets.is_empty() {
+            return r;
+        }
+        for block in &mut r.content {
+            if let ContentBlock::Text(t) = block
+                && let std::borrow::Cow::Owned(clean) = secrets.redact_literals(&t.text)
+            {
+                t.text = clean;
+            }
+        }
+        if let Some(v) = &mut r.structured_content {
+            secrets.redact_literals_json(v);
+        }
+        r
     }
 
     /// The error for a task id this process does not know.
@@ -584,8 +714,9 @@ impl ServerHandler for McpServer {
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         if as_task {
-            let task = self.spawn_task(name, args, span, roots_peer(&context));
-            tracing::info!(task = %task.task_id, "tool call started as a task");
+            let owner = self.scope.owner(&context);
+            let task = self.spawn_task(name, args, span, roots_peer(&context), owner);
+            tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                 task,
             )));
@@ -593,7 +724,8 @@ impl ServerHandler for McpServer {
         let result = self
             .dispatch(&name, args, &CallCtx::of_request(&context))
             .instrument(span)
-            .await?;
+            .await
+            .map(|r| self.scrub(r))?;
         if result.is_error == Some(true) {
             tracing::info!(tool = %name, "tool call failed");
         }
@@ -603,9 +735,11 @@ impl ServerHandler for McpServer {
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.own_task(&request.task_id, &context)?;
         self.tasks
+            .manager
             .get_task(&request.task_id)
             .map(rmcp::model::GetTaskResult::new)
             .map_err(|_| self.unknown_task(&request.task_id))
@@ -614,13 +748,15 @@ impl ServerHandler for McpServer {
     async fn update_task(
         &self,
         request: rmcp::model::UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.own_task(&request.task_id, &context)?;
         // no tool asks for input mid-task; the manager answers for unknown ids and keys
         self.tasks
+            .manager
             .update_task(&request.task_id, request.input_responses)
             .map_err(|e| {
-                if self.tasks.get_task(&request.task_id).is_err() {
+                if self.tasks.manager.get_task(&request.task_id).is_err() {
                     self.unknown_task(&request.task_id)
                 } else {
                     e
@@ -631,9 +767,11 @@ impl ServerHandler for McpServer {
     async fn cancel_task(
         &self,
         request: rmcp::model::CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.own_task(&request.task_id, &context)?;
         self.tasks
+            .manager
             .cancel_task(&request.task_id)
             .map_err(|_| self.unknown_task(&request.task_id))
     }

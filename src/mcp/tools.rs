@@ -256,6 +256,7 @@ impl McpServer {
                 timeout,
                 ctx.ct.child_token(),
                 progress,
+                &self.client.secrets,
             )
             .await?;
         let value = shape(&outcome, queued, sandbox, None, max_len);
