@@ -366,7 +366,7 @@ fn write_json(s: &Summary, bin: &std::path::Path) {
     let doc = json!({
         "bench": "e2e_overhead",
         "codex": bin.display().to_string(),
-        "codex_version": support::CODEX_VERSION,
+        "codex_version": support::codex_version(),
         "containment": s.containment,
         "pairs": s.pairs,
         "unit": "ms",

@@ -423,7 +423,7 @@ fn write_json(r: &Report) {
     }
     let doc: Value = json!({
         "bench": "load",
-        "codex_version": support::CODEX_VERSION,
+        "codex_version": support::codex_version(),
         "turns": r.turns,
         "sessions": r.sessions,
         "client_tasks": CONCURRENCY,

@@ -16,8 +16,10 @@ use serde_json::{Value, json};
 use crate::codex::home::{codex_home, nested_servers};
 use crate::codex::process::codex_version;
 use crate::config::{
-    self, Config, ConfigLocation, Settings, TESTED_CODEX_VERSION, find_on_path, store_dir,
+    self, CodexSupport, Config, ConfigLocation, NEWEST_TESTED_CODEX_VERSION,
+    OLDEST_SUPPORTED_CODEX_VERSION, Settings, find_on_path, store_dir,
 };
+use crate::hub::{StoreAnswer, StoreRequest};
 use crate::logging::LogFormat;
 use crate::security::env::filter_env;
 use crate::security::ids::SessionId;
@@ -65,8 +67,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve MCP on stdio (what running without a subcommand does).
     Serve(Box<Settings>),
-    /// The stored sessions, read from the store directly (the server must not be running on
-    /// it).
+    /// The stored sessions: through the running server that owns the store, else from the
+    /// store directly.
     Sessions(SessionsArgs),
     /// Check that everything the server needs is in place; one line per check, with a fix.
     Doctor(Box<Settings>),
@@ -254,25 +256,116 @@ fn failed(e: impl std::fmt::Display) -> Failed {
     Failed(redact(&e.to_string()).into_owned())
 }
 
-/// Open the store for a `sessions` subcommand. `Ok(None)`: it does not exist yet (it is not
-/// created here). A store a running server holds is refused with a message saying so.
-fn open_store(dir: &Path) -> Result<Option<Store>, Failed> {
-    if !dir.exists() {
-        return Ok(None);
-    }
-    match Store::open(dir) {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if e.to_string().contains("in use") => Err(Failed(format!(
-            "the store at {} is locked by a running codex-mcp-bridge server (it holds the store \
-             exclusively); stop that server and run this again, or use the server's own \
-             listSessions, getSession and closeSession tools",
-            dir.display()
-        ))),
-        Err(e) => Err(failed(e)),
+/// How long `sessions` looks for the store's owner or the store's lock (a server may be
+/// starting, or exiting, at that moment).
+const FIND_STORE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What `sessions` reached.
+enum Reached {
+    /// The process that owns the store (a running server) answered.
+    Owner(StoreAnswer),
+    /// No process owns the store: opened directly.
+    Store(Store),
+}
+
+/// Ask the store's owner over its socket, or, when no process owns the store, open it
+/// directly; `dir` exists.
+fn reach(dir: &Path, request: StoreRequest) -> Result<Reached, Failed> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failed(format!("cannot start the runtime: {e}")))?;
+    let deadline = std::time::Instant::now() + FIND_STORE;
+    loop {
+        if let Some(answer) = rt
+            .block_on(crate::hub::ask_owner(dir, request.clone()))
+            .map_err(failed)?
+        {
+            return Ok(Reached::Owner(answer));
+        }
+        match Store::try_open(dir, std::time::Duration::from_millis(200)) {
+            Ok(Some(store)) => return Ok(Reached::Store(store)),
+            Ok(None) if std::time::Instant::now() < deadline => {}
+            Ok(None) => {
+                return Err(Failed(format!(
+                    "the store at {} is locked by a process that does not answer on its socket \
+                     {} there (a codex-mcp-bridge of another version, or another `sessions` \
+                     command at this moment); try again, or stop that process",
+                    dir.display(),
+                    crate::hub::SOCKET_NAME
+                )));
+            }
+            Err(e) => return Err(failed(e)),
+        }
     }
 }
 
-/// Run a `sessions` subcommand, writing its output to `out`.
+/// The records of every stored session, newest first.
+fn list_all(dir: &Path) -> Result<Vec<SessionRecord>, Failed> {
+    match reach(dir, StoreRequest::List)? {
+        Reached::Owner(StoreAnswer::Sessions { sessions }) => Ok(sessions),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => {
+            let mut all = vec![];
+            let mut cursor: Option<String> = None;
+            loop {
+                let page = store.list(cursor.as_deref(), 500).map_err(failed)?;
+                all.extend(page.sessions);
+                match page.next {
+                    Some(c) => cursor = Some(c),
+                    None => return Ok(all),
+                }
+            }
+        }
+    }
+}
+
+/// One session's record.
+fn get(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+    match reach(
+        dir,
+        StoreRequest::Get {
+            session_id: id.clone(),
+        },
+    )? {
+        Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => store.get(id).map_err(failed),
+    }
+}
+
+/// Close a session; its record, when there was one.
+fn close(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+    match reach(
+        dir,
+        StoreRequest::Close {
+            session_id: id.clone(),
+        },
+    )? {
+        Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
+        Reached::Owner(other) => Err(unexpected(other)),
+        Reached::Store(store) => {
+            let removed = store.remove(id).map_err(failed)?;
+            store.flush_blocking().map_err(failed)?;
+            Ok(removed)
+        }
+    }
+}
+
+fn unexpected(answer: StoreAnswer) -> Failed {
+    match answer {
+        StoreAnswer::Failed { message } => Failed(redact(&message).into_owned()),
+        _ => Failed(
+            "the codex-mcp-bridge process that owns the store gave an answer that does not fit \
+             the request"
+                .into(),
+        ),
+    }
+}
+
+/// Run a `sessions` subcommand, writing its output to `out`. While a server owns the store,
+/// the subcommands go through it (over the store's socket); otherwise they open the store
+/// directly. The output is the same either way.
 pub fn sessions(
     args: &SessionsArgs,
     settings: &Settings,
@@ -280,61 +373,50 @@ pub fn sessions(
     out: &mut dyn Write,
 ) -> Result<(), Failed> {
     let dir = store_dir(settings, vars).map_err(failed)?;
-    let store = open_store(&dir)?;
+    // a store that does not exist is not created
+    let exists = dir.exists();
     let id = |raw: &str| SessionId::parse("ID", raw).map_err(failed);
     let missing = |id: &SessionId| {
-        Failed(match &store {
-            Some(_) => format!("no session `{id}` in the store at {}", dir.display()),
-            None => format!(
+        Failed(if exists {
+            format!("no session `{id}` in the store at {}", dir.display())
+        } else {
+            format!(
                 "no session `{id}`: there is no store at {} yet",
                 dir.display()
-            ),
+            )
         })
+    };
+    let found = |id: &SessionId| -> Result<SessionRecord, Failed> {
+        let rec = if exists { get(&dir, id)? } else { None };
+        rec.ok_or_else(|| missing(id))
     };
     let text = match &args.command {
         SessionsCommand::List => {
-            let mut all = vec![];
-            if let Some(store) = &store {
-                let mut cursor: Option<String> = None;
-                loop {
-                    let page = store.list(cursor.as_deref(), 500).map_err(failed)?;
-                    all.extend(page.sessions);
-                    match page.next {
-                        Some(c) => cursor = Some(c),
-                        None => break,
-                    }
-                }
-            }
+            let all = if exists { list_all(&dir)? } else { vec![] };
             if args.json {
                 json_text(&json!({
                     "store": dir,
                     "sessions": all,
                 }))
             } else {
-                list_table(&all, &dir, store.is_some())
+                list_table(&all, &dir, exists)
             }
         }
         SessionsCommand::Show { id: raw } => {
-            let id = id(raw)?;
-            let rec = get(store.as_ref(), &id)?.ok_or_else(|| missing(&id))?;
+            let rec = found(&id(raw)?)?;
             if args.json {
                 json_text(&json!(rec))
             } else {
                 show_text(&rec)
             }
         }
-        SessionsCommand::Export { id: raw } => {
-            let id = id(raw)?;
-            let rec = get(store.as_ref(), &id)?.ok_or_else(|| missing(&id))?;
-            json_text(&json!(rec))
-        }
+        SessionsCommand::Export { id: raw } => json_text(&json!(found(&id(raw)?)?)),
         SessionsCommand::Close { id: raw } => {
             let id = id(raw)?;
-            let Some(s) = &store else {
+            if !exists {
                 return Err(missing(&id));
-            };
-            s.remove(&id).map_err(failed)?.ok_or_else(|| missing(&id))?;
-            s.flush_blocking().map_err(failed)?;
+            }
+            close(&dir, &id)?.ok_or_else(|| missing(&id))?;
             if args.json {
                 json_text(&json!({ "sessionId": id, "closed": true, "store": dir }))
             } else {
@@ -343,13 +425,6 @@ pub fn sessions(
         }
     };
     out.write_all(text.as_bytes()).map_err(failed)
-}
-
-fn get(store: Option<&Store>, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
-    match store {
-        Some(s) => s.get(id).map_err(failed),
-        None => Ok(None),
-    }
 }
 
 /// Pretty JSON with every string redacted (redacting the serialized text could break it).
@@ -561,7 +636,130 @@ impl Check {
     }
 }
 
+/// What a person who started the server at a terminal reads on stderr: the server speaks MCP on
+/// stdin and stdout, so without a client it waits silently.
+pub const TERMINAL_HINT: &str = "codex-mcp-bridge: this is an MCP server; it waits for an MCP \
+client (Claude Code, Codex, VS Code, the MCP Inspector) to speak JSON-RPC on stdin. Check the \
+setup with `codex-mcp-bridge doctor`; leave with Ctrl-D (or Ctrl-C).";
+
+/// The hint to print when the server starts: only when stdin is a terminal (a host's pipe
+/// gets nothing extra).
+pub fn terminal_hint(stdin_is_terminal: bool) -> Option<&'static str> {
+    stdin_is_terminal.then_some(TERMINAL_HINT)
+}
+
 const INSTALL: &str = "npm install -g @openai/codex@";
+
+/// The `codex version` check: where `codex --version`'s answer falls in the supported range.
+fn version_check(v: &str) -> Check {
+    let range = format!("{OLDEST_SUPPORTED_CODEX_VERSION} to {NEWEST_TESTED_CODEX_VERSION}");
+    let install = format!("{INSTALL}{NEWEST_TESTED_CODEX_VERSION}");
+    match CodexSupport::of(v) {
+        CodexSupport::Supported => Check::ok(
+            "codex version",
+            format!("{v} (supported: this bridge is tested with codex {range})"),
+        ),
+        CodexSupport::NewerThanTested => Check::warn(
+            "codex version",
+            format!(
+                "{v} is newer than the newest tested, {NEWEST_TESTED_CODEX_VERSION}: it probably \
+                 works, but no test has proven the security pins against it"
+            ),
+            format!(
+                "to be sure, install the newest tested version ({install}); otherwise watch for \
+                 errors and report them"
+            ),
+        ),
+        CodexSupport::OlderThanSupported => Check::fail(
+            "codex version",
+            format!(
+                "{v} is older than the oldest supported, {OLDEST_SUPPORTED_CODEX_VERSION}: the \
+                 security pins are proven only for codex {range}"
+            ),
+            format!("upgrade codex: {install}"),
+        ),
+        CodexSupport::Unrecognized => Check::warn(
+            "codex version",
+            format!(
+                "`{v}` has no version number this bridge recognizes; it supports codex {range}"
+            ),
+            format!("check CODEX_BIN points at the Codex CLI ({install})"),
+        ),
+    }
+}
+
+/// Why the codex binary cannot be used, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodexMissing {
+    pub problem: String,
+    pub fix: String,
+}
+
+impl std::fmt::Display for CodexMissing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "codex not found: {}; fix: {}", self.problem, self.fix)
+    }
+}
+
+/// Where the settings look for codex: the given program and which setting gave it.
+fn codex_setting(settings: &Settings, vars: &[(String, String)]) -> (PathBuf, &'static str) {
+    let cli_path = vars
+        .iter()
+        .find(|(n, v)| n == "CODEX_CLI_PATH" && !v.is_empty())
+        .map(|(_, v)| v.as_str());
+    match (&settings.codex_bin, cli_path) {
+        (Some(p), _) => (p.clone(), "CODEX_BIN/--codex-bin"),
+        (None, Some(p)) => (PathBuf::from(p), "CODEX_CLI_PATH"),
+        (None, None) => (PathBuf::from("codex"), "the default, `codex` on PATH"),
+    }
+}
+
+/// How to fix a codex binary that cannot be used, for these settings.
+fn codex_fix(settings: &Settings, vars: &[(String, String)]) -> String {
+    let (_, from) = codex_setting(settings, vars);
+    if from == "the default, `codex` on PATH" {
+        format!(
+            "install it ({INSTALL}{NEWEST_TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
+        )
+    } else {
+        format!(
+            "point {from} at the codex executable, or unset it to use `codex` on PATH \
+             (install: {INSTALL}{NEWEST_TESTED_CODEX_VERSION})"
+        )
+    }
+}
+
+/// The codex executable, resolved as [`Config`](crate::config::Config) does
+/// (--codex-bin/CODEX_BIN, CODEX_CLI_PATH, then `codex` on PATH), with the setting that named
+/// it; or what is wrong and how to fix it. Shared by `doctor` and the server's start.
+pub fn locate_codex(
+    settings: &Settings,
+    vars: &[(String, String)],
+) -> Result<(PathBuf, &'static str), CodexMissing> {
+    let (given, from) = codex_setting(settings, vars);
+    let path_var = vars
+        .iter()
+        .find(|(n, v)| n == "PATH" && !v.is_empty())
+        .map(|(_, v)| v.as_str());
+    if let Some(p) = find_on_path(&given, path_var) {
+        return Ok((p, from));
+    }
+    let problem = if given.components().count() > 1 || given.is_absolute() {
+        if is_executable(&given) {
+            return Ok((given, from));
+        }
+        format!(
+            "{} (from {from}) does not exist or is not an executable file",
+            given.display()
+        )
+    } else {
+        format!("`{}` (from {from}) is not on PATH", given.display())
+    };
+    Err(CodexMissing {
+        problem,
+        fix: codex_fix(settings, vars),
+    })
+}
 
 /// Run every check; `start_dir` stands for the directory the server would start in.
 pub async fn doctor_checks(
@@ -589,49 +787,18 @@ pub async fn doctor_checks(
         ),
     });
 
-    // the codex binary, resolved as Config does: --codex-bin/CODEX_BIN, CODEX_CLI_PATH, `codex`
-    let (given, from) = match (&settings.codex_bin, var("CODEX_CLI_PATH")) {
-        (Some(p), _) => (p.clone(), "CODEX_BIN/--codex-bin"),
-        (None, Some(p)) => (PathBuf::from(p), "CODEX_CLI_PATH"),
-        (None, None) => (PathBuf::from("codex"), "the default, `codex` on PATH"),
-    };
-    let fix_bin = if settings.codex_bin.is_some() || var("CODEX_CLI_PATH").is_some() {
-        format!(
-            "point {from} at the codex executable, or unset it to use `codex` on PATH \
-             (install: {INSTALL}{TESTED_CODEX_VERSION})"
-        )
-    } else {
-        format!(
-            "install it ({INSTALL}{TESTED_CODEX_VERSION}) or set CODEX_BIN to the codex executable"
-        )
-    };
-    let codex = match find_on_path(&given, var("PATH")) {
-        Some(p) => Some(p),
-        None if given.components().count() > 1 || given.is_absolute() => {
-            if is_executable(&given) {
-                Some(given.clone())
-            } else {
-                checks.push(Check::fail(
-                    "codex binary",
-                    format!(
-                        "{} (from {from}) does not exist or is not an executable file",
-                        given.display()
-                    ),
-                    fix_bin.clone(),
-                ));
-                None
-            }
-        }
-        None => {
+    let (codex, fix_bin) = match locate_codex(settings, vars) {
+        Ok((path, from)) => (Some((path, from)), codex_fix(settings, vars)),
+        Err(missing) => {
             checks.push(Check::fail(
                 "codex binary",
-                format!("`{}` (from {from}) is not on PATH", given.display()),
-                fix_bin.clone(),
+                missing.problem,
+                missing.fix.clone(),
             ));
-            None
+            (None, missing.fix)
         }
     };
-    if let Some(codex) = &codex {
+    if let Some((codex, from)) = &codex {
         checks.push(Check::ok(
             "codex binary",
             format!("{} (from {from})", codex.display()),
@@ -643,15 +810,7 @@ pub async fn doctor_checks(
                 format!("{} did not answer `--version`", codex.display()),
                 fix_bin.clone(),
             ),
-            Some(v) if v.split_whitespace().last() == Some(TESTED_CODEX_VERSION) => Check::ok(
-                "codex version",
-                format!("{v} (the version this bridge is tested with)"),
-            ),
-            Some(v) => Check::warn(
-                "codex version",
-                format!("{v}; this bridge is tested with {TESTED_CODEX_VERSION}"),
-                format!("{INSTALL}{TESTED_CODEX_VERSION}"),
-            ),
+            Some(v) => version_check(&v),
         });
     }
 

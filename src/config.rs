@@ -9,8 +9,71 @@ use crate::error::{Error, Result};
 use crate::logging::LogFormat;
 use crate::security::overrides::{Override, parse_operator_override};
 
-/// The Codex CLI version this bridge is built and tested against.
-pub const TESTED_CODEX_VERSION: &str = "0.145.0";
+/// The oldest Codex CLI version this bridge supports: every security pin is proven against it
+/// (and against the newest tested) by the real-CLI test suite.
+pub const OLDEST_SUPPORTED_CODEX_VERSION: &str = "0.145.0";
+
+/// The newest Codex CLI version this bridge is tested against (what the README installs).
+pub const NEWEST_TESTED_CODEX_VERSION: &str = "0.171.0";
+
+/// Where a `codex --version` answer falls relative to the supported range
+/// [`OLDEST_SUPPORTED_CODEX_VERSION`]..=[`NEWEST_TESTED_CODEX_VERSION`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CodexSupport {
+    /// Inside the range: the security pins are proven for it.
+    Supported,
+    /// Newer than the newest tested: it probably works, but nothing has proven the pins hold.
+    NewerThanTested,
+    /// Older than the oldest supported: the pins are known to rely on newer behaviour.
+    OlderThanSupported,
+    /// The answer has no `MAJOR.MINOR.PATCH` version in it.
+    Unrecognized,
+}
+
+impl CodexSupport {
+    /// Classifies a `codex --version` answer such as `codex-cli 0.171.0` (the last word is the
+    /// version; a pre-release such as `0.172.0-alpha.1` sorts before its release).
+    pub fn of(version_output: &str) -> Self {
+        let Some(v) = version_output
+            .split_whitespace()
+            .last()
+            .and_then(parse_version)
+        else {
+            return Self::Unrecognized;
+        };
+        let oldest = parse_version(OLDEST_SUPPORTED_CODEX_VERSION).expect("a valid constant");
+        let newest = parse_version(NEWEST_TESTED_CODEX_VERSION).expect("a valid constant");
+        if v < oldest {
+            Self::OlderThanSupported
+        } else if v > newest {
+            Self::NewerThanTested
+        } else {
+            Self::Supported
+        }
+    }
+}
+
+/// `MAJOR.MINOR.PATCH[-PRE]` as a sortable key: the three numbers, then 0 for a pre-release and
+/// 1 for a release (pre-releases of one version are not ordered among themselves).
+fn parse_version(v: &str) -> Option<(u64, u64, u64, u8)> {
+    let v = v.strip_prefix('v').unwrap_or(v);
+    let (core, release) = match v.split_once('-') {
+        Some((core, pre)) if !pre.is_empty() => (core, 0),
+        Some(_) => return None,
+        None => (v, 1),
+    };
+    let mut parts = core.split('.').map(|n| {
+        (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| n.parse::<u64>().ok())
+            .flatten()
+    });
+    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+    parts
+        .next()
+        .is_none()
+        .then_some((major, minor, patch, release))
+}
 
 /// Operator settings as given (clap flags with environment equivalents).
 #[derive(Debug, Clone, Default, clap::Args, serde::Serialize, serde::Deserialize)]
@@ -190,11 +253,13 @@ fn http_config(listen: Option<&str>, token: Option<&str>) -> Result<Option<HttpC
     }
     let token = token.unwrap_or_default();
     if token.len() < MIN_HTTP_TOKEN_LEN || token.chars().any(|c| !c.is_ascii_graphic()) {
+        // Not `TOKEN: the ...`: a secret-named key before `:` makes the next word look like
+        // its value, and redaction would eat it from the message.
         return Err(Error::setting(
-            HTTP_TOKEN_VAR,
+            format!("{HTTP_TOKEN_VAR} (the HTTP listener's bearer token)"),
             format!(
-                "the HTTP listener needs a bearer token of at least {MIN_HTTP_TOKEN_LEN} \
-                 printable ASCII characters without spaces in {HTTP_TOKEN_VAR}"
+                "must be at least {MIN_HTTP_TOKEN_LEN} printable ASCII characters, without \
+                 spaces"
             ),
         ));
     }
@@ -687,6 +752,35 @@ mod tests {
     }
 
     #[test]
+    fn codex_versions_are_classified_against_the_supported_range() {
+        use CodexSupport::*;
+        for (answer, want) in [
+            ("codex-cli 0.145.0", Supported),
+            ("codex-cli 0.171.0", Supported),
+            ("codex-cli 0.160.3", Supported),
+            ("0.171.0", Supported),
+            ("codex-cli 0.144.9", OlderThanSupported),
+            ("codex-cli 0.145.0-alpha.2", OlderThanSupported),
+            ("codex-cli 0.9.0", OlderThanSupported),
+            ("codex-cli 0.171.1", NewerThanTested),
+            ("codex-cli 0.172.0-alpha.1", NewerThanTested),
+            ("codex-cli 1.0.0", NewerThanTested),
+            ("codex-cli 0.1710.0", NewerThanTested),
+            ("codex-cli", Unrecognized),
+            ("", Unrecognized),
+            ("codex-cli 0.171", Unrecognized),
+            ("codex-cli 0.171.0.1", Unrecognized),
+            ("codex-cli 0.171.x", Unrecognized),
+            ("codex-cli 0.171.0-", Unrecognized),
+            ("codex-cli +1.2.3", Unrecognized),
+        ] {
+            assert_eq!(CodexSupport::of(answer), want, "{answer:?}");
+        }
+        assert_eq!(CodexSupport::of(OLDEST_SUPPORTED_CODEX_VERSION), Supported);
+        assert_eq!(CodexSupport::of(NEWEST_TESTED_CODEX_VERSION), Supported);
+    }
+
+    #[test]
     fn defaults_are_documented_values() {
         let dir = tempfile::tempdir().unwrap();
         let c = Config::from_settings(&Settings::default(), dir.path(), &vars()).unwrap();
@@ -1051,5 +1145,22 @@ log_format = "json"
         assert_eq!(store_dir(&Settings::default(), &v).unwrap(), c.store_dir);
         assert_eq!(c.store_dir, PathBuf::from("/xdg/codex-mcp-bridge"));
         assert!(store_dir(&Settings::default(), &[]).is_err());
+    }
+
+    #[test]
+    fn the_short_http_token_message_survives_its_own_redaction() {
+        let err = http_config(Some("127.0.0.1:8765"), Some("short"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            crate::security::redact::Redactor::default().redact(&err),
+            err,
+            "redaction changes the message"
+        );
+        assert_eq!(
+            err,
+            "invalid setting CODEX_BRIDGE_HTTP_TOKEN (the HTTP listener's bearer token): must be \
+             at least 32 printable ASCII characters, without spaces"
+        );
     }
 }

@@ -51,9 +51,15 @@ impl<'a> MakeWriter<'a> for RedactingStderr {
     }
 }
 
-/// Install the global subscriber (once). `RUST_LOG` filters; the default is `info`.
+/// The filter without `RUST_LOG`: this crate's `info` lines, rmcp's warnings only (its `info`
+/// lines are debug dumps of whole protocol messages).
+pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
+
+/// Install the global subscriber (once). `RUST_LOG` filters; the default is
+/// [`DEFAULT_FILTER`].
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(RedactingStderr)

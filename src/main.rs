@@ -2,8 +2,8 @@
 //! store, start the actors, serve MCP on stdio, and shut down in order (every turn's processes
 //! are killed). The `sessions` and `doctor` subcommands live in [`codex_mcp_bridge::cli`].
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
-
 use std::sync::Arc;
 
 use codex_mcp_bridge::actors::Bridge;
@@ -12,12 +12,15 @@ use codex_mcp_bridge::config::{Config, Settings};
 use codex_mcp_bridge::hub::http::{self, HttpListener};
 use codex_mcp_bridge::hub::owner::{self, Listener};
 use codex_mcp_bridge::hub::relay::{self, Upstream};
-use codex_mcp_bridge::hub::{self, ELECTION_TIMEOUT, HELLO_VERSION, Hello, Role, hello_vars};
+use codex_mcp_bridge::hub::{
+    self, ELECTION_TIMEOUT, HELLO_VERSION, Hello, Role, hello_secrets, hello_vars,
+};
 use codex_mcp_bridge::logging;
 use codex_mcp_bridge::mcp::McpServer;
 use codex_mcp_bridge::security::redact::{self, Redactor};
 use codex_mcp_bridge::store::Store;
 use rmcp::ServiceExt;
+use rmcp::service::ServerInitializeError;
 use tokio::sync::Mutex;
 
 fn main() -> ExitCode {
@@ -98,6 +101,15 @@ fn run_server(settings: Settings, vars: Vec<(String, String)>) -> ExitCode {
 async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Result<()> {
     let start_dir = std::env::current_dir()?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
+    if let Some(hint) = cli::terminal_hint(std::io::stdin().is_terminal()) {
+        eprintln!("{hint}");
+    }
+    if let Err(missing) = cli::locate_codex(&settings, &vars) {
+        tracing::warn!(
+            "{missing}. Every turn will fail until then; `codex-mcp-bridge doctor` checks the \
+             whole setup"
+        );
+    }
     let store_dir = config.store_dir.clone();
     let hello = Hello {
         version: HELLO_VERSION,
@@ -107,6 +119,7 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
             ..settings.clone()
         },
         vars: hello_vars(&vars),
+        secrets: hello_secrets(&vars),
         start_dir: start_dir.clone(),
         pid: std::process::id(),
     };
@@ -116,17 +129,34 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
     match hub::elect(&store_dir, &hello, ELECTION_TIMEOUT).await? {
         Role::Owner(store) => {
             let (bridge, tasks) = become_owner(&owned, config, &vars, store).await?;
-            let service = McpServer::new(bridge)
-                .with_tasks(tasks)
-                .serve(codex_mcp_bridge::mcp::framing::guard(
-                    tokio::io::stdin(),
-                    tokio::io::stdout(),
-                ))
-                .await?;
-            tokio::select! {
-                r = service.waiting() => { tracing::info!(reason = ?r.ok(), "client disconnected"); }
-                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); }
-                _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); }
+            let serving = McpServer::new(bridge).with_tasks(tasks).serve(
+                codex_mcp_bridge::mcp::framing::guard(tokio::io::stdin(), tokio::io::stdout()),
+            );
+            // waiting for `initialize`: a person at a terminal may press Ctrl-D or Ctrl-C
+            let service = tokio::select! {
+                s = serving => match s {
+                    Ok(service) => Some(service),
+                    Err(ServerInitializeError::ConnectionClosed(_)) => {
+                        tracing::info!(
+                            "stdin ended before an MCP client sent `initialize`: nothing to \
+                             serve, exiting"
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        shutdown(&owned).await;
+                        return Err(e.into());
+                    }
+                },
+                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); None }
+                _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); None }
+            };
+            if let Some(service) = service {
+                tokio::select! {
+                    _ = service.waiting() => { tracing::info!("the MCP client disconnected"); }
+                    _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); }
+                    _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); }
+                }
             }
         }
         Role::Client(conn) => {
@@ -144,7 +174,7 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
                         shutdown(&owned).await;
                         return Err(e.into());
                     }
-                    tracing::info!("client disconnected");
+                    tracing::info!("the MCP client disconnected");
                 }
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); }
                 _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); }
@@ -163,7 +193,7 @@ struct Owned {
 }
 
 /// One task store for every connection this process serves.
-type Tasks = rmcp::task_manager::TaskManager;
+type Tasks = codex_mcp_bridge::mcp::Tasks;
 
 /// Start the actors over the store and listen for other processes.
 async fn become_owner(

@@ -22,6 +22,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
+use crate::security::redact::ClientSecrets;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use limiter::Limiter;
@@ -42,6 +43,9 @@ pub struct ClientContext {
     pub common: Common,
     /// Where codex keeps this client's threads.
     pub codex_home: PathBuf,
+    /// Its host's literal secrets, redacted from its turns and answers on top of the
+    /// process-wide redactor (none for the owning process's own client: they are in it).
+    pub secrets: ClientSecrets,
 }
 
 impl ClientContext {
@@ -59,7 +63,14 @@ impl ClientContext {
             },
             codex_home: crate::codex::home::codex_home(vars),
             config: Arc::new(config),
+            secrets: ClientSecrets::default(),
         }
+    }
+
+    /// This context, for a client whose host has the literal `secrets`.
+    pub fn with_secrets(mut self, secrets: ClientSecrets) -> ClientContext {
+        self.secrets = secrets;
+        self
     }
 
     /// Refuse a stored session whose thread lives in another CODEX_HOME: codex could not find
@@ -110,6 +121,7 @@ impl Shared {
             config: self.config.clone(),
             common: self.common.clone(),
             codex_home: self.codex_home.clone(),
+            secrets: ClientSecrets::default(),
         }
     }
 }
@@ -154,6 +166,7 @@ pub struct TurnReport {
     pub sandbox: SandboxLevel,
     /// What codex recorded for the turn (approval, reviewer, sandbox), when it keeps a rollout.
     pub recorded: Option<TurnContext>,
+    /// The model codex recorded it ran with, else the one asked for.
     pub model: Option<String>,
     /// The session's record after the turn.
     pub record: Option<SessionRecord>,
@@ -243,6 +256,7 @@ impl Bridge {
         timeout: Duration,
         cancel: CancellationToken,
         progress: Option<Progress>,
+        secrets: &ClientSecrets,
     ) -> Result<(TurnOutcome, Duration)> {
         let since = std::time::Instant::now();
         let p = progress.clone();
@@ -261,9 +275,10 @@ impl Bridge {
         let queued = since.elapsed();
         let mut opts = crate::codex::process::RunOptions::new(timeout, limits);
         opts.cancel = cancel;
+        opts.secrets = secrets.clone();
         let outcome = crate::codex::process::run(spec, opts, move |ev| {
             if let (Some(p), Some(line)) = (&progress, crate::codex::events::describe(ev)) {
-                p(crate::security::redact::redact(&line).into_owned());
+                p(secrets.redact(&line).into_owned());
             }
         })
         .await?;

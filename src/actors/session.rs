@@ -381,12 +381,14 @@ async fn start(
                     let mut opts = RunOptions::new(timeout, client.config.limits);
                     opts.cancel = task_cancel.clone();
                     opts.prior_thread_usage = prior_usage;
+                    opts.secrets = client.secrets.clone();
                     let me_spawn = me.clone();
                     opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
                         let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
                     }));
                     let me_ev = me.clone();
                     let progress_ev = progress.clone();
+                    let secrets = client.secrets.clone();
                     let on_event = move |ev: &Event| {
                         if let Event::ThreadStarted { thread_id } = ev
                             && let Ok(thread) = ThreadId::parse(thread_id)
@@ -394,13 +396,13 @@ async fn start(
                             let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
                         }
                         if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
-                            p(redact(&line).into_owned());
+                            p(secrets.redact(&line).into_owned());
                         }
                     };
                     let outcome = run(spec, opts, on_event).await;
                     if let Ok(o) = &outcome {
                         tracing::info!(
-                            ending = ?o.ending,
+                            ending = %o.ending,
                             duration_ms = o.output.duration.as_millis() as u64,
                             commands = o.output.commands.len(),
                             "turn finished"
@@ -494,7 +496,13 @@ async fn finish(st: &mut SessionState, f: Finished) {
             if let Some(u) = outcome.output.thread_usage {
                 rec.thread_usage = u;
             }
-            if let Some(m) = &f.call.model {
+            // the model codex ran with, as it recorded it (an operator override or codex's own
+            // config may have chosen it), else the one asked for
+            let model = recorded
+                .as_ref()
+                .and_then(|r| r.model.clone())
+                .or_else(|| f.call.model.clone());
+            if let Some(m) = &model {
                 rec.model = Some(m.clone());
             }
             rec.turn_count += 1;
@@ -517,7 +525,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
                 queued: f.queued,
                 sandbox: f.call.sandbox,
                 recorded,
-                model: f.call.model.clone(),
+                model,
                 record: None,
             })
         }

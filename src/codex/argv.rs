@@ -14,7 +14,8 @@
 //! - **A sandbox level on every path**, read-only when unspecified, as a parent flag before any
 //!   subcommand. `danger-full-access` only when the operator enabled it.
 //! - **All `-c` tokens at one level, the deepest subcommand present**: codex 0.145.0 silently
-//!   drops every parent-level `-c` when a deeper level carries any. Operator overrides come
+//!   drops every parent-level `-c` when a deeper level carries any (0.171.0 applies both levels,
+//!   the deeper winning; one level holds on every supported version). Operator overrides come
 //!   first, per-request values next, the bridge's pins last (the later token wins).
 //! - **Pins on every path**: `approvals_reviewer="user"` and `approval_policy="never"` (no
 //!   unsupervised escalation), `features.shell_snapshot=false` plus a `shell_environment_policy`
@@ -265,7 +266,7 @@ pub fn pins(cwd: &Path) -> Vec<String> {
 /// `features.shell_snapshot=false` this keeps OPENAI_API_KEY out of every command the model runs.
 /// Every field is given, because an inline table from `-c` merges into the user's table: an
 /// `include_only`, `exclude` or `experimental_use_profile` from user config would otherwise
-/// survive (measured on 0.145.0).
+/// survive (measured on 0.145.0 and 0.171.0).
 pub const SHELL_ENV_PIN: &str = "shell_environment_policy={inherit=\"core\",include_only=[],\
      exclude=[],ignore_default_excludes=false,experimental_use_profile=false}";
 
@@ -275,7 +276,8 @@ pub const SHELL_ENV_PIN: &str = "shell_environment_policy={inherit=\"core\",incl
 /// root's). Every such directory is the cwd or one of its ancestors, so naming all of them
 /// untrusted makes the first lookup hit ours: no repository's `.codex/config.toml` loads, and no
 /// trust entry is written into the user's config, whatever the user already trusts. (Naming only
-/// the cwd is not enough once the user trusts the repository root; measured.)
+/// the cwd is not enough once the user trusts the repository root; measured.) Codex 0.171.0
+/// no longer loads an untrusted project's config by itself, but still loads a trusted one's.
 pub fn projects_pin(cwd: &Path) -> String {
     let entries: Vec<String> = cwd
         .ancestors()

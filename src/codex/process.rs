@@ -35,11 +35,11 @@ use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{
     CommandRun, Event, FailureKind, Transcript, Usage, classify, parse_line,
 };
-use crate::config::{Limits, TESTED_CODEX_VERSION};
+use crate::config::{Limits, NEWEST_TESTED_CODEX_VERSION};
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use crate::security::paths;
-use crate::security::redact::redact;
+use crate::security::redact::ClientSecrets;
 
 /// Grace between SIGTERM and SIGKILL on a timeout (the security model's 5 s).
 pub const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
@@ -59,6 +59,9 @@ pub struct RunOptions {
     pub cancel_grace: Duration,
     /// Called once codex runs, with what identifies its process (for crash recovery).
     pub on_spawn: Option<SpawnHook>,
+    /// The asking client's own literal secrets, redacted from the outcome on top of the
+    /// process-wide redactor (none for this process's own client).
+    pub secrets: ClientSecrets,
 }
 
 /// Called once codex runs (see [`RunOptions::on_spawn`]).
@@ -86,6 +89,7 @@ impl RunOptions {
             timeout_grace: TIMEOUT_GRACE,
             cancel_grace: CANCEL_GRACE,
             on_spawn: None,
+            secrets: ClientSecrets::default(),
         }
     }
 }
@@ -98,6 +102,21 @@ pub enum Ending {
     TimedOut { after: Duration },
     Cancelled,
     OutputCapExceeded { limit: usize },
+}
+
+/// For logs: `completed`, `failed (KIND): MESSAGE`, `timed out after Ns`, ….
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Completed => f.write_str("completed"),
+            Ending::Failed { kind, message } => write!(f, "failed ({kind}): {message}"),
+            Ending::TimedOut { after } => write!(f, "timed out after {}s", after.as_secs()),
+            Ending::Cancelled => f.write_str("cancelled"),
+            Ending::OutputCapExceeded { limit } => {
+                write!(f, "stopped at the output cap of {limit} bytes")
+            }
+        }
+    }
 }
 
 /// What a turn produced, redacted. Present on every ending, so a timeout still carries the
@@ -218,7 +237,11 @@ pub async fn run(
         .stderr
         .take()
         .ok_or_else(|| io::Error::other("stderr not piped"))?;
-    let stderr_task = tokio::spawn(read_tail(stderr, opts.limits.stderr_tail_bytes));
+    // more than the tail is read, so that the tail is redacted with what precedes it
+    let stderr_task = tokio::spawn(read_tail(
+        stderr,
+        opts.limits.stderr_tail_bytes + STDERR_REDACTION_MARGIN,
+    ));
 
     let mut transcript = Transcript::default();
     let cap = opts.limits.max_output_bytes;
@@ -311,8 +334,11 @@ pub async fn run(
             String::new()
         }
     };
-    let stderr_tail = redact(&stderr_tail).into_owned();
-    let ending = ending.unwrap_or_else(|| judge(&transcript, exit_code, &stderr_tail));
+    let stderr_tail = opts
+        .secrets
+        .redact_tail(&stderr_tail, opts.limits.stderr_tail_bytes);
+    let ending =
+        ending.unwrap_or_else(|| judge(&transcript, exit_code, &stderr_tail, &opts.secrets));
     let output = finish(
         transcript,
         &opts,
@@ -322,7 +348,7 @@ pub async fn run(
         cgroup_kind(&spec),
     );
     if let Ending::Failed { kind, .. } = &ending {
-        tracing::info!(?kind, exit_code, "codex turn failed");
+        tracing::info!(kind = %kind, exit_code, "codex turn failed");
     }
     Ok(TurnOutcome { ending, output })
 }
@@ -343,9 +369,14 @@ fn grace_for(ending: &Ending, opts: &RunOptions) -> Duration {
 }
 
 /// Decide how a turn whose stdout ended and whose process exited went.
-fn judge(t: &Transcript, exit_code: Option<i32>, stderr_tail: &str) -> Ending {
+fn judge(
+    t: &Transcript,
+    exit_code: Option<i32>,
+    stderr_tail: &str,
+    secrets: &ClientSecrets,
+) -> Ending {
     if let Some(msg) = &t.failure {
-        let msg = redact(msg).into_owned();
+        let msg = secrets.redact(msg).into_owned();
         return Ending::Failed {
             kind: classify(&msg),
             message: msg,
@@ -379,6 +410,11 @@ fn judge(t: &Transcript, exit_code: Option<i32>, stderr_tail: &str) -> Ending {
         }
     }
 }
+
+/// How much stderr is read before the kept tail: the tail is redacted with this much of what
+/// came before it, so that a secret (shorter than this) cut by the start of the tail is
+/// recognised whole and its remains removed.
+const STDERR_REDACTION_MARGIN: usize = 64 * 1024;
 
 /// Most stderr quoted in an error message.
 const STDERR_IN_ERRORS: usize = 2000;
@@ -415,14 +451,14 @@ fn finish(
         });
     TurnOutput {
         thread_id,
-        message: t.last_message.map(|m| redact(&m).into_owned()),
+        message: t.last_message.map(|m| opts.secrets.redact(&m).into_owned()),
         turn_usage: t.thread_usage.map(|u| u.delta(&opts.prior_thread_usage)),
         thread_usage: t.thread_usage,
         commands: t
             .commands
             .into_iter()
             .map(|c| CommandRun {
-                command: redact(&c.command).into_owned(),
+                command: opts.secrets.redact(&c.command).into_owned(),
                 ..c
             })
             .collect(),
@@ -571,11 +607,11 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
     res.map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::CodexNotFound {
             program: spec.program.display().to_string(),
-            version: TESTED_CODEX_VERSION,
+            version: NEWEST_TESTED_CODEX_VERSION,
         },
         io::ErrorKind::PermissionDenied => Error::CodexNotFound {
             program: format!("{} (not executable)", spec.program.display()),
-            version: TESTED_CODEX_VERSION,
+            version: NEWEST_TESTED_CODEX_VERSION,
         },
         _ => Error::Io(e),
     })
@@ -931,6 +967,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_ending_reads_as_a_sentence_in_the_log() {
+        let failed = Ending::Failed {
+            kind: FailureKind::TurnFailed,
+            message: "the mock refuses".into(),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "failed (codex turn failed): the mock refuses"
+        );
+        let after = Duration::from_secs(3);
+        assert_eq!(Ending::TimedOut { after }.to_string(), "timed out after 3s");
+        assert_eq!(Ending::Completed.to_string(), "completed");
+    }
+
+    #[test]
     fn stat_ppid_handles_spaces_and_parens_in_comm() {
         assert_eq!(stat_ppid("123 (a b) c) S 45 123 123 0"), Some(45));
         assert_eq!(stat_ppid("1 (init) S 0 1 1"), Some(0));
@@ -943,16 +994,19 @@ mod tests {
             turn_completed: true,
             ..Default::default()
         };
-        assert_eq!(judge(&t, Some(0), ""), Ending::Completed);
+        assert_eq!(
+            judge(&t, Some(0), "", &ClientSecrets::default()),
+            Ending::Completed
+        );
         t.turn_completed = false;
         assert!(matches!(
-            judge(&t, Some(0), ""),
+            judge(&t, Some(0), "", &ClientSecrets::default()),
             Ending::Failed {
                 kind: FailureKind::Crashed,
                 ..
             }
         ));
-        let e = judge(&t, Some(1), "");
+        let e = judge(&t, Some(1), "", &ClientSecrets::default());
         assert_eq!(
             e,
             Ending::Failed {
@@ -960,7 +1014,12 @@ mod tests {
                 message: "codex exited with status 1 and printed nothing".into()
             }
         );
-        let e = judge(&t, Some(1), "Error: 401 Unauthorized");
+        let e = judge(
+            &t,
+            Some(1),
+            "Error: 401 Unauthorized",
+            &ClientSecrets::default(),
+        );
         assert!(matches!(
             e,
             Ending::Failed {
@@ -970,7 +1029,7 @@ mod tests {
         ));
         t.failure = Some("exceeded your current quota".into());
         assert!(matches!(
-            judge(&t, Some(1), ""),
+            judge(&t, Some(1), "", &ClientSecrets::default()),
             Ending::Failed {
                 kind: FailureKind::RateLimit,
                 ..

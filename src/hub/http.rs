@@ -10,7 +10,6 @@ use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use rmcp::task_manager::TaskManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
@@ -19,7 +18,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::actors::Bridge;
 use crate::config::HttpConfig;
 use crate::error::{Error, Result};
-use crate::mcp::McpServer;
+use crate::mcp::{McpServer, Tasks};
 
 /// The MCP endpoint's path.
 pub const MCP_PATH: &str = "/mcp";
@@ -40,7 +39,7 @@ fn own_origins(port: u16) -> Vec<String> {
 }
 
 /// Bind `http.addr` and serve MCP there over `bridge`.
-pub async fn serve(bridge: Bridge, tasks: TaskManager, http: &HttpConfig) -> Result<HttpListener> {
+pub async fn serve(bridge: Bridge, tasks: Tasks, http: &HttpConfig) -> Result<HttpListener> {
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|e| {
@@ -57,7 +56,7 @@ pub async fn serve(bridge: Bridge, tasks: TaskManager, http: &HttpConfig) -> Res
         .enforce_origin_validation()
         .with_cancellation_token(stop.child_token());
     let service: StreamableHttpService<McpServer, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(McpServer::new(bridge.clone()).with_tasks(tasks.clone())),
+        move || Ok(McpServer::for_http(bridge.clone()).with_tasks(tasks.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
@@ -93,7 +92,7 @@ async fn bearer(token: &[u8], req: Request, next: Next) -> Response {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_credentials)
         .map(str::as_bytes)
         .unwrap_or_default();
     if bool::from(given.ct_eq(token)) {
@@ -105,4 +104,29 @@ async fn bearer(token: &[u8], req: Request, next: Next) -> Response {
         .header(header::WWW_AUTHENTICATE, "Bearer")
         .body(axum::body::Body::from("a valid bearer token is required"))
         .unwrap_or_default()
+}
+
+/// The credentials of an `Authorization: Bearer <token>` value. The scheme is
+/// case-insensitive (RFC 7235 section 2.1: `bearer`, `BEARER` are `Bearer`), followed by one
+/// or more spaces.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("Bearer")
+        .then(|| rest.trim_start_matches(' '))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_credentials;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer tok", "bearer tok", "BEARER tok", "bEaReR  tok"] {
+            assert_eq!(bearer_credentials(v), Some("tok"), "{v}");
+        }
+        for v in ["Basic tok", "Bearertok", "Bearer", "tok", "Bearer-x tok"] {
+            assert_eq!(bearer_credentials(v), None, "{v}");
+        }
+    }
 }

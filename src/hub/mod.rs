@@ -8,7 +8,9 @@
 //! - Every later process relays its stdio client to that socket ([`relay`]). Its first line on
 //!   the socket is a [`Hello`] with its own settings and allowlisted environment: the owner
 //!   builds that connection's [`ClientContext`] from it, so each turn runs with the API keys,
-//!   CODEX_HOME, roots and limits of the host that asked for it.
+//!   CODEX_HOME, roots and limits of the host that asked for it. The hello also carries the
+//!   values of the host's secret-named variables: the owner redacts them from that
+//!   connection's output only, as the host's own process would.
 //! - When the owner exits or dies, its relays see the socket close: calls in flight fail with a
 //!   clear error, one relay takes the store over (it replays its client's `initialize` to its
 //!   own new service, so the client carries on), and the others connect to it.
@@ -29,12 +31,13 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::Settings;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::security::ids::SessionId;
+use crate::store::{SessionRecord, Store};
 
 /// The socket's file name inside the store directory.
 pub const SOCKET_NAME: &str = "bridge.sock";
-/// Version of the hello line.
-pub const HELLO_VERSION: u32 = 1;
+/// Version of the hello line (2: with the client's literal secrets).
+pub const HELLO_VERSION: u32 = 2;
 /// Longest hello line accepted.
 pub const MAX_HELLO_BYTES: usize = 1024 * 1024;
 /// How long a connection may take to send its hello, or the owner to answer it.
@@ -56,6 +59,34 @@ pub fn hello_vars(vars: &[(String, String)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The values a client sends for redaction: those of its secret-named variables, as its own
+/// process-wide redactor takes them, within the owner's bounds (see
+/// [`ClientSecrets::bounded`]). A value left out is named (never shown) in a warning: it is
+/// not redacted as a literal from what the owner answers this client.
+///
+/// [`ClientSecrets::bounded`]: crate::security::redact::ClientSecrets::bounded
+pub fn hello_secrets(vars: &[(String, String)]) -> Vec<String> {
+    use crate::security::redact::{MAX_CLIENT_SECRET_BYTES, secret_values};
+    let mut out = Vec::new();
+    for (name, value) in vars {
+        if secret_values([(name, value)]).is_empty() {
+            continue;
+        }
+        if value.len() > MAX_CLIENT_SECRET_BYTES {
+            tracing::warn!(
+                variable = %name,
+                limit = MAX_CLIENT_SECRET_BYTES,
+                "a secret-named variable is longer than a relayed client's literal secrets may \
+                 be: its value is not redacted as a literal from answers when another process \
+                 owns the store (patterns still apply)"
+            );
+            continue;
+        }
+        out.push(value.clone());
+    }
+    out
+}
+
 /// A client process's first line on the socket.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -65,6 +96,11 @@ pub struct Hello {
     pub settings: Settings,
     /// Its allowlisted environment ([`hello_vars`]).
     pub vars: Vec<(String, String)>,
+    /// The values of its secret-named variables ([`hello_secrets`]): the owner redacts them
+    /// from this connection's answers and progress, as the client's process would if it
+    /// served its client itself.
+    #[serde(default)]
+    pub secrets: Vec<String>,
     /// The directory it started in (the default root).
     pub start_dir: PathBuf,
     /// Its pid, for the owner's logs.
@@ -79,6 +115,88 @@ pub enum Answer {
     Welcome { owner_pid: u32 },
     /// Refused (an invalid setting, say): the reason.
     Refused { reason: String },
+}
+
+/// What the command line asks the owner (`sessions ...` while a server owns the store). Sent
+/// instead of a [`Hello`]: the owner answers [`Answer::Welcome`], then one [`StoreAnswer`]
+/// line, and closes. The peer check is the same as for a relay (the same user only).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreRequestLine {
+    pub version: u32,
+    pub store_request: StoreRequest,
+}
+
+/// One request of [`StoreRequestLine`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum StoreRequest {
+    /// Every stored session, newest first.
+    List,
+    /// One session's record.
+    Get { session_id: SessionId },
+    /// Close a session as `closeSession` does (its running turn is cancelled first).
+    Close { session_id: SessionId },
+}
+
+/// The owner's answer to a [`StoreRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StoreAnswer {
+    /// The records, as the store keeps them.
+    Sessions { sessions: Vec<SessionRecord> },
+    /// The record asked for (`Get`) or removed (`Close`); `None`: no such session.
+    Session { session: Option<Box<SessionRecord>> },
+    /// The request failed: why.
+    Failed { message: String },
+}
+
+/// How long the command line waits for the owner's answer (a close cancels a running turn
+/// first).
+pub const STORE_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Ask the owner of `store_dir` through its socket (the same connection and checks as a
+/// relay). `Ok(None)`: no process answers there (none owns the store, or it does not listen).
+pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option<StoreAnswer>> {
+    let line = serde_json::to_string(&StoreRequestLine {
+        version: HELLO_VERSION,
+        store_request: request,
+    })
+    .map_err(|e| Error::Store(format!("cannot encode the request: {e}")))?;
+    let mut conn = match connect(store_dir, &line).await {
+        Ok(c) => c,
+        Err(Attempt::Unavailable) => return Ok(None),
+        Err(Attempt::Untrusted(why)) => {
+            return Err(Error::Store(format!(
+                "the store at {} is not safe to join: {why}. Nothing was sent to it",
+                store_dir.display()
+            )));
+        }
+        Err(Attempt::Refused(reason)) => {
+            return Err(Error::Store(format!(
+                "the codex-mcp-bridge process that owns the store at {} refused the request: \
+                 {reason}",
+                store_dir.display()
+            )));
+        }
+    };
+    let lost = |why: String| {
+        Error::Store(format!(
+            "the codex-mcp-bridge process {} that owns the store at {} did not answer: {why}",
+            conn.owner_pid,
+            store_dir.display()
+        ))
+    };
+    let mut answer = String::new();
+    match tokio::time::timeout(STORE_ANSWER_TIMEOUT, conn.reader.read_line(&mut answer)).await {
+        Ok(Ok(n)) if n > 0 => {}
+        Ok(Ok(_)) => return Err(lost("it closed the connection".into())),
+        Ok(Err(e)) => return Err(lost(e.to_string())),
+        Err(_) => return Err(lost(format!("no answer within {STORE_ANSWER_TIMEOUT:?}"))),
+    }
+    serde_json::from_str(&answer)
+        .map(Some)
+        .map_err(|e| lost(format!("an answer this version does not understand ({e})")))
 }
 
 /// A connection to the owner, past the hello.

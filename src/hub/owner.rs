@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
-use rmcp::task_manager::TaskManager;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
@@ -13,10 +12,11 @@ use crate::actors::{Bridge, ClientContext, Limiter, Shared};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hub::{
-    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, addressable_name, euid,
+    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, StoreAnswer, StoreRequest,
+    StoreRequestLine, addressable_name, euid,
 };
-use crate::mcp::McpServer;
-use crate::security::redact::{self, Redactor};
+use crate::mcp::{McpServer, Tasks};
+use crate::security::redact::{self, ClientSecrets};
 use crate::store::Store;
 
 /// Start the actors over an opened store, with this process's own client context.
@@ -55,7 +55,7 @@ impl Drop for Listener {
 
 /// Listen on the store's socket and serve each connection over `bridge`. Any socket file left
 /// there is stale: this process holds the store's lock.
-pub fn listen(bridge: Bridge, tasks: TaskManager, store_dir: &Path) -> Result<Listener> {
+pub fn listen(bridge: Bridge, tasks: Tasks, store_dir: &Path) -> Result<Listener> {
     let path = crate::hub::socket_path(store_dir);
     // bound under a name of this process's own, made private, then renamed over whatever is
     // at the socket's name: the socket never appears with a wider mode, and no file planted
@@ -84,7 +84,7 @@ pub fn listen(bridge: Bridge, tasks: TaskManager, store_dir: &Path) -> Result<Li
     Ok(Listener { path, task })
 }
 
-async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: TaskManager) {
+async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: Tasks) {
     loop {
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
@@ -111,7 +111,7 @@ fn same_user(stream: &UnixStream) -> bool {
         .unwrap_or(false)
 }
 
-async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: TaskManager) -> Result<()> {
+async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> Result<()> {
     if !same_user(&stream) {
         tracing::warn!("refused a connection from another user");
         return Ok(());
@@ -126,6 +126,9 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: TaskManager
     .await;
     if !matches!(read, Ok(Ok(n)) if n > 0) {
         return Ok(()); // gone, silent or too long: nothing to answer
+    }
+    if let Ok(request) = serde_json::from_slice::<StoreRequestLine>(&line) {
+        return serve_store_request(request, &bridge, write).await;
     }
     let client = match context_from_hello(&line) {
         Ok((client, pid)) => {
@@ -155,11 +158,81 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: TaskManager
         .await
     {
         Ok(service) => {
-            let reason = service.waiting().await;
-            tracing::info!(reason = ?reason.ok(), "a client process disconnected");
+            let _ = service.waiting().await;
+            tracing::info!("a client process disconnected");
         }
         Err(e) => tracing::info!(error = %e, "a client process left before its MCP handshake"),
     }
+    Ok(())
+}
+
+/// Answer the command line's `sessions` request: a welcome at once, then one answer line.
+async fn serve_store_request(
+    request: StoreRequestLine,
+    bridge: &Bridge,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) -> Result<()> {
+    let first = if request.version == HELLO_VERSION {
+        Answer::Welcome {
+            owner_pid: std::process::id(),
+        }
+    } else {
+        Answer::Refused {
+            reason: format!(
+                "request version {} is not {HELLO_VERSION} (a different codex-mcp-bridge version)",
+                request.version
+            ),
+        }
+    };
+    let refused = matches!(first, Answer::Refused { .. });
+    let line = serde_json::to_string(&first).unwrap_or_default();
+    write
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .map_err(Error::Io)?;
+    if refused {
+        return Ok(());
+    }
+    tracing::info!(request = ?request.store_request, "a `sessions` command asked");
+    let failed = |e: Error| StoreAnswer::Failed {
+        message: redact::redact(&e.to_string()).into_owned(),
+    };
+    let answer = match request.store_request {
+        StoreRequest::List => {
+            let mut all = vec![];
+            let mut cursor: Option<String> = None;
+            loop {
+                match bridge.list(cursor.as_deref(), 500) {
+                    Ok(page) => {
+                        all.extend(page.sessions);
+                        match page.next {
+                            Some(c) => cursor = Some(c),
+                            None => break StoreAnswer::Sessions { sessions: all },
+                        }
+                    }
+                    Err(e) => break failed(e),
+                }
+            }
+        }
+        StoreRequest::Get { session_id } => match bridge.get(&session_id) {
+            Ok(session) => StoreAnswer::Session {
+                session: session.map(Box::new),
+            },
+            Err(e) => failed(e),
+        },
+        StoreRequest::Close { session_id } => match bridge.close(&session_id, false, None).await {
+            Ok(session) => StoreAnswer::Session {
+                session: session.map(Box::new),
+            },
+            Err(e) => failed(e),
+        },
+    };
+    let line = serde_json::to_string(&answer).unwrap_or_default();
+    write
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .map_err(Error::Io)?;
+    let _ = write.shutdown().await;
     Ok(())
 }
 
@@ -176,9 +249,106 @@ fn context_from_hello(line: &[u8]) -> std::result::Result<(ClientContext, u32), 
     let vars = crate::hub::hello_vars(&hello.vars);
     let config = Config::from_settings(&hello.settings, &hello.start_dir, &vars)
         .map_err(|e| e.to_string())?;
-    // this connection's secrets are redacted from everything this process writes
-    redact::extend_global(&Redactor::from_vars(
-        vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-    ));
-    Ok((ClientContext::new(config, &vars), hello.pid))
+    // this connection's secrets are redacted from its own turns and answers, within bounds;
+    // they never join the process-wide redactor (other clients' output, this process's logs)
+    let values = hello
+        .secrets
+        .iter()
+        .cloned()
+        .chain(redact::secret_values(vars.iter().map(|(k, v)| (k, v))));
+    let (secrets, ignored) = ClientSecrets::bounded(values);
+    if ignored.any() {
+        tracing::warn!(
+            client_pid = hello.pid,
+            too_long = ignored.too_long,
+            over_limit = ignored.over_limit,
+            max_bytes = redact::MAX_CLIENT_SECRET_BYTES,
+            max_count = redact::MAX_CLIENT_SECRETS,
+            max_total_bytes = redact::MAX_CLIENT_SECRETS_TOTAL,
+            "a client process sent literal secrets past the limits; those are not redacted as \
+             literals from its answers (patterns still apply)"
+        );
+    }
+    let client = ClientContext::new(config, &vars).with_secrets(secrets);
+    Ok((client, hello.pid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(dir: &Path, key: &str, secrets: Vec<String>) -> Vec<u8> {
+        let hello = Hello {
+            version: HELLO_VERSION,
+            settings: crate::config::Settings {
+                roots: Some(dir.display().to_string()),
+                store: Some(dir.join("store")),
+                ..Default::default()
+            },
+            vars: vec![
+                ("HOME".into(), dir.display().to_string()),
+                ("OPENAI_API_KEY".into(), key.into()),
+            ],
+            secrets,
+            start_dir: dir.to_path_buf(),
+            pid: 1,
+        };
+        serde_json::to_vec(&hello).unwrap()
+    }
+
+    #[test]
+    fn connections_with_large_keys_leave_the_process_wide_redactor_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = format!("{:?}", redact::global());
+        let start = std::time::Instant::now();
+        let mut contexts = vec![];
+        for i in 0..30 {
+            // a 1 MiB key (ignored: past the per-value limit) and many values near it
+            let key = format!("{i:02}{}", "k".repeat((1 << 20) - 2));
+            let values = (0..100)
+                .map(|j| format!("{i:02}-{j:03}-{}", "v".repeat(4000)))
+                .collect();
+            let (client, _) = context_from_hello(&hello(dir.path(), &key, values)).unwrap();
+            assert!(client.secrets.len() <= 2 * redact::MAX_CLIENT_SECRETS);
+            contexts.push(client);
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(
+            format!("{:?}", redact::global()),
+            before,
+            "connections grew the process-wide redactor"
+        );
+        // each connection redacts its own values, and only it
+        let (a, _) = context_from_hello(&hello(
+            dir.path(),
+            "conn-a-key-0123",
+            vec!["landscape".into()],
+        ))
+        .unwrap();
+        let (b, _) = context_from_hello(&hello(dir.path(), "conn-b-key-4567", vec![])).unwrap();
+        let text = "landscape conn-a-key-0123 conn-b-key-4567";
+        assert_eq!(
+            a.secrets.redact(text),
+            "[REDACTED] [REDACTED] conn-b-key-4567"
+        );
+        assert_eq!(
+            b.secrets.redact(text),
+            "landscape conn-a-key-0123 [REDACTED]"
+        );
+        assert_eq!(redact::redact(text), text);
+    }
+
+    #[test]
+    fn an_old_hello_is_refused_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&hello(dir.path(), "k", vec![])).unwrap();
+        v["version"] = 1.into();
+        let err = context_from_hello(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+        assert!(err.contains("hello version 1 is not 2"), "{err}");
+    }
 }

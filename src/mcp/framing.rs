@@ -3,8 +3,9 @@
 //! rmcp's stdio transport silently drops a line that serde_json cannot parse, and serde_json
 //! stops at 128 levels of nesting: a request nested deeper was never answered, and its caller
 //! waited forever. Here each input line is checked first; a request too deep to parse is
-//! answered with a JSON-RPC error carrying its `id` (found by a shallow scan), and everything
-//! else is passed to rmcp unchanged. rmcp's output and these errors reach stdout one whole line
+//! answered with a JSON-RPC error carrying its `id` (found by a shallow scan), a line that is
+//! not JSON at all with a `Parse error` (-32700, `id` null) and a log line, an empty line is
+//! skipped, and everything else is passed to rmcp unchanged. rmcp's output and these errors reach stdout one whole line
 //! at a time, so stdout stays pure JSON-RPC.
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
@@ -47,6 +48,17 @@ where
             }
             if let Some(answer) = answer_for_unparsable(&buf) {
                 let _ = errors_tx.send(answer);
+                continue;
+            }
+            if buf.iter().all(u8::is_ascii_whitespace) {
+                continue; // an empty line (a person pressing Enter): nothing to answer
+            }
+            if let Some(why) = not_json(&buf) {
+                tracing::warn!(
+                    "a line on stdin is not JSON ({why}): answered with a JSON-RPC parse error \
+                     (-32700). An MCP client sends one JSON-RPC message per line"
+                );
+                let _ = errors_tx.send(parse_error_answer(&why));
                 continue;
             }
             if feed.write_all(&buf).await.is_err() || feed.write_all(b"\n").await.is_err() {
@@ -200,6 +212,28 @@ pub fn normal_id(raw: &str) -> Option<String> {
     }
 }
 
+/// Why `line` is not JSON text (serde_json's reason and position, never the line's content);
+/// `None` for JSON text, including JSON nested too deep to parse (that is
+/// [`answer_for_unparsable`]'s case, or rmcp's to drop).
+pub fn not_json(line: &[u8]) -> Option<String> {
+    let err = serde_json::from_slice::<serde::de::IgnoredAny>(line).err()?;
+    if err.to_string().contains("recursion limit exceeded") {
+        return None;
+    }
+    Some(err.to_string())
+}
+
+/// The JSON-RPC answer to a line that is not JSON: `Parse error` (-32700) with a null `id`, as
+/// JSON-RPC 2.0 §5.1 says.
+pub fn parse_error_answer(why: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": format!("Parse error: the line is not JSON ({why})")},
+    })
+    .to_string()
+}
+
 /// The raw value of the top-level `"id"` member of a JSON object (a number or a string), found
 /// without parsing the nested parts.
 pub fn top_level_id(text: &str) -> Option<String> {
@@ -333,6 +367,36 @@ mod tests {
     }
 
     #[test]
+    fn a_line_that_is_not_json_gets_a_parse_error_with_a_null_id() {
+        for line in [
+            &b"this is not json at all"[..],
+            b"{\"half\": ",
+            &[0xff, 0xfe],
+        ] {
+            let why = not_json(line).expect("not JSON");
+            let v: serde_json::Value = serde_json::from_str(&parse_error_answer(&why)).unwrap();
+            assert_eq!(v["id"], serde_json::Value::Null);
+            assert_eq!(v["error"]["code"], -32700);
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Parse error")
+            );
+        }
+        // the reason names a position, never the content
+        assert!(!not_json(b"secret-token-123").unwrap().contains("secret"));
+        // JSON text is left to rmcp, even when it is no JSON-RPC message or nested too deep
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_owned(),
+            "42".to_owned(),
+            deep("1"),
+        ] {
+            assert_eq!(not_json(line.as_bytes()), None, "{line}");
+        }
+    }
+
+    #[test]
     fn the_id_is_found_at_the_top_level_only() {
         assert_eq!(
             top_level_id(r#"{"params":{"id":5},"id":9}"#).as_deref(),
@@ -386,7 +450,9 @@ mod tests {
     #[tokio::test]
     async fn lines_flow_through_and_deep_requests_get_answers() {
         let deep_line = deep("42");
-        let input = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}}\n{deep_line}\n");
+        let input = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}}\n\nnot json\n{deep_line}\n"
+        );
         let (client_out, server_in) = tokio::io::duplex(1 << 20);
         let (mut rmcp_in, rmcp_out) = guard(std::io::Cursor::new(input.into_bytes()), client_out);
         drop(rmcp_out); // rmcp wrote nothing
@@ -402,7 +468,13 @@ mod tests {
         tokio::io::AsyncReadExt::read_to_string(&mut BufReader::new(server_in), &mut out)
             .await
             .unwrap();
-        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-        assert_eq!(v["id"], 42);
+        let answers: Vec<serde_json::Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 2, "{out}");
+        assert_eq!(answers[0]["error"]["code"], -32700);
+        assert_eq!(answers[0]["id"], serde_json::Value::Null);
+        assert_eq!(answers[1]["id"], 42);
     }
 }

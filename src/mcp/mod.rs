@@ -9,6 +9,7 @@ pub mod files;
 pub mod framing;
 pub mod params;
 pub mod results;
+pub mod roots;
 pub mod structured;
 pub mod tools;
 
@@ -46,10 +47,99 @@ Long turns send progress notifications; cancelling a call stops Codex at once.";
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) bridge: Bridge,
-    /// Calls running or finished as MCP tasks (shared by every connection of this process).
-    pub(crate) tasks: TaskManager,
+    /// Calls running or finished as MCP tasks (one store per process, each task visible to the
+    /// connection that started it only).
+    pub(crate) tasks: Tasks,
     /// The connection's client context (settings, codex environment, CODEX_HOME).
     pub(crate) client: Arc<ClientContext>,
+    /// The connection's client roots (the default working directory).
+    pub(crate) client_roots: Arc<roots::ClientRoots>,
+    /// Which connection this is, for the tasks it starts.
+    scope: Scope,
+}
+
+/// Which client connection a server instance serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// One stdio or socket connection (a number unique in this process).
+    Connection(u64),
+    /// The HTTP listener: a connection is the request's `Mcp-Session-Id`.
+    Http,
+}
+
+/// Whose a task is: the connection that started it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TaskOwner {
+    Connection(u64),
+    /// An HTTP session, or (`None`) the session-less HTTP requests of the 2026-07-28
+    /// protocol, which have no connection to tell them apart: they all hold the operator's
+    /// bearer token.
+    Http(Option<String>),
+}
+
+impl Scope {
+    /// A new connection's scope.
+    fn connection() -> Scope {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Scope::Connection(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The owner of what a request of this connection starts or asks for.
+    fn owner(self, ctx: &RequestContext<RoleServer>) -> TaskOwner {
+        match self {
+            Scope::Connection(n) => TaskOwner::Connection(n),
+            Scope::Http => TaskOwner::Http(
+                ctx.extensions
+                    .get::<axum::http::request::Parts>()
+                    .and_then(|p| p.headers.get("mcp-session-id"))
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+            ),
+        }
+    }
+}
+
+/// One task store for every connection a process serves (rmcp's [`TaskManager`]), plus who
+/// started each task: `tasks/get`, `tasks/update` and `tasks/cancel` from any other connection
+/// get "unknown task", as for an id that never existed.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    manager: TaskManager,
+    /// Task id → its owner, and when the manager has surely forgotten the task.
+    owners:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>>,
+}
+
+impl Tasks {
+    /// An empty store.
+    pub fn new() -> Tasks {
+        Tasks::default()
+    }
+
+    fn owners(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>
+    {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record `owner` for a new task; forget owners of tasks the manager dropped. rmcp keeps a
+    /// task for its TTL from creation plus one more TTL after it ended, which is at most two
+    /// TTLs after creation since a task never outlives its TTL.
+    fn record(&self, id: &str, owner: TaskOwner, ttl: Duration) {
+        let now = std::time::Instant::now();
+        let mut owners = self.owners();
+        owners.retain(|_, (_, until)| *until > now);
+        owners.insert(
+            id.to_owned(),
+            (owner, now + 2 * ttl + Duration::from_secs(60)),
+        );
+    }
+
+    /// Whether `owner` started task `id`.
+    fn owned_by(&self, id: &str, owner: &TaskOwner) -> bool {
+        self.owners().get(id).is_some_and(|(o, _)| o == owner)
+    }
 }
 
 impl McpServer {
@@ -63,20 +153,84 @@ impl McpServer {
     pub fn for_client(bridge: Bridge, client: Arc<ClientContext>) -> Self {
         McpServer {
             bridge,
-            tasks: TaskManager::new(),
+            tasks: Tasks::new(),
             client,
+            client_roots: Default::default(),
+            scope: Scope::connection(),
+        }
+    }
+
+    /// A server for requests of the HTTP listener (the owning process's own client context;
+    /// an HTTP session is a connection).
+    pub fn for_http(bridge: Bridge) -> Self {
+        McpServer {
+            scope: Scope::Http,
+            ..McpServer::new(bridge)
         }
     }
 
     /// Share `tasks` (one task store per process, whatever the connection).
-    pub fn with_tasks(mut self, tasks: TaskManager) -> Self {
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
         self.tasks = tasks;
         self
     }
 }
 
-fn schema<T: JsonSchema + 'static>() -> Arc<rmcp::model::JsonObject> {
-    rmcp::handler::server::common::schema_for_type::<T>()
+/// The formats JSON Schema 2020-12 defines (§7.3). Every other `format` is dropped from the
+/// tools' schemas.
+pub const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// schemars tags Rust numbers with formats of its own (`uint64`, `uint32`, `uint`, `int64`,
+/// `double`, …) that are no JSON Schema format: Ajv, in the TypeScript SDK and most hosts,
+/// warns `unknown format "uint64" ignored` for each. They are dropped; an unsigned integer
+/// keeps its meaning as `minimum: 0`.
+fn standard_formats_only(schema: &mut schemars::Schema) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(format) = obj.get("format").and_then(|f| f.as_str()) else {
+        return;
+    };
+    if STANDARD_FORMATS.contains(&format) {
+        return;
+    }
+    let unsigned = format.starts_with("uint");
+    obj.remove("format");
+    if unsigned {
+        obj.entry("minimum").or_insert(serde_json::json!(0));
+    }
+}
+
+/// The JSON Schema (draft 2020-12) of `T`, with standard formats only.
+fn schema<T: JsonSchema>() -> Arc<rmcp::model::JsonObject> {
+    let settings = schemars::generate::SchemaSettings::draft2020_12().with_transform(
+        schemars::transform::RecursiveTransform(standard_formats_only),
+    );
+    match serde_json::to_value(settings.into_generator().into_root_schema_for::<T>()) {
+        Ok(serde_json::Value::Object(o)) => Arc::new(o),
+        // a derived schema is always an object
+        other => unreachable!("schemars produced a non-object schema: {other:?}"),
+    }
 }
 
 fn annotations(
@@ -207,8 +361,9 @@ pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// An error as an `isError` tool result: a redacted message naming the field or cause, and a
-/// structured copy.
+/// A turn tool's error (`codex`, `query`, `search`, `structured`, `review`) as an `isError`
+/// tool result: a redacted message naming the field or cause, and a [`results::TurnResult`]
+/// (the partial answer, `timedOut`, the error's kind) that matches the tool's `outputSchema`.
 pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> CallToolResult {
     let message = redact(&e.to_string()).into_owned();
     let kind = error_kind(e);
@@ -293,6 +448,18 @@ fn fit(text: String, structured: &mut serde_json::Value) -> String {
     cut(&text, MAX_RESULT_BYTES.saturating_sub(s_len), &marker)
 }
 
+/// The error of a tool whose result is not a turn (`listSessions`, `getSession`,
+/// `closeSession`, `ping`) as an `isError` tool result: the redacted message only, no
+/// `structuredContent`. Those tools' output schemas describe their success, and hosts on the
+/// TypeScript SDK validate `structuredContent` even on an error: a copy that broke the schema
+/// hid the bridge's sentence behind `Structured content does not match the tool's output
+/// schema`.
+pub(crate) fn plain_error(e: &Error) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        redact(&e.to_string()).into_owned(),
+    )])
+}
+
 fn error_kind(e: &Error) -> &'static str {
     match e {
         Error::InvalidArgument { .. } => "invalid_argument",
@@ -341,6 +508,15 @@ pub(crate) enum ProgressTarget {
 pub(crate) struct CallCtx {
     pub ct: CancellationToken,
     pub progress: Option<ProgressTarget>,
+    /// The client to ask for its roots, when it declares the roots capability.
+    pub roots: Option<rmcp::Peer<RoleServer>>,
+}
+
+/// The peer of a request whose client declares the roots capability.
+fn roots_peer(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<RoleServer>> {
+    ctx.client_capabilities()
+        .is_some_and(|c| c.roots.is_some())
+        .then(|| ctx.peer.clone())
 }
 
 impl CallCtx {
@@ -355,6 +531,7 @@ impl CallCtx {
                     peer: ctx.peer.clone(),
                     token,
                 }),
+            roots: roots_peer(ctx),
         }
     }
 }
@@ -458,6 +635,8 @@ impl McpServer {
         name: String,
         args: rmcp::model::JsonObject,
         span: tracing::Span,
+        roots: Option<rmcp::Peer<RoleServer>>,
+        owner: TaskOwner,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
         let this = self.clone();
@@ -465,7 +644,7 @@ impl McpServer {
             .with_ttl_ms(self.task_ttl().as_millis() as u64)
             .with_poll_interval_ms(TASK_POLL_MS)
             .with_status_message("starting");
-        self.tasks.spawn(options, move |task| {
+        let task = self.tasks.manager.spawn(options, move |task| {
             Box::pin(tracing::Instrument::instrument(
                 async move {
                     let cancel = CancellationToken::new();
@@ -482,18 +661,51 @@ impl McpServer {
                     let ctx = CallCtx {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
+                        roots,
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
                     match result {
                         _ if task.is_cancel_requested() => Err(TaskExit::Cancelled),
-                        Ok(r) => Ok(r),
+                        Ok(r) => Ok(this.scrub(r)),
                         Err(e) => Err(TaskExit::Error(e)),
                     }
                 },
                 span,
             ))
-        })
+        });
+        self.tasks.record(&task.task_id, owner, self.task_ttl());
+        task
+    }
+
+    /// Task `id` if this request's connection started it; "unknown task" otherwise.
+    fn own_task(&self, id: &str, ctx: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        if self.tasks.owned_by(id, &self.scope.owner(ctx)) {
+            Ok(())
+        } else {
+            tracing::debug!(task = %id, "a request for a task of another connection or none");
+            Err(self.unknown_task(id))
+        }
+    }
+
+    /// The last pass over a result for this connection: its host's literal secrets (nothing
+    /// to do for the owning process's own client, whose secrets the process-wide redactor has).
+    fn scrub(&self, mut r: CallToolResult) -> CallToolResult {
+        let secrets = &self.client.secrets;
+        if secrets.is_empty() {
+            return r;
+        }
+        for block in &mut r.content {
+            if let ContentBlock::Text(t) = block
+                && let std::borrow::Cow::Owned(clean) = secrets.redact_literals(&t.text)
+            {
+                t.text = clean;
+            }
+        }
+        if let Some(v) = &mut r.structured_content {
+            secrets.redact_literals_json(v);
+        }
+        r
     }
 
     /// The error for a task id this process does not know.
@@ -527,6 +739,24 @@ impl ServerHandler for McpServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        log_client(&context.peer);
+        let declares_roots = context
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
+        if declares_roots {
+            let (roots, peer) = (self.client_roots.clone(), context.peer.clone());
+            tokio::spawn(async move { roots.refresh(&peer).await });
+        }
+    }
+
+    async fn on_roots_list_changed(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        self.client_roots.forget().await;
+        let (roots, peer) = (self.client_roots.clone(), context.peer.clone());
+        tokio::spawn(async move { roots.refresh(&peer).await });
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -545,14 +775,15 @@ impl ServerHandler for McpServer {
         use tracing::Instrument;
         let args = request.arguments.unwrap_or_default();
         let name = request.name.to_string();
-        let span = tracing::info_span!("tool_call", tool = %name, request = ?context.id);
+        let span = tracing::info_span!("tool_call", tool = %name, request = %context.id);
         let as_task = TASK_TOOLS.contains(&name.as_str())
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
         if as_task {
-            let task = self.spawn_task(name, args, span);
-            tracing::info!(task = %task.task_id, "tool call started as a task");
+            let owner = self.scope.owner(&context);
+            let task = self.spawn_task(name, args, span, roots_peer(&context), owner);
+            tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                 task,
             )));
@@ -560,7 +791,8 @@ impl ServerHandler for McpServer {
         let result = self
             .dispatch(&name, args, &CallCtx::of_request(&context))
             .instrument(span)
-            .await?;
+            .await
+            .map(|r| self.scrub(r))?;
         if result.is_error == Some(true) {
             tracing::info!(tool = %name, "tool call failed");
         }
@@ -570,9 +802,11 @@ impl ServerHandler for McpServer {
     async fn get_task(
         &self,
         request: rmcp::model::GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.own_task(&request.task_id, &context)?;
         self.tasks
+            .manager
             .get_task(&request.task_id)
             .map(rmcp::model::GetTaskResult::new)
             .map_err(|_| self.unknown_task(&request.task_id))
@@ -581,13 +815,15 @@ impl ServerHandler for McpServer {
     async fn update_task(
         &self,
         request: rmcp::model::UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.own_task(&request.task_id, &context)?;
         // no tool asks for input mid-task; the manager answers for unknown ids and keys
         self.tasks
+            .manager
             .update_task(&request.task_id, request.input_responses)
             .map_err(|e| {
-                if self.tasks.get_task(&request.task_id).is_err() {
+                if self.tasks.manager.get_task(&request.task_id).is_err() {
                     self.unknown_task(&request.task_id)
                 } else {
                     e
@@ -598,11 +834,27 @@ impl ServerHandler for McpServer {
     async fn cancel_task(
         &self,
         request: rmcp::model::CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.own_task(&request.task_id, &context)?;
         self.tasks
+            .manager
             .cancel_task(&request.task_id)
             .map_err(|_| self.unknown_task(&request.task_id))
+    }
+}
+
+/// One readable line for a client that finished `initialize`: its name, version and protocol
+/// (rmcp's own line is a debug dump of the whole request; it is filtered out by default).
+pub(crate) fn log_client(peer: &rmcp::Peer<RoleServer>) {
+    match peer.peer_info() {
+        Some(info) => tracing::info!(
+            client = %info.client_info.name,
+            client_version = %info.client_info.version,
+            protocol = %info.protocol_version,
+            "MCP client connected"
+        ),
+        None => tracing::info!("MCP client connected"),
     }
 }
 
@@ -654,6 +906,7 @@ pub fn tool_table(allow_danger: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_readme_tool_table_matches_the_real_schemas() {
@@ -667,6 +920,131 @@ mod tests {
             &readme[start..end],
             tool_table(false),
             "README.md's tool table is out of date; paste the output of mcp::tool_table(false)"
+        );
+    }
+
+    /// Every `format` string anywhere in `v`, with its JSON path.
+    fn formats(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
+        match v {
+            serde_json::Value::Object(o) => {
+                for (k, x) in o {
+                    if k == "format"
+                        && let Some(f) = x.as_str()
+                    {
+                        out.push((path.clone(), f.to_owned()));
+                    }
+                    formats(x, format!("{path}/{k}"), out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    formats(x, format!("{path}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_schema_uses_standard_json_schema_formats_only() {
+        let mut seen = 0;
+        for danger in [false, true] {
+            for t in tool_list(danger) {
+                let mut schemas = vec![("inputSchema", t.input_schema.clone())];
+                schemas.extend(t.output_schema.clone().map(|o| ("outputSchema", o)));
+                for (which, s) in schemas {
+                    seen += 1;
+                    let mut found = vec![];
+                    formats(
+                        &serde_json::Value::Object((*s).clone()),
+                        String::new(),
+                        &mut found,
+                    );
+                    for (path, f) in found {
+                        assert!(
+                            STANDARD_FORMATS.contains(&f.as_str()),
+                            "{} {which} at {path}: format `{f}` is not a JSON Schema format",
+                            t.name
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            seen, 36,
+            "9 tools, an input and an output schema each, both settings"
+        );
+    }
+
+    #[test]
+    fn unsigned_integers_are_bounded_by_minimum_zero() {
+        let tools = tool_list(false);
+        let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap().clone();
+        let limit = &by_name("listSessions").input_schema["properties"]["limit"];
+        assert_eq!(limit["minimum"], 0, "{limit}");
+        assert!(limit.get("format").is_none(), "{limit}");
+        let ping = by_name("ping").output_schema.unwrap();
+        let v = &ping["properties"]["schemaVersion"];
+        assert_eq!((&v["type"], &v["minimum"]), (&json!("integer"), &json!(0)));
+        let turn = by_name("codex").output_schema.unwrap();
+        let d = &turn["properties"]["durationMs"];
+        assert_eq!((&d["type"], &d["minimum"]), (&json!("integer"), &json!(0)));
+        // a signed integer has no lower bound
+        let exit = serde_json::to_string(&turn["$defs"]["CommandReport"]).unwrap();
+        assert!(!exit.contains("minimum"), "{exit}");
+    }
+
+    /// `v` against the tool's `outputSchema`, as a host's validator checks it.
+    fn check_output(tool: &Tool, v: &serde_json::Value) -> Result<(), String> {
+        let schema = serde_json::Value::Object((*tool.output_schema.clone().unwrap()).clone());
+        let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
+        let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    #[test]
+    fn turn_tool_errors_match_the_turn_output_schema_and_others_carry_none() {
+        let invalid = Error::invalid("limit", "invalid type: string \"2\", expected u32");
+        let timed_out = Error::TimedOut {
+            after: Duration::from_secs(3),
+            partial: None,
+        };
+        let partial = results::TurnResult {
+            response: "half an answer".into(),
+            session_id: Some("s".into()),
+            ..Default::default()
+        };
+        let tools = tool_list(false);
+        for t in &tools {
+            if ["codex", "query", "search", "structured", "review"].contains(&t.name.as_ref()) {
+                for (e, r) in [
+                    (&invalid, error_result(&invalid, None)),
+                    (&timed_out, error_result(&timed_out, Some(partial.clone()))),
+                ] {
+                    let v = r
+                        .structured_content
+                        .clone()
+                        .expect("a turn error is structured");
+                    check_output(t, &v).unwrap_or_else(|e| panic!("{}: {e}: {v}", t.name));
+                    assert_eq!(v["error"]["message"], e.to_string());
+                }
+            } else {
+                // a turn result does not fit: these tools' errors carry no structured copy
+                let as_turn = error_result(&invalid, None).structured_content.unwrap();
+                assert!(check_output(t, &as_turn).is_err(), "{}", t.name);
+                let r = plain_error(&invalid);
+                assert!(r.structured_content.is_none());
+                assert_eq!(r.is_error, Some(true));
+            }
+        }
+        let r = plain_error(&invalid);
+        assert_eq!(
+            r.content[0].as_text().unwrap().text,
+            "invalid argument `limit`: invalid type: string \"2\", expected u32"
         );
     }
 

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::codex::events::Usage;
+use crate::config::CodexSupport;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
@@ -21,7 +22,7 @@ pub struct TurnResult {
     /// Whether this turn continued an existing Codex thread (`codex` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resumed: Option<bool>,
-    /// The model asked for, when one was given.
+    /// The model: for `codex`, the one codex recorded it ran with; else the one asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub usage: UsageReport,
@@ -150,9 +151,18 @@ pub struct PingResult {
     pub codex_found: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub codex_version: Option<String>,
+    /// The newest codex version this server is tested against.
     pub tested_codex_version: String,
-    /// Whether the codex found is the version this server is tested against.
+    /// The oldest codex version this server supports (the security pins are proven for
+    /// `oldestSupportedCodexVersion` to `testedCodexVersion`).
+    pub oldest_supported_codex_version: String,
+    /// Whether the codex found is inside the supported range.
     pub codex_version_matches: bool,
+    /// Where the codex found falls: `supported`, `newer_than_tested` (a warning: the pins are
+    /// not proven for it), `older_than_supported` (an error: upgrade codex) or `unrecognized`;
+    /// absent when codex was not found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub codex_version_support: Option<CodexSupport>,
     pub codex_path: String,
     pub store_path: String,
     pub schema_version: u64,

@@ -14,13 +14,16 @@ use crate::codex::argv::{
 use crate::codex::home::{disableable, nested_servers};
 use crate::codex::process::{Ending, TurnOutcome, containment};
 use crate::codex::rollout::TurnContext;
-use crate::config::TESTED_CODEX_VERSION;
+use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
-use crate::mcp::{CallCtx, McpServer, error_result, files, ok_result, parse_args, progress_for};
+use crate::mcp::{
+    CallCtx, McpServer, error_result, files, ok_result, parse_args, plain_error, progress_for,
+};
 use crate::security::ids::SessionId;
 use crate::security::paths::{self, Confined, Kind};
+use crate::security::redact::redact;
 use crate::store::SessionRecord;
 
 /// Largest `structured` schema accepted, serialized.
@@ -121,7 +124,23 @@ impl McpServer {
         )
     }
 
-    fn default_dir(&self) -> Result<Confined> {
+    /// The working directory of a call that names none: the first of the client's roots that
+    /// lies inside the allowed roots (when the client declares roots), else the first allowed
+    /// root.
+    async fn default_dir(&self, ctx: &CallCtx) -> Result<Confined> {
+        if let Some(peer) = &ctx.roots {
+            for root in self.client_roots.get(peer).await {
+                let raw = root.to_string_lossy();
+                match self.resolve_dir(&raw) {
+                    Ok(dir) => return Ok(dir),
+                    Err(e) => tracing::info!(
+                        root = %redact(&raw),
+                        reason = %redact(&e.to_string()),
+                        "a client root is not an allowed working directory: ignored"
+                    ),
+                }
+            }
+        }
         let root = self.first_root().to_string_lossy().into_owned();
         self.resolve_dir(&root)
     }
@@ -183,7 +202,7 @@ impl McpServer {
         let cwd = match (&p.working_directory, &existing) {
             (Some(d), _) => self.resolve_dir(d)?,
             (None, Some(rec)) => self.resolve_dir(&rec.working_directory.to_string_lossy())?,
-            (None, None) => self.default_dir()?,
+            (None, None) => self.default_dir(ctx).await?,
         };
         let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
         let prompt = format!("{}{}", p.prompt, att.text);
@@ -237,6 +256,7 @@ impl McpServer {
                 timeout,
                 ctx.ct.child_token(),
                 progress,
+                &self.client.secrets,
             )
             .await?;
         let value = shape(&outcome, queued, sandbox, None, max_len);
@@ -366,7 +386,7 @@ impl McpServer {
         let plan = crate::mcp::structured::plan(&p.schema)?;
         let cwd = match &p.working_directory {
             Some(d) => self.resolve_dir(d)?,
-            None => self.default_dir()?,
+            None => self.default_dir(ctx).await?,
         };
         let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
         let state = tempfile::Builder::new()
@@ -494,7 +514,7 @@ impl McpServer {
                 },
             ))
         };
-        run().unwrap_or_else(|e| error_result(&e, None))
+        run().unwrap_or_else(|e| plain_error(&e))
     }
 
     pub(crate) fn get_session(&self, args: JsonObject) -> CallToolResult {
@@ -516,7 +536,7 @@ impl McpServer {
                 },
             ))
         };
-        run().unwrap_or_else(|e| error_result(&e, None))
+        run().unwrap_or_else(|e| plain_error(&e))
     }
 
     pub(crate) async fn close_session(&self, args: JsonObject) -> CallToolResult {
@@ -556,12 +576,12 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| error_result(&e, None))
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
     }
 
     pub(crate) async fn ping(&self, args: JsonObject) -> CallToolResult {
         if let Err(e) = parse_args::<PingParams>(args) {
-            return error_result(&e, None);
+            return plain_error(&e);
         }
         let shared = self.bridge.shared();
         let version = crate::codex::process::codex_version(
@@ -569,16 +589,17 @@ impl McpServer {
             &self.client.common.env,
         )
         .await;
+        let support = version.as_deref().map(CodexSupport::of);
         let counts = self.bridge.counts();
         let result = PingResult {
             server: "codex-mcp-bridge".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             codex_found: version.is_some(),
-            codex_version_matches: version
-                .as_deref()
-                .is_some_and(|v| v.split_whitespace().last() == Some(TESTED_CODEX_VERSION)),
+            codex_version_matches: support == Some(CodexSupport::Supported),
+            codex_version_support: support,
             codex_version: version,
-            tested_codex_version: TESTED_CODEX_VERSION.into(),
+            tested_codex_version: NEWEST_TESTED_CODEX_VERSION.into(),
+            oldest_supported_codex_version: OLDEST_SUPPORTED_CODEX_VERSION.into(),
             codex_path: self.client.common.program.display().to_string(),
             store_path: shared.store.path().display().to_string(),
             schema_version: shared.store.schema_version().unwrap_or(0),
@@ -603,10 +624,26 @@ impl McpServer {
                 })
                 .collect(),
         };
+        let range = format!("{OLDEST_SUPPORTED_CODEX_VERSION} to {NEWEST_TESTED_CODEX_VERSION}");
+        let codex = match (&result.codex_version, support) {
+            (None, _) => "NOT FOUND".to_owned(),
+            (Some(v), Some(CodexSupport::Supported)) => format!("{v} (supported)"),
+            (Some(v), Some(CodexSupport::NewerThanTested)) => format!(
+                "{v} (WARNING: newer than the newest tested, {NEWEST_TESTED_CODEX_VERSION}; \
+                 the security pins are not proven for it)"
+            ),
+            (Some(v), Some(CodexSupport::OlderThanSupported)) => format!(
+                "{v} (ERROR: older than the oldest supported, {OLDEST_SUPPORTED_CODEX_VERSION}; \
+                 the security pins are proven only for codex {range}: upgrade codex)"
+            ),
+            (Some(v), _) => format!(
+                "{v} (WARNING: not a version this server recognizes; it supports codex {range})"
+            ),
+        };
         let text = format!(
             "codex-mcp-bridge {} — codex {} — {} stored session(s), {} live, {} turn(s) running, {} queued",
             result.version,
-            result.codex_version.as_deref().unwrap_or("NOT FOUND"),
+            codex,
             result.stored_sessions,
             result.live_sessions,
             result.active_turns,

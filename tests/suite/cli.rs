@@ -6,13 +6,16 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use clap::{Args, CommandFactory};
-use codex_mcp_bridge::config::{Config, Settings};
+use codex_mcp_bridge::config::{
+    Config, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION, Settings,
+};
 use codex_mcp_bridge::security::ids::SessionId;
 use codex_mcp_bridge::store::{SessionRecord, Store, TurnStatus};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::support::{TestEnv, codex_bin, describe_output, repo_root, run_with_timeout};
+use crate::support::mcp::{Protocol, connect_with, server_env, structured, text};
+use crate::support::{MockApi, TestEnv, codex_bin, describe_output, repo_root, run_with_timeout};
 
 const BIN: &str = env!("CARGO_BIN_EXE_codex-mcp-bridge");
 
@@ -139,8 +142,9 @@ async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin
     .await;
     let text = stdout(&out);
     assert!(out.status.success(), "{}", describe_output(&out));
+    let version = crate::support::codex_version();
     for needle in [
-        "codex-cli 0.145.0",
+        version.as_str(),
         "credentials",
         "OPENAI_API_KEY is set",
         "sandbox",
@@ -203,7 +207,7 @@ async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin
         line.contains(&nowhere.display().to_string())
             && line.contains("CODEX_BIN")
             && line.contains("fix:")
-            && line.contains("@openai/codex@0.145.0"),
+            && line.contains(&format!("@openai/codex@{NEWEST_TESTED_CODEX_VERSION}")),
         "{line}"
     );
 
@@ -222,6 +226,112 @@ async fn doctor_passes_with_the_pinned_codex_and_fails_with_a_fix_when_codex_bin
         "{}",
         stdout(&out)
     );
+}
+
+/// A stand-in codex in `dir` whose `--version` answers `codex-cli <version>`.
+pub(super) fn fake_codex_answering(dir: &Path, version: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("codex-{version}"));
+    std::fs::write(&path, format!("#!/bin/sh\necho 'codex-cli {version}'\n")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn doctor_classifies_an_older_an_in_range_and_a_newer_codex() {
+    let env = TestEnv::new();
+    let store = env.root().join("store");
+    let cases = [
+        (
+            "0.144.9",
+            "FAIL",
+            "older than the oldest supported, 0.145.0",
+        ),
+        (
+            "0.145.0",
+            "ok",
+            "supported: this bridge is tested with codex 0.145.0 to 0.171.0",
+        ),
+        ("0.160.2", "ok", "supported"),
+        ("0.171.0", "ok", "supported"),
+        ("0.172.0", "warn", "newer than the newest tested, 0.171.0"),
+        (
+            "1.0.0-alpha.1",
+            "warn",
+            "newer than the newest tested, 0.171.0",
+        ),
+    ];
+    assert_eq!(
+        (OLDEST_SUPPORTED_CODEX_VERSION, NEWEST_TESTED_CODEX_VERSION),
+        ("0.145.0", "0.171.0"),
+        "the cases above name the range's ends"
+    );
+    for (version, verdict, needle) in cases {
+        let fake = fake_codex_answering(env.root(), version);
+        let out = run(bridge(&env)
+            .arg("doctor")
+            .env("CODEX_BIN", &fake)
+            .env("CODEX_BRIDGE_STORE", &store)
+            .env("CODEX_BRIDGE_ROOTS", env.work()))
+        .await;
+        let text = stdout(&out);
+        let line = text
+            .lines()
+            .find(|l| l.contains("codex version"))
+            .unwrap_or_else(|| panic!("no codex version line:\n{text}"));
+        assert!(
+            line.starts_with(&format!("{verdict:<5} ")) && line.contains(needle),
+            "{version}: {line}"
+        );
+        assert!(line.contains(&format!("codex-cli {version}")), "{line}");
+        // only an older codex blocks use
+        assert_eq!(
+            out.status.success(),
+            verdict != "FAIL",
+            "{}",
+            describe_output(&out)
+        );
+        if verdict != "ok" {
+            assert!(
+                line.contains(&format!(
+                    "npm install -g @openai/codex@{NEWEST_TESTED_CODEX_VERSION}"
+                )),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// The suite records the behaviour of the supported range's two ends, each pinned for npm.
+#[test]
+fn the_recorded_codex_versions_are_the_supported_range_and_each_is_pinned() {
+    use crate::support::Codex;
+    assert_eq!(
+        Codex::ALL.first().unwrap().number(),
+        OLDEST_SUPPORTED_CODEX_VERSION
+    );
+    assert_eq!(
+        Codex::ALL.last().unwrap().number(),
+        NEWEST_TESTED_CODEX_VERSION
+    );
+    for c in Codex::ALL {
+        let dir = repo_root().join("scripts/codex-cli").join(c.number());
+        let lock = std::fs::read_to_string(dir.join("package-lock.json")).unwrap();
+        let lock: Value = serde_json::from_str(&lock).unwrap();
+        let pkgs = &lock["packages"];
+        assert_eq!(pkgs[""]["dependencies"]["@openai/codex"], c.number());
+        assert_eq!(pkgs["node_modules/@openai/codex"]["version"], c.number());
+        let platform = &pkgs["node_modules/@openai/codex-linux-x64"];
+        assert_eq!(platform["version"], format!("{}-linux-x64", c.number()));
+        for p in [&pkgs["node_modules/@openai/codex"], platform] {
+            assert!(
+                p["integrity"]
+                    .as_str()
+                    .is_some_and(|i| i.starts_with("sha512-")),
+                "{}: {p}",
+                c.number()
+            );
+        }
+    }
 }
 
 /// Wait until no handle of this process holds the store's lock any more: sled releases it
@@ -393,19 +503,124 @@ async fn sessions_list_show_export_and_close_work_on_the_store() {
     assert!(!absent.exists());
 }
 
+/// (success, stdout, stderr) of each `sessions` command.
+async fn sessions_views(
+    env: &TestEnv,
+    store: &Path,
+    views: &[&[&str]],
+) -> Vec<(bool, String, String)> {
+    let mut all = vec![];
+    for args in views {
+        let out = run(bridge(env)
+            .arg("sessions")
+            .args(*args)
+            .env("CODEX_BRIDGE_STORE", store))
+        .await;
+        all.push((out.status.success(), stdout(&out), stderr(&out)));
+    }
+    all
+}
+
 #[tokio::test]
-async fn sessions_say_clearly_when_a_running_server_holds_the_store() {
+async fn sessions_go_through_a_running_server_and_print_what_they_print_without_one() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut vars = server_env(&env, &mock);
+    for (k, v) in vars.iter_mut() {
+        if k == "CODEX_BRIDGE_CODEX_CONFIG" {
+            v.push_str("\nmodel=\"operator-model-x\"");
+        }
+    }
+    let store = env.root().join("store");
+    let server = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    for id in ["keep", "drop", "other"] {
+        let r = server
+            .call(
+                "codex",
+                json!({"prompt": format!("hi {id}"), "sessionId": id, "workingDirectory": env.work()}),
+            )
+            .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    }
+
+    // the server holds the store: `close` goes through it, and the server itself forgets it
+    let out = run(bridge(&env)
+        .args(["sessions", "close", "drop"])
+        .env("CODEX_BRIDGE_STORE", &store))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert_eq!(stdout(&out), "Session drop closed.\n");
+    let got = server
+        .call("getSession", json!({"sessionId": "drop"}))
+        .await;
+    assert_eq!(structured(&got)["found"], false, "{}", text(&got));
+    let got = server
+        .call("getSession", json!({"sessionId": "keep"}))
+        .await;
+    assert_eq!(structured(&got)["found"], true, "{}", text(&got));
+
+    let views: [&[&str]; 7] = [
+        &["list"],
+        &["list", "--json"],
+        &["show", "keep"],
+        &["show", "keep", "--json"],
+        &["export", "other"],
+        &["show", "drop"],
+        &["close", "drop"],
+    ];
+    let through_owner = sessions_views(&env, &store, &views).await;
+    let expect_ok = [true, true, true, true, true, false, false];
+    for ((ok, out, err), want) in through_owner.iter().zip(expect_ok) {
+        assert_eq!(*ok, want, "{out}{err}");
+    }
+    let (_, list, _) = &through_owner[0];
+    assert!(
+        list.lines().nth(1).is_some_and(|l| l.starts_with("other "))
+            && list.contains("2 session(s)"),
+        "{list}"
+    );
+    for (_, text, _) in &through_owner[..4] {
+        assert!(
+            text.contains("operator-model-x"),
+            "the effective model: {text}"
+        );
+    }
+    assert!(
+        through_owner[5]
+            .2
+            .contains("no session `drop` in the store"),
+        "{}",
+        through_owner[5].2
+    );
+
+    // no server: the same commands open the store directly, and print the same
+    let pid = server.pid;
+    server.client.cancel().await.unwrap();
+    crate::support::process::wait_exit(pid).await;
+    wait_unlocked(&store);
+    let direct = sessions_views(&env, &store, &views).await;
+    assert_eq!(through_owner, direct);
+    let out = run(bridge(&env)
+        .args(["sessions", "close", "other"])
+        .env("CODEX_BRIDGE_STORE", &store))
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    assert!(
+        Store::open(&store)
+            .unwrap()
+            .get(&id("other"))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn sessions_say_clearly_when_a_process_holds_the_store_without_answering() {
     let env = TestEnv::new();
     let dir = env.root().join("store");
     seeded_store(&dir, env.work());
     let held = Store::open(&dir).unwrap();
-    for args in [
-        &["list"][..],
-        &["list", "--json"],
-        &["show", "new"],
-        &["export", "new"],
-        &["close", "new"],
-    ] {
+    for args in [&["list"][..], &["close", "new"]] {
         let out = run(bridge(&env)
             .arg("sessions")
             .args(args)
@@ -415,7 +630,7 @@ async fn sessions_say_clearly_when_a_running_server_holds_the_store() {
         assert!(out.stdout.is_empty(), "{args:?}: {}", describe_output(&out));
         let err = stderr(&out);
         assert!(
-            err.contains("locked by a running codex-mcp-bridge server")
+            err.contains("is locked by a process that does not answer on its socket")
                 && err.contains(&dir.display().to_string()),
             "{args:?}: {err}"
         );
@@ -575,9 +790,17 @@ fn the_host_snippets_in_the_readme_are_valid() {
     assert!(!jsons.is_empty(), "no json snippet");
     for block in &jsons {
         let v: Value = serde_json::from_str(block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
-        let servers = v["mcpServers"].as_object().expect("mcpServers");
+        // Cursor's `mcpServers`, or VS Code's own format: `servers`, each with a `type`
+        let (servers, vscode) = match (v["mcpServers"].as_object(), v["servers"].as_object()) {
+            (Some(s), None) => (s, false),
+            (None, Some(s)) => (s, true),
+            _ => panic!("mcpServers or servers:\n{block}"),
+        };
         for (name, s) in servers {
             assert_eq!(s["command"], bin.as_str(), "{name}");
+            if vscode {
+                assert_eq!(s["type"], "stdio", "{name}");
+            }
         }
     }
 
@@ -588,6 +811,23 @@ fn the_host_snippets_in_the_readme_are_valid() {
         let servers = t["mcp_servers"].as_table().expect("mcp_servers");
         for (name, s) in servers {
             assert_eq!(s["command"].as_str(), Some(bin.as_str()), "{name}");
+            // what Codex as the host needs (suite::codex_host runs it)
+            assert_eq!(
+                s["default_tools_approval_mode"].as_str(),
+                Some("approve"),
+                "{name}"
+            );
+            assert!(
+                s["env_vars"]
+                    .as_array()
+                    .is_some_and(|v| v.iter().any(|e| e.as_str() == Some("OPENAI_API_KEY"))),
+                "{name}"
+            );
+            assert_eq!(
+                s["env"]["CODEX_BRIDGE_NESTED_MCP"].as_str(),
+                Some("disable"),
+                "{name}"
+            );
         }
     }
 

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use crate::support::bridge::{common, marker, turn};
 use crate::support::mcp::{Protocol, connect, structured, text};
 use crate::support::{
-    MockApi, TestEnv, codex_bin, describe_output, events_of_type, jsonl, run_with_timeout,
+    Codex, MockApi, TestEnv, codex_bin, describe_output, events_of_type, jsonl, run_with_timeout,
+    under_test,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -180,6 +181,65 @@ async fn two_config_tokens_for_one_key_the_later_wins_and_the_pins_come_last() {
             .unwrap()
             .body_contains(AUTO_REVIEW_TEXT)
     );
+}
+
+/// Resume `thread` bare: `parent` tokens before `resume`, `deeper` after it (then the mock
+/// provider, whose `-c` tokens are at the resume level too).
+async fn resume(
+    env: &TestEnv,
+    mock: &MockApi,
+    thread: &ThreadId,
+    parent: &[&str],
+    deeper: &[&str],
+) {
+    let mut cmd = env.command(codex_bin());
+    cmd.args(["exec", "--json", "--sandbox", "read-only"])
+        .args(parent)
+        .args(["resume", "--skip-git-repo-check"])
+        .args(deeper)
+        .args(mock.provider_args())
+        .arg(thread.to_arg())
+        .args(["--", "again"]);
+    let out = run_with_timeout(&mut cmd, LIMIT).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+}
+
+/// Why the bridge emits every `-c` token at the deepest level: codex 0.145.0 silently drops
+/// every parent-level token once the subcommand level carries one, while 0.171.0 applies both
+/// levels (the deeper one winning for a key given at both). Tokens at one level are applied alike
+/// by both, so the bridge's argv holds on both.
+#[tokio::test]
+async fn parent_level_config_tokens_are_dropped_by_0_145_and_applied_by_0_171() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let thread = exec(&env, &mock, &["-c", "model=\"created\""]).await;
+    assert_eq!(last_model(&mock), "created");
+
+    // a parent-level key next to a resume-level token for another key
+    resume(
+        &env,
+        &mock,
+        &thread,
+        &["-c", "model=\"from-parent\""],
+        &["-c", "model_reasoning_effort=\"low\""],
+    )
+    .await;
+    let model = last_model(&mock);
+    match under_test() {
+        Codex::V0_145_0 => assert_ne!(model, "from-parent", "0.145.0 dropped nothing"),
+        Codex::V0_171_0 => assert_eq!(model, "from-parent", "0.171.0 dropped the parent level"),
+    }
+
+    // one key at both levels: the deeper level wins (0.145.0 by dropping the parent level)
+    resume(
+        &env,
+        &mock,
+        &thread,
+        &["-c", "model=\"from-parent\""],
+        &["-c", "model=\"from-resume\""],
+    )
+    .await;
+    assert_eq!(last_model(&mock), "from-resume");
 }
 
 fn write_marker_server(env: &TestEnv, m: &Path) {

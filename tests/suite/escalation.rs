@@ -7,7 +7,8 @@
 //! escalated, and codex's automatic reviewer, which codex asks on the same provider (model
 //! `codex-auto-review`, a JSON-schema'd answer) and which the mock always answers with an allow
 //! verdict. So if the bridge's pin were lost, the write would go through; the unsafe forms (a bare
-//! argv, and the reference bridge's resume shape) show that it does.
+//! argv, new and resumed) show that it does on every supported codex. The reference bridge's
+//! resume shape escalates on 0.145.0 and is refused on 0.171.0, which applies parent-level `-c`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,12 +21,12 @@ use serde_json::json;
 
 use crate::support::bridge::{common, run_spec, turn};
 use crate::support::{
-    MockApi, RecordedRequest, Reply, TestEnv, codex_bin, describe_output, events_of_type, jsonl,
-    run_with_timeout,
+    Codex, MockApi, RecordedRequest, Reply, TestEnv, codex_bin, describe_output, events_of_type,
+    jsonl, run_with_timeout, under_test,
 };
 
 const LIMIT: Duration = Duration::from_secs(90);
-/// The model codex 0.145.0 asks for its automatic approval review.
+/// The model codex asks for its automatic approval review (0.145.0 and 0.171.0).
 const REVIEWER_MODEL: &str = "codex-auto-review";
 /// The reviewer's verdict format: a JSON object whose required field is `outcome`
 /// (`allow`|`deny`), optionally with `risk_level`, `user_authorization` and `rationale`.
@@ -186,12 +187,74 @@ fn assert_escalated(
     );
 }
 
+/// The unsafe run was refused without asking the reviewer: nothing written, and codex recorded
+/// the pinned approval mode.
+fn assert_refused(
+    env: &TestEnv,
+    mock: &MockApi,
+    thread: &ThreadId,
+    reviews_before: usize,
+    target: &Path,
+) {
+    assert_eq!(reviews(mock), reviews_before, "codex asked the reviewer");
+    assert!(!target.exists(), "{} was written", target.display());
+    let ctx = recorded(env, thread);
+    assert_eq!(
+        (
+            ctx.approval_policy.as_str(),
+            ctx.approvals_reviewer.as_str(),
+            ctx.sandbox.as_str()
+        ),
+        ("never", "user", "read-only"),
+        "{ctx:?}"
+    );
+}
+
+/// A bare read-only `codex exec -m gpt-5.5 -- go` without the bridge's pins. Returns the new
+/// thread.
+async fn bare_new(env: &TestEnv, mock: &MockApi) -> ThreadId {
+    let mut args = s(&[
+        "exec",
+        "--json",
+        "--sandbox",
+        "read-only",
+        "--skip-git-repo-check",
+        "-m",
+        "gpt-5.5",
+    ]);
+    args.extend(mock.provider_args());
+    args.extend(s(&["--", "go"]));
+    raw(env, &args).await
+}
+
+/// A resume of `thread`: `parent` are `-c` values before `resume`, and at the resume level
+/// `-m gpt-5.5`, then `-c` `deeper`, then the mock provider.
+async fn unsafe_resume(
+    env: &TestEnv,
+    mock: &MockApi,
+    thread: &ThreadId,
+    parent: &[&str],
+    deeper: &[&str],
+) {
+    let mut args = s(&["exec", "--json", "--sandbox", "read-only"]);
+    for c in parent {
+        args.extend(s(&["-c", c]));
+    }
+    args.extend(s(&["resume", "--skip-git-repo-check", "-m", "gpt-5.5"]));
+    for c in deeper {
+        args.extend(s(&["-c", c]));
+    }
+    args.extend(mock.provider_args());
+    args.extend([thread.to_arg(), "--".into(), "go on".into()]);
+    assert_eq!(&raw(env, &args).await, thread);
+}
+
 /// The whole proof for one route of `approvals_reviewer = "auto_review"` into codex.
 ///
 /// A thread's reviewer is persisted with it: a resumed turn that does not set one keeps the
-/// thread's (measured on 0.145.0; approval falls back to on-request with reviewer `user`, which
-/// `codex exec` refuses). So the resume proofs run on a thread that codex started under
-/// `auto_review`, where a lost pin does escalate.
+/// thread's (measured on 0.145.0 and 0.171.0; approval falls back to on-request, which
+/// `codex exec` refuses when the reviewer is `user`). So the resume proofs run on a thread that
+/// codex started under `auto_review`, where a lost pin does escalate.
 async fn prove(env: &TestEnv, mock: &MockApi) {
     // the bridge's own thread: a new turn, then a resumed one
     approve_next_review(mock);
@@ -208,44 +271,17 @@ async fn prove(env: &TestEnv, mock: &MockApi) {
     let target = env.work().join("pwned-bare.txt");
     script_escalation(mock, "esc_bare", &target);
     let before = reviews(mock);
-    let mut args = s(&[
-        "exec",
-        "--json",
-        "--sandbox",
-        "read-only",
-        "--skip-git-repo-check",
-        "-m",
-        "gpt-5.5",
-    ]);
-    args.extend(mock.provider_args());
-    args.extend(s(&["--", "go"]));
-    let auto = raw(env, &args).await;
+    let auto = bare_new(env, mock).await;
     assert_escalated(env, mock, &auto, before, &target);
     let out = tool_output(mock, "esc_bare");
     assert!(out.contains("exited with code 0"), "{out}");
 
-    // the unsafe resume: the reference bridge's shape (pin before `resume`, effort after it)
+    // the unsafe resume: no pin at all (the thread keeps its auto reviewer), on every version
     approve_next_review(mock);
-    let target = env.work().join("pwned-reference-resume.txt");
-    script_escalation(mock, "esc_reference", &target);
+    let target = env.work().join("pwned-bare-resume.txt");
+    script_escalation(mock, "esc_bare_resume", &target);
     let before = reviews(mock);
-    let mut args = s(&[
-        "exec",
-        "--json",
-        "--sandbox",
-        "read-only",
-        "-c",
-        "approvals_reviewer=\"user\"",
-        "resume",
-        "--skip-git-repo-check",
-        "-m",
-        "gpt-5.5",
-        "-c",
-        "model_reasoning_effort=\"low\"",
-    ]);
-    args.extend(mock.provider_args());
-    args.extend([auto.to_arg(), "--".into(), "go on".into()]);
-    assert_eq!(raw(env, &args).await, auto);
+    unsafe_resume(env, mock, &auto, &[], &["model_reasoning_effort=\"low\""]).await;
     assert_escalated(env, mock, &auto, before, &target);
     assert_eq!(mock.pending_replies(), 0);
 
@@ -253,6 +289,38 @@ async fn prove(env: &TestEnv, mock: &MockApi) {
     approve_next_review(mock);
     bridge_turn_refuses(env, mock, Some(auto), "resumed-auto-thread").await;
     assert_eq!(mock.pending_replies(), 1);
+
+    // the reference bridge's resume shape (pin before `resume`, effort after it), on a fresh
+    // auto-review thread. codex 0.145.0 drops every parent-level `-c` when the resume level
+    // carries one: the pin is lost and the write goes through. codex 0.171.0 applies
+    // parent-level tokens too: the shape keeps the pin and the escalation is refused (codex
+    // closed this hole itself; the bridge's own resume above is proven on both versions).
+    mock.push(Reply::message("hello"));
+    let fresh = bare_new(env, mock).await;
+    assert_eq!(recorded(env, &fresh).approvals_reviewer, "auto_review");
+    let target = env.work().join("pwned-reference-resume.txt");
+    script_escalation(mock, "esc_reference", &target);
+    let before = reviews(mock);
+    unsafe_resume(
+        env,
+        mock,
+        &fresh,
+        &["approvals_reviewer=\"user\""],
+        &["model_reasoning_effort=\"low\""],
+    )
+    .await;
+    match under_test() {
+        Codex::V0_145_0 => {
+            assert_escalated(env, mock, &fresh, before, &target);
+            assert_eq!(mock.pending_replies(), 0);
+        }
+        Codex::V0_171_0 => {
+            assert_refused(env, mock, &fresh, before, &target);
+            let out = tool_output(mock, "esc_reference");
+            assert!(out.contains(REFUSED_TEXT), "not refused: {out}");
+            assert_eq!(mock.pending_replies(), 1, "the approval stays unused");
+        }
+    }
 }
 
 #[tokio::test]

@@ -389,10 +389,11 @@ impl Drop for Tmpfs {
     }
 }
 
-/// Whether `r` is the clear error of a store that cannot write.
+/// Whether `r` is the clear error of a store that cannot write (a turn tool's error names its
+/// kind; the session tools' errors are the sentence alone).
 fn is_store_error(r: &CallToolResult) -> bool {
     r.is_error == Some(true)
-        && error_kind(r) == "store"
+        && (r.structured_content.is_none() || error_kind(r) == "store")
         && text(r).starts_with("session store error: store at ")
 }
 

@@ -8,6 +8,7 @@
 //! tapped on its way to the client: every line it writes must be a JSON-RPC message (rmcp's
 //! client silently skips lines that are not JSON, so it would not notice on its own).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -866,24 +867,48 @@ async fn thousands_of_hostile_calls_are_all_answered_and_none_reaches_codex() {
     let started = Instant::now();
 
     let peer = server.peer();
+    // every result's structuredContent, error results included, must match the tool's
+    // outputSchema: hosts on the TypeScript SDK reject a result that does not
+    let output_schemas: Arc<HashMap<String, jsonschema::Validator>> = Arc::new(
+        peer.list_all_tools()
+            .await
+            .expect("tools/list")
+            .into_iter()
+            .map(|t| {
+                let schema = Value::Object((*t.output_schema.expect("an outputSchema")).clone());
+                let v = jsonschema::validator_for(&schema).expect("the outputSchema compiles");
+                (t.name.to_string(), v)
+            })
+            .collect(),
+    );
     let outcomes: Vec<(&'static str, Option<String>)> =
         futures::stream::iter(cases.into_iter().enumerate())
             .map(|(i, c)| {
                 let peer = peer.clone();
+                let output_schemas = output_schemas.clone();
                 async move {
                     let answer = call(&peer, &c.tool, c.args).await;
                     let tool: String = c.tool.chars().take(40).collect();
-                    let ok = match (&answer, c.expect) {
-                        (Answer::Unanswered, _) => false,
-                        (Answer::Protocol(m), Expect::ProtocolError) => m.contains("unknown tool"),
-                        (Answer::Tool(r), Expect::Rejected) => {
-                            r.is_error == Some(true)
-                                && structured(r)["error"]["kind"] == "invalid_argument"
-                                && text(r).starts_with("invalid argument `")
-                        }
-                        (Answer::Tool(_) | Answer::Protocol(_), Expect::Answered) => true,
-                        _ => false,
+                    let conforms = match &answer {
+                        Answer::Tool(r) => r.structured_content.as_ref().is_none_or(|v| {
+                            output_schemas.get(&c.tool).is_some_and(|s| s.is_valid(v))
+                        }),
+                        _ => true,
                     };
+                    let ok = conforms
+                        && match (&answer, c.expect) {
+                            (Answer::Unanswered, _) => false,
+                            (Answer::Protocol(m), Expect::ProtocolError) => {
+                                m.contains("unknown tool")
+                            }
+                            (Answer::Tool(r), Expect::Rejected) => {
+                                r.is_error == Some(true)
+                                    && structured(r)["error"]["kind"] == "invalid_argument"
+                                    && text(r).starts_with("invalid argument `")
+                            }
+                            (Answer::Tool(_) | Answer::Protocol(_), Expect::Answered) => true,
+                            _ => false,
+                        };
                     let (kind, shown): (&'static str, String) = match &answer {
                         Answer::Tool(r) if r.is_error == Some(true) => {
                             ("isError result", text(r).chars().take(200).collect())
@@ -893,7 +918,15 @@ async fn thousands_of_hostile_calls_are_all_answered_and_none_reaches_codex() {
                         Answer::Unanswered => ("no answer", "no answer".into()),
                     };
                     let failure = (!ok).then(|| {
-                        format!("#{i} {tool} ({}), expected {:?}: {shown}", c.what, c.expect)
+                        let schema = if conforms {
+                            ""
+                        } else {
+                            " (structuredContent breaks the outputSchema)"
+                        };
+                        format!(
+                            "#{i} {tool} ({}), expected {:?}{schema}: {shown}",
+                            c.what, c.expect
+                        )
                     });
                     (kind, failure)
                 }

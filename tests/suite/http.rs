@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
-    Implementation, TaskPayload,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    GetTaskParams, Implementation, TaskPayload,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -117,6 +117,17 @@ async fn http_clients_need_the_token_and_share_the_sessions() {
         200,
         "the right token"
     );
+    // the scheme is case-insensitive (RFC 7235)
+    assert_eq!(
+        raw_post(
+            port,
+            &host,
+            &[("Authorization", &format!("bearer {TOKEN}"))]
+        )
+        .await,
+        200,
+        "a lower-case scheme"
+    );
 
     // a real client over HTTP, declaring tasks
     let url = format!("http://127.0.0.1:{port}/mcp");
@@ -161,6 +172,30 @@ async fn http_clients_need_the_token_and_share_the_sessions() {
         result["structuredContent"]["sessionId"], "via-http",
         "{result}"
     );
+    // the task is this HTTP session's: another session cannot read or cancel it
+    let snooper = ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("http-snooper", "0"),
+    )
+    .serve(StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(TOKEN),
+    ))
+    .await
+    .expect("connects with the token");
+    for err in [
+        snooper
+            .get_task(GetTaskParams::new(t.task.task_id.clone()))
+            .await
+            .map(|_| ())
+            .unwrap_err(),
+        snooper
+            .cancel_task(CancelTaskParams::new(t.task.task_id.clone()))
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(err.to_string().contains("unknown task"), "{err}");
+    }
+    let _ = snooper.cancel().await;
     // the stdio client of the same process sees the session
     let got = stdio
         .call("getSession", json!({"sessionId": "via-http"}))
@@ -218,6 +253,12 @@ async fn the_http_listener_is_off_by_default_and_refuses_bad_settings() {
     let err = run(v).await;
     assert!(err.contains("CODEX_BRIDGE_HTTP_TOKEN"), "{err}");
     assert!(!err.contains("short"), "the token is never printed: {err}");
+    // the message reads whole: redaction takes no word of it
+    assert!(
+        err.contains("(the HTTP listener's bearer token): must be at least 32")
+            && !err.contains("[REDACTED]"),
+        "{err}"
+    );
 
     // off by default: a server without the setting listens on no TCP port
     let s = connect_with(&server_env(&env, &mock), env.root(), Protocol::Legacy).await;

@@ -204,6 +204,129 @@ async fn a_connection_runs_codex_with_its_own_credentials_only() {
     }
 }
 
+/// Whether `s`'s answer to `tool` with `prompt` (the model echoes `echo`) contains `needle`,
+/// in its text and in its structured response alike.
+async fn answer_shows(
+    s: &Server,
+    mock: &MockApi,
+    tool: &str,
+    prompt: &str,
+    echo: &str,
+    needle: &str,
+) -> bool {
+    mock.push_for_user_text(prompt, Reply::message(echo));
+    let mut args = json!({"prompt": prompt});
+    if tool == "codex" {
+        // the test's work directory, next to its store
+        args["workingDirectory"] = json!(s.store.parent().unwrap().join("work"));
+    }
+    let r = s.call(tool, args).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let response = structured(&r)["response"].as_str().unwrap().to_owned();
+    assert_eq!(
+        text(&r).contains(needle),
+        response.contains(needle),
+        "{}",
+        text(&r)
+    );
+    assert!(
+        response.contains("[REDACTED]") || response.contains(needle),
+        "{response}"
+    );
+    response.contains(needle)
+}
+
+/// A client gets the same redaction whichever process serves it: its own host's secret-named
+/// variables are redacted from what the owner answers it, and from nothing else.
+#[tokio::test]
+async fn a_relayed_client_gets_its_own_hosts_secrets_redacted_and_no_one_elses() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    // not shaped like any known secret: only the literal value can find it
+    const SERVICE: &str = "zebra-lantern-mosaic-4417";
+    // an ordinary 9-byte word registered as a "key"
+    const WORD: &str = "landscape";
+    let with = |extra: &[(&str, &str)]| {
+        let mut vars = server_env(&env, &mock);
+        vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        vars
+    };
+    let secrets = [("MY_SERVICE_TOKEN", SERVICE), ("A_WORD_KEY", WORD)];
+    let echo = format!("the service says {SERVICE} over the {WORD}");
+
+    // in process: a host with these variables that owns its own store
+    let own_store = env.root().join("store-alone").display().to_string();
+    let mut alone_vars = with(&secrets);
+    alone_vars.retain(|(k, _)| k != "CODEX_BRIDGE_STORE");
+    alone_vars.push(("CODEX_BRIDGE_STORE".into(), own_store));
+    let alone = connect_with(&alone_vars, env.root(), Protocol::Legacy).await;
+    assert!(!answer_shows(&alone, &mock, "codex", "P-ALONE", &echo, SERVICE).await);
+    assert!(!answer_shows(&alone, &mock, "query", "P-ALONE-W", &echo, WORD).await);
+
+    // the same host relayed to an owner that has none of them
+    let owner = connect_with(&with(&[]), env.root(), Protocol::Legacy).await;
+    wait_for_socket(&env).await;
+    let relayed = connect_with(&with(&secrets), env.root(), Protocol::Modern).await;
+    let other = connect_with(&with(&[]), env.root(), Protocol::Legacy).await;
+    for (tool, p) in [("codex", "P-RELAY-CODEX"), ("query", "P-RELAY-QUERY")] {
+        assert!(
+            !answer_shows(&relayed, &mock, tool, p, &echo, SERVICE).await,
+            "{tool}: the relayed host's secret came back in clear"
+        );
+        assert!(!answer_shows(&relayed, &mock, tool, &format!("{p}-W"), &echo, WORD).await);
+    }
+    // ...and its word vanishes from no one else's answers
+    assert!(answer_shows(&other, &mock, "query", "P-OTHER", &echo, WORD).await);
+    assert!(answer_shows(&owner, &mock, "codex", "P-OWNER", &echo, WORD).await);
+
+    // its progress too: a command that prints the value, reported while it runs
+    mock.push_for_user_text(
+        "P-PROGRESS",
+        Reply::exec_command(&format!("echo {SERVICE}")),
+    );
+    mock.push_for_user_text(
+        "P-PROGRESS",
+        Reply::message("done").with_delay(Duration::from_millis(1500)),
+    );
+    let r = relayed
+        .call(
+            "codex",
+            json!({"prompt": "P-PROGRESS", "model": "gpt-5.5", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let messages: Vec<String> = relayed
+        .progress
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.message.clone())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("running: ") && m.contains("echo [REDACTED]")),
+        "{messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|m| m.contains(SERVICE)),
+        "{messages:?}"
+    );
+    assert!(!format!("{r:?}").contains(SERVICE), "{}", text(&r));
+
+    // and an error that quotes the client's own argument (the last pass over every result)
+    let r = relayed
+        .call("codex", json!({"prompt": "x", SERVICE: 1}))
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("unknown field `[REDACTED]`"),
+        "{}",
+        text(&r)
+    );
+    assert!(!format!("{r:?}").contains(SERVICE), "{}", text(&r));
+}
+
 #[tokio::test]
 async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
     let env = TestEnv::new();
@@ -403,6 +526,7 @@ async fn a_peer_of_another_user_is_dropped() {
             ..Default::default()
         },
         vars: vec![("HOME".into(), root_dir.clone())],
+        secrets: vec![],
         start_dir: dir.path().to_path_buf(),
         pid: std::process::id(),
     };
@@ -1016,4 +1140,41 @@ async fn a_symlinked_socket_is_not_followed() {
         err.contains(&store.display().to_string()) && err.contains("not a socket"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_relayed_clients_roots_choose_its_default_working_directory() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let owner = connect(&env, &mock, Protocol::Legacy).await;
+    wait_for_socket(&env).await;
+    let dir = env.work().canonicalize().unwrap().join("project");
+    std::fs::create_dir_all(&dir).unwrap();
+    let roots = crate::support::mcp::ClientRoots::default();
+    *roots.uris.lock().unwrap() = vec![url::Url::from_file_path(&dir).unwrap().to_string()];
+    let relayed = crate::support::mcp::connect_with_roots(&env, &mock, roots.clone()).await;
+    let r = relayed
+        .call("codex", json!({"prompt": "where?", "sessionId": "relayed"}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert!(roots.asked() >= 1, "the owner asked the relayed client");
+    let got = owner
+        .call("getSession", json!({"sessionId": "relayed"}))
+        .await;
+    assert_eq!(
+        structured(&got)["session"]["workingDirectory"],
+        dir.display().to_string()
+    );
+    // roots are per connection: the owner's own client declares none, so its default stays
+    // the first allowed root
+    let r = owner
+        .call("codex", json!({"prompt": "and here?", "sessionId": "own"}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let got = owner.call("getSession", json!({"sessionId": "own"})).await;
+    assert_eq!(
+        structured(&got)["session"]["workingDirectory"],
+        env.root().canonicalize().unwrap().display().to_string()
+    );
+    drop((owner, relayed));
 }

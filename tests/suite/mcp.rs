@@ -186,6 +186,40 @@ async fn bad_arguments_get_field_named_errors_and_the_server_stays_up_under(prot
     assert_eq!(mock.responses_count(), 0, "nothing reached codex");
     let ping = s.call("ping", json!({})).await;
     assert_eq!(structured(&ping)["codexVersionMatches"], true);
+    assert_eq!(structured(&ping)["codexVersionSupport"], "supported");
+}
+
+#[tokio::test]
+async fn ping_says_whether_codex_is_supported_newer_than_tested_or_older_than_supported() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    for (version, support, says) in [
+        ("0.171.0", "supported", "(supported)"),
+        (
+            "0.172.0",
+            "newer_than_tested",
+            "WARNING: newer than the newest tested, 0.171.0",
+        ),
+        (
+            "0.144.0",
+            "older_than_supported",
+            "ERROR: older than the oldest supported, 0.145.0",
+        ),
+    ] {
+        let fake = super::cli::fake_codex_answering(env.root(), version);
+        let mut vars = server_env(&env, &mock);
+        vars.retain(|(k, _)| k != "CODEX_BIN");
+        vars.push(("CODEX_BIN".into(), fake.display().to_string()));
+        let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+        let ping = s.call("ping", json!({})).await;
+        let v = structured(&ping);
+        assert_eq!(v["codexVersion"], format!("codex-cli {version}"), "{v}");
+        assert_eq!(v["codexVersionSupport"], support, "{v}");
+        assert_eq!(v["codexVersionMatches"], support == "supported", "{v}");
+        assert_eq!(v["testedCodexVersion"], "0.171.0", "{v}");
+        assert_eq!(v["oldestSupportedCodexVersion"], "0.145.0", "{v}");
+        assert!(text(&ping).contains(says), "{}", text(&ping));
+    }
 }
 
 #[tokio::test]
@@ -489,4 +523,130 @@ async fn a_sigkill_mid_turn_leaves_no_codex_and_the_turn_is_marked_interrupted()
         .call("codex", json!({"prompt": "again", "sessionId": "crash"}))
         .await;
     assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
+}
+
+#[tokio::test]
+async fn the_model_an_operator_override_chose_is_the_sessions_model() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut vars = server_env(&env, &mock);
+    for (k, v) in vars.iter_mut() {
+        if k == "CODEX_BRIDGE_CODEX_CONFIG" {
+            v.push_str("\nmodel=\"operator-model-x\"");
+        }
+    }
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "hi", "sessionId": "m1", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(
+        mock.responses_requests()[0].model(),
+        Some("operator-model-x")
+    );
+    assert_eq!(structured(&r)["model"], "operator-model-x");
+    let got = s.call("getSession", json!({"sessionId": "m1"})).await;
+    assert_eq!(structured(&got)["session"]["model"], "operator-model-x");
+    let list = s.call("listSessions", json!({})).await;
+    assert_eq!(
+        structured(&list)["sessions"][0]["model"],
+        "operator-model-x"
+    );
+    // a model asked for on a call is the one codex runs, and then the session's
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "again", "sessionId": "m1", "model": "asked-model-y"}),
+        )
+        .await;
+    assert_eq!(structured(&r)["model"], "asked-model-y", "{}", text(&r));
+    let got = s.call("getSession", json!({"sessionId": "m1"})).await;
+    assert_eq!(structured(&got)["session"]["model"], "asked-model-y");
+}
+
+#[tokio::test]
+async fn the_clients_roots_choose_the_default_working_directory_inside_the_allowed_roots() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let work = env.work().canonicalize().unwrap();
+    let (a, b) = (work.join("a"), work.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    // a directory outside the operator's roots (the test root)
+    let outside_dir = tempfile::Builder::new()
+        .prefix("outside-")
+        .tempdir_in(crate::support::test_work_dir())
+        .unwrap();
+    let outside = outside_dir.path().canonicalize().unwrap();
+    let uri = |p: &std::path::Path| url::Url::from_file_path(p).unwrap().to_string();
+    let roots = crate::support::mcp::ClientRoots::default();
+    *roots.uris.lock().unwrap() = vec![
+        uri(&outside),
+        "https://example.com/x".into(),
+        uri(&a),
+        uri(&b),
+    ];
+    let s = crate::support::mcp::connect_with_roots(&env, &mock, roots.clone()).await;
+
+    let dir_of = |id: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .call(
+                    "codex",
+                    json!({"prompt": format!("where {id}"), "sessionId": id}),
+                )
+                .await;
+            assert_eq!(r.is_error, Some(false), "{}", text(&r));
+            let got = s.call("getSession", json!({"sessionId": id})).await;
+            structured(&got)["session"]["workingDirectory"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    // the first client root inside the allowed roots; the one outside is ignored
+    assert_eq!(dir_of("r1").await, a.display().to_string());
+    assert!(roots.asked() >= 1);
+    let last = mock.responses_requests().pop().unwrap();
+    assert!(
+        last.user_text_contains(&a.display().to_string()),
+        "the inner codex ran in the client's root: {:?}",
+        last.user_texts()
+    );
+
+    // the client's roots change: the server asks again
+    let changed = |uris: Vec<String>| {
+        let (s, roots) = (&s, roots.clone());
+        async move {
+            let before = roots.asked();
+            *roots.uris.lock().unwrap() = uris;
+            s.client.notify_roots_list_changed().await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while roots.asked() == before {
+                assert!(
+                    Instant::now() < deadline,
+                    "the server asks for the roots again"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    changed(vec![uri(&b)]).await;
+    assert_eq!(dir_of("r2").await, b.display().to_string());
+
+    // no client root inside the allowed roots: the first allowed root, as without roots
+    changed(vec![uri(&outside)]).await;
+    assert_eq!(
+        dir_of("r3").await,
+        env.root().canonicalize().unwrap().display().to_string()
+    );
+    // an explicit workingDirectory still wins, and the operator's roots still bind it
+    let r = s
+        .call("codex", json!({"prompt": "x", "workingDirectory": outside}))
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
 }

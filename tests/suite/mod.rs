@@ -2,6 +2,7 @@
 
 mod actors;
 mod cli;
+mod codex_host;
 mod config_layers;
 mod escalation;
 mod faults;
@@ -13,3 +14,5 @@ mod runner;
 mod runner_fake;
 mod smoke;
 mod tasks;
+mod terminal;
+mod ts_sdk;

@@ -12,18 +12,21 @@ use codex_mcp_bridge::codex::argv::{
 };
 use codex_mcp_bridge::codex::process::{Ending, RunOptions};
 use codex_mcp_bridge::codex::rollout::{TurnContext, last_turn_context};
-use codex_mcp_bridge::config::Limits;
+use codex_mcp_bridge::config::{Limits, NEWEST_TESTED_CODEX_VERSION};
 use codex_mcp_bridge::error::Error;
 use codex_mcp_bridge::security::env::{ALLOWED_VARS, FORCED_VARS};
 use codex_mcp_bridge::security::ids::ThreadId;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
+use crate::support::Codex;
 use crate::support::bridge::{
     child_env, common, confine_dir, environ_of, marker, pids_with_cmdline,
     pids_with_cmdline_prefix, run_spec, run_spec_with, turn, wait_no_process,
 };
-use crate::support::{MockApi, Reply, TestEnv, codex_bin, describe_output, git, run_with_timeout};
+use crate::support::{
+    MockApi, Reply, TestEnv, codex_bin, describe_output, git, run_with_timeout, under_test,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 const READ_ONLY_TEXT: &str = "`sandbox_mode` is `read-only`";
@@ -87,7 +90,8 @@ async fn a_prompt_of_dash_dash_version_reaches_the_model_as_text() {
     args.push("--version".into());
     let out = raw(&env, &args, None).await;
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("codex-cli-exec 0.145.0"),
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("codex-cli-exec {}", under_test().number())),
         "{}",
         describe_output(&out)
     );
@@ -246,8 +250,11 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
         assert!(!r.body_contains(AUTO_REVIEW_TEXT));
     }
 
-    // the check can fail: the reference bridge's shape (pin before `resume`, effort after it)
-    // loses the pin, and codex records approval on-request
+    // the check can fail. The reference bridge's shape (pin before `resume`, effort after it):
+    // codex 0.145.0 drops every parent-level `-c` when the deeper level carries one, so the pin
+    // is lost and codex records approval on-request; codex 0.171.0 applies parent-level tokens
+    // too, so that shape keeps the pin (codex closed this hole itself; the bridge still emits
+    // every token at the deepest level, which holds on both)
     let mut args = s(&[
         "exec",
         "--json",
@@ -266,10 +273,31 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
     args.extend([thread.to_arg(), "--".into(), "third".into()]);
     let out = raw(&env, &args, None).await;
     assert!(out.status.success(), "{}", describe_output(&out));
+    let policy = recorded(&env, &thread).approval_policy;
+    match under_test() {
+        Codex::V0_145_0 => assert_eq!(policy, "on-request", "0.145.0 loses the parent-level pin"),
+        Codex::V0_171_0 => assert_eq!(policy, "never", "0.171.0 keeps the parent-level pin"),
+    }
+    // on every version a resume without the pin loses it: the approval policy is not kept with
+    // the thread
+    let mut args = s(&[
+        "exec",
+        "--json",
+        "--sandbox",
+        "read-only",
+        "resume",
+        "--skip-git-repo-check",
+        "-m",
+        "gpt-5.5",
+    ]);
+    args.extend(mock.provider_args());
+    args.extend([thread.to_arg(), "--".into(), "third again".into()]);
+    let out = raw(&env, &args, None).await;
+    assert!(out.status.success(), "{}", describe_output(&out));
     assert_eq!(
         recorded(&env, &thread).approval_policy,
         "on-request",
-        "the unsafe shape should lose the pin"
+        "a resume without the pin should lose it"
     );
     // and so does a new thread without the pin, visibly in the request
     let mut args = s(&[
@@ -695,7 +723,9 @@ async fn a_missing_codex_binary_gives_the_install_hint() {
     .unwrap_err()
     .to_string();
     assert!(
-        err.contains("npm install -g @openai/codex@0.145.0") && err.contains("CODEX_BIN"),
+        err.contains(&format!(
+            "npm install -g @openai/codex@{NEWEST_TESTED_CODEX_VERSION}"
+        )) && err.contains("CODEX_BIN"),
         "{err}"
     );
 }
@@ -744,7 +774,13 @@ async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_writte
         "a trust entry was written: {cfg}"
     );
 
-    // the unsafe form: a plain workspace-write run trusts the repo and starts its server
+    // the unsafe forms. codex 0.145.0: a plain workspace-write run trusts the repository by
+    // itself (writes a trust entry) and starts its server. codex 0.171.0 no longer trusts a
+    // project by itself (it warns that project-local config is disabled and names `--trust`),
+    // so the plain run starts nothing; a run with `--trust` does both. The bridge never passes
+    // `--trust`, and its projects pin holds either way. (On 0.171.0 the turns above would hold
+    // without the pin too; the next test, where the user trusts the repository, fails on both
+    // versions without it.)
     let mut args = s(&[
         "exec",
         "--json",
@@ -756,6 +792,42 @@ async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_writte
     args.extend(s(&["--", "x"]));
     let out = raw(&env, &args, None).await;
     assert!(out.status.success(), "{}", describe_output(&out));
+    let trusted = || {
+        std::fs::read_to_string(env.codex_home().join("config.toml"))
+            .unwrap_or_default()
+            .contains("trust_level = \"trusted\"")
+    };
+    match under_test() {
+        Codex::V0_145_0 => {
+            assert!(trusted(), "0.145.0 should have trusted the repository");
+        }
+        Codex::V0_171_0 => {
+            assert!(
+                !m.exists(),
+                "0.171.0 started the server of an untrusted repository"
+            );
+            assert!(!trusted(), "0.171.0 trusted the repository by itself");
+            assert!(
+                String::from_utf8_lossy(&out.stderr)
+                    .contains("Untrusted project-local configuration is disabled"),
+                "{}",
+                describe_output(&out)
+            );
+            let mut args = s(&[
+                "exec",
+                "--json",
+                "--sandbox",
+                "workspace-write",
+                "--trust",
+                "--skip-git-repo-check",
+            ]);
+            args.extend(mock.provider_args());
+            args.extend(s(&["--", "x"]));
+            let out = raw(&env, &args, None).await;
+            assert!(out.status.success(), "{}", describe_output(&out));
+            assert!(trusted(), "`--trust` should have trusted the repository");
+        }
+    }
     assert!(
         m.exists(),
         "the unsafe form should have started the repository's server"

@@ -143,3 +143,23 @@ exit 1"#
     );
     assert_eq!(outcome.output.message.as_deref(), Some("half"));
 }
+
+#[tokio::test]
+async fn a_secret_cut_by_the_start_of_the_stderr_tail_keeps_none_of_its_remains() {
+    let env = TestEnv::new();
+    let limits = Limits {
+        stderr_tail_bytes: 1000,
+        ..Limits::default()
+    };
+    // the kept tail starts 10 bytes before the token's end: only redacting before the cut
+    // sees the token whole (its last 10 characters alone look like nothing)
+    let token = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8";
+    let script = format!(
+        "{{ printf 'Error: push failed with {token}\\n'; head -c 989 /dev/zero | tr '\\0' y; }} >&2; exit 1"
+    );
+    let outcome = run_spec_with(sh(&env, &script, None), opts(limits)).await;
+    let tail = &outcome.output.stderr_tail;
+    assert!(tail.starts_with("[REDACTED]\nyyy"), "{tail:.40}");
+    assert!(!tail.contains(&token[30..]), "{tail:.40}");
+    assert!(tail.len() <= 1000 + "[REDACTED]".len(), "{}", tail.len());
+}

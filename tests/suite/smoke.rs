@@ -5,8 +5,8 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    MockApi, Reply, TestEnv, codex_bin, completed_items, describe_output, events_of_type, jsonl,
-    run_with_timeout,
+    Codex, MockApi, Reply, TestEnv, codex_bin, completed_items, describe_output, events_of_type,
+    jsonl, run_with_timeout, under_test,
 };
 
 const TURN_LIMIT: Duration = Duration::from_secs(60);
@@ -199,4 +199,63 @@ async fn mock_routes_concurrent_turns_and_config_toml_works() {
     assert_eq!(mock.peak_concurrency(), 2);
     assert_eq!(mock.in_flight(), 0);
     assert_eq!(mock.pending_replies(), 0);
+}
+
+/// Every `--json` line of a turn with a command, a plan update and an answer parses into the
+/// bridge's typed events (no unknown event or item, no malformed line) on every supported
+/// version. They differ in the plan tool: 0.145.0 runs `update_plan` and reports a `todo_list`
+/// item; 0.171.0 no longer offers it, answers the call as unsupported and reports no item (the
+/// bridge's progress then simply shows no plan).
+#[tokio::test]
+async fn every_json_line_of_a_turn_parses_into_typed_events_and_the_plan_tool_differs_by_version() {
+    use codex_mcp_bridge::codex::events::{Parsed, Transcript, parse_line};
+
+    let codex = codex_bin();
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::function_call_with_id(
+        "call_cmd",
+        "exec_command",
+        serde_json::json!({"cmd": "echo out"}),
+    ));
+    mock.push(Reply::function_call_with_id(
+        "call_plan",
+        "update_plan",
+        serde_json::json!({"plan": [{"step": "a", "status": "in_progress"}]}),
+    ));
+    mock.push(Reply::message("done"));
+
+    let out = codex_exec(&codex, &env, &mock, &["-m", "gpt-5.5"], "go").await;
+    let dump = describe_output(&out);
+    assert!(out.status.success(), "codex failed:\n{dump}");
+    let mut t = Transcript::default();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let parsed = parse_line(line);
+        assert!(matches!(parsed, Parsed::Event(_)), "{parsed:?}: {line}");
+        t.apply(&parsed);
+    }
+    assert_eq!((t.unknown_events, t.malformed_lines), (0, 0), "{dump}");
+    assert!(t.turn_completed && t.thread_id.is_some(), "{dump}");
+    assert_eq!(t.last_message.as_deref(), Some("done"), "{dump}");
+
+    let tools = mock.responses_requests()[0].tool_names();
+    let plan_offered = tools.iter().any(|n| n == "update_plan");
+    let events = jsonl(&out.stdout);
+    let todo = completed_items(&events, "todo_list");
+    let plan_output = mock
+        .responses_requests()
+        .iter()
+        .find_map(|r| r.tool_output("call_plan"))
+        .unwrap_or_default();
+    match under_test() {
+        Codex::V0_145_0 => {
+            assert!(plan_offered, "0.145.0 offers update_plan: {tools:?}");
+            assert_eq!(todo.len(), 1, "{dump}");
+        }
+        Codex::V0_171_0 => {
+            assert!(!plan_offered, "0.171.0 offers update_plan: {tools:?}");
+            assert!(todo.is_empty(), "{dump}");
+            assert!(plan_output.contains("unsupported call"), "{plan_output}");
+        }
+    }
 }

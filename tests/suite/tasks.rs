@@ -195,3 +195,58 @@ async fn an_unknown_task_gets_a_clear_error_and_plain_clients_get_plain_results(
         .unwrap();
     assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
 }
+
+/// A task belongs to the connection that started it: another connection (here a second
+/// process relaying to the owner, which runs the task) cannot read, update or cancel it.
+#[tokio::test]
+async fn another_connection_cannot_see_or_cancel_a_task() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push_for_user_text(
+        "MINE",
+        Reply::message("mine only").with_delay(Duration::from_millis(1500)),
+    );
+    let owner = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    let sock = env.root().join("store").join("bridge.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = connect_tasks(&env, &mock, Protocol::Modern).await;
+    for (starter, snooper) in [(&owner, &other), (&other, &owner)] {
+        let id = start_task(
+            starter,
+            "codex",
+            json!({"prompt": "MINE", "workingDirectory": env.work()}),
+        )
+        .await;
+        let err = snooper
+            .client
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown task"), "tasks/get: {err}");
+        let err = snooper
+            .client
+            .cancel_task(CancelTaskParams::new(id.clone()))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown task"), "tasks/cancel: {err}");
+        // the starter still has it, uncancelled, to its result
+        let (done, _) = wait_task(starter, &id).await;
+        assert_eq!(structured(&result_of(&done))["response"], "mine only");
+        let err = snooper
+            .client
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown task"), "a finished task: {err}");
+        mock.push_for_user_text(
+            "MINE",
+            Reply::message("mine only").with_delay(Duration::from_millis(1500)),
+        );
+    }
+}

@@ -1,15 +1,82 @@
-//! Locating the real, pinned Codex CLI binary (`codex-cli 0.145.0`) for integration tests.
+//! Locating the real Codex CLI binary under test for integration tests.
 //!
-//! The binary comes from `scripts/fetch-codex.sh`, which installs the npm package pinned (with
-//! integrity hashes) in `scripts/codex-cli/package-lock.json` into `<repo>/.codex-cli`.
+//! The suite runs against one supported codex version at a time, the version under test:
+//! `CODEX_VERSION_UNDER_TEST` (e.g. `0.145.0`), by default the newest tested
+//! ([`NEWEST_TESTED_CODEX_VERSION`]). The binary is `CODEX_BIN` when set, else the one
+//! `scripts/fetch-codex.sh VERSION` installs from the npm package pinned (with integrity hashes)
+//! in `scripts/codex-cli/VERSION/package-lock.json` into `<repo>/.codex-cli/VERSION`. Either way
+//! its `--version` must be exactly `codex-cli VERSION`.
+//!
+//! Where the versions behave differently (mostly the unsafe forms the negative controls run),
+//! a test matches on [`under_test`]: adding a version to [`Codex`] makes the compiler list every
+//! place whose behaviour must be measured and recorded for it.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// The exact `codex --version` output every test expects.
-pub const CODEX_VERSION: &str = "codex-cli 0.145.0";
+use codex_mcp_bridge::config::NEWEST_TESTED_CODEX_VERSION;
+
+/// Environment variable naming the codex version the suite tests (default: the newest tested).
+pub const VERSION_ENV: &str = "CODEX_VERSION_UNDER_TEST";
+
+/// The codex versions whose behaviour the suite records, oldest first. Each has its pinned
+/// npm lock in `scripts/codex-cli/<version>/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Codex {
+    /// `codex-cli 0.145.0`, the oldest supported.
+    V0_145_0,
+    /// `codex-cli 0.171.0`, the newest tested.
+    V0_171_0,
+}
+
+impl Codex {
+    /// Every recorded version, oldest first.
+    pub const ALL: [Codex; 2] = [Codex::V0_145_0, Codex::V0_171_0];
+
+    /// `0.145.0`.
+    pub fn number(self) -> &'static str {
+        match self {
+            Codex::V0_145_0 => "0.145.0",
+            Codex::V0_171_0 => "0.171.0",
+        }
+    }
+
+    /// What `codex --version` prints: `codex-cli 0.145.0`.
+    pub fn version_line(self) -> String {
+        format!("codex-cli {}", self.number())
+    }
+
+    fn parse(number: &str) -> Option<Codex> {
+        Codex::ALL.into_iter().find(|c| c.number() == number)
+    }
+}
+
+/// The codex version under test: `CODEX_VERSION_UNDER_TEST`, or the newest tested.
+///
+/// Panics (tests never skip) if it names a version the suite has no recorded behaviour for.
+pub fn under_test() -> Codex {
+    static UNDER_TEST: OnceLock<Codex> = OnceLock::new();
+    *UNDER_TEST.get_or_init(|| {
+        let number = std::env::var(VERSION_ENV)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| NEWEST_TESTED_CODEX_VERSION.to_owned());
+        Codex::parse(&number).unwrap_or_else(|| {
+            panic!(
+                "{VERSION_ENV}={number}: the suite records the behaviour of codex {:?} only \
+                 (to add a version see 'Adding a Codex CLI version' in README.md)",
+                Codex::ALL.map(Codex::number)
+            )
+        })
+    })
+}
+
+/// The exact `codex --version` output every test expects: the version under test's.
+pub fn codex_version() -> String {
+    under_test().version_line()
+}
 
 /// Environment variable naming an already-installed codex binary to use instead of fetching one.
 pub const CODEX_BIN_ENV: &str = "CODEX_BIN";
@@ -28,14 +95,15 @@ pub fn test_work_dir() -> PathBuf {
     dir
 }
 
-/// Absolute path of the pinned codex binary (`codex-cli 0.145.0`).
+/// Absolute path of the codex binary under test (`codex-cli <version under test>`).
 ///
-/// - If `CODEX_BIN` is set, that file is used (it must exist and report the pinned version).
+/// - If `CODEX_BIN` is set, that file is used (it must exist and report the version under test).
 /// - Otherwise the binary is obtained once per test process: under an exclusive file lock
 ///   (`<repo>/.test-work/codex-cli.lock`, so parallel nextest processes do not race on
-///   `npm ci`), `scripts/fetch-codex.sh` is run and the path on its last stdout line is used.
+///   `npm ci`), `scripts/fetch-codex.sh VERSION` is run and the path on its last stdout line is
+///   used.
 ///
-/// Panics with `cannot obtain codex 0.145.0: <why>` on any failure; tests never skip.
+/// Panics with `cannot obtain codex <version>: <why>` on any failure; tests never skip.
 ///
 /// This blocks (it may run `npm ci` the first time); call it before starting the work the test
 /// wants to time, e.g. at the top of the test.
@@ -43,7 +111,7 @@ pub fn codex_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| match resolve() {
         Ok(path) => path,
-        Err(why) => panic!("cannot obtain codex 0.145.0: {why}"),
+        Err(why) => panic!("cannot obtain codex {}: {why}", under_test().number()),
     })
     .clone()
 }
@@ -79,6 +147,7 @@ fn fetch() -> Result<PathBuf, String> {
     let script = repo_root().join("scripts").join("fetch-codex.sh");
     let out = Command::new("bash")
         .arg(&script)
+        .arg(under_test().number())
         .current_dir(repo_root())
         .stdin(Stdio::null())
         .output()
@@ -116,9 +185,11 @@ fn check_version(bin: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot run {} --version: {e}", bin.display()))?;
     let got = String::from_utf8_lossy(&out.stdout);
     let got = got.trim();
-    if !out.status.success() || got != CODEX_VERSION {
+    let want = codex_version();
+    if !out.status.success() || got != want {
         return Err(format!(
-            "{} --version printed `{got}` ({}), expected `{CODEX_VERSION}`",
+            "{} --version printed `{got}` ({}), expected `{want}` (the version under test; set \
+             {VERSION_ENV} to test another supported version)",
             bin.display(),
             out.status
         ));
@@ -126,7 +197,7 @@ fn check_version(bin: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// For bench binaries: the pinned codex, or a clean exit (code 2) saying why it could not be
+/// For bench binaries: the codex under test, or a clean exit (code 2) saying why it could not be
 /// obtained (the fetcher panics; the default hook would add a backtrace).
 pub fn codex_bin_or_exit(bench: &str) -> PathBuf {
     let hook = std::panic::take_hook();

@@ -26,16 +26,49 @@ pub enum Protocol {
     Modern,
 }
 
-/// Collects progress notifications.
+/// Collects progress notifications; answers `roots/list` with [`ClientRoots`]' URIs.
 #[derive(Clone)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub roots: ClientRoots,
     config: ClientConfig,
+}
+
+/// The roots a test client lists (`file://` URIs), and how often the server asked for them.
+#[derive(Clone, Default)]
+pub struct ClientRoots {
+    pub uris: Arc<Mutex<Vec<String>>>,
+    pub asked: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ClientRoots {
+    /// How often the server asked so far.
+    pub fn asked(&self) -> usize {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl ClientHandler for Client {
     async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
         self.progress.lock().unwrap().push(p);
+    }
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        self.roots
+            .asked
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let roots = self
+            .roots
+            .uris
+            .lock()
+            .unwrap()
+            .iter()
+            .map(rmcp::model::Root::new)
+            .collect();
+        Ok(rmcp::model::ListRootsResult::new(roots))
     }
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
@@ -46,6 +79,8 @@ impl ClientHandler for Client {
 pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// What the client lists as its roots (only asked when it declares the capability).
+    pub roots: ClientRoots,
     pub pid: u32,
     pub store: PathBuf,
 }
@@ -109,7 +144,7 @@ pub async fn connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Server {
-    try_connect_with_capabilities(vars, cwd, protocol, capabilities)
+    try_connect_full(vars, cwd, protocol, capabilities, ClientRoots::default())
         .await
         .unwrap_or_else(|e| panic!("{e}"))
 }
@@ -120,6 +155,35 @@ pub async fn try_connect_with_capabilities(
     cwd: &Path,
     protocol: Protocol,
     capabilities: ClientCapabilities,
+) -> Result<Server, String> {
+    try_connect_full(vars, cwd, protocol, capabilities, ClientRoots::default()).await
+}
+
+/// Start the server for `env` and `mock` and connect a client (2025-11-25) that declares the
+/// roots capability and lists `roots` (deprecated in the 2026 protocol; hosts on 2025-11-25 use
+/// them).
+#[allow(deprecated)]
+pub async fn connect_with_roots(env: &TestEnv, mock: &MockApi, roots: ClientRoots) -> Server {
+    try_connect_full(
+        &server_env(env, mock),
+        env.root(),
+        Protocol::Legacy,
+        ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .build(),
+        roots,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn try_connect_full(
+    vars: &[(String, String)],
+    cwd: &Path,
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+    roots: ClientRoots,
 ) -> Result<Server, String> {
     let mut cmd = tokio::process::Command::new(server_bin());
     cmd.env_clear()
@@ -139,6 +203,7 @@ pub async fn try_connect_with_capabilities(
         Protocol::Legacy => {
             let c = Client {
                 progress: progress.clone(),
+                roots: roots.clone(),
                 config: base.with_protocol_version(ProtocolVersion::V_2025_11_25),
             };
             tokio::time::timeout(Duration::from_secs(30), c.serve(transport))
@@ -149,6 +214,7 @@ pub async fn try_connect_with_capabilities(
         Protocol::Modern => {
             let c = Client {
                 progress: progress.clone(),
+                roots: roots.clone(),
                 config: base,
             };
             tokio::time::timeout(
@@ -173,6 +239,7 @@ pub async fn try_connect_with_capabilities(
     Ok(Server {
         client,
         progress,
+        roots,
         pid,
         store,
     })

@@ -66,6 +66,20 @@ pub fn function_call_item(call_id: &str, name: &str, arguments: &Value) -> Value
     })
 }
 
+/// A `function_call` output item for a tool inside a `namespace` tool: how codex offers the
+/// tools of an MCP server (`mcp__<server>` with the server's tools inside, for models without
+/// tool search, e.g. `-m mock-model`). `arguments` is serialized as for [`function_call_item`].
+pub fn namespaced_call_item(
+    call_id: &str,
+    namespace: &str,
+    name: &str,
+    arguments: &Value,
+) -> Value {
+    let mut item = function_call_item(call_id, name, arguments);
+    item["namespace"] = Value::String(namespace.to_owned());
+    item
+}
+
 // ---------------------------------------------------------------------------------------------
 // Replies
 
@@ -126,6 +140,15 @@ impl Reply {
     pub fn function_call_with_id(call_id: &str, name: &str, arguments: Value) -> Self {
         Self::stream(
             vec![function_call_item(call_id, name, &arguments)],
+            Ending::Completed,
+        )
+    }
+
+    /// A call of the tool `name` of the namespace tool `namespace` (an MCP server's tools, see
+    /// [`namespaced_call_item`]) with JSON `arguments` and the given `call_id`.
+    pub fn namespaced_call(call_id: &str, namespace: &str, name: &str, arguments: Value) -> Self {
+        Self::stream(
+            vec![namespaced_call_item(call_id, namespace, name, &arguments)],
             Ending::Completed,
         )
     }

@@ -1,0 +1,146 @@
+// The bridge through the official MCP TypeScript SDK client (the SDK most hosts are built on:
+// the MCP Inspector, Claude Code, VS Code). Run by tests/suite/ts_sdk.rs, which starts the mock
+// Responses API, queues its replies in the order of the calls below, and checks the summary.
+//
+// Input (environment):
+//   BRIDGE_BIN   the built codex-mcp-bridge binary
+//   BRIDGE_ENV   a JSON object: the bridge's whole environment (real codex, mock, roots, store)
+//   BRIDGE_CWD   the bridge's working directory
+//   WORK_DIR     a git repository inside the allowed roots, with an uncommitted change
+//
+// Output: one JSON line on stdout, the summary; exit code 0 when every check passed, else 1 with
+// the reasons on stderr (and the bridge's stderr).
+//
+// The SDK's own checks stay on: `listTools` compiles every output schema with the SDK's Ajv
+// (which warns about unknown formats), and `callTool` validates `structuredContent` against the
+// tool's output schema, error results included. The input schemas are compiled with the same
+// validator, as hosts do before they call. Every console warning or error fails the run.
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+
+const warnings = [];
+for (const level of ['warn', 'error']) {
+    console[level] = (...args) => warnings.push(`console.${level}: ${args.map(String).join(' ')}`);
+}
+process.on('warning', (w) => warnings.push(`process warning: ${w.name}: ${w.message}`));
+
+const failures = [];
+const check = (ok, what) => {
+    if (!ok) failures.push(what);
+    return ok;
+};
+
+const env = JSON.parse(process.env.BRIDGE_ENV ?? '{}');
+const work = process.env.WORK_DIR;
+const CALL_TIMEOUT_MS = 180_000;
+
+const transport = new StdioClientTransport({
+    command: process.env.BRIDGE_BIN,
+    args: [],
+    env,
+    cwd: process.env.BRIDGE_CWD,
+    stderr: 'pipe',
+});
+let bridgeStderr = '';
+transport.stderr?.on('data', (d) => {
+    bridgeStderr += d.toString();
+});
+
+const client = new Client({ name: 'codex-mcp-bridge-ts-sdk-e2e', version: '0' });
+const summary = { tools: [], warnings, calls: [] };
+
+// One tool call through the SDK. `result` is what the SDK returned, `thrown` what it threw
+// (a schema mismatch surfaces here as "Structured content does not match ...").
+async function call(name, args) {
+    const entry = { tool: name, arguments: args };
+    try {
+        const r = await client.callTool({ name, arguments: args }, undefined, {
+            timeout: CALL_TIMEOUT_MS,
+        });
+        entry.isError = r.isError === true;
+        entry.text = (r.content ?? []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+        entry.structured = r.structuredContent ?? null;
+    } catch (e) {
+        entry.thrown = String(e?.message ?? e);
+    }
+    summary.calls.push(entry);
+    return entry;
+}
+
+function expectOk(entry, extra = () => true) {
+    const what = `${entry.tool} ${JSON.stringify(entry.arguments)}`;
+    if (!check(entry.thrown === undefined, `${what}: the SDK threw: ${entry.thrown}`)) return;
+    if (!check(!entry.isError, `${what}: error result: ${entry.text}`)) return;
+    check(extra(entry), `${what}: unexpected result: ${JSON.stringify(entry.structured)}`);
+}
+
+function expectError(entry, sentence) {
+    const what = `${entry.tool} ${JSON.stringify(entry.arguments)}`;
+    if (!check(entry.thrown === undefined, `${what}: the SDK threw instead of returning the error: ${entry.thrown}`)) return;
+    if (!check(entry.isError, `${what}: expected an error result, got: ${entry.text}`)) return;
+    check(entry.text.includes(sentence), `${what}: the error does not say \`${sentence}\`: ${entry.text}`);
+}
+
+try {
+    await client.connect(transport);
+    summary.server = client.getServerVersion();
+
+    const { tools } = await client.listTools();
+    summary.tools = tools.map((t) => t.name);
+    const ajv = new AjvJsonSchemaValidator();
+    for (const t of tools) {
+        ajv.getValidator(t.inputSchema);
+    }
+
+    // successes, in the order the mock's replies were queued
+    const ping = await call('ping', {});
+    expectOk(ping, (e) => e.structured?.codexVersionMatches === true);
+    const turn = await call('codex', { prompt: 'remember KESTREL', workingDirectory: work });
+    expectOk(turn, (e) => e.structured?.response === 'first answer' && !!e.structured?.sessionId);
+    const sessionId = turn.structured?.sessionId ?? 'missing';
+    expectOk(await call('listSessions', { limit: 5 }), (e) => e.structured?.sessions?.length === 1);
+    expectOk(await call('getSession', { sessionId }), (e) => e.structured?.found === true);
+    expectOk(await call('query', { prompt: '2+2?' }), (e) => e.structured?.response === '4');
+    expectOk(await call('search', { query: 'rust 2024 edition' }), (e) => e.structured?.response === 'the web says hi');
+    expectOk(
+        await call('structured', {
+            prompt: 'the answer?',
+            schema: { type: 'object', properties: { answer: { type: 'integer' } }, required: ['answer'], additionalProperties: false },
+        }),
+        (e) => e.structured?.data?.answer === 42,
+    );
+    expectOk(await call('review', { workingDirectory: work }), (e) => e.structured?.findings?.[0]?.priority === 'P1');
+    // a turn that fails at the API: a structured error result that keeps the turn's shape
+    const refused = await call('codex', { prompt: 'please fail', workingDirectory: work });
+    expectError(refused, 'the mock refuses this prompt');
+    check(refused.structured?.error?.kind !== undefined, `codex failure: no error kind: ${JSON.stringify(refused.structured)}`);
+
+    // bad arguments: every tool answers with its own sentence
+    expectError(await call('listSessions', { limit: '2' }), 'invalid argument `limit`: invalid type: string "2", expected u32');
+    expectError(await call('listSessions', { limit: 0 }), 'invalid argument `limit`: must be between 1 and 200');
+    expectError(await call('getSession', { sessionId: 'a b' }), 'invalid argument `sessionId`');
+    expectError(await call('closeSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
+    expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
+    expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');
+    expectError(await call('query', { prompt: 'x', timeout: 0 }), 'invalid argument `timeout`');
+    expectError(await call('search', {}), 'invalid argument `query`');
+    expectError(await call('structured', { prompt: 'x', schema: 'not json {' }), 'invalid argument `schema`');
+    expectError(await call('review', { workingDirectory: '/etc' }), 'invalid argument `workingDirectory`');
+
+    expectOk(await call('closeSession', { sessionId }), (e) => e.structured?.closed === true);
+    expectOk(await call('getSession', { sessionId }), (e) => e.structured?.found === false);
+} catch (e) {
+    failures.push(`the run stopped: ${e?.stack ?? e}`);
+} finally {
+    await client.close().catch(() => {});
+}
+
+check(warnings.length === 0, `${warnings.length} warnings were printed, first: ${[...new Set(warnings)].slice(0, 5).join(' | ')}`);
+summary.failures = failures;
+process.stdout.write(`${JSON.stringify(summary)}\n`);
+if (failures.length > 0) {
+    process.stderr.write(`ts-sdk e2e FAILED:\n- ${failures.join('\n- ')}\n--- bridge stderr ---\n${bridgeStderr}\n`);
+    process.exitCode = 1;
+}
