@@ -166,7 +166,10 @@ pub fn answer_for_unparsable(line: &[u8]) -> Option<String> {
     if !err.to_string().contains("recursion limit exceeded") {
         return None;
     }
-    let id = top_level_id(text)?;
+    // an id that is no JSON number or string as JSON spells it (`-`, `007`, a raw tab in a
+    // string) is never copied into the answer, which would then not be JSON: such a request's
+    // id cannot be read, and JSON-RPC answers it with a null id
+    let id = normal_id(&top_level_id(text)?).unwrap_or_else(|| "null".to_owned());
     Some(format!(
         r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"invalid request: JSON nested deeper than 128 levels"}}}}"#
     ))
@@ -277,9 +280,10 @@ pub fn top_level_member(text: &str, name: &str) -> Option<String> {
                         return match b.get(j)? {
                             b'"' => Some(text[j..=string_end(b, j)?].to_owned()),
                             c if c.is_ascii_digit() || *c == b'-' => {
-                                // a number that reaches the end of a cut text may be cut too
-                                let k = (j..b.len())
-                                    .find(|&k| !(b[k].is_ascii_digit() || b[k] == b'-'))?;
+                                // the whole number (`1.5e3` too); one that reaches the end of
+                                // a cut text may be cut too
+                                let in_number = |c: u8| c.is_ascii_digit() || b"-+.eE".contains(&c);
+                                let k = (j..b.len()).find(|&k| !in_number(b[k]))?;
                                 Some(text[j..k].to_owned())
                             }
                             _ => None,
@@ -350,6 +354,31 @@ mod tests {
         let a = answer_for_unparsable(deep(r#""req-\"1""#).as_bytes()).unwrap();
         let v: serde_json::Value = serde_json::from_str(&a).unwrap();
         assert_eq!(v["id"], "req-\"1");
+    }
+
+    #[test]
+    fn the_answer_to_a_request_too_deep_to_parse_is_json_whatever_its_id() {
+        let deep_then = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"tools/call","params":{}{},"id":{id}}}"#,
+                "[".repeat(300),
+                "]".repeat(300)
+            )
+        };
+        for (raw, want) in [
+            ("-", serde_json::Value::Null),
+            ("007", serde_json::Value::Null),
+            ("\"a\tb\"", serde_json::Value::Null),
+            ("1.5e3", serde_json::json!(1500.0)),
+            ("-4", serde_json::json!(-4)),
+            ("\"x\"", serde_json::json!("x")),
+        ] {
+            let a = answer_for_unparsable(deep_then(raw).as_bytes()).expect(raw);
+            let v: serde_json::Value =
+                serde_json::from_str(&a).unwrap_or_else(|e| panic!("{raw}: {a}: {e}"));
+            assert_eq!(v["id"], want, "{raw}");
+            assert_eq!(v["error"]["code"], -32600, "{raw}");
+        }
     }
 
     #[test]
