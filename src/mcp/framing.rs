@@ -64,6 +64,10 @@ where
                 let _ = errors_tx.send(parse_error_answer(&why));
                 continue;
             }
+            if let Some(answer) = answer_for_invalid_request(&buf) {
+                let _ = errors_tx.send(answer);
+                continue;
+            }
             if feed.write_all(&buf).await.is_err() || feed.write_all(b"\n").await.is_err() {
                 break;
             }
@@ -268,6 +272,40 @@ pub fn answer_for_unparsable(line: &[u8]) -> Option<String> {
     Some(format!(
         r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"invalid request: JSON nested deeper than 128 levels"}}}}"#
     ))
+}
+
+/// The JSON-RPC error for a request that is JSON but no message rmcp reads (params of the wrong
+/// type, a `jsonrpc` other than "2.0", an id that is an object): rmcp answers those with an
+/// error that has no `id` member at all, so the caller never learns which of its calls failed
+/// and waits for it forever. Answered here with the request's id (`null` when it is no number
+/// or string, as JSON-RPC says); `None` for every line rmcp reads, and for lines without both
+/// `method` and `id` (notifications and the like are rmcp's to handle).
+pub fn answer_for_invalid_request(line: &[u8]) -> Option<String> {
+    use serde_json::Value;
+    let err = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(line).err()?;
+    if err.classify() != serde_json::error::Category::Data {
+        return None;
+    }
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) else {
+        return None;
+    };
+    message.get("method")?;
+    let id = match message.get("id")? {
+        id @ (Value::Number(_) | Value::String(_)) => id.clone(),
+        _ => Value::Null,
+    };
+    let reason: String = err.to_string().chars().take(300).collect();
+    Some(
+        serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": -32600,
+                "message": format!("invalid request: not an MCP request this server reads ({reason})"),
+            },
+        })
+        .to_string(),
+    )
 }
 
 /// The error for a request line longer than [`MAX_LINE_BYTES`], given its head; `None` when
@@ -572,6 +610,50 @@ mod tests {
         );
         // a number cut at the end of the head is no id
         assert_eq!(top_level_id(r#"{"id":12"#), None);
+    }
+
+    /// A request rmcp cannot read is answered with its id (rmcp's own answer has none).
+    #[tokio::test]
+    async fn a_request_rmcp_cannot_read_is_answered_with_its_id() {
+        let input = [
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"str"}"#,
+            r#"{"jsonrpc":"1.0","id":"nine","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":10,"method":"ping","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ]
+        .join("\n")
+            + "\n";
+        let (client_out, server_in) = tokio::io::duplex(1 << 20);
+        let (mut rmcp_in, rmcp_out) = guard(std::io::Cursor::new(input.into_bytes()), client_out);
+        drop(rmcp_out);
+        let mut passed = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut rmcp_in, &mut passed)
+            .await
+            .unwrap();
+        assert_eq!(
+            passed,
+            "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\n\
+             {\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            "what rmcp reads is passed on, and only that"
+        );
+        let mut answers = vec![];
+        let mut lines = BufReader::new(server_in).lines();
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            assert_eq!(v["error"]["code"], -32600, "{l}");
+            answers.push(v["id"].clone());
+        }
+        assert_eq!(
+            answers,
+            [
+                serde_json::json!(8),
+                serde_json::json!("nine"),
+                serde_json::json!(10),
+                serde_json::Value::Null
+            ]
+        );
     }
 
     /// An over-long request is answered whatever the place of its `id`: after a long
