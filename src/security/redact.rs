@@ -378,6 +378,30 @@ impl ClientSecrets {
         replace_spans(text, &spans)
     }
 
+    /// [`Self::redact`] over every string of a JSON value, keys included (a key that
+    /// becomes the same as another after redaction replaces it).
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => {
+                if let Cow::Owned(r) = self.redact(s) {
+                    *s = r;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, mut v)| {
+                        self.redact_json(&mut v);
+                        (self.redact(&k).into_owned(), v)
+                    })
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+
     /// [`Self::redact_literals`] over every string of a JSON value (keys stay).
     pub fn redact_literals_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
