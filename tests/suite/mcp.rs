@@ -685,3 +685,33 @@ async fn a_structured_answer_is_redacted() {
         json!({"answer": "[REDACTED]", "other": "[REDACTED]"})
     );
 }
+
+/// The paths of the files a turn changed are redacted as the rest of its answer is (a file
+/// the model names after a secret came back in clear in `filesChanged`).
+#[tokio::test]
+async fn changed_file_names_are_redacted() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    const SERVICE: &str = "zebra-lantern-mosaic-4417";
+    let mut vars = server_env(&env, &mock);
+    vars.push(("MY_SERVICE_TOKEN".into(), SERVICE.into()));
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    mock.push_for_user_text(
+        "P-FILES",
+        Reply::exec_command(&format!(
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {SERVICE}.txt\n+hello\n*** End Patch\nEOF"
+        )),
+    );
+    mock.push_for_user_text("P-FILES", Reply::message("done"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "P-FILES", "model": "gpt-5.5", "workingDirectory": env.work(), "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let files = structured(&r)["filesChanged"].clone();
+    assert_eq!(files.as_array().map(Vec::len), Some(1), "{}", text(&r));
+    let all = format!("{r:?}");
+    assert!(!all.contains(SERVICE), "{all}");
+}
