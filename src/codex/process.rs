@@ -462,7 +462,11 @@ fn finish(
                 ..c
             })
             .collect(),
-        files_changed: t.files_changed,
+        files_changed: t
+            .files_changed
+            .iter()
+            .map(|f| opts.secrets.redact(f).into_owned())
+            .collect(),
         duration,
         exit_code,
         stderr_tail,

@@ -66,13 +66,12 @@ pub fn hello_vars(vars: &[(String, String)]) -> Vec<(String, String)> {
 ///
 /// [`ClientSecrets::bounded`]: crate::security::redact::ClientSecrets::bounded
 pub fn hello_secrets(vars: &[(String, String)]) -> Vec<String> {
-    use crate::security::redact::{MAX_CLIENT_SECRET_BYTES, secret_values};
-    let mut out = Vec::new();
+    use crate::security::redact::{
+        MAX_CLIENT_SECRET_BYTES, MAX_CLIENT_SECRETS, MAX_CLIENT_SECRETS_TOTAL, secret_values,
+        within_client_bounds,
+    };
     for (name, value) in vars {
-        if secret_values([(name, value)]).is_empty() {
-            continue;
-        }
-        if value.len() > MAX_CLIENT_SECRET_BYTES {
+        if value.len() > MAX_CLIENT_SECRET_BYTES && !secret_values([(name, value)]).is_empty() {
             tracing::warn!(
                 variable = %name,
                 limit = MAX_CLIENT_SECRET_BYTES,
@@ -80,11 +79,22 @@ pub fn hello_secrets(vars: &[(String, String)]) -> Vec<String> {
                  be: its value is not redacted as a literal from answers when another process \
                  owns the store (patterns still apply)"
             );
-            continue;
         }
-        out.push(value.clone());
     }
-    out
+    // within the owner's bounds, as it would take them: the hello stays far below its limit
+    // whatever the environment, and what is left out is said here, to this host
+    let (kept, ignored) = within_client_bounds(secret_values(vars.iter().map(|(k, v)| (k, v))));
+    if ignored.over_limit > 0 {
+        tracing::warn!(
+            left_out = ignored.over_limit,
+            max_count = MAX_CLIENT_SECRETS,
+            max_total_bytes = MAX_CLIENT_SECRETS_TOTAL,
+            "more secret-named variables than a relayed client's literal secrets may hold: the \
+             longest values are not redacted as literals from answers when another process owns \
+             the store (patterns still apply)"
+        );
+    }
+    kept
 }
 
 /// A client process's first line on the socket.
@@ -387,5 +397,49 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
             ));
         }
         tokio::time::sleep(RETRY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host with many long secret-named variables still gets a hello the owner reads (it was
+    /// cut at the owner's 1 MiB limit and the relay refused): the secrets sent are those the
+    /// owner keeps, no more.
+    #[test]
+    fn a_hello_stays_within_the_owners_limits_whatever_the_environment() {
+        use crate::security::redact::{self, ClientSecrets};
+        let vars: Vec<(String, String)> = (0..300)
+            .map(|i| {
+                (
+                    format!("CI_{i:03}_TOKEN"),
+                    format!("{i:03}{}", "t".repeat(3990)),
+                )
+            })
+            .chain([("OPENAI_API_KEY".to_owned(), "sk-short-key-1".to_owned())])
+            .collect();
+        let secrets = hello_secrets(&vars);
+        let hello = Hello {
+            version: HELLO_VERSION,
+            settings: Settings::default(),
+            vars: hello_vars(&vars),
+            secrets: secrets.clone(),
+            start_dir: "/".into(),
+            pid: 1,
+        };
+        let line = serde_json::to_string(&hello).unwrap();
+        assert!(
+            line.len() < MAX_HELLO_BYTES,
+            "hello of {} bytes",
+            line.len()
+        );
+        // the same values the owner would keep from all of them, shortest first
+        let (all, _) =
+            ClientSecrets::bounded(redact::secret_values(vars.iter().map(|(k, v)| (k, v))));
+        let (sent, ignored) = ClientSecrets::bounded(&secrets);
+        assert_eq!(ignored, redact::Ignored::default());
+        assert_eq!(sent.len(), all.len());
+        assert!(secrets.contains(&"sk-short-key-1".to_owned()));
     }
 }

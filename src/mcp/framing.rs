@@ -13,8 +13,11 @@ use tokio::sync::mpsc;
 
 /// Longest input line read (rmcp's own limit).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
-/// How much of an over-long line is kept, to find its `id` and answer it.
-pub const HEAD_BYTES: usize = 64 * 1024;
+/// Most of an over-long line's top level ([`Skeleton`]) kept, to find its `id` and answer it.
+pub const SKELETON_BYTES: usize = 256 * 1024;
+/// Longest top-level string of an over-long line kept in its [`Skeleton`] (a longer one becomes
+/// `null`: no id is that long).
+const SKELETON_STRING_BYTES: usize = 4096;
 /// Buffer between the framing tasks and rmcp.
 const PIPE_BYTES: usize = 1024 * 1024;
 
@@ -61,6 +64,10 @@ where
                 let _ = errors_tx.send(parse_error_answer(&why));
                 continue;
             }
+            if let Some(answer) = answer_for_invalid_request(&buf) {
+                let _ = errors_tx.send(answer);
+                continue;
+            }
             if feed.write_all(&buf).await.is_err() || feed.write_all(b"\n").await.is_err() {
                 break;
             }
@@ -77,7 +84,7 @@ where
                 l = from_rmcp.next_line(), if rmcp_open => match l {
                     Ok(Some(l)) if l.len() > MAX_LINE_BYTES => {
                         // a relay could not pass it on: answer its id instead
-                        match answer_for_too_long_response(&l.as_bytes()[..HEAD_BYTES]) {
+                        match answer_for_too_long_response(&Skeleton::of(l.as_bytes())) {
                             Some(e) => e,
                             None => {
                                 tracing::warn!(bytes = l.len(), "a message too long to send was dropped");
@@ -106,7 +113,7 @@ where
 }
 
 /// Read one line into `buf` (without the newline). `None` at EOF; `Some(false)` when the line
-/// was longer than [`MAX_LINE_BYTES`]: `buf` then holds its first [`HEAD_BYTES`] (enough to
+/// was longer than [`MAX_LINE_BYTES`]: `buf` then holds its top level ([`Skeleton`], enough to
 /// find its `id`), and the rest of it is skipped. Not cancel-safe: call it from a task that
 /// reads lines and nothing else.
 pub(crate) async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
@@ -123,33 +130,125 @@ pub(crate) async fn read_line_capped_at_eof<R: AsyncBufReadExt + Unpin>(
     buf: &mut Vec<u8>,
     partial: bool,
 ) -> std::io::Result<Option<bool>> {
-    let mut too_long = false;
+    // past the cap, what was read and the rest go through the line's skeleton only
+    let mut skeleton: Option<Skeleton> = None;
     loop {
         let chunk = r.fill_buf().await?;
         if chunk.is_empty() {
-            return Ok(if (buf.is_empty() && !too_long) || !partial {
+            if let Some(s) = skeleton.take() {
+                *buf = s.out;
+                return Ok(partial.then_some(false));
+            }
+            return Ok(if buf.is_empty() || !partial {
                 None
             } else {
-                Some(!too_long)
+                Some(true)
             });
         }
         let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
             Some(i) => (i, true),
             None => (chunk.len(), false),
         };
-        if !too_long {
-            if buf.len() + take > MAX_LINE_BYTES {
-                too_long = true;
-                let room = HEAD_BYTES.saturating_sub(buf.len());
-                buf.truncate(HEAD_BYTES);
-                buf.extend_from_slice(&chunk[..take.min(room)]);
-            } else {
-                buf.extend_from_slice(&chunk[..take]);
+        match &mut skeleton {
+            Some(s) => s.feed(&chunk[..take]),
+            None if buf.len() + take > MAX_LINE_BYTES => {
+                let mut s = Skeleton::default();
+                s.feed(buf);
+                s.feed(&chunk[..take]);
+                skeleton = Some(s);
             }
+            None => buf.extend_from_slice(&chunk[..take]),
         }
         r.consume(if done { take + 1 } else { take });
         if done {
-            return Ok(Some(!too_long));
+            return Ok(match skeleton.take() {
+                Some(s) => {
+                    *buf = s.out;
+                    Some(false)
+                }
+                None => Some(true),
+            });
+        }
+    }
+}
+
+/// The top level of a JSON text too long to keep, in little room: nested objects and arrays
+/// become `{}` and `[]`, a top-level string longer than [`SKELETON_STRING_BYTES`] becomes
+/// `null`, and at most [`SKELETON_BYTES`] are kept. Its `id` and `method` are found there
+/// ([`top_level_member`]) wherever they stand in the line: before or after a long `params`.
+#[derive(Default)]
+pub struct Skeleton {
+    out: Vec<u8>,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// Where the current top-level string starts in `out`, and its length so far.
+    string_start: usize,
+    string_len: usize,
+}
+
+impl Skeleton {
+    /// The skeleton of a whole text.
+    pub fn of(text: &[u8]) -> Vec<u8> {
+        let mut s = Skeleton::default();
+        s.feed(text);
+        s.out
+    }
+
+    fn keep(&mut self, c: u8) {
+        if self.out.len() < SKELETON_BYTES {
+            self.out.push(c);
+        }
+    }
+
+    /// The next bytes of the text.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &c in bytes {
+            let top = self.depth <= 1;
+            if self.in_string {
+                if top {
+                    if self.string_len < SKELETON_STRING_BYTES {
+                        self.keep(c);
+                    }
+                    self.string_len += 1;
+                }
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == b'\\' {
+                    self.escaped = true;
+                } else if c == b'"' {
+                    self.in_string = false;
+                    if top && self.string_len > SKELETON_STRING_BYTES {
+                        self.out.truncate(self.string_start);
+                        self.out.extend_from_slice(b"null");
+                    }
+                }
+                continue;
+            }
+            match c {
+                b'"' => {
+                    self.in_string = true;
+                    if top {
+                        self.string_start = self.out.len();
+                        self.string_len = 0;
+                        self.keep(c);
+                    }
+                }
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth <= 2 {
+                        self.keep(c);
+                    }
+                }
+                b'}' | b']' => {
+                    if self.depth <= 2 {
+                        self.keep(c);
+                    }
+                    self.depth = self.depth.saturating_sub(1);
+                }
+                _ if top => self.keep(c),
+                _ => {}
+            }
         }
     }
 }
@@ -166,10 +265,47 @@ pub fn answer_for_unparsable(line: &[u8]) -> Option<String> {
     if !err.to_string().contains("recursion limit exceeded") {
         return None;
     }
-    let id = top_level_id(text)?;
+    // an id that is no JSON number or string as JSON spells it (`-`, `007`, a raw tab in a
+    // string) is never copied into the answer, which would then not be JSON: such a request's
+    // id cannot be read, and JSON-RPC answers it with a null id
+    let id = normal_id(&top_level_id(text)?).unwrap_or_else(|| "null".to_owned());
     Some(format!(
         r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"message":"invalid request: JSON nested deeper than 128 levels"}}}}"#
     ))
+}
+
+/// The JSON-RPC error for a request that is JSON but no message rmcp reads (params of the wrong
+/// type, a `jsonrpc` other than "2.0", an id that is an object): rmcp answers those with an
+/// error that has no `id` member at all, so the caller never learns which of its calls failed
+/// and waits for it forever. Answered here with the request's id (`null` when it is no number
+/// or string, as JSON-RPC says); `None` for every line rmcp reads, and for lines without both
+/// `method` and `id` (notifications and the like are rmcp's to handle).
+pub fn answer_for_invalid_request(line: &[u8]) -> Option<String> {
+    use serde_json::Value;
+    let err = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(line).err()?;
+    if err.classify() != serde_json::error::Category::Data {
+        return None;
+    }
+    let Ok(Value::Object(message)) = serde_json::from_slice::<Value>(line) else {
+        return None;
+    };
+    message.get("method")?;
+    let id = match message.get("id")? {
+        id @ (Value::Number(_) | Value::String(_)) => id.clone(),
+        _ => Value::Null,
+    };
+    let reason: String = err.to_string().chars().take(300).collect();
+    Some(
+        serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": -32600,
+                "message": format!("invalid request: not an MCP request this server reads ({reason})"),
+            },
+        })
+        .to_string(),
+    )
 }
 
 /// The error for a request line longer than [`MAX_LINE_BYTES`], given its head; `None` when
@@ -277,9 +413,10 @@ pub fn top_level_member(text: &str, name: &str) -> Option<String> {
                         return match b.get(j)? {
                             b'"' => Some(text[j..=string_end(b, j)?].to_owned()),
                             c if c.is_ascii_digit() || *c == b'-' => {
-                                // a number that reaches the end of a cut text may be cut too
-                                let k = (j..b.len())
-                                    .find(|&k| !(b[k].is_ascii_digit() || b[k] == b'-'))?;
+                                // the whole number (`1.5e3` too); one that reaches the end of
+                                // a cut text may be cut too
+                                let in_number = |c: u8| c.is_ascii_digit() || b"-+.eE".contains(&c);
+                                let k = (j..b.len()).find(|&k| !in_number(b[k]))?;
                                 Some(text[j..k].to_owned())
                             }
                             _ => None,
@@ -353,6 +490,31 @@ mod tests {
     }
 
     #[test]
+    fn the_answer_to_a_request_too_deep_to_parse_is_json_whatever_its_id() {
+        let deep_then = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"tools/call","params":{}{},"id":{id}}}"#,
+                "[".repeat(300),
+                "]".repeat(300)
+            )
+        };
+        for (raw, want) in [
+            ("-", serde_json::Value::Null),
+            ("007", serde_json::Value::Null),
+            ("\"a\tb\"", serde_json::Value::Null),
+            ("1.5e3", serde_json::json!(1500.0)),
+            ("-4", serde_json::json!(-4)),
+            ("\"x\"", serde_json::json!("x")),
+        ] {
+            let a = answer_for_unparsable(deep_then(raw).as_bytes()).expect(raw);
+            let v: serde_json::Value =
+                serde_json::from_str(&a).unwrap_or_else(|e| panic!("{raw}: {a}: {e}"));
+            assert_eq!(v["id"], want, "{raw}");
+            assert_eq!(v["error"]["code"], -32600, "{raw}");
+        }
+    }
+
+    #[test]
     fn other_lines_are_left_to_rmcp() {
         assert!(answer_for_unparsable(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
         assert!(answer_for_unparsable(b"not json").is_none());
@@ -421,7 +583,10 @@ mod tests {
             read_line_capped(&mut r, &mut buf).await.unwrap(),
             Some(false)
         );
-        assert_eq!(buf.len(), HEAD_BYTES);
+        assert_eq!(
+            buf,
+            br#"{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{}}"#
+        );
         let a = answer_for_too_long_request(&buf).unwrap();
         let v: serde_json::Value = serde_json::from_str(&a).unwrap();
         assert_eq!(v["id"], "big-1");
@@ -445,6 +610,89 @@ mod tests {
         );
         // a number cut at the end of the head is no id
         assert_eq!(top_level_id(r#"{"id":12"#), None);
+    }
+
+    /// A request rmcp cannot read is answered with its id (rmcp's own answer has none).
+    #[tokio::test]
+    async fn a_request_rmcp_cannot_read_is_answered_with_its_id() {
+        let input = [
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":"str"}"#,
+            r#"{"jsonrpc":"1.0","id":"nine","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":10,"method":"ping","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        ]
+        .join("\n")
+            + "\n";
+        let (client_out, server_in) = tokio::io::duplex(1 << 20);
+        let (mut rmcp_in, rmcp_out) = guard(std::io::Cursor::new(input.into_bytes()), client_out);
+        drop(rmcp_out);
+        let mut passed = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut rmcp_in, &mut passed)
+            .await
+            .unwrap();
+        assert_eq!(
+            passed,
+            "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\n\
+             {\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            "what rmcp reads is passed on, and only that"
+        );
+        let mut answers = vec![];
+        let mut lines = BufReader::new(server_in).lines();
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            assert_eq!(v["error"]["code"], -32600, "{l}");
+            answers.push(v["id"].clone());
+        }
+        assert_eq!(
+            answers,
+            [
+                serde_json::json!(8),
+                serde_json::json!("nine"),
+                serde_json::json!(10),
+                serde_json::Value::Null
+            ]
+        );
+    }
+
+    /// An over-long request is answered whatever the place of its `id`: after a long
+    /// `params` (as many clients write it), after a long top-level string, or first.
+    #[tokio::test]
+    async fn an_over_long_request_is_answered_wherever_its_id_stands() {
+        let pad = "a\\\"{[".repeat(MAX_LINE_BYTES / 5);
+        let lines = [
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"x":["{pad}"]}},"id":"last"}}"#
+            ),
+            format!(r#"{{"method":"tools/call","pad":"{pad}","id":7,"params":{{}}}}"#),
+            format!(r#"{{"id":-3,"jsonrpc":"2.0","method":"x","params":{{"x":"{pad}"}}}}"#),
+        ];
+        let mut r = BufReader::new(std::io::Cursor::new(
+            format!("{}\n", lines.join("\n")).into_bytes(),
+        ));
+        for want in [
+            serde_json::json!("last"),
+            serde_json::json!(7),
+            serde_json::json!(-3),
+        ] {
+            let mut buf = Vec::new();
+            assert_eq!(
+                read_line_capped(&mut r, &mut buf).await.unwrap(),
+                Some(false)
+            );
+            assert!(buf.len() < 1024, "{}", buf.len());
+            let a = answer_for_too_long_request(&buf).expect("answered");
+            let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+            assert_eq!(v["id"], want);
+        }
+        // an answer, too, whatever the place of its id
+        let answer = format!(r#"{{"jsonrpc":"2.0","result":{{"x":"{pad}"}},"id":9}}"#);
+        let e = answer_for_too_long_response(&Skeleton::of(answer.as_bytes())).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&e).unwrap()["id"],
+            9
+        );
     }
 
     #[tokio::test]

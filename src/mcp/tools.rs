@@ -435,7 +435,10 @@ impl McpServer {
                 .or_else(|| outcome.output.message.clone())
                 .unwrap_or_default();
             match plan.check(&text) {
-                Ok(data) => {
+                Ok(mut data) => {
+                    // read from codex's answer file, not from its redacted events: redacted
+                    // here, as every answer is
+                    self.client.secrets.redact_json(&mut data);
                     value.data = Some(data.clone());
                     let pretty = serde_json::to_string_pretty(&data).unwrap_or_default();
                     return Ok(ok_result(pretty, value));

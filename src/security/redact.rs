@@ -305,6 +305,39 @@ impl Ignored {
     }
 }
 
+/// The values a client connection's literal secrets are made of ([`ClientSecrets::bounded`]):
+/// those of 8 bytes or more, at most [`MAX_CLIENT_SECRET_BYTES`] each, then shortest first
+/// within [`MAX_CLIENT_SECRETS`] and [`MAX_CLIENT_SECRETS_TOTAL`]; what is left out is counted.
+pub fn within_client_bounds<I, S>(values: I) -> (Vec<String>, Ignored)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let mut ignored = Ignored::default();
+    let mut candidates: Vec<&str> = Vec::new();
+    let values: Vec<S> = values.into_iter().collect();
+    for v in &values {
+        let v = v.as_ref();
+        if v.len() > MAX_CLIENT_SECRET_BYTES {
+            ignored.too_long += 1;
+        } else if v.len() >= MIN_LITERAL_LEN {
+            candidates.push(v);
+        }
+    }
+    candidates.sort_unstable_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
+    candidates.dedup();
+    let (mut kept, mut total) = (Vec::new(), 0);
+    for v in candidates {
+        if kept.len() >= MAX_CLIENT_SECRETS || total + v.len() > MAX_CLIENT_SECRETS_TOTAL {
+            ignored.over_limit += 1;
+            continue;
+        }
+        total += v.len();
+        kept.push(v.to_owned());
+    }
+    (kept, ignored)
+}
+
 impl ClientSecrets {
     /// A connection's secrets from the values it sent: shorter than 8 bytes are not secrets
     /// (as for the process's own variables); longer than [`MAX_CLIENT_SECRET_BYTES`], or past
@@ -315,28 +348,7 @@ impl ClientSecrets {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let mut ignored = Ignored::default();
-        let mut candidates: Vec<&str> = Vec::new();
-        let values: Vec<S> = values.into_iter().collect();
-        for v in &values {
-            let v = v.as_ref();
-            if v.len() > MAX_CLIENT_SECRET_BYTES {
-                ignored.too_long += 1;
-            } else if v.len() >= MIN_LITERAL_LEN {
-                candidates.push(v);
-            }
-        }
-        candidates.sort_unstable_by(|a, b| a.len().cmp(&b.len()).then(a.cmp(b)));
-        candidates.dedup();
-        let (mut kept, mut total) = (Vec::new(), 0);
-        for v in candidates {
-            if kept.len() >= MAX_CLIENT_SECRETS || total + v.len() > MAX_CLIENT_SECRETS_TOTAL {
-                ignored.over_limit += 1;
-                continue;
-            }
-            total += v.len();
-            kept.push(v.to_owned());
-        }
+        let (kept, ignored) = within_client_bounds(values);
         let literals = Redactor::from_values(kept);
         (ClientSecrets { literals }, ignored)
     }
@@ -364,6 +376,30 @@ impl ClientSecrets {
     pub fn redact_literals<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let spans = self.literals.add_literal_spans(Vec::new(), text);
         replace_spans(text, &spans)
+    }
+
+    /// [`Self::redact`] over every string of a JSON value, keys included (a key that
+    /// becomes the same as another after redaction replaces it).
+    pub fn redact_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => {
+                if let Cow::Owned(r) = self.redact(s) {
+                    *s = r;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_json(v)),
+            Value::Object(map) => {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, mut v)| {
+                        self.redact_json(&mut v);
+                        (self.redact(&k).into_owned(), v)
+                    })
+                    .collect();
+            }
+            _ => {}
+        }
     }
 
     /// [`Self::redact_literals`] over every string of a JSON value (keys stay).

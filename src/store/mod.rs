@@ -492,7 +492,14 @@ impl Store {
 pub fn prepare_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        // nothing is made where another user could swap it
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if let Some(existing) = parent.ancestors().find(|a| a.exists()) {
+            check_path_to(existing, me).map_err(|why| refusal(dir, why))?;
+        }
         std::fs::create_dir_all(parent).map_err(|e| storage(dir, e))?;
+        check_path_to(parent, me).map_err(|why| refusal(dir, why))?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {
@@ -527,16 +534,7 @@ pub fn check_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    let refuse = |why: String| {
-        Error::setting(
-            SETTING,
-            format!(
-                "the store directory {} {why}; it is not used. Use a directory of your own \
-                 (mode 700), or fix this one",
-                dir.display()
-            ),
-        )
-    };
+    let refuse = |why: String| refusal(dir, why);
     let link = std::fs::symlink_metadata(dir).map_err(|e| storage(dir, e))?;
     if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
         return Err(refuse(format!(
@@ -559,6 +557,72 @@ pub fn check_dir(dir: &Path) -> Result<()> {
         return Err(refuse(format!(
             "has mode {mode:o}: group or other users have access to it (run `chmod 700` on it)"
         )));
+    }
+    check_path_to(dir, me).map_err(refuse)
+}
+
+/// The error refusing the store directory `dir`: `why` ends a sentence about it.
+fn refusal(dir: &Path, why: String) -> Error {
+    Error::setting(
+        SETTING,
+        format!(
+            "the store directory {} {why}; it is not used. Use a directory of your own (mode \
+             700), or fix this one",
+            dir.display()
+        ),
+    )
+}
+
+/// The way to the store directory must be beyond other users' reach too: whoever may rename
+/// entries in a directory on it can swap the store (or a directory or symbolic link above it)
+/// for one of their own between this check and its use, and receive the sessions and the
+/// socket. Every directory on the path as written and on the path it leads to (through each
+/// symbolic link) is owned by this user or root, and writable by group or others only when
+/// sticky (as `/tmp` is); every symbolic link on it is this user's or root's. `Err`: what is
+/// wrong, as the end of a sentence about the store directory.
+fn check_path_to(dir: &Path, me: u32) -> std::result::Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let trusted = |path: &Path, meta: &std::fs::Metadata| -> std::result::Result<(), String> {
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(format!(
+                "lies under {}, which is owned by another user (uid {}, this server runs as uid \
+                 {me}), who can replace what is in it",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        let mode = meta.mode() & 0o7777;
+        if meta.is_dir() && mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(format!(
+                "lies under {}, which has mode {mode:o}: group or other users can replace what \
+                 is in it (it is not sticky, as /tmp is)",
+                path.display()
+            ));
+        }
+        Ok(())
+    };
+    let unreadable =
+        |path: &Path, e: std::io::Error| format!("cannot check {}: {e}", path.display());
+    let chain = |start: &Path| -> std::result::Result<(), String> {
+        let real = std::fs::canonicalize(start).map_err(|e| unreadable(start, e))?;
+        for a in real.ancestors() {
+            let meta = std::fs::metadata(a).map_err(|e| unreadable(a, e))?;
+            trusted(a, &meta)?;
+        }
+        Ok(())
+    };
+    let written = std::path::absolute(dir).map_err(|e| unreadable(dir, e))?;
+    // the directories the store really lives in
+    chain(&written)?;
+    // and the way to it as written, symbolic links and `..` included
+    let mut prefix = PathBuf::new();
+    for part in written.components() {
+        prefix.push(part);
+        let meta = std::fs::symlink_metadata(&prefix).map_err(|e| unreadable(&prefix, e))?;
+        trusted(&prefix, &meta)?;
+        if meta.file_type().is_symlink() {
+            chain(&prefix)?;
+        }
     }
     Ok(())
 }
@@ -735,6 +799,99 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("is not a directory")
+        );
+    }
+
+    /// A store directory of this user's own is still refused when another user can replace
+    /// it: under a directory of theirs, a directory anyone may write to, or a symbolic link of
+    /// theirs (on the way as written, or through `..`). A sticky directory (as /tmp) is fine.
+    #[test]
+    fn a_store_another_user_can_swap_from_above_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            panic!("this test needs root, to make directories of another user (CI runs as root)");
+        }
+        const NOBODY: u32 = 65534;
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let nobodys = |p: &Path| std::os::unix::fs::chown(p, Some(NOBODY), Some(NOBODY)).unwrap();
+        let base = tempfile::tempdir().unwrap();
+        let base = base.path();
+        // a directory of another user's, holding a store of this user's
+        let theirs = base.join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        nobodys(&theirs);
+        let err = Store::open(&theirs.join("store"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("lies under {}", theirs.display()))
+                && err.contains("another user (uid 65534")
+                && err.contains("CODEX_BRIDGE_STORE"),
+            "{err}"
+        );
+        assert!(!theirs.join("store").exists(), "nothing is made there");
+        // ... deeper down, too
+        let err = Store::open(&theirs.join("a/b/store"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("lies under {}", theirs.display())),
+            "{err}"
+        );
+        assert!(!theirs.join("a").exists(), "nothing is made there");
+        // a directory of this user's that anyone may write to
+        let open = base.join("open");
+        std::fs::create_dir(&open).unwrap();
+        mode(&open, 0o777);
+        let err = Store::open(&open.join("store")).err().unwrap().to_string();
+        assert!(
+            err.contains("has mode 777") && err.contains("not sticky"),
+            "{err}"
+        );
+        // sticky, as /tmp: nobody else can rename what is this user's in it
+        mode(&open, 0o1777);
+        Store::open(&open.join("store")).unwrap();
+        // another user's symbolic link on the way, to a directory of this user's
+        let mine = base.join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        let link = open.join("link");
+        std::os::unix::fs::symlink(&mine, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).unwrap();
+        let err = Store::open(&link.join("store")).err().unwrap().to_string();
+        assert!(
+            err.contains(&format!("lies under {}", link.display())),
+            "{err}"
+        );
+        // through `..` from a directory another user can replace
+        std::fs::create_dir(theirs.join("sub")).unwrap();
+        let err = Store::open(&theirs.join("sub/../../mine/store"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("lies under {}", theirs.display())),
+            "{err}"
+        );
+        // a symbolic link of this user's, to a directory of this user's: fine
+        std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+        Store::open(&link.join("store2")).unwrap();
+        // but not when it leads under another user's directory
+        let inner = theirs.join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        let to_theirs = base.join("to-theirs");
+        std::os::unix::fs::symlink(&inner, &to_theirs).unwrap();
+        let err = Store::open(&to_theirs.join("store"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("lies under {}", theirs.display())),
+            "{err}"
         );
     }
 

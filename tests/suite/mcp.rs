@@ -650,3 +650,68 @@ async fn the_clients_roots_choose_the_default_working_directory_inside_the_allow
         .await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
 }
+
+/// The `structured` answer is redacted as every other answer is: codex writes it to a file,
+/// which was read back and returned as it was (text and `data`), so a secret the model put in
+/// its answer came back in clear, with the host's own secret-named variables and patterns
+/// alike.
+#[tokio::test]
+async fn a_structured_answer_is_redacted() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    // not shaped like any known secret: only the literal value can find it
+    const SERVICE: &str = "zebra-lantern-mosaic-4417";
+    // shaped like a GitHub token: the patterns find it
+    let pattern = format!("ghp_{}", "a1B2c3D4e5".repeat(4));
+    let mut vars = server_env(&env, &mock);
+    vars.push(("MY_SERVICE_TOKEN".into(), SERVICE.into()));
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let schema = json!({"type":"object","properties":{"answer":{"type":"string"},"other":{"type":"string"}},"required":["answer","other"],"additionalProperties":false});
+    mock.push(Reply::message(format!(
+        "{{\"answer\": \"{SERVICE}\", \"other\": \"{pattern}\"}}"
+    )));
+    let st = s
+        .call(
+            "structured",
+            json!({"prompt": "the service?", "schema": schema}),
+        )
+        .await;
+    assert_eq!(st.is_error, Some(false), "{}", text(&st));
+    let all = format!("{st:?}");
+    assert!(!all.contains(SERVICE), "{all}");
+    assert!(!all.contains(&pattern), "{all}");
+    assert_eq!(
+        structured(&st)["data"],
+        json!({"answer": "[REDACTED]", "other": "[REDACTED]"})
+    );
+}
+
+/// The paths of the files a turn changed are redacted as the rest of its answer is (a file
+/// the model names after a secret came back in clear in `filesChanged`).
+#[tokio::test]
+async fn changed_file_names_are_redacted() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    const SERVICE: &str = "zebra-lantern-mosaic-4417";
+    let mut vars = server_env(&env, &mock);
+    vars.push(("MY_SERVICE_TOKEN".into(), SERVICE.into()));
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    mock.push_for_user_text(
+        "P-FILES",
+        Reply::exec_command(&format!(
+            "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {SERVICE}.txt\n+hello\n*** End Patch\nEOF"
+        )),
+    );
+    mock.push_for_user_text("P-FILES", Reply::message("done"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "P-FILES", "model": "gpt-5.5", "workingDirectory": env.work(), "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let files = structured(&r)["filesChanged"].clone();
+    assert_eq!(files.as_array().map(Vec::len), Some(1), "{}", text(&r));
+    let all = format!("{r:?}");
+    assert!(!all.contains(SERVICE), "{all}");
+}
