@@ -3,7 +3,8 @@
 //! mock Responses API.
 //!
 //! Run: `cargo bench --bench startup` (`STARTUP_SESSIONS`, `STARTUP_RUNS`, `STARTUP_LIVE` change
-//! the sizes). Targets (from the actors issue): start under 50 ms, RSS under 40 MB. Reported,
+//! the sizes; `STARTUP_EXPIRED=1` stores sessions past the time-to-live instead, which the
+//! server forgets at start). Targets (from the actors issue): start under 50 ms, RSS under 40 MB. Reported,
 //! never enforced. Without `--bench` it runs a small smoke version.
 
 // benches report on stdout
@@ -130,11 +131,21 @@ async fn main() {
     {
         let store = Store::open(&store_dir).unwrap();
         let work = env.work().canonicalize().unwrap();
+        // STARTUP_EXPIRED=1: every stored session is past the time-to-live instead, so the
+        // server forgets them all at start (the memory of that sweep)
+        let expired = std::env::var("STARTUP_EXPIRED").is_ok_and(|v| v == "1");
+        let now = if expired {
+            1_700_000_000_000 + sessions as u64 * 1000
+        } else {
+            codex_mcp_bridge::store::now_ms()
+        };
         for i in 0..sessions {
+            // used within the last days: inside the 30-day time-to-live, so the server keeps
+            // them (older ones would be forgotten by its expiry sweep at start)
             let mut r = SessionRecord::new(
                 SessionId::parse("s", &format!("stored-{i:06}")).unwrap(),
                 work.clone(),
-                1_700_000_000_000 + i as u64,
+                now - 1000 * i as u64,
             );
             r.thread_id = Some("019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b".into());
             r.turn_count = 2;
