@@ -1013,3 +1013,30 @@ fn server_json_documents_every_environment_variable_with_its_default() {
     }
     assert_eq!(by_name("OPENAI_API_KEY").unwrap()["isSecret"], true);
 }
+
+#[test]
+fn the_readme_prerequisites_match_the_toolchain_and_the_fetch_scripts() {
+    let section = readme_section("Prerequisites");
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    let rust = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .expect("Cargo.toml names its rust-version")
+        .trim_matches('"');
+    assert!(
+        section.contains(&format!("--default-toolchain {rust}")),
+        "README installs Rust {rust}: {section}"
+    );
+    assert!(section.contains("cargo install --locked cargo-nextest@"));
+    assert!(section.contains("nodejs npm"));
+    // where the tests put codex: the fetch script's own layout, for the newest tested version
+    let script = std::fs::read_to_string(repo_root().join("scripts/fetch-codex.sh")).unwrap();
+    let bin_rel = script
+        .lines()
+        .find_map(|l| l.strip_prefix("readonly BIN_REL=\""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("fetch-codex.sh names BIN_REL");
+    let bin = format!(".codex-cli/{NEWEST_TESTED_CODEX_VERSION}/{bin_rel}");
+    assert!(section.contains(&bin), "README names {bin}: {section}");
+    assert!(section.contains("tests/ts-sdk/node_modules/") && section.contains(".test-work/"));
+}
