@@ -8,8 +8,12 @@
 //! every call got its own answer, the mock served exactly one request per turn and nothing is
 //! left unserved, every session's `turnCount` (getSession) is its number of turns, and no process
 //! is left under the server. Reported: latency per turn (p50, p90, p99, max), throughput, the
-//! server's RSS (VmRSS) before and after; on stdout and as JSON in `<target dir>/load-report.json`.
-//! A check that fails makes the bench exit non-zero. The run stops by itself: a bounded count
+//! server's RSS (VmRSS) before, after the turns and once every session has gone idle
+//! (`LOAD_IDLE_MS`, default 10 s); on stdout and as JSON in `<target dir>/load-report.json`.
+//! Memory is a guard too: at most `LOAD_TARGET_RSS_MB` (40) after the turns (the smoke run, a
+//! debug build, instead at most `LOAD_TARGET_IDLE_GROWTH_MB` above the start), and at most
+//! `LOAD_TARGET_IDLE_GROWTH_MB` (8) above the start once idle. A check that fails makes the
+//! bench exit non-zero. The run stops by itself: a bounded count
 //! and a global limit of 20 minutes.
 //!
 //! Run: `cargo bench --bench load` (`LOAD_TURNS=200 cargo bench --bench load` for a short run).
@@ -79,8 +83,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let outcome =
-        rt.block_on(async { tokio::time::timeout(GLOBAL_LIMIT, run(turns, sessions)).await });
+    let outcome = rt.block_on(async {
+        tokio::time::timeout(GLOBAL_LIMIT, run(turns, sessions, bench_mode)).await
+    });
     let report = match outcome {
         Ok(r) => r,
         Err(_) => {
@@ -127,6 +132,7 @@ struct Report {
     leftover_processes: Vec<i32>,
     rss_before_kb: Option<u64>,
     rss_after_kb: Option<u64>,
+    rss_idle_kb: Option<u64>,
     failures: Vec<String>,
 }
 
@@ -140,7 +146,7 @@ fn session_id(i: usize) -> String {
     format!("load-{i:03}")
 }
 
-async fn run(turns: usize, sessions: usize) -> Report {
+async fn run(turns: usize, sessions: usize, bench_mode: bool) -> Report {
     let env = TestEnv::new();
     let mock = Arc::new(MockApi::start().await);
     let mut vars: Vec<(String, String)> = server_env(&env, &mock)
@@ -153,6 +159,13 @@ async fn run(turns: usize, sessions: usize) -> Report {
         CONCURRENCY.to_string(),
     ));
     vars.push(("CODEX_BRIDGE_QUEUE_TIMEOUT_MS".into(), "600000".into()));
+    // sessions go idle this long after their last turn: the run ends by waiting for that, to
+    // see the memory of the burst come back
+    let idle = Duration::from_millis(from_env("LOAD_IDLE_MS", 10_000) as u64);
+    vars.push((
+        "CODEX_BRIDGE_IDLE_TIMEOUT_MS".into(),
+        idle.as_millis().to_string(),
+    ));
     let server = connect_with(&vars, env.root(), Protocol::Legacy).await;
     let pid = server.pid;
     let rss_before_kb = vm_rss_kb(pid);
@@ -316,7 +329,64 @@ async fn run(turns: usize, sessions: usize) -> Report {
         ));
     }
     let rss_after_kb = vm_rss_kb(pid);
+
+    // every session past its idle timeout, then the memory again
+    let idle_deadline = Instant::now() + idle + Duration::from_secs(30);
+    let mut live = u64::MAX;
+    while Instant::now() < idle_deadline {
+        let ping = server.call("ping", serde_json::json!({})).await;
+        live = ping
+            .structured_content
+            .as_ref()
+            .and_then(|v| v["liveSessions"].as_u64())
+            .unwrap_or(u64::MAX);
+        if live == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if live != 0 {
+        failures.push(format!(
+            "{live} sessions still live {:?} past the idle timeout",
+            Duration::from_secs(30)
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_idle_kb = vm_rss_kb(pid);
     drop(server);
+    // guards on memory: the burst's peak, and what is left once every session is idle
+    let target_mb = from_env("LOAD_TARGET_RSS_MB", 40) as u64;
+    let growth_mb = from_env("LOAD_TARGET_IDLE_GROWTH_MB", 8) as u64;
+    // (a full run is an optimised build, held to the absolute target; the smoke run is a debug
+    // build, several times larger, so it is held to the growth alone)
+    if let (true, Some(after)) = (bench_mode, rss_after_kb)
+        && after > target_mb * 1024
+    {
+        failures.push(format!(
+            "server RSS after the turns {:.1} MiB > {target_mb} MiB",
+            after as f64 / 1024.0
+        ));
+    }
+    if let (false, Some(before), Some(after)) = (bench_mode, rss_before_kb, rss_after_kb)
+        && after > before + growth_mb * 1024
+    {
+        failures.push(format!(
+            "server RSS after the turns {:.1} MiB, more than {growth_mb} MiB above the {:.1} MiB \
+             before them",
+            after as f64 / 1024.0,
+            before as f64 / 1024.0
+        ));
+    }
+    if let (Some(before), Some(idle)) = (rss_before_kb, rss_idle_kb)
+        && idle > before + growth_mb * 1024
+    {
+        failures.push(format!(
+            "server RSS once every session is idle {:.1} MiB, more than {growth_mb} MiB above the \
+             {:.1} MiB before the turns",
+            idle as f64 / 1024.0,
+            before as f64 / 1024.0
+        ));
+    }
 
     let mut latencies_ms: Vec<f64> = done
         .iter()
@@ -337,6 +407,7 @@ async fn run(turns: usize, sessions: usize) -> Report {
         leftover_processes,
         rss_before_kb,
         rss_after_kb,
+        rss_idle_kb,
         failures,
     }
 }
@@ -384,9 +455,10 @@ fn print_report(r: &Report) {
         r.leftover_processes.len()
     );
     println!(
-        "  server RSS: {} before, {} after",
+        "  server RSS: {} before, {} after the turns, {} once every session is idle",
         kb(r.rss_before_kb),
-        kb(r.rss_after_kb)
+        kb(r.rss_after_kb),
+        kb(r.rss_idle_kb)
     );
     println!(
         "  checks: {}",
@@ -447,7 +519,7 @@ fn write_json(r: &Report) {
         "unserved_replies": r.unserved_replies,
         "sessions_with_right_turn_count": r.turn_counts_right,
         "leftover_processes": r.leftover_processes,
-        "server_rss_kb": {"before": r.rss_before_kb, "after": r.rss_after_kb},
+        "server_rss_kb": {"before": r.rss_before_kb, "after": r.rss_after_kb, "idle": r.rss_idle_kb},
         "failures": r.failures,
     });
     let path = target_dir().join("load-report.json");
