@@ -887,7 +887,7 @@ pub async fn doctor_checks(
                 "store",
                 format!(
                     "{} is in use by a running codex-mcp-bridge server (fine: that server owns \
-                     it; a second server needs its own CODEX_BRIDGE_STORE)",
+                     it, and a second server started on it relays its client to that one)",
                     dir.display()
                 ),
             ),
