@@ -122,6 +122,15 @@ fn script(mock: &MockApi, calls: &[(&str, &str, Value)]) {
     mock.push_for_user_text(INNER, Reply::message(ANSWER));
 }
 
+/// The outer model's call of the bridge's `codex` tool with the nested prompt, in `work`.
+fn nested_codex_call(work: &str) -> (&'static str, &'static str, Value) {
+    (
+        "call_codex",
+        "codex",
+        json!({"prompt": INNER, "workingDirectory": work}),
+    )
+}
+
 #[tokio::test]
 async fn codex_as_the_host_pings_the_bridge_and_gets_a_nested_turns_answer() {
     let env = TestEnv::new();
@@ -129,14 +138,7 @@ async fn codex_as_the_host_pings_the_bridge_and_gets_a_nested_turns_answer() {
     let work = env.work().canonicalize().unwrap().display().to_string();
     script(
         &mock,
-        &[
-            ("call_ping", "ping", json!({})),
-            (
-                "call_codex",
-                "codex",
-                json!({"prompt": INNER, "workingDirectory": work}),
-            ),
-        ],
+        &[("call_ping", "ping", json!({})), nested_codex_call(&work)],
     );
     let home = outer_home(&env, &mock, |_| {});
     let out = outer_exec(&env, &home).await;
@@ -176,11 +178,7 @@ async fn codex_as_the_host_pings_the_bridge_and_gets_a_nested_turns_answer() {
 async fn without_the_approval_line_every_tool_not_read_only_is_cancelled() {
     let env = TestEnv::new();
     let work = env.work().canonicalize().unwrap().display().to_string();
-    let call = [(
-        "call_codex",
-        "codex",
-        json!({"prompt": INNER, "workingDirectory": work}),
-    )];
+    let call = [nested_codex_call(&work)];
 
     let mock = MockApi::start().await;
     script(
@@ -241,14 +239,7 @@ async fn without_env_vars_the_nested_codex_has_no_api_key() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     let work = env.work().canonicalize().unwrap().display().to_string();
-    script(
-        &mock,
-        &[(
-            "call_codex",
-            "codex",
-            json!({"prompt": INNER, "workingDirectory": work}),
-        )],
-    );
+    script(&mock, &[nested_codex_call(&work)]);
     let home = outer_home(&env, &mock, |server| {
         assert!(
             server.remove("env_vars").is_some(),
@@ -272,11 +263,7 @@ async fn without_env_vars_the_nested_codex_has_no_api_key() {
 async fn without_nested_mcp_disable_the_nested_codex_would_start_the_bridge_again() {
     let env = TestEnv::new();
     let work = env.work().canonicalize().unwrap().display().to_string();
-    let call = [(
-        "call_codex",
-        "codex",
-        json!({"prompt": INNER, "workingDirectory": work}),
-    )];
+    let call = [nested_codex_call(&work)];
     let mock = MockApi::start().await;
     script(&mock, &call);
     let home = outer_home(&env, &mock, |server| {

@@ -399,17 +399,7 @@ fn junk(rng: &mut Rng, depth: usize) -> Value {
     }
 }
 
-const TOOLS: &[&str] = &[
-    "codex",
-    "query",
-    "search",
-    "structured",
-    "review",
-    "listSessions",
-    "getSession",
-    "closeSession",
-    "ping",
-];
+const TOOLS: &[&str] = &crate::support::mcp::TOOL_NAMES;
 
 const SPAWNING: &[&str] = &["codex", "query", "search", "structured", "review"];
 

@@ -25,20 +25,7 @@ async fn tools_list_declares_every_tool_with_schemas_and_annotations() {
         let s = connect(&env, &mock, protocol).await;
         let tools = s.client.list_all_tools().await.unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(
-            names,
-            [
-                "codex",
-                "query",
-                "search",
-                "structured",
-                "review",
-                "listSessions",
-                "getSession",
-                "closeSession",
-                "ping"
-            ]
-        );
+        assert_eq!(names, crate::support::mcp::TOOL_NAMES);
         for t in &tools {
             assert!(t.output_schema.is_some(), "{} has no outputSchema", t.name);
             let a = t

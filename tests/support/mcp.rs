@@ -17,6 +17,19 @@ use serde_json::Value;
 
 use super::{MockApi, TestEnv, codex_bin};
 
+/// The bridge's tools, in the order `tools/list` gives them.
+pub const TOOL_NAMES: [&str; 9] = [
+    "codex",
+    "query",
+    "search",
+    "structured",
+    "review",
+    "listSessions",
+    "getSession",
+    "closeSession",
+    "ping",
+];
+
 /// The protocol a test client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
