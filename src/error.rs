@@ -62,6 +62,10 @@ pub enum Error {
     #[error("session store error: {0}")]
     Store(String),
 
+    /// Electing, joining, serving or leaving the store's owner failed.
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
+
     /// Spawning or waiting for the child failed at the OS level.
     #[error("could not run codex: {0}")]
     Io(#[from] std::io::Error),

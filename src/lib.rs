@@ -14,6 +14,8 @@
 //! - [`hub`]: many processes on one store: the owner serves the others over a Unix socket,
 //!   each connection with its own client context; a relay carries its client over to a new
 //!   owner.
+//! - [`server`]: the library entry point [`server::run`]: election, ownership, the relay and its
+//!   takeover, and the ordered shutdown, on any stream pair with a cancellation token.
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
 pub mod actors;
@@ -25,6 +27,7 @@ pub mod hub;
 pub mod logging;
 pub mod mcp;
 pub mod security;
+pub mod server;
 pub mod store;
 
 pub use error::{Error, Result};

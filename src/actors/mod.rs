@@ -201,12 +201,15 @@ impl Bridge {
             .await
             .map_err(|e| Error::Store(format!("could not start the session registry: {e}")))?;
         if let Some(ttl) = shared.config.session_ttl {
-            let s = shared.clone();
+            // a weak handle: the store is let go when the bridge is gone, even in a process
+            // that goes on (a relay in it may take the store over)
+            let weak = Arc::downgrade(&shared);
             tokio::spawn(async move {
-                loop {
+                while let Some(s) = weak.upgrade() {
                     if let Err(e) = expire_sessions(&s, ttl).await {
                         tracing::warn!(error = %e, "could not expire old sessions");
                     }
+                    drop(s);
                     tokio::time::sleep(EXPIRY_EVERY).await;
                 }
             });

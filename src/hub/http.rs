@@ -17,7 +17,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::actors::Bridge;
 use crate::config::HttpConfig;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::hub::HubError;
 use crate::mcp::{McpServer, Tasks};
 
 /// The MCP endpoint's path.
@@ -42,13 +43,16 @@ fn own_origins(port: u16) -> Vec<String> {
 pub async fn serve(bridge: Bridge, tasks: Tasks, http: &HttpConfig) -> Result<HttpListener> {
     let listener = tokio::net::TcpListener::bind(http.addr)
         .await
-        .map_err(|e| {
-            Error::setting(
-                "CODEX_BRIDGE_HTTP_LISTEN (--http-listen)",
-                format!("cannot listen on {}: {e}", http.addr),
-            )
+        .map_err(|source| HubError::HttpListen {
+            addr: http.addr,
+            source,
         })?;
-    let addr = listener.local_addr().map_err(Error::Io)?;
+    let addr = listener
+        .local_addr()
+        .map_err(|source| HubError::HttpListen {
+            addr: http.addr,
+            source,
+        })?;
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(["127.0.0.1", "localhost", "::1", "[::1]"])

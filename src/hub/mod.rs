@@ -17,9 +17,12 @@
 //!
 //! [`ClientContext`]: crate::actors::ClientContext
 
+pub mod error;
 pub mod http;
 pub mod owner;
 pub mod relay;
+
+pub use error::HubError;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -30,7 +33,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::Settings;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::security::ids::SessionId;
 use crate::store::{SessionRecord, Store};
 
@@ -172,41 +175,35 @@ pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option
         version: HELLO_VERSION,
         store_request: request,
     })
-    .map_err(|e| Error::Store(format!("cannot encode the request: {e}")))?;
+    .map_err(|e| HubError::Encode {
+        what: "request",
+        why: e.to_string(),
+    })?;
+    let store = store_dir.to_path_buf();
     let mut conn = match connect(store_dir, &line).await {
         Ok(c) => c,
         Err(Attempt::Unavailable) => return Ok(None),
-        Err(Attempt::Untrusted(why)) => {
-            return Err(Error::Store(format!(
-                "the store at {} is not safe to join: {why}. Nothing was sent to it",
-                store_dir.display()
-            )));
-        }
+        Err(Attempt::Untrusted(why)) => return Err(HubError::NotSafeToJoin { store, why }.into()),
         Err(Attempt::Refused(reason)) => {
-            return Err(Error::Store(format!(
-                "the codex-mcp-bridge process that owns the store at {} refused the request: \
-                 {reason}",
-                store_dir.display()
-            )));
+            return Err(HubError::RequestRefused { store, reason }.into());
         }
     };
-    let lost = |why: String| {
-        Error::Store(format!(
-            "the codex-mcp-bridge process {} that owns the store at {} did not answer: {why}",
-            conn.owner_pid,
-            store_dir.display()
-        ))
+    let owner_pid = conn.owner_pid;
+    let lost = |why: String| HubError::OwnerGone {
+        owner_pid,
+        store: store.clone(),
+        why,
     };
     let mut answer = String::new();
     match tokio::time::timeout(STORE_ANSWER_TIMEOUT, conn.reader.read_line(&mut answer)).await {
         Ok(Ok(n)) if n > 0 => {}
-        Ok(Ok(_)) => return Err(lost("it closed the connection".into())),
-        Ok(Err(e)) => return Err(lost(e.to_string())),
-        Err(_) => return Err(lost(format!("no answer within {STORE_ANSWER_TIMEOUT:?}"))),
+        Ok(Ok(_)) => return Err(lost("it closed the connection".into()).into()),
+        Ok(Err(e)) => return Err(lost(e.to_string()).into()),
+        Err(_) => return Err(lost(format!("no answer within {STORE_ANSWER_TIMEOUT:?}")).into()),
     }
     serde_json::from_str(&answer)
         .map(Some)
-        .map_err(|e| lost(format!("an answer this version does not understand ({e})")))
+        .map_err(|e| lost(format!("an answer this version does not understand ({e})")).into())
 }
 
 /// A connection to the owner, past the hello.
@@ -346,55 +343,42 @@ async fn connect(store_dir: &Path, hello: &str) -> std::result::Result<Connectio
 /// Become the store's owner, or connect to the process that is: whichever works first, until
 /// `timeout`.
 pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result<Role> {
-    let line = serde_json::to_string(hello)
-        .map_err(|e| Error::Store(format!("cannot encode the hello: {e}")))?;
+    let line = serde_json::to_string(hello).map_err(|e| HubError::Encode {
+        what: "hello",
+        why: e.to_string(),
+    })?;
     let until = Instant::now() + timeout;
-    let dir = store_dir.to_path_buf();
+    let store = store_dir.to_path_buf();
+    let dir = store.clone();
     tokio::task::spawn_blocking(move || crate::store::prepare_dir(&dir))
         .await
-        .map_err(|e| Error::Store(format!("preparing the store directory failed: {e}")))??;
+        .map_err(|e| HubError::Blocking {
+            doing: "preparing",
+            why: e.to_string(),
+        })??;
     loop {
         match connect(store_dir, &line).await {
             Ok(c) => return Ok(Role::Client(c)),
             Err(Attempt::Untrusted(why)) => {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_STORE (--store)",
-                    format!(
-                        "the store at {} is not safe to join: {why}. Nothing was sent to it; \
-                         use a store directory of your own",
-                        store_dir.display()
-                    ),
-                ));
+                return Err(HubError::NotSafeToJoin { store, why }.into());
             }
             Err(Attempt::Refused(reason)) => {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_STORE (--store)",
-                    format!(
-                        "the codex-mcp-bridge process that owns the store at {} refused this \
-                         one: {reason}",
-                        store_dir.display()
-                    ),
-                ));
+                return Err(HubError::HelloRefused { store, reason }.into());
             }
             Err(Attempt::Unavailable) => {}
         }
-        let dir = store_dir.to_path_buf();
+        let dir = store.clone();
         let opened = tokio::task::spawn_blocking(move || Store::try_open(&dir, Duration::ZERO))
             .await
-            .map_err(|e| Error::Store(format!("opening the store failed: {e}")))??;
+            .map_err(|e| HubError::Blocking {
+                doing: "opening",
+                why: e.to_string(),
+            })??;
         if let Some(store) = opened {
             return Ok(Role::Owner(store));
         }
         if Instant::now() >= until {
-            return Err(Error::setting(
-                "CODEX_BRIDGE_STORE (--store)",
-                format!(
-                    "another process holds the store at {} but does not answer on its socket \
-                     {SOCKET_NAME} there; if it is not a codex-mcp-bridge of this version, give \
-                     this server another store directory",
-                    store_dir.display()
-                ),
-            ));
+            return Err(HubError::NoOwnerAnswers { store }.into());
         }
         tokio::time::sleep(RETRY).await;
     }

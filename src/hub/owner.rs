@@ -12,8 +12,8 @@ use crate::actors::{Bridge, ClientContext, Limiter, Shared};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hub::{
-    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, MAX_HELLO_BYTES, StoreAnswer, StoreRequest,
-    StoreRequestLine, addressable_name, euid,
+    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, HubError, MAX_HELLO_BYTES, StoreAnswer,
+    StoreRequest, StoreRequestLine, addressable_name, euid,
 };
 use crate::mcp::{McpServer, Tasks};
 use crate::security::redact::{self, ClientSecrets};
@@ -40,7 +40,9 @@ pub async fn start_bridge(
     Bridge::start(shared).await
 }
 
-/// The listening socket; removed when dropped.
+/// The listening socket; removed when dropped, and every connection served through it is
+/// closed (its service, and the bridge it holds, go with it: an owner that stops lets go of
+/// the store even in a process that goes on).
 pub struct Listener {
     path: PathBuf,
     task: tokio::task::JoinHandle<()>,
@@ -60,32 +62,38 @@ pub fn listen(bridge: Bridge, tasks: Tasks, store_dir: &Path) -> Result<Listener
     // bound under a name of this process's own, made private, then renamed over whatever is
     // at the socket's name: the socket never appears with a wider mode, and no file planted
     // there (a symlink, say) is ever followed
-    let tmp_name = format!(".{}.{}", crate::hub::SOCKET_NAME, std::process::id());
+    static BOUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = BOUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp_name = format!(".{}.{}.{nth}", crate::hub::SOCKET_NAME, std::process::id());
     let tmp = store_dir.join(&tmp_name);
-    let (addr, _dir) = addressable_name(store_dir, &tmp_name).map_err(Error::Io)?;
-    let _ = std::fs::remove_file(&tmp);
-    let cannot = |e: std::io::Error| {
+    let cannot = |source: std::io::Error| {
         let _ = std::fs::remove_file(&tmp);
-        Error::Store(format!(
-            "cannot listen on {}: {e}; other processes on this store cannot share it",
-            path.display()
-        ))
+        HubError::Listen {
+            path: path.clone(),
+            source,
+        }
     };
+    let (addr, _dir) = addressable_name(store_dir, &tmp_name).map_err(cannot)?;
+    let _ = std::fs::remove_file(&tmp);
     let std_listener = std::os::unix::net::UnixListener::bind(&addr).map_err(cannot)?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(cannot)?;
     }
     std::fs::rename(&tmp, &path).map_err(cannot)?;
-    std_listener.set_nonblocking(true).map_err(Error::Io)?;
-    let listener = UnixListener::from_std(std_listener).map_err(Error::Io)?;
+    std_listener.set_nonblocking(true).map_err(cannot)?;
+    let listener = UnixListener::from_std(std_listener).map_err(cannot)?;
     tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
     let task = tokio::spawn(accept_loop(listener, bridge, tasks));
     Ok(Listener { path, task })
 }
 
+/// Serve each connection on a task of the loop's own set: aborting the loop aborts them all.
 async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: Tasks) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        // finished connections are reaped as others arrive
+        while connections.try_join_next().is_some() {}
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
@@ -95,7 +103,7 @@ async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: Tasks) {
             }
         };
         let (bridge, tasks) = (bridge.clone(), tasks.clone());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             if let Err(e) = serve_connection(stream, bridge, tasks).await {
                 tracing::warn!(error = %redact::redact(&e.to_string()), "a client connection failed");
             }
@@ -151,7 +159,7 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
     write
         .write_all(format!("{welcome}\n").as_bytes())
         .await
-        .map_err(Error::Io)?;
+        .map_err(HubError::ClientGone)?;
     match McpServer::for_client(bridge, Arc::new(client))
         .with_tasks(tasks)
         .serve(crate::mcp::framing::guard(reader, write))
@@ -189,7 +197,7 @@ async fn serve_store_request(
     write
         .write_all(format!("{line}\n").as_bytes())
         .await
-        .map_err(Error::Io)?;
+        .map_err(HubError::ClientGone)?;
     if refused {
         return Ok(());
     }
@@ -231,7 +239,7 @@ async fn serve_store_request(
     write
         .write_all(format!("{line}\n").as_bytes())
         .await
-        .map_err(Error::Io)?;
+        .map_err(HubError::ClientGone)?;
     let _ = write.shutdown().await;
     Ok(())
 }

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
+use crate::hub::HubError;
 use crate::mcp::framing::{self, read_line_capped_at_eof};
 
 /// A line read from one side: whole, or the head of one too long to pass on.
@@ -144,10 +145,7 @@ where
                 tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut next, &handshake))
                     .await
                     .unwrap_or_else(|_| {
-                        Err(crate::error::Error::SessionFailed(
-                            "the new owner of the store did not answer the handshake in time"
-                                .into(),
-                        ))
+                        Err(HubError::HandoverFailed("did not answer in time").into())
                     });
             match replayed {
                 Ok(()) => break next,
@@ -173,11 +171,7 @@ async fn write_line<O: AsyncWrite + Unpin>(output: &mut O, line: &[u8]) -> bool 
 /// Send the remembered handshake to a new upstream; its answer to `initialize` is swallowed
 /// (anything else it sends before that, too: the client has not asked for it).
 async fn replay(up: &mut Upstream, handshake: &[Vec<u8>]) -> Result<()> {
-    let lost = || {
-        crate::error::Error::SessionFailed(
-            "the new owner of the store closed the connection during the handshake".into(),
-        )
-    };
+    let lost = || crate::error::Error::from(HubError::HandoverFailed("closed the connection"));
     for line in handshake {
         let mut line = line.clone();
         let is_init = probe(&line).is_some_and(|p| p.method.as_deref() == Some("initialize"));

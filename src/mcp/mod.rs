@@ -479,6 +479,7 @@ fn error_kind(e: &Error) -> &'static str {
         Error::Busy(_) => "busy",
         Error::SessionFailed(_) => "session_failed",
         Error::Store(_) => "store",
+        Error::Hub(_) => "hub",
         Error::Io(_) => "io",
     }
 }

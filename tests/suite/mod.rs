@@ -9,6 +9,7 @@ mod faults;
 mod hostile;
 mod http;
 mod hub;
+mod hub_in_process;
 mod mcp;
 mod runner;
 mod runner_fake;

@@ -1,0 +1,271 @@
+//! The server as a library: elect the store's owner or relay to it, serve MCP on one stream
+//! pair, take the store over when its owner goes, and shut down in order (every turn's
+//! processes are killed, the socket file is removed). `main` only reads the flags, sets up
+//! logging and the redactor, and wires stdin/stdout and the signals to [`run`].
+//!
+//! Nothing here is process-wide: two servers can run in one process (the in-process hub tests
+//! do), each on its own stream pair and shutdown token. An owner that shuts down stops serving
+//! its relays' connections and lets go of the store even while its process goes on, so a relay
+//! in the same process can take the store over.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use rmcp::service::ServerInitializeError;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Mutex;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::actors::Bridge;
+use crate::config::{Config, Settings};
+use crate::error::Result;
+use crate::hub::http::{self, HttpListener};
+use crate::hub::owner::{self, Listener};
+use crate::hub::relay::{self, Upstream};
+use crate::hub::{
+    self, Connection, ELECTION_TIMEOUT, HELLO_VERSION, Hello, HubError, Role, hello_secrets,
+    hello_vars,
+};
+use crate::mcp::{McpServer, Tasks, framing};
+use crate::store::Store;
+
+/// Serve one MCP client on `io` (stdin and stdout in `main`) until it disconnects or
+/// `shutdown` is cancelled: as the store's owner, or as a relay to the process that owns it
+/// (taking the store over if that process goes). Then shut down in order.
+pub async fn run<R, W>(
+    settings: Settings,
+    vars: Vec<(String, String)>,
+    io: (R, W),
+    shutdown: CancellationToken,
+) -> Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let start_dir = std::env::current_dir().map_err(HubError::StartDir)?;
+    let config = Config::from_settings(&settings, &start_dir, &vars)?;
+    if let Err(missing) = crate::cli::locate_codex(&settings, &vars) {
+        tracing::warn!(
+            "{missing}. Every turn will fail until then; `codex-mcp-bridge doctor` checks the \
+             whole setup"
+        );
+    }
+    let server = Server {
+        owned: Arc::new(Mutex::new(None)),
+        store_dir: config.store_dir.clone(),
+        hello: Arc::new(hello(settings, &vars, start_dir)),
+        config,
+        vars: vars.into(),
+    };
+    let role = tokio::select! {
+        role = hub::elect(&server.store_dir, &server.hello, ELECTION_TIMEOUT) => role?,
+        _ = shutdown.cancelled() => return Ok(()),
+    };
+    let served = match role {
+        Role::Owner(store) => server.serve_owner(store, io, &shutdown).await,
+        Role::Client(conn) => server.serve_relay(conn, io, &shutdown).await,
+    };
+    server.shutdown().await;
+    served
+}
+
+/// The hello this process sends an owner: its settings, allowlisted environment and secrets.
+fn hello(settings: Settings, vars: &[(String, String)], start_dir: PathBuf) -> Hello {
+    Hello {
+        version: HELLO_VERSION,
+        // the HTTP listener is the owner's alone
+        settings: Settings {
+            http_listen: None,
+            ..settings
+        },
+        vars: hello_vars(vars),
+        secrets: hello_secrets(vars),
+        start_dir,
+        pid: std::process::id(),
+    }
+}
+
+/// What this process runs as the store's owner.
+struct Owned {
+    bridge: Bridge,
+    listener: Option<Listener>,
+    http: Option<HttpListener>,
+    /// After a takeover: stops the service that serves the relay's client in this process.
+    in_process: Option<DropGuard>,
+}
+
+/// One server's state; cloned into the relay's reconnector.
+#[derive(Clone)]
+struct Server {
+    /// The store's owner, once this server is it (from the start, or by taking over).
+    owned: Arc<Mutex<Option<Owned>>>,
+    store_dir: PathBuf,
+    hello: Arc<Hello>,
+    config: Config,
+    vars: Arc<[(String, String)]>,
+}
+
+impl Server {
+    /// Own the store and serve the client on `io` until it leaves or `shutdown`.
+    async fn serve_owner<R, W>(
+        &self,
+        store: Store,
+        io: (R, W),
+        shutdown: &CancellationToken,
+    ) -> Result<()>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (bridge, tasks) = self.become_owner(store).await?;
+        let serving = McpServer::new(bridge)
+            .with_tasks(tasks)
+            .serve(framing::guard(io.0, io.1));
+        // waiting for `initialize`: a person at a terminal may press Ctrl-D or Ctrl-C
+        let service = tokio::select! {
+            s = serving => match s {
+                Ok(service) => service,
+                Err(ServerInitializeError::ConnectionClosed(_)) => {
+                    tracing::info!(
+                        "stdin ended before an MCP client sent `initialize`: nothing to serve, \
+                         exiting"
+                    );
+                    return Ok(());
+                }
+                Err(e) => return Err(HubError::Handshake(e.to_string()).into()),
+            },
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        tokio::select! {
+            _ = service.waiting() => tracing::info!("the MCP client disconnected"),
+            _ = shutdown.cancelled() => {}
+        }
+        Ok(())
+    }
+
+    /// Relay the client on `io` to the owner, and to each next one, until it leaves or
+    /// `shutdown`.
+    async fn serve_relay<R, W>(
+        &self,
+        conn: Connection,
+        io: (R, W),
+        shutdown: &CancellationToken,
+    ) -> Result<()>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        tracing::info!(
+            store = %self.store_dir.display(),
+            owner = conn.owner_pid,
+            "another process owns the store: relaying this client to it"
+        );
+        let first = Upstream::new(conn.reader, conn.writer, conn.owner_pid);
+        let relay = relay::run(io.0, io.1, first, self.reconnector());
+        tokio::select! {
+            r = relay => {
+                r?;
+                tracing::info!("the MCP client disconnected");
+            }
+            _ = shutdown.cancelled() => {}
+        }
+        Ok(())
+    }
+
+    /// Start the actors over the store and listen for other processes.
+    async fn become_owner(&self, store: Store) -> Result<(Bridge, Tasks)> {
+        let config = &self.config;
+        tracing::info!(
+            store = %config.store_dir.display(),
+            roots = ?config.roots,
+            codex = %config.codex_bin.display(),
+            max_concurrent = config.max_concurrent,
+            "codex-mcp-bridge starting as the owner of the store"
+        );
+        let bridge = owner::start_bridge(config.clone(), &self.vars, store).await?;
+        let tasks = Tasks::new();
+        // without the socket this server still serves its own client; others cannot share
+        let listener = match owner::listen(bridge.clone(), tasks.clone(), &self.store_dir) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot share the store with other processes");
+                None
+            }
+        };
+        let owned = Owned {
+            bridge: bridge.clone(),
+            listener,
+            http: None,
+            in_process: None,
+        };
+        // kept before the HTTP listener starts: a failure there still shuts the bridge down
+        *self.owned.lock().await = Some(owned);
+        if let Some(h) = &config.http {
+            let listening = http::serve(bridge.clone(), tasks.clone(), h).await?;
+            if let Some(o) = self.owned.lock().await.as_mut() {
+                o.http = Some(listening);
+            }
+        }
+        Ok((bridge, tasks))
+    }
+
+    /// After the owner went away: connect to the next one, or take the store over and serve
+    /// this server's client from an in-process service.
+    fn reconnector(&self) -> relay::Reconnect {
+        let server = self.clone();
+        Box::new(move || {
+            let server = server.clone();
+            Box::pin(async move {
+                match hub::elect(&server.store_dir, &server.hello, ELECTION_TIMEOUT).await? {
+                    Role::Client(conn) => {
+                        Ok(Upstream::new(conn.reader, conn.writer, conn.owner_pid))
+                    }
+                    Role::Owner(store) => server.take_over(store).await,
+                }
+            })
+        })
+    }
+
+    /// Become the owner after the old one went: the relay's next upstream is a service of
+    /// this process's own, which waits for the relay's replayed `initialize`.
+    async fn take_over(&self, store: Store) -> Result<Upstream> {
+        tracing::warn!("the owner of the store went away: this process takes it over");
+        let (bridge, tasks) = self.become_owner(store).await?;
+        let (ours, theirs) = tokio::io::duplex(1024 * 1024);
+        let (r, w) = tokio::io::split(theirs);
+        let stop = CancellationToken::new();
+        if let Some(o) = self.owned.lock().await.as_mut() {
+            o.in_process = Some(stop.clone().drop_guard());
+        }
+        tokio::spawn(async move {
+            let serving = McpServer::new(bridge)
+                .with_tasks(tasks)
+                .serve(framing::guard(r, w));
+            let service = tokio::select! {
+                s = serving => s,
+                _ = stop.cancelled() => return,
+            };
+            match service {
+                Ok(service) => tokio::select! {
+                    _ = service.waiting() => {}
+                    _ = stop.cancelled() => {}
+                },
+                Err(e) => tracing::warn!(error = %e, "the in-process service ended"),
+            }
+        });
+        let (r, w) = tokio::io::split(ours);
+        Ok(Upstream::new(r, w, std::process::id()))
+    }
+
+    /// Stop listening (the socket file goes, and every relayed connection with it), then stop
+    /// every session this server owns (each kills its processes) and flush the store.
+    async fn shutdown(&self) {
+        if let Some(o) = self.owned.lock().await.take() {
+            drop(o.listener);
+            drop(o.http);
+            drop(o.in_process);
+            o.bridge.shutdown().await;
+        }
+    }
+}
