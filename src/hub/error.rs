@@ -60,10 +60,6 @@ pub enum HubError {
     #[error("the new owner of the store {0} during the handshake")]
     HandoverFailed(&'static str),
 
-    /// No other process may take the relay's client: no owner is left and none can be made.
-    #[error("no process owns the store at {} any more and this one cannot take it over: {why}", store.display())]
-    NoNextOwner { store: PathBuf, why: String },
-
     /// The owner could not bind its socket: it serves its own client, but nobody else's.
     #[error(
         "cannot listen on {}: {source}; other processes on this store cannot share it",
