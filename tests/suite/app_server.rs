@@ -5,6 +5,7 @@
 //! process layer will spawn it (env allowlist, the exec path's `-c` pins).
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use codex_mcp_bridge::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use codex_mcp_bridge::codex::app_server::protocol::{
@@ -16,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::app_server::{AppServer, STEP, TurnLog, read_turn, spawn_raw, write_raw};
+use crate::support::bridge::pids_with_cmdline_prefix;
 use crate::support::{MockApi, Reply, TestEnv};
 
 /// A model with the classic tool shape (`exec_command`).
@@ -363,4 +365,93 @@ async fn a_command_approval_is_declined_at_once_and_the_command_does_not_run() {
         .unwrap()
         .unwrap();
     assert!(status.success());
+}
+
+/// Live `sleep` processes started with exactly this argument.
+fn sleeping(arg: &str) -> Vec<i32> {
+    pids_with_cmdline_prefix(&format!("sleep {arg}"))
+}
+
+async fn wait_for(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cond()
+}
+
+#[tokio::test]
+async fn an_interrupt_leaves_the_command_running_until_background_terminals_are_cleaned() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut app = AppServer::start(&env, &mock).await;
+    let dir = cwd(&env);
+    let opened = open(
+        &app,
+        protocol::thread_start(&dir, Some(MODEL), false).unwrap(),
+    )
+    .await;
+    let arg = format!("47.{}", std::process::id());
+    // the command yields after 250 ms and goes on in the background (a background terminal);
+    // the model's next answer never comes, so the turn is still running at the interrupt
+    mock.push_all([
+        Reply::function_call(
+            "exec_command",
+            json!({"cmd": format!("sleep {arg}; echo slept"), "yield_time_ms": 250}),
+        ),
+        Reply::hang(),
+    ]);
+    let turn_id = app
+        .client
+        .start_turn(&TurnParams {
+            thread: &opened.thread,
+            prompt: "sleep a while",
+            sandbox: None,
+            cwd: &dir,
+            model: None,
+            effort: None,
+        })
+        .await
+        .expect("turn/start");
+    assert!(
+        wait_for(STEP, || !sleeping(&arg).is_empty()).await,
+        "the command never started"
+    );
+    mock.wait_for_responses(2, STEP).await;
+    assert!(!sleeping(&arg).is_empty(), "the command ended early");
+    tokio::time::timeout(
+        STEP,
+        app.client
+            .request(&protocol::turn_interrupt(&opened.thread, &turn_id)),
+    )
+    .await
+    .expect("interrupt answered in time")
+    .expect("interrupt");
+    let log = read_turn(&mut app.events, Some(turn_id.as_str())).await;
+    assert_eq!(log.status, Some(TurnStatus::Interrupted), "{log:#?}");
+
+    // the negative control: the interrupt alone leaves the command running
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !sleeping(&arg).is_empty(),
+        "codex {} now kills the command on interrupt: update APP_SERVER_FACTS.md",
+        crate::support::under_test().number()
+    );
+    tokio::time::timeout(
+        STEP,
+        app.client
+            .request(&protocol::clean_background_terminals(&opened.thread)),
+    )
+    .await
+    .expect("clean answered in time")
+    .expect("clean");
+    assert!(
+        wait_for(Duration::from_secs(10), || sleeping(&arg).is_empty()).await,
+        "the command survived thread/backgroundTerminals/clean: {:?}",
+        sleeping(&arg)
+    );
+    app.close().await;
 }

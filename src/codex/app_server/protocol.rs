@@ -1203,6 +1203,45 @@ mod tests {
     }
 
     #[test]
+    fn the_watch_follows_only_its_own_threads_settings() {
+        let opened = ThreadOpened {
+            thread: thread(),
+            policy: EffectivePolicy {
+                sandbox: ReportedSandbox::ReadOnly { network: false },
+                approval_policy: "never".into(),
+                approvals_reviewer: "user".into(),
+                cwd: "/w".into(),
+            },
+            path: None,
+            turns: 0,
+        };
+        let mut watch = PolicyWatch::new(&opened);
+        let widened = |thread_id: &str| Notification::ThreadSettingsUpdated {
+            thread_id: thread_id.into(),
+            policy: EffectivePolicy {
+                sandbox: ReportedSandbox::DangerFullAccess,
+                ..opened.policy.clone()
+            },
+        };
+        watch.observe(&widened("01a22759-e393-7f71-bea4-000000000000"));
+        watch.observe(&Notification::Other {
+            method: "thread/status/changed".into(),
+        });
+        assert_eq!(watch.check(SandboxLevel::ReadOnly, Path::new("/w")), Ok(()));
+        watch.observe(&widened(THREAD));
+        assert_eq!(watch.current().sandbox, ReportedSandbox::DangerFullAccess);
+        assert!(
+            watch
+                .check(SandboxLevel::ReadOnly, Path::new("/w"))
+                .is_err()
+        );
+        assert_eq!(
+            watch.check(SandboxLevel::DangerFullAccess, Path::new("/w")),
+            Ok(())
+        );
+    }
+
+    #[test]
     fn notifications_of_a_turn_parse_on_both_versions() {
         let lines = [
             // 0.171.0
