@@ -1,5 +1,6 @@
 //! The Codex CLI: argv construction (pure), JSONL events (pure), and the one spawner.
 
+pub mod app_server;
 pub mod argv;
 pub mod events;
 pub mod home;

@@ -1,6 +1,7 @@
 //! Integration test suites (each module is one area).
 
 mod actors;
+mod app_server;
 mod cli;
 mod codex_host;
 mod config_layers;

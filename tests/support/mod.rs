@@ -2,6 +2,7 @@
 //! Responses API, per-test directories and process helpers.
 #![allow(dead_code, unused_imports)]
 
+pub mod app_server;
 pub mod bridge;
 pub mod codex_bin;
 pub mod env;

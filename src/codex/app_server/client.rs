@@ -1,0 +1,408 @@
+//! A client of one `codex app-server` over its stdin/stdout, whatever spawned it: the process
+//! layer hands over the child's pipes (any `AsyncRead` / `AsyncWrite`). Nothing here spawns.
+//!
+//! - One reader task reads every line of stdout (several messages often arrive in one read),
+//!   framed by a `LinesCodec` with a maximum length: a longer line ends the client with
+//!   [`ClientError::LineTooLong`] instead of growing a buffer without bound.
+//! - Requests get ids 1, 2, …; each response goes to the caller that waits on its id.
+//! - Every request from codex is answered by the reader task itself, at once, with the
+//!   protocol's [`ServerRequest::decline`], before the event is passed on: an unanswered request
+//!   blocks the turn forever, so no consumer can forget one.
+//! - Notifications (and a record of each declined request) go to one event stream, in order.
+//! - [`Client::close`] closes stdin (EOF is the app-server's clean shutdown) and waits for
+//!   stdout to end. Killing the process and its descendants is the process layer's job.
+//!
+//! Only [`Outgoing`] messages can be written, so only the protocol's whitelist of methods, built
+//! from its fixed templates, ever reaches codex.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+
+use super::protocol::{
+    self, Incoming, Notification, Outgoing, ProtocolError, RequestId, RpcError, ServerRequest,
+    ThreadOpened, TurnParams, TurnRef,
+};
+
+/// Default cap on one line from codex. A `thread/resume` result carries the thread's whole
+/// history in one line, so this is generous; the exec path's cap is a separate setting.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// What can go wrong talking to an app-server.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The request was refused by codex.
+    #[error("codex app-server refused `{method}` (code {}): {}", .error.code, .error.message)]
+    Refused {
+        method: &'static str,
+        error: RpcError,
+    },
+    /// Codex sent a line longer than the cap.
+    #[error("codex app-server sent a line longer than {limit} bytes; the connection was closed")]
+    LineTooLong { limit: usize },
+    /// Codex sent something that is not its protocol.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// stdout ended (the process exited or closed it) before the answer came.
+    #[error("codex app-server closed its output")]
+    Closed,
+    /// Reading or writing the pipes failed.
+    #[error("could not talk to codex app-server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the event stream carries, in the order codex sent it.
+#[derive(Debug)]
+pub enum Event {
+    Notification(Notification),
+    /// Codex asked something; it has already been answered with its refusal.
+    Declined(ServerRequest),
+    /// The reader stopped: `None` at a clean end of stdout, else why. Always the last event.
+    Closed(Option<ClientError>),
+}
+
+type Pending =
+    Arc<std::sync::Mutex<Option<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>>>;
+
+/// One app-server connection.
+pub struct Client<W> {
+    writer: Arc<Mutex<Option<W>>>,
+    pending: Pending,
+    next_id: AtomicI64,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
+    /// Wrap the pipes of a spawned `codex app-server`. Returns the client and its event stream
+    /// (unbounded so that the reader never blocks on a slow consumer while a response waits
+    /// behind it; the consumer is the session actor, which drains it during a turn).
+    pub fn new<R>(
+        stdout: R,
+        stdin: W,
+        max_line_bytes: usize,
+    ) -> (Self, mpsc::UnboundedReceiver<Event>)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let writer = Arc::new(Mutex::new(Some(stdin)));
+        let pending: Pending = Arc::new(std::sync::Mutex::new(Some(HashMap::new())));
+        let (events, rx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read_loop(
+            FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line_bytes)),
+            max_line_bytes,
+            writer.clone(),
+            pending.clone(),
+            events,
+        ));
+        let client = Client {
+            writer,
+            pending,
+            next_id: AtomicI64::new(1),
+            reader,
+        };
+        (client, rx)
+    }
+
+    async fn write_line(&self, line: String) -> Result<(), ClientError> {
+        write_to(&self.writer, line).await
+    }
+
+    /// Send a request and wait for its result (no timeout here: the caller owns the deadline).
+    pub async fn request(&self, msg: &Outgoing) -> Result<Value, ClientError> {
+        if msg.method().is_notification() {
+            self.write_line(msg.to_line(0)).await?;
+            return Ok(Value::Null);
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            match pending.as_mut() {
+                Some(map) => map.insert(id, tx),
+                None => return Err(ClientError::Closed),
+            };
+        }
+        if let Err(e) = self.write_line(msg.to_line(id)).await {
+            if let Some(map) = self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_mut()
+            {
+                map.remove(&id);
+            }
+            return Err(e);
+        }
+        match rx.await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(error)) => Err(ClientError::Refused {
+                method: msg.method().as_str(),
+                error,
+            }),
+            Err(_) => Err(ClientError::Closed),
+        }
+    }
+
+    /// `initialize` then `initialized`.
+    pub async fn handshake(&self, version: &str) -> Result<Value, ClientError> {
+        let result = self.request(&protocol::initialize(version)).await?;
+        self.request(&protocol::initialized()).await?;
+        Ok(result)
+    }
+
+    /// `thread/start` or `thread/resume` (as built by the protocol), parsed.
+    pub async fn open_thread(&self, msg: &Outgoing) -> Result<ThreadOpened, ClientError> {
+        let result = self.request(msg).await?;
+        Ok(protocol::parse_thread_opened(&result)?)
+    }
+
+    /// `turn/start`; returns the turn's id. The turn's progress comes on the event stream.
+    pub async fn start_turn(&self, turn: &TurnParams<'_>) -> Result<TurnRef, ClientError> {
+        let result = self.request(&protocol::turn_start(turn)?).await?;
+        Ok(protocol::parse_turn_started(&result)?)
+    }
+
+    /// Close stdin (the app-server's clean shutdown) and wait until its stdout ends. Wrap this
+    /// in a timeout, then kill: a stuck process keeps stdout open.
+    pub async fn close(self) {
+        if let Some(mut w) = self.writer.lock().await.take() {
+            let _ = w.shutdown().await;
+        }
+        let _ = self.reader.await;
+    }
+}
+
+async fn write_to<W: AsyncWrite + Unpin>(
+    writer: &Mutex<Option<W>>,
+    mut line: String,
+) -> Result<(), ClientError> {
+    line.push('\n');
+    let mut guard = writer.lock().await;
+    let w = guard.as_mut().ok_or(ClientError::Closed)?;
+    w.write_all(line.as_bytes()).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+async fn read_loop<R, W>(
+    mut lines: FramedRead<R, LinesCodec>,
+    max_line_bytes: usize,
+    writer: Arc<Mutex<Option<W>>>,
+    pending: Pending,
+    events: mpsc::UnboundedSender<Event>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let end = loop {
+        let line = match lines.next().await {
+            None => break None,
+            Some(Ok(line)) => line,
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                break Some(ClientError::LineTooLong {
+                    limit: max_line_bytes,
+                });
+            }
+            Some(Err(LinesCodecError::Io(e))) => break Some(ClientError::Io(e)),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match protocol::parse_line(&line) {
+            Ok(Incoming::Response { id, result }) => {
+                let waiter = match id {
+                    RequestId::Int(n) => pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .as_mut()
+                        .and_then(|m| m.remove(&n)),
+                    RequestId::Str(_) => None,
+                };
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(result);
+                    }
+                    None => tracing::warn!(?id, "codex app-server answered a request never sent"),
+                }
+            }
+            Ok(Incoming::Request(req)) => {
+                // answered here, before anything else is read: never left pending
+                if let Err(e) = write_to(&writer, req.decline()).await {
+                    tracing::warn!(method = %req.method, error = %e, "could not answer codex app-server");
+                }
+                let _ = events.send(Event::Declined(req));
+            }
+            Ok(Incoming::Notification(n)) => {
+                let _ = events.send(Event::Notification(n));
+            }
+            Err(e) => break Some(ClientError::Protocol(e)),
+        }
+    };
+    // every waiter learns that no answer will come; later requests fail at once
+    pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let _ = events.send(Event::Closed(end));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+    use tokio::io::{AsyncBufReadExt, BufReader, duplex};
+
+    /// A scripted app-server on the other end of two in-memory pipes.
+    fn pair() -> (
+        Client<tokio::io::DuplexStream>,
+        mpsc::UnboundedReceiver<Event>,
+        tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+        tokio::io::DuplexStream,
+    ) {
+        let (client_out, server_in) = duplex(1 << 16);
+        let (server_out, client_in) = duplex(1 << 16);
+        let (client, events) = Client::new(client_in, client_out, 4096);
+        (
+            client,
+            events,
+            BufReader::new(server_in).lines(),
+            server_out,
+        )
+    }
+
+    async fn send(w: &mut tokio::io::DuplexStream, v: &str) {
+        w.write_all(v.as_bytes()).await.unwrap();
+        w.write_all(b"\n").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn responses_find_their_request_and_requests_are_declined_at_once() {
+        let (client, mut events, mut from_client, mut to_client) = pair();
+        let server = tokio::spawn(async move {
+            let init: Value =
+                serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+            assert_eq!(init["method"], "initialize");
+            // a server request (id 0) and a notification arrive before the response, in one write
+            to_client
+                .write_all(
+                    concat!(
+                        r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","command":"rm -rf /"}}"#,
+                        "\n",
+                        r#"{"method":"configWarning","params":{"summary":"bubblewrap"}}"#,
+                        "\n",
+                    )
+                    .as_bytes(),
+                )
+                .await
+                .unwrap();
+            let answer = from_client.next_line().await.unwrap().unwrap();
+            assert_eq!(answer, r#"{"id":0,"result":{"decision":"decline"}}"#);
+            send(
+                &mut to_client,
+                &json!({"id": init["id"], "result": {"userAgent": "x"}}).to_string(),
+            )
+            .await;
+            let initialized = from_client.next_line().await.unwrap().unwrap();
+            assert_eq!(initialized, r#"{"method":"initialized"}"#);
+            (from_client, to_client)
+        });
+        let result = client.handshake("0").await.unwrap();
+        assert_eq!(result["userAgent"], "x");
+        let (_from_client, to_client) = server.await.unwrap();
+        assert!(
+            matches!(events.recv().await, Some(Event::Declined(r)) if r.id == RequestId::Int(0))
+        );
+        assert!(matches!(
+            events.recv().await,
+            Some(Event::Notification(Notification::Other { method })) if method == "configWarning"
+        ));
+        drop(to_client);
+        assert!(matches!(events.recv().await, Some(Event::Closed(None))));
+        // after stdout ended nothing waits forever
+        let t = protocol::ThreadRef::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
+        let err = client
+            .start_turn(&TurnParams {
+                thread: &t,
+                prompt: "x",
+                sandbox: None,
+                cwd: Path::new("/w"),
+                model: None,
+                effort: None,
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::Closed), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_error_response_names_the_method_and_a_pending_request_fails_on_eof() {
+        let (client, _events, mut from_client, mut to_client) = pair();
+        let client = Arc::new(client);
+        let c = client.clone();
+        let first = tokio::spawn(async move {
+            c.request(&protocol::thread_start(Path::new("/w"), None, false).unwrap())
+                .await
+        });
+        let l: Value =
+            serde_json::from_str(&from_client.next_line().await.unwrap().unwrap()).unwrap();
+        send(
+            &mut to_client,
+            &json!({"id": l["id"], "error": {"code": -32600, "message": "no"}}).to_string(),
+        )
+        .await;
+        let err = first.await.unwrap().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "codex app-server refused `thread/start` (code -32600): no"
+        );
+        let c = client.clone();
+        let second = tokio::spawn(async move {
+            let t = protocol::ThreadRef::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
+            c.request(&protocol::clean_background_terminals(&t)).await
+        });
+        from_client.next_line().await.unwrap().unwrap();
+        drop(to_client);
+        assert!(matches!(second.await.unwrap(), Err(ClientError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_cap_closes_the_client() {
+        let (_client, mut events, _from_client, mut to_client) = pair();
+        send(
+            &mut to_client,
+            &format!(r#"{{"method":"x","params":"{}"}}"#, "a".repeat(5000)),
+        )
+        .await;
+        match events.recv().await {
+            Some(Event::Closed(Some(ClientError::LineTooLong { limit: 4096 }))) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn close_sends_eof_and_waits_for_the_end_of_output() {
+        let (client, mut events, mut from_client, to_client) = pair();
+        let server = tokio::spawn(async move {
+            // the app-server exits on stdin EOF
+            assert!(from_client.next_line().await.unwrap().is_none());
+            drop(to_client);
+        });
+        client.close().await;
+        server.await.unwrap();
+        assert!(matches!(events.recv().await, Some(Event::Closed(None))));
+    }
+
+    #[tokio::test]
+    async fn a_line_that_is_not_the_protocol_closes_the_client() {
+        let (_client, mut events, _from_client, mut to_client) = pair();
+        send(&mut to_client, "not json").await;
+        assert!(matches!(
+            events.recv().await,
+            Some(Event::Closed(Some(ClientError::Protocol(_))))
+        ));
+    }
+}

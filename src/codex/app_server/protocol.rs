@@ -1,0 +1,1441 @@
+//! The JSON-RPC of `codex app-server`, typed. Pure: serde only, no IO.
+//!
+//! The wire: one JSON object per line on the child's stdin/stdout, no `jsonrpc` field. A request
+//! has `id` + `method` + `params`, a notification no `id`, a response `id` + `result` or `error`.
+//! Server→client request ids are integers that start at 0 (0 is an id, not "none").
+//!
+//! Every rule here answers one of the five defaults that change for the worse (the spec's
+//! APP_SERVER_FACTS.md, "The bridge must enforce"):
+//! - **A whitelist of methods.** [`Outgoing`] can only be built by the functions of this module:
+//!   `initialize` + `initialized`, `thread/start`, `thread/resume`, `turn/start`,
+//!   `turn/interrupt` and `thread/backgroundTerminals/clean` (present on 0.145.0 and 0.171.0
+//!   behind `capabilities.experimentalApi`, which `initialize` therefore declares). Nothing else
+//!   (`thread/shellCommand`, `command/exec`, `fs/*`, `config/*`) can be sent.
+//! - **Fixed templates, no caller keys.** `thread/start` / `thread/resume` carry `cwd`,
+//!   `sandbox: "read-only"`, `approvalPolicy: "never"`, `approvalsReviewer: "user"` (and an
+//!   optional model), never `config` (it beats the process's `-c` pins and can spawn MCP
+//!   servers) and never a writable `sandbox` (that writes the cwd into `config.toml` as trusted).
+//! - **Nothing sticky.** Every `turn/start` carries `sandboxPolicy` (read-only when the caller
+//!   gave none), `approvalPolicy`, `approvalsReviewer` and `cwd`: each of these is sticky on a
+//!   thread, so one left out inherits the previous turn's value.
+//! - **Every server request is answered.** [`ServerRequest::decline`] builds the refusal of
+//!   each kind (an unanswered request blocks the turn forever); kinds this module does not know
+//!   get a JSON-RPC error.
+//! - **The effective policy is checked.** [`EffectivePolicy`] is what codex reports (the
+//!   `thread/start`/`thread/resume` result, then `thread/settings/updated`, which both versions
+//!   send before `turn/started` when a `turn/start` changed a setting); [`EffectivePolicy::check`]
+//!   compares it with what the template sent, so a caller can fail closed on a mismatch.
+//!
+//! Shapes were checked against `codex app-server generate-json-schema` of 0.145.0 and 0.171.0 and
+//! against lines measured on both (the tests below quote them). Version differences that matter
+//! here: 0.171.0 sends `thread/settings/updated` before the `turn/start` response, 0.145.0 after it
+//! (both before `turn/started`); 0.145.0's `turn/completed` has `items: []` (0.171.0 a summary), so
+//! the agent's message is taken from `item/completed`; 0.171.0 adds fields everywhere (ignored).
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::codex::argv::{ReasoningEffort, SandboxLevel};
+
+/// What goes in `clientInfo.name` (codex uses it as the `originator` of threads it creates).
+pub const CLIENT_NAME: &str = "codex_mcp_bridge";
+
+/// Why a message could not be built or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    /// A value the template needs was refused.
+    #[error("invalid {field} for codex app-server: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    /// A line from codex was not a JSON-RPC message.
+    #[error("codex app-server sent a line that is not a JSON-RPC message: {0}")]
+    Malformed(String),
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ProtocolError {
+    ProtocolError::Invalid {
+        field,
+        reason: reason.into(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outgoing
+
+/// The methods the bridge ever sends: this enum is the whitelist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Initialize,
+    /// The notification that completes the handshake.
+    Initialized,
+    ThreadStart,
+    ThreadResume,
+    TurnStart,
+    TurnInterrupt,
+    /// `thread/backgroundTerminals/clean`: kills the commands an interrupted turn left running.
+    CleanBackgroundTerminals,
+}
+
+impl Method {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Initialize => "initialize",
+            Method::Initialized => "initialized",
+            Method::ThreadStart => "thread/start",
+            Method::ThreadResume => "thread/resume",
+            Method::TurnStart => "turn/start",
+            Method::TurnInterrupt => "turn/interrupt",
+            Method::CleanBackgroundTerminals => "thread/backgroundTerminals/clean",
+        }
+    }
+
+    /// Whether this is a notification (sent without an id, never answered).
+    pub fn is_notification(self) -> bool {
+        self == Method::Initialized
+    }
+}
+
+/// One message to codex, built only by the template functions below.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    method: Method,
+    params: Option<Value>,
+}
+
+impl Outgoing {
+    /// The method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The params (for tests and logs).
+    pub fn params(&self) -> Option<&Value> {
+        self.params.as_ref()
+    }
+
+    /// The JSON line (without the newline). `id` is ignored for a notification.
+    pub fn to_line(&self, id: i64) -> String {
+        let mut m = Map::new();
+        m.insert("method".into(), Value::from(self.method.as_str()));
+        if !self.method.is_notification() {
+            m.insert("id".into(), Value::from(id));
+        }
+        if let Some(p) = &self.params {
+            m.insert("params".into(), p.clone());
+        }
+        Value::Object(m).to_string()
+    }
+}
+
+/// A thread id as codex prints it: a lowercase hyphenated UUID (v7 for app-server threads).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ThreadRef(String);
+
+/// A turn id as codex printed it (a UUID).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TurnRef(String);
+
+fn check_uuid(field: &'static str, raw: &str) -> Result<String, ProtocolError> {
+    let ok = raw.len() == 36
+        && raw.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        });
+    if !ok {
+        return Err(invalid(field, "is not a UUID"));
+    }
+    Ok(raw.to_ascii_lowercase())
+}
+
+impl ThreadRef {
+    /// Parse a thread id (anything but a plain UUID is refused).
+    pub fn parse(raw: &str) -> Result<Self, ProtocolError> {
+        check_uuid("threadId", raw).map(ThreadRef)
+    }
+
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TurnRef {
+    /// Parse a turn id (anything but a plain UUID is refused).
+    pub fn parse(raw: &str) -> Result<Self, ProtocolError> {
+        check_uuid("turnId", raw).map(TurnRef)
+    }
+
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn cwd_value(cwd: &Path) -> Result<Value, ProtocolError> {
+    let s = cwd
+        .to_str()
+        .ok_or_else(|| invalid("cwd", "is not valid UTF-8"))?;
+    if !cwd.is_absolute() || s.contains('\0') {
+        return Err(invalid("cwd", "must be an absolute path without NUL"));
+    }
+    Ok(Value::from(s))
+}
+
+fn model_value(model: Option<&str>) -> Result<Option<Value>, ProtocolError> {
+    match model {
+        None => Ok(None),
+        Some(m) if m.is_empty() || m.len() > 256 || m.chars().any(char::is_control) => Err(
+            invalid("model", "must be 1 to 256 bytes without control characters"),
+        ),
+        Some(m) => Ok(Some(Value::from(m))),
+    }
+}
+
+/// `initialize`. Declares `experimentalApi`, which `thread/backgroundTerminals/clean` needs.
+pub fn initialize(version: &str) -> Outgoing {
+    Outgoing {
+        method: Method::Initialize,
+        params: Some(json!({
+            "clientInfo": {"name": CLIENT_NAME, "title": "codex-mcp-bridge", "version": version},
+            "capabilities": {"experimentalApi": true},
+        })),
+    }
+}
+
+/// `initialized`, the notification sent after the `initialize` response.
+pub fn initialized() -> Outgoing {
+    Outgoing {
+        method: Method::Initialized,
+        params: None,
+    }
+}
+
+/// The keys every thread-level template carries, and nothing a caller names.
+fn thread_params(cwd: &Path, model: Option<&str>) -> Result<Map<String, Value>, ProtocolError> {
+    let mut p = Map::new();
+    p.insert("cwd".into(), cwd_value(cwd)?);
+    // Never writable at thread level: a writable `sandbox` here records the cwd as trusted in
+    // `$CODEX_HOME/config.toml`. The turn's level goes in `turn/start.sandboxPolicy`.
+    p.insert("sandbox".into(), Value::from("read-only"));
+    p.insert("approvalPolicy".into(), Value::from("never"));
+    p.insert("approvalsReviewer".into(), Value::from("user"));
+    if let Some(m) = model_value(model)? {
+        p.insert("model".into(), m);
+    }
+    Ok(p)
+}
+
+/// `thread/start`: a new thread in `cwd` (a confined directory). `ephemeral` threads are never
+/// written to disk (and cannot be resumed).
+pub fn thread_start(
+    cwd: &Path,
+    model: Option<&str>,
+    ephemeral: bool,
+) -> Result<Outgoing, ProtocolError> {
+    let mut p = thread_params(cwd, model)?;
+    if ephemeral {
+        p.insert("ephemeral".into(), Value::Bool(true));
+    }
+    Ok(Outgoing {
+        method: Method::ThreadStart,
+        params: Some(Value::Object(p)),
+    })
+}
+
+/// `thread/resume` of a stored thread. On a thread the process already has loaded codex ignores
+/// `sandbox`: only the next `turn/start`'s `sandboxPolicy` resets it.
+pub fn thread_resume(
+    thread: &ThreadRef,
+    cwd: &Path,
+    model: Option<&str>,
+) -> Result<Outgoing, ProtocolError> {
+    let mut p = thread_params(cwd, model)?;
+    p.insert("threadId".into(), Value::from(thread.as_str()));
+    Ok(Outgoing {
+        method: Method::ThreadResume,
+        params: Some(Value::Object(p)),
+    })
+}
+
+/// The wire `SandboxPolicy` of a turn for a sandbox level. Workspace-write gets no extra
+/// writable roots and no network: the cwd is its only root.
+pub fn sandbox_policy(level: SandboxLevel) -> Value {
+    match level {
+        SandboxLevel::ReadOnly => json!({"type": "readOnly"}),
+        SandboxLevel::WorkspaceWrite => {
+            json!({"type": "workspaceWrite", "writableRoots": [], "networkAccess": false})
+        }
+        SandboxLevel::DangerFullAccess => json!({"type": "dangerFullAccess"}),
+    }
+}
+
+/// A turn: the caller's text and the few typed values a turn may carry.
+#[derive(Debug, Clone)]
+pub struct TurnParams<'a> {
+    pub thread: &'a ThreadRef,
+    pub prompt: &'a str,
+    /// `None` is read-only, whatever the previous turn used.
+    pub sandbox: Option<SandboxLevel>,
+    /// A confined directory.
+    pub cwd: &'a Path,
+    pub model: Option<&'a str>,
+    pub effort: Option<ReasoningEffort>,
+}
+
+/// `turn/start`. Always carries `sandboxPolicy`, `approvalPolicy: "never"`,
+/// `approvalsReviewer: "user"` and `cwd`: every one of them is sticky on the thread.
+pub fn turn_start(t: &TurnParams<'_>) -> Result<Outgoing, ProtocolError> {
+    if t.prompt.trim().is_empty() {
+        return Err(invalid("prompt", "must not be empty"));
+    }
+    let level = t.sandbox.unwrap_or(SandboxLevel::ReadOnly);
+    let mut p = Map::new();
+    p.insert("threadId".into(), Value::from(t.thread.as_str()));
+    p.insert("input".into(), json!([{"type": "text", "text": t.prompt}]));
+    p.insert("sandboxPolicy".into(), sandbox_policy(level));
+    p.insert("approvalPolicy".into(), Value::from("never"));
+    p.insert("approvalsReviewer".into(), Value::from("user"));
+    p.insert("cwd".into(), cwd_value(t.cwd)?);
+    if let Some(m) = model_value(t.model)? {
+        p.insert("model".into(), m);
+    }
+    if let Some(e) = t.effort {
+        p.insert("effort".into(), Value::from(e.as_str()));
+    }
+    Ok(Outgoing {
+        method: Method::TurnStart,
+        params: Some(Value::Object(p)),
+    })
+}
+
+/// `turn/interrupt`. It ends the turn (`interrupted`) in a few ms but leaves a running command
+/// alive: follow it with [`clean_background_terminals`].
+pub fn turn_interrupt(thread: &ThreadRef, turn: &TurnRef) -> Outgoing {
+    Outgoing {
+        method: Method::TurnInterrupt,
+        params: Some(json!({"threadId": thread.as_str(), "turnId": turn.as_str()})),
+    }
+}
+
+/// `thread/backgroundTerminals/clean`: kills the commands the thread's turns left running.
+pub fn clean_background_terminals(thread: &ThreadRef) -> Outgoing {
+    Outgoing {
+        method: Method::CleanBackgroundTerminals,
+        params: Some(json!({"threadId": thread.as_str()})),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The effective policy
+
+/// A sandbox as codex reports it (`sandbox` of a thread result, `sandboxPolicy` of settings).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportedSandbox {
+    ReadOnly {
+        network: bool,
+    },
+    WorkspaceWrite {
+        writable_roots: Vec<String>,
+        network: bool,
+    },
+    DangerFullAccess,
+    /// `externalSandbox` or a type this module does not know: never what the bridge sent.
+    Other(String),
+}
+
+impl ReportedSandbox {
+    fn from_value(v: &Value) -> Self {
+        let network = v["networkAccess"].as_bool().unwrap_or(true);
+        match v["type"].as_str() {
+            Some("readOnly") => ReportedSandbox::ReadOnly { network },
+            Some("workspaceWrite") => ReportedSandbox::WorkspaceWrite {
+                writable_roots: v["writableRoots"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|r| r.as_str().unwrap_or("<not a string>").to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                network,
+            },
+            Some("dangerFullAccess") => ReportedSandbox::DangerFullAccess,
+            other => ReportedSandbox::Other(other.unwrap_or("<none>").to_owned()),
+        }
+    }
+
+    /// Whether this is exactly what [`sandbox_policy`] asks for at `level`.
+    pub fn matches(&self, level: SandboxLevel) -> bool {
+        match (self, level) {
+            (ReportedSandbox::ReadOnly { network: false }, SandboxLevel::ReadOnly) => true,
+            (
+                ReportedSandbox::WorkspaceWrite {
+                    writable_roots,
+                    network: false,
+                },
+                SandboxLevel::WorkspaceWrite,
+            ) => writable_roots.is_empty(),
+            (ReportedSandbox::DangerFullAccess, SandboxLevel::DangerFullAccess) => true,
+            _ => false,
+        }
+    }
+}
+
+/// The policy codex says a thread runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectivePolicy {
+    pub sandbox: ReportedSandbox,
+    /// `approvalPolicy` as a string (a `granular` object is kept as its JSON text).
+    pub approval_policy: String,
+    pub approvals_reviewer: String,
+    pub cwd: String,
+}
+
+impl EffectivePolicy {
+    /// From a `thread/start` / `thread/resume` result (`sandbox`) or a `threadSettings`
+    /// object (`sandboxPolicy`).
+    fn from_value(v: &Value, sandbox_key: &str) -> Result<Self, ProtocolError> {
+        let missing =
+            |k: &str| ProtocolError::Malformed(format!("no `{k}` in the reported policy"));
+        let sandbox = v.get(sandbox_key).ok_or_else(|| missing(sandbox_key))?;
+        let approval = v
+            .get("approvalPolicy")
+            .ok_or_else(|| missing("approvalPolicy"))?;
+        Ok(EffectivePolicy {
+            sandbox: ReportedSandbox::from_value(sandbox),
+            approval_policy: approval
+                .as_str()
+                .map_or_else(|| approval.to_string(), str::to_owned),
+            approvals_reviewer: v["approvalsReviewer"]
+                .as_str()
+                .ok_or_else(|| missing("approvalsReviewer"))?
+                .to_owned(),
+            cwd: v["cwd"].as_str().ok_or_else(|| missing("cwd"))?.to_owned(),
+        })
+    }
+
+    /// Compare with what the templates send: `level`, `never`, `user`, `cwd`. The error names
+    /// every difference.
+    pub fn check(&self, level: SandboxLevel, cwd: &Path) -> Result<(), PolicyMismatch> {
+        let mut diffs = Vec::new();
+        if !self.sandbox.matches(level) {
+            diffs.push(format!(
+                "sandbox is {:?}, expected {}",
+                self.sandbox,
+                level.as_arg()
+            ));
+        }
+        if self.approval_policy != "never" {
+            diffs.push(format!(
+                "approval policy is {}, expected never",
+                self.approval_policy
+            ));
+        }
+        if self.approvals_reviewer != "user" {
+            diffs.push(format!(
+                "approvals reviewer is {}, expected user",
+                self.approvals_reviewer
+            ));
+        }
+        if Path::new(&self.cwd) != cwd {
+            diffs.push("working directory differs from the one sent".to_owned());
+        }
+        if diffs.is_empty() {
+            Ok(())
+        } else {
+            Err(PolicyMismatch(diffs.join("; ")))
+        }
+    }
+}
+
+/// The policy a loaded thread runs with, as codex last reported it: the `thread/start` /
+/// `thread/resume` result, then every `thread/settings/updated` of the thread (codex sends one,
+/// before `turn/started`, whenever a `turn/start` changed a setting, and none otherwise). Check it
+/// at each `turn/started` against what that `turn/start` sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyWatch {
+    thread: ThreadRef,
+    current: EffectivePolicy,
+}
+
+impl PolicyWatch {
+    /// Start from the policy of a `thread/start` / `thread/resume` result.
+    pub fn new(opened: &ThreadOpened) -> Self {
+        PolicyWatch {
+            thread: opened.thread.clone(),
+            current: opened.policy.clone(),
+        }
+    }
+
+    /// Take in a notification (those of other threads and of other kinds change nothing).
+    pub fn observe(&mut self, n: &Notification) {
+        if let Notification::ThreadSettingsUpdated { thread_id, policy } = n
+            && thread_id == self.thread.as_str()
+        {
+            self.current = policy.clone();
+        }
+    }
+
+    /// The last reported policy.
+    pub fn current(&self) -> &EffectivePolicy {
+        &self.current
+    }
+
+    /// Whether it is what the turn's template sent.
+    pub fn check(&self, level: SandboxLevel, cwd: &Path) -> Result<(), PolicyMismatch> {
+        self.current.check(level, cwd)
+    }
+}
+
+/// Codex reports a policy other than the one the bridge sent: the turn must not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("codex app-server reports a policy other than the one the bridge set: {0}")]
+pub struct PolicyMismatch(pub String);
+
+/// The `thread/start` / `thread/resume` result: the thread and its effective policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadOpened {
+    pub thread: ThreadRef,
+    pub policy: EffectivePolicy,
+    /// `thread.path`: the rollout file (`None` for an ephemeral thread).
+    pub path: Option<String>,
+    /// How many turns the thread already holds (a resumed thread's history).
+    pub turns: usize,
+}
+
+/// Read a `thread/start` / `thread/resume` result.
+pub fn parse_thread_opened(result: &Value) -> Result<ThreadOpened, ProtocolError> {
+    let thread = &result["thread"];
+    let id = thread["id"]
+        .as_str()
+        .ok_or_else(|| ProtocolError::Malformed("no `thread.id` in the result".into()))?;
+    Ok(ThreadOpened {
+        thread: ThreadRef::parse(id)?,
+        policy: EffectivePolicy::from_value(result, "sandbox")?,
+        path: thread["path"].as_str().map(str::to_owned),
+        turns: thread["turns"].as_array().map_or(0, Vec::len),
+    })
+}
+
+/// Read a `turn/start` result: the id of the turn it started.
+pub fn parse_turn_started(result: &Value) -> Result<TurnRef, ProtocolError> {
+    let id = result["turn"]["id"]
+        .as_str()
+        .ok_or_else(|| ProtocolError::Malformed("no `turn.id` in the result".into()))?;
+    TurnRef::parse(id)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Incoming
+
+/// A request id of codex's (an integer from 0, or a string), echoed back verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    Int(i64),
+    Str(String),
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct RpcError {
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One line from codex.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// The answer to one of the bridge's requests.
+    Response {
+        id: RequestId,
+        result: Result<Value, RpcError>,
+    },
+    Notification(Notification),
+    /// A request codex sends the bridge; answer it at once with [`ServerRequest::decline`].
+    Request(ServerRequest),
+}
+
+/// The state a turn ended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStatus {
+    Completed,
+    Interrupted,
+    Failed,
+    InProgress,
+    Unknown,
+}
+
+/// The state of a command or file-change item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemStatus {
+    InProgress,
+    Completed,
+    Failed,
+    /// Refused (by the approval answer or the policy): it did not run.
+    Declined,
+    Unknown,
+}
+
+impl ItemStatus {
+    fn from_value(v: &Value) -> Self {
+        match v.as_str() {
+            Some("inProgress") => ItemStatus::InProgress,
+            Some("completed") => ItemStatus::Completed,
+            Some("failed") => ItemStatus::Failed,
+            Some("declined") => ItemStatus::Declined,
+            _ => ItemStatus::Unknown,
+        }
+    }
+}
+
+/// A thread item the bridge reports on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    AgentMessage {
+        id: String,
+        text: String,
+    },
+    CommandExecution {
+        id: String,
+        command: String,
+        status: ItemStatus,
+        exit_code: Option<i64>,
+        output: Option<String>,
+    },
+    FileChange {
+        id: String,
+        status: ItemStatus,
+        /// The paths changed.
+        paths: Vec<String>,
+    },
+    /// Any other item type (user messages, reasoning, MCP calls, web searches, …).
+    Other {
+        kind: String,
+        id: String,
+    },
+}
+
+impl Item {
+    fn from_value(v: &Value) -> Self {
+        let id = v["id"].as_str().unwrap_or_default().to_owned();
+        let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+        match v["type"].as_str().unwrap_or_default() {
+            "agentMessage" => Item::AgentMessage {
+                id,
+                text: s("text"),
+            },
+            "commandExecution" => Item::CommandExecution {
+                id,
+                command: s("command"),
+                status: ItemStatus::from_value(&v["status"]),
+                exit_code: v["exitCode"].as_i64(),
+                output: v["aggregatedOutput"].as_str().map(str::to_owned),
+            },
+            "fileChange" => Item::FileChange {
+                id,
+                status: ItemStatus::from_value(&v["status"]),
+                paths: v["changes"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|c| c["path"].as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            other => Item::Other {
+                kind: other.to_owned(),
+                id,
+            },
+        }
+    }
+}
+
+/// Token counts of the last model call and of the whole thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenUsage {
+    pub input: u64,
+    pub cached_input: u64,
+    pub output: u64,
+    pub reasoning_output: u64,
+    pub total: u64,
+}
+
+impl TokenUsage {
+    fn from_value(v: &Value) -> Self {
+        let n = |k: &str| v[k].as_u64().unwrap_or(0);
+        TokenUsage {
+            input: n("inputTokens"),
+            cached_input: n("cachedInputTokens"),
+            output: n("outputTokens"),
+            reasoning_output: n("reasoningOutputTokens"),
+            total: n("totalTokens"),
+        }
+    }
+}
+
+/// A notification the bridge acts on; the rest are [`Notification::Other`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notification {
+    ThreadStarted {
+        thread_id: String,
+    },
+    /// A `turn/start` changed the thread's settings: the policy the next turns run with.
+    ThreadSettingsUpdated {
+        thread_id: String,
+        policy: EffectivePolicy,
+    },
+    TurnStarted {
+        thread_id: String,
+        turn_id: String,
+    },
+    TurnCompleted {
+        thread_id: String,
+        turn_id: String,
+        status: TurnStatus,
+        error: Option<String>,
+    },
+    ItemStarted {
+        thread_id: String,
+        turn_id: String,
+        item: Item,
+    },
+    ItemCompleted {
+        thread_id: String,
+        turn_id: String,
+        item: Item,
+    },
+    TokenUsage {
+        thread_id: String,
+        turn_id: String,
+        last: TokenUsage,
+        total: TokenUsage,
+    },
+    /// A turn error (`willRetry`: codex retries by itself).
+    Error {
+        thread_id: String,
+        turn_id: String,
+        message: String,
+        will_retry: bool,
+    },
+    Other {
+        method: String,
+    },
+}
+
+fn notification(method: &str, p: &Value) -> Result<Notification, ProtocolError> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    Ok(match method {
+        "thread/started" => Notification::ThreadStarted {
+            thread_id: s(&p["thread"]["id"]),
+        },
+        "thread/settings/updated" => Notification::ThreadSettingsUpdated {
+            thread_id: s(&p["threadId"]),
+            policy: EffectivePolicy::from_value(&p["threadSettings"], "sandboxPolicy")?,
+        },
+        "turn/started" => Notification::TurnStarted {
+            thread_id: s(&p["threadId"]),
+            turn_id: s(&p["turn"]["id"]),
+        },
+        "turn/completed" => Notification::TurnCompleted {
+            thread_id: s(&p["threadId"]),
+            turn_id: s(&p["turn"]["id"]),
+            status: match p["turn"]["status"].as_str() {
+                Some("completed") => TurnStatus::Completed,
+                Some("interrupted") => TurnStatus::Interrupted,
+                Some("failed") => TurnStatus::Failed,
+                Some("inProgress") => TurnStatus::InProgress,
+                _ => TurnStatus::Unknown,
+            },
+            error: p["turn"]["error"]["message"].as_str().map(str::to_owned),
+        },
+        "item/started" | "item/completed" => {
+            let (thread_id, turn_id, item) = (
+                s(&p["threadId"]),
+                s(&p["turnId"]),
+                Item::from_value(&p["item"]),
+            );
+            if method == "item/started" {
+                Notification::ItemStarted {
+                    thread_id,
+                    turn_id,
+                    item,
+                }
+            } else {
+                Notification::ItemCompleted {
+                    thread_id,
+                    turn_id,
+                    item,
+                }
+            }
+        }
+        "thread/tokenUsage/updated" => Notification::TokenUsage {
+            thread_id: s(&p["threadId"]),
+            turn_id: s(&p["turnId"]),
+            last: TokenUsage::from_value(&p["tokenUsage"]["last"]),
+            total: TokenUsage::from_value(&p["tokenUsage"]["total"]),
+        },
+        "error" => Notification::Error {
+            thread_id: s(&p["threadId"]),
+            turn_id: s(&p["turnId"]),
+            message: s(&p["error"]["message"]),
+            will_retry: p["willRetry"].as_bool().unwrap_or(false),
+        },
+        other => Notification::Other {
+            method: other.to_owned(),
+        },
+    })
+}
+
+/// What codex asks the bridge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestKind {
+    /// `item/commandExecution/requestApproval`: run a command outside the sandbox.
+    CommandApproval { command: String },
+    /// `item/fileChange/requestApproval`.
+    FileChangeApproval,
+    /// `item/permissions/requestApproval`: grant extra filesystem or network permissions.
+    PermissionsApproval,
+    /// `item/tool/requestUserInput`.
+    UserInput,
+    /// `mcpServer/elicitation/request`: a nested MCP server asks for input.
+    Elicitation,
+    /// `item/tool/call`: a client-side (dynamic) tool; the bridge registers none.
+    DynamicToolCall,
+    /// The v1 `execCommandApproval`.
+    LegacyExecApproval,
+    /// The v1 `applyPatchApproval`.
+    LegacyPatchApproval,
+    /// Anything else (token refresh, attestation, methods of future versions).
+    Unknown(String),
+}
+
+/// A request from codex, with the id its answer must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerRequest {
+    pub id: RequestId,
+    pub method: String,
+    pub kind: RequestKind,
+    /// `params.threadId`, when the request names one.
+    pub thread_id: Option<String>,
+}
+
+/// The JSON-RPC error code of the answer to a request the bridge does not serve.
+pub const UNSUPPORTED_REQUEST_CODE: i64 = -32601;
+
+impl ServerRequest {
+    fn new(id: RequestId, method: &str, p: &Value) -> Self {
+        let kind = match method {
+            "item/commandExecution/requestApproval" => RequestKind::CommandApproval {
+                command: p["command"].as_str().unwrap_or_default().to_owned(),
+            },
+            "item/fileChange/requestApproval" => RequestKind::FileChangeApproval,
+            "item/permissions/requestApproval" => RequestKind::PermissionsApproval,
+            "item/tool/requestUserInput" => RequestKind::UserInput,
+            "mcpServer/elicitation/request" => RequestKind::Elicitation,
+            "item/tool/call" => RequestKind::DynamicToolCall,
+            "execCommandApproval" => RequestKind::LegacyExecApproval,
+            "applyPatchApproval" => RequestKind::LegacyPatchApproval,
+            other => RequestKind::Unknown(other.to_owned()),
+        };
+        ServerRequest {
+            id,
+            method: method.to_owned(),
+            kind,
+            thread_id: p["threadId"]
+                .as_str()
+                .or_else(|| p["conversationId"].as_str())
+                .map(str::to_owned),
+        }
+    }
+
+    /// The refusal of this request, as a JSON line: never an approval, never input.
+    ///
+    /// - command / file-change approvals: `decline` (the item ends `declined`, the turn goes on);
+    /// - permissions: an empty grant, scoped to the turn;
+    /// - user input: no answers; elicitation: `decline`; dynamic tool: a failed call;
+    /// - v1 approvals: `denied`;
+    /// - anything else: a JSON-RPC error.
+    pub fn decline(&self) -> String {
+        let result = match &self.kind {
+            RequestKind::CommandApproval { .. } | RequestKind::FileChangeApproval => {
+                json!({"decision": "decline"})
+            }
+            RequestKind::PermissionsApproval => json!({"permissions": {}, "scope": "turn"}),
+            RequestKind::UserInput => json!({"answers": {}}),
+            RequestKind::Elicitation => json!({"action": "decline", "content": null}),
+            RequestKind::DynamicToolCall => json!({"contentItems": [], "success": false}),
+            RequestKind::LegacyExecApproval | RequestKind::LegacyPatchApproval => {
+                json!({"decision": "denied"})
+            }
+            RequestKind::Unknown(method) => {
+                return json!({"id": self.id, "error": {
+                    "code": UNSUPPORTED_REQUEST_CODE,
+                    "message": format!("codex-mcp-bridge does not serve `{method}`"),
+                }})
+                .to_string();
+            }
+        };
+        json!({"id": self.id, "result": result}).to_string()
+    }
+}
+
+/// Parse one line from codex.
+pub fn parse_line(line: &str) -> Result<Incoming, ProtocolError> {
+    let v: Value =
+        serde_json::from_str(line).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    let Value::Object(m) = v else {
+        return Err(ProtocolError::Malformed("not an object".into()));
+    };
+    let id = match m.get("id") {
+        None | Some(Value::Null) => None,
+        Some(raw) => Some(RequestId::deserialize(raw).map_err(|_| {
+            ProtocolError::Malformed("`id` is neither a number nor a string".into())
+        })?),
+    };
+    let params = m.get("params").cloned().unwrap_or(Value::Null);
+    match (id, m.get("method").and_then(Value::as_str)) {
+        (Some(id), Some(method)) => Ok(Incoming::Request(ServerRequest::new(id, method, &params))),
+        (None, Some(method)) => Ok(Incoming::Notification(notification(method, &params)?)),
+        (Some(id), None) => {
+            let result = match (m.get("result"), m.get("error")) {
+                (_, Some(e)) => Err(RpcError::deserialize(e).map_err(|_| {
+                    ProtocolError::Malformed("`error` is not a JSON-RPC error".into())
+                })?),
+                (Some(r), None) => Ok(r.clone()),
+                (None, None) => {
+                    return Err(ProtocolError::Malformed(
+                        "a response without `result` or `error`".into(),
+                    ));
+                }
+            };
+            Ok(Incoming::Response { id, result })
+        }
+        (None, None) => Err(ProtocolError::Malformed("no `id` and no `method`".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
+    const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
+
+    fn thread() -> ThreadRef {
+        ThreadRef::parse(THREAD).unwrap()
+    }
+
+    fn keys(o: &Outgoing) -> BTreeSet<String> {
+        o.params()
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn line(o: &Outgoing, id: i64) -> Value {
+        serde_json::from_str(&o.to_line(id)).unwrap()
+    }
+
+    #[test]
+    fn initialize_is_the_measured_handshake_with_the_experimental_api() {
+        assert_eq!(
+            line(&initialize("0.1.0"), 1),
+            json!({"method": "initialize", "id": 1, "params": {
+                "clientInfo": {"name": "codex_mcp_bridge", "title": "codex-mcp-bridge", "version": "0.1.0"},
+                "capabilities": {"experimentalApi": true}}})
+        );
+        // a notification: no id, no params
+        assert_eq!(line(&initialized(), 7), json!({"method": "initialized"}));
+    }
+
+    #[test]
+    fn thread_templates_never_carry_config_or_a_writable_sandbox() {
+        let cwd = Path::new("/w/repo");
+        let start = thread_start(cwd, Some("gpt-5.5"), false).unwrap();
+        assert_eq!(
+            line(&start, 2),
+            json!({"method": "thread/start", "id": 2, "params": {
+                "cwd": "/w/repo", "sandbox": "read-only", "approvalPolicy": "never",
+                "approvalsReviewer": "user", "model": "gpt-5.5"}})
+        );
+        let resume = thread_resume(&thread(), cwd, None).unwrap();
+        assert_eq!(
+            keys(&resume),
+            [
+                "approvalPolicy",
+                "approvalsReviewer",
+                "cwd",
+                "sandbox",
+                "threadId"
+            ]
+            .map(String::from)
+            .into()
+        );
+        let eph = thread_start(cwd, None, true).unwrap();
+        assert_eq!(eph.params().unwrap()["ephemeral"], json!(true));
+        for o in [start, resume, eph] {
+            let p = o.params().unwrap();
+            assert!(p.get("config").is_none());
+            assert_eq!(p["sandbox"], "read-only");
+        }
+    }
+
+    #[test]
+    fn every_turn_carries_its_sandbox_approval_reviewer_and_cwd() {
+        let t = thread();
+        let base = TurnParams {
+            thread: &t,
+            prompt: "-cmcp_servers={evil={command=\"touch\"}}",
+            sandbox: None,
+            cwd: Path::new("/w/repo"),
+            model: None,
+            effort: None,
+        };
+        let o = turn_start(&base).unwrap();
+        assert_eq!(
+            line(&o, 22),
+            json!({"method": "turn/start", "id": 22, "params": {
+                "threadId": THREAD,
+                "input": [{"type": "text", "text": "-cmcp_servers={evil={command=\"touch\"}}"}],
+                "sandboxPolicy": {"type": "readOnly"}, "approvalPolicy": "never",
+                "approvalsReviewer": "user", "cwd": "/w/repo"}})
+        );
+        for (level, want) in [
+            (SandboxLevel::ReadOnly, json!({"type": "readOnly"})),
+            (
+                SandboxLevel::WorkspaceWrite,
+                json!({"type": "workspaceWrite", "writableRoots": [], "networkAccess": false}),
+            ),
+            (
+                SandboxLevel::DangerFullAccess,
+                json!({"type": "dangerFullAccess"}),
+            ),
+        ] {
+            let o = turn_start(&TurnParams {
+                sandbox: Some(level),
+                model: Some("m"),
+                effort: Some(ReasoningEffort::High),
+                ..base.clone()
+            })
+            .unwrap();
+            let p = o.params().unwrap();
+            assert_eq!(p["sandboxPolicy"], want);
+            assert_eq!(
+                (p["model"].as_str(), p["effort"].as_str()),
+                (Some("m"), Some("high"))
+            );
+            for k in ["approvalPolicy", "approvalsReviewer", "cwd"] {
+                assert!(p.get(k).is_some(), "{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_their_field() {
+        let t = thread();
+        let turn = |prompt, cwd, model| {
+            turn_start(&TurnParams {
+                thread: &t,
+                prompt,
+                sandbox: None,
+                cwd: Path::new(cwd),
+                model,
+                effort: None,
+            })
+        };
+        let field = |r: Result<Outgoing, ProtocolError>| match r {
+            Err(ProtocolError::Invalid { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(turn(" \n", "/w", None)), "prompt");
+        assert_eq!(field(turn("x", "relative", None)), "cwd");
+        assert_eq!(field(turn("x", "/w", Some(""))), "model");
+        assert_eq!(field(turn("x", "/w", Some("a\nb"))), "model");
+        assert_eq!(field(thread_start(Path::new("w"), None, false)), "cwd");
+        for bad in [
+            "",
+            "x",
+            "01a22759-e393-7f71-bea4-35a12106bc1",
+            "01a22759/e393-7f71-bea4-35a12106bc11",
+        ] {
+            assert!(ThreadRef::parse(bad).is_err(), "{bad}");
+            assert!(TurnRef::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_whitelisted_methods_can_be_built() {
+        let t = thread();
+        let turn = TurnRef::parse(TURN).unwrap();
+        let all = [
+            initialize("v"),
+            initialized(),
+            thread_start(Path::new("/w"), None, false).unwrap(),
+            thread_resume(&t, Path::new("/w"), None).unwrap(),
+            turn_start(&TurnParams {
+                thread: &t,
+                prompt: "x",
+                sandbox: None,
+                cwd: Path::new("/w"),
+                model: None,
+                effort: None,
+            })
+            .unwrap(),
+            turn_interrupt(&t, &turn),
+            clean_background_terminals(&t),
+        ];
+        let methods: Vec<&str> = all.iter().map(|o| o.method().as_str()).collect();
+        assert_eq!(
+            methods,
+            [
+                "initialize",
+                "initialized",
+                "thread/start",
+                "thread/resume",
+                "turn/start",
+                "turn/interrupt",
+                "thread/backgroundTerminals/clean"
+            ]
+        );
+        assert_eq!(
+            line(&all[5], 4),
+            json!({"method": "turn/interrupt", "id": 4, "params": {"threadId": THREAD, "turnId": TURN}})
+        );
+    }
+
+    // Lines as measured (0.145.0 / 0.171.0), trimmed of fields the parser ignores.
+
+    #[test]
+    fn thread_results_of_both_versions_give_the_effective_policy() {
+        let v145 = json!({"thread": {"id": THREAD, "ephemeral": false, "historyMode": "legacy",
+            "path": "/h/sessions/2026/12/01/rollout-x.jsonl", "cwd": "/w", "cliVersion": "0.145.0",
+            "source": "vscode", "turns": []},
+            "model": "gpt-5.6-sol", "modelProvider": "mock", "serviceTier": null, "cwd": "/w",
+            "runtimeWorkspaceRoots": ["/w"], "instructionSources": [], "approvalPolicy": "never",
+            "approvalsReviewer": "user", "sandbox": {"type": "readOnly", "networkAccess": false},
+            "activePermissionProfile": null, "reasoningEffort": null, "multiAgentMode": "explicitRequestOnly"});
+        let mut v171 = v145.clone();
+        v171["disabledPluginIds"] = json!([]);
+        v171["thread"]["historyMode"] = json!("paginated");
+        v171["thread"]["turns"] = json!([{"id": TURN, "status": "completed", "items": []}]);
+        for (v, turns) in [(v145, 0), (v171, 1)] {
+            let o = parse_thread_opened(&v).unwrap();
+            assert_eq!(o.thread.as_str(), THREAD);
+            assert_eq!(o.turns, turns);
+            assert!(o.path.is_some());
+            assert_eq!(
+                o.policy.check(SandboxLevel::ReadOnly, Path::new("/w")),
+                Ok(())
+            );
+            let err = o
+                .policy
+                .check(SandboxLevel::WorkspaceWrite, Path::new("/other"))
+                .unwrap_err()
+                .0;
+            assert!(
+                err.contains("expected workspace-write") && err.contains("working directory"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_sticky_or_widened_setting_is_a_mismatch() {
+        // 0.145.0, after a workspaceWrite turn (0.171.0 adds disabledPluginIds, environments)
+        let l = r#"{"method":"thread/settings/updated","params":{"threadId":"01a22759-e393-7f71-bea4-35a12106bc11","threadSettings":{"cwd":"/w","approvalPolicy":"never","approvalsReviewer":"user","sandboxPolicy":{"type":"workspaceWrite","writableRoots":[],"networkAccess":false,"excludeTmpdirEnvVar":false,"excludeSlashTmp":false},"activePermissionProfile":null,"model":"gpt-5.6-sol","modelProvider":"mock","serviceTier":null,"effort":null,"summary":null,"collaborationMode":{"mode":"default","settings":{"model":"gpt-5.6-sol","reasoning_effort":null,"developer_instructions":null}},"multiAgentMode":"explicitRequestOnly","personality":"pragmatic"}},"emittedAtMs":1796153840207}"#;
+        let Incoming::Notification(Notification::ThreadSettingsUpdated { thread_id, policy }) =
+            parse_line(l).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(thread_id, THREAD);
+        assert_eq!(
+            policy.check(SandboxLevel::WorkspaceWrite, Path::new("/w")),
+            Ok(())
+        );
+        // the next turn sent read-only: codex still reporting workspace-write is a mismatch
+        assert!(
+            policy
+                .check(SandboxLevel::ReadOnly, Path::new("/w"))
+                .is_err()
+        );
+        let widened = |patch: Value| {
+            let mut p = json!({"cwd": "/w", "approvalPolicy": "never", "approvalsReviewer": "user",
+                "sandboxPolicy": {"type": "readOnly", "networkAccess": false}});
+            for (k, v) in patch.as_object().unwrap() {
+                p[k] = v.clone();
+            }
+            EffectivePolicy::from_value(&p, "sandboxPolicy")
+                .unwrap()
+                .check(SandboxLevel::ReadOnly, Path::new("/w"))
+        };
+        assert_eq!(widened(json!({})), Ok(()));
+        for patch in [
+            json!({"approvalPolicy": "on-request"}),
+            json!({"approvalPolicy": {"granular": {"rules": true}}}),
+            json!({"approvalsReviewer": "auto_review"}),
+            json!({"sandboxPolicy": {"type": "readOnly", "networkAccess": true}}),
+            json!({"sandboxPolicy": {"type": "externalSandbox"}}),
+            json!({"sandboxPolicy": {"type": "dangerFullAccess"}}),
+        ] {
+            assert!(widened(patch.clone()).is_err(), "{patch}");
+        }
+        let roots = EffectivePolicy {
+            sandbox: ReportedSandbox::WorkspaceWrite {
+                writable_roots: vec!["/".into()],
+                network: false,
+            },
+            approval_policy: "never".into(),
+            approvals_reviewer: "user".into(),
+            cwd: "/w".into(),
+        };
+        assert!(
+            roots
+                .check(SandboxLevel::WorkspaceWrite, Path::new("/w"))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn the_watch_follows_only_its_own_threads_settings() {
+        let opened = ThreadOpened {
+            thread: thread(),
+            policy: EffectivePolicy {
+                sandbox: ReportedSandbox::ReadOnly { network: false },
+                approval_policy: "never".into(),
+                approvals_reviewer: "user".into(),
+                cwd: "/w".into(),
+            },
+            path: None,
+            turns: 0,
+        };
+        let mut watch = PolicyWatch::new(&opened);
+        let widened = |thread_id: &str| Notification::ThreadSettingsUpdated {
+            thread_id: thread_id.into(),
+            policy: EffectivePolicy {
+                sandbox: ReportedSandbox::DangerFullAccess,
+                ..opened.policy.clone()
+            },
+        };
+        watch.observe(&widened("01a22759-e393-7f71-bea4-000000000000"));
+        watch.observe(&Notification::Other {
+            method: "thread/status/changed".into(),
+        });
+        assert_eq!(watch.check(SandboxLevel::ReadOnly, Path::new("/w")), Ok(()));
+        watch.observe(&widened(THREAD));
+        assert_eq!(watch.current().sandbox, ReportedSandbox::DangerFullAccess);
+        assert!(
+            watch
+                .check(SandboxLevel::ReadOnly, Path::new("/w"))
+                .is_err()
+        );
+        assert_eq!(
+            watch.check(SandboxLevel::DangerFullAccess, Path::new("/w")),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn notifications_of_a_turn_parse_on_both_versions() {
+        let lines = [
+            // 0.171.0
+            r#"{"method":"turn/started","params":{"threadId":"T","turn":{"id":"U","rootTurnId":"U","items":[],"itemsView":"notLoaded","status":"inProgress","error":null,"startedAt":1,"completedAt":null,"durationMs":null}},"emittedAtMs":1}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","moderation":null,"id":"msg_1","text":"mock reply 1","phase":null,"memoryCitation":null,"delivery":null,"questions":null,"startedAtMs":1,"completedAtMs":1},"threadId":"T","turnId":"U","contentTokenCount":null,"completedAtMs":1},"emittedAtMs":1}"#,
+            // 0.145.0
+            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"msg_8","text":"mock reply 8","phase":null,"memoryCitation":null},"threadId":"T","turnId":"U"},"emittedAtMs":1}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"threadId":"T","turnId":"U","tokenUsage":{"total":{"totalTokens":30,"inputTokens":20,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":10,"reasoningOutputTokens":0},"last":{"totalTokens":15,"inputTokens":10,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":5,"reasoningOutputTokens":0},"modelContextWindow":475000}},"emittedAtMs":1}"#,
+            r#"{"method":"turn/completed","params":{"threadId":"T","turn":{"id":"U","items":[],"itemsView":"notLoaded","status":"interrupted","error":null,"startedAt":1,"completedAt":1,"durationMs":46}},"emittedAtMs":1}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"call_2","command":"/bin/bash -lc 'echo hi > out.txt'","cwd":"/w","processId":null,"source":"agent","status":"declined","commandActions":[],"aggregatedOutput":null,"exitCode":null,"durationMs":null},"threadId":"T","turnId":"U","completedAtMs":1},"emittedAtMs":1}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"p1","changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"}],"status":"inProgress"},"threadId":"T","turnId":"U","startedAtMs":1},"emittedAtMs":1}"#,
+            r#"{"method":"error","params":{"error":{"message":"stream disconnected","codexErrorInfo":null,"additionalDetails":null},"willRetry":true,"threadId":"T","turnId":"U"},"emittedAtMs":1}"#,
+            r#"{"method":"thread/status/changed","params":{"threadId":"T","status":{"type":"idle"}},"emittedAtMs":1}"#,
+        ];
+        let got: Vec<Notification> = lines
+            .iter()
+            .map(|l| match parse_line(l).unwrap() {
+                Incoming::Notification(n) => n,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let (t, u) = ("T".to_owned(), "U".to_owned());
+        assert_eq!(
+            got,
+            vec![
+                Notification::TurnStarted {
+                    thread_id: t.clone(),
+                    turn_id: u.clone()
+                },
+                Notification::ItemCompleted {
+                    thread_id: t.clone(),
+                    turn_id: u.clone(),
+                    item: Item::AgentMessage {
+                        id: "msg_1".into(),
+                        text: "mock reply 1".into()
+                    }
+                },
+                Notification::ItemCompleted {
+                    thread_id: t.clone(),
+                    turn_id: u.clone(),
+                    item: Item::AgentMessage {
+                        id: "msg_8".into(),
+                        text: "mock reply 8".into()
+                    }
+                },
+                Notification::TokenUsage {
+                    thread_id: t.clone(),
+                    turn_id: u.clone(),
+                    last: TokenUsage {
+                        input: 10,
+                        cached_input: 0,
+                        output: 5,
+                        reasoning_output: 0,
+                        total: 15
+                    },
+                    total: TokenUsage {
+                        input: 20,
+                        cached_input: 0,
+                        output: 10,
+                        reasoning_output: 0,
+                        total: 30
+                    },
+                },
+                Notification::TurnCompleted {
+                    thread_id: t.clone(),
+                    turn_id: u.clone(),
+                    status: TurnStatus::Interrupted,
+                    error: None
+                },
+                Notification::ItemCompleted {
+                    thread_id: t.clone(),
+                    turn_id: u.clone(),
+                    item: Item::CommandExecution {
+                        id: "call_2".into(),
+                        command: "/bin/bash -lc 'echo hi > out.txt'".into(),
+                        status: ItemStatus::Declined,
+                        exit_code: None,
+                        output: None
+                    }
+                },
+                Notification::ItemStarted {
+                    thread_id: t.clone(),
+                    turn_id: u.clone(),
+                    item: Item::FileChange {
+                        id: "p1".into(),
+                        status: ItemStatus::InProgress,
+                        paths: vec!["/w/a.txt".into()]
+                    }
+                },
+                Notification::Error {
+                    thread_id: t,
+                    turn_id: u,
+                    message: "stream disconnected".into(),
+                    will_retry: true
+                },
+                Notification::Other {
+                    method: "thread/status/changed".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn every_server_request_gets_a_refusal_with_its_own_id() {
+        // measured on 0.145.0; ids start at 0
+        let approval = r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"call_2","startedAtMs":1,"environmentId":"local","reason":"Write out.txt?","command":"/bin/bash -lc 'echo hi > out.txt; echo exit=$?'","cwd":"/w","commandActions":[{"type":"unknown","command":"echo hi > out.txt; echo exit=$?"}],"proposedExecpolicyAmendment":["/bin/bash","-lc","echo hi > out.txt; echo exit=$?"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":[]}},"cancel"]}}"#;
+        let Incoming::Request(r) = parse_line(approval).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.id, RequestId::Int(0));
+        assert_eq!(r.thread_id.as_deref(), Some("T"));
+        assert!(
+            matches!(&r.kind, RequestKind::CommandApproval { command } if command.contains("out.txt"))
+        );
+        assert_eq!(r.decline(), r#"{"id":0,"result":{"decision":"decline"}}"#);
+
+        let answer = |method: &str, id: Value| -> Value {
+            let l = json!({"method": method, "id": id, "params": {"threadId": "T"}}).to_string();
+            let Incoming::Request(r) = parse_line(&l).unwrap() else {
+                panic!("{l}")
+            };
+            serde_json::from_str(&r.decline()).unwrap()
+        };
+        let cases = [
+            (
+                "item/fileChange/requestApproval",
+                json!({"decision": "decline"}),
+            ),
+            (
+                "item/permissions/requestApproval",
+                json!({"permissions": {}, "scope": "turn"}),
+            ),
+            ("item/tool/requestUserInput", json!({"answers": {}})),
+            (
+                "mcpServer/elicitation/request",
+                json!({"action": "decline", "content": null}),
+            ),
+            (
+                "item/tool/call",
+                json!({"contentItems": [], "success": false}),
+            ),
+            ("execCommandApproval", json!({"decision": "denied"})),
+            ("applyPatchApproval", json!({"decision": "denied"})),
+        ];
+        for (i, (method, result)) in cases.into_iter().enumerate() {
+            assert_eq!(
+                answer(method, json!(i)),
+                json!({"id": i, "result": result}),
+                "{method}"
+            );
+        }
+        for method in [
+            "account/chatgptAuthTokens/refresh",
+            "attestation/generate",
+            "future/thing",
+        ] {
+            let a = answer(method, json!("s-1"));
+            assert_eq!(a["id"], "s-1");
+            assert_eq!(a["error"]["code"], UNSUPPORTED_REQUEST_CODE);
+            assert!(a.get("result").is_none(), "{method}");
+        }
+    }
+
+    #[test]
+    fn responses_and_malformed_lines() {
+        assert_eq!(
+            parse_line(r#"{"id":4,"result":{}}"#).unwrap(),
+            Incoming::Response {
+                id: RequestId::Int(4),
+                result: Ok(json!({}))
+            }
+        );
+        let err = parse_line(r#"{"error":{"code":-32600,"message":"Invalid request: unknown variant `bogus/method`"},"id":31}"#).unwrap();
+        let Incoming::Response { id, result: Err(e) } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!((id, e.code), (RequestId::Int(31), -32600));
+        for bad in [
+            "",
+            "[]",
+            "{}",
+            "nope",
+            r#"{"id":1}"#,
+            r#"{"id":{},"result":1}"#,
+            r#"{"id":1,"error":"x"}"#,
+        ] {
+            assert!(
+                matches!(parse_line(bad), Err(ProtocolError::Malformed(_))),
+                "{bad}"
+            );
+        }
+        let turn =
+            parse_turn_started(&json!({"turn": {"id": TURN, "items": [], "status": "inProgress"}}));
+        assert_eq!(turn.unwrap().as_str(), TURN);
+        assert!(parse_turn_started(&json!({"turn": {}})).is_err());
+    }
+}
