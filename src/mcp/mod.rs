@@ -923,6 +923,48 @@ mod tests {
         );
     }
 
+    /// The committed `tools/list` answer: every tool's name, title, description, input and
+    /// output schemas and annotations, so that any change to them is a visible diff in review.
+    const TOOLS_LIST_SNAPSHOT: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/snapshots/tools_list.json"
+    );
+
+    /// `tools/list` as a host receives it (the default settings), pretty-printed.
+    fn tools_list_answer() -> String {
+        let answer = ListToolsResult::with_all_items(tool_list(false));
+        let mut text = serde_json::to_string_pretty(&answer).expect("tools/list serializes");
+        text.push('\n');
+        text
+    }
+
+    #[test]
+    fn the_tools_list_answer_matches_the_committed_snapshot() {
+        let now = tools_list_answer();
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(TOOLS_LIST_SNAPSHOT, &now).expect("write the snapshot");
+            return;
+        }
+        let committed = std::fs::read_to_string(TOOLS_LIST_SNAPSHOT).unwrap_or_default();
+        if committed != now {
+            let first = committed
+                .lines()
+                .zip(now.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| committed.lines().count().min(now.lines().count()));
+            let line = |t: &str| t.lines().nth(first).unwrap_or("(end of file)").to_owned();
+            panic!(
+                "the tools/list answer differs from tests/snapshots/tools_list.json from line {}:\n\
+                 committed: {}\n\
+                 now:       {}\n\
+                 If the change is meant, rerun with UPDATE_SNAPSHOTS=1 and commit the file.",
+                first + 1,
+                line(&committed),
+                line(&now)
+            );
+        }
+    }
+
     /// Every `format` string anywhere in `v`, with its JSON path.
     fn formats(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
         match v {
