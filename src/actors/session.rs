@@ -515,7 +515,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
             rec.last_error = match &outcome.ending {
                 Ending::Completed => None,
                 Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
-                other => Some(format!("{other:?}")),
+                other => Some(other.to_string()),
             };
             Ok(TurnReport {
                 session_id: st.id.clone(),

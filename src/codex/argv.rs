@@ -39,81 +39,95 @@ pub const MAX_MODEL_LEN: usize = 256;
 /// Longest review title accepted.
 pub const MAX_TITLE_LEN: usize = 512;
 
-/// The tool-command sandbox codex enforces for a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxLevel {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
+/// A closed set of string values as a Rust enum, each value spelled once, here: serde parses
+/// it (the reference bridge's other spellings are serde aliases), schemars describes it (an
+/// inline `enum` listing every accepted spelling), and `as_str` gives the canonical spelling.
+/// A wrong value is refused by serde, so a tool call's error names the field
+/// (`invalid argument `sandbox`: unknown variant …, expected one of …`).
+macro_rules! value_set {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal $(| $alias:literal)* ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $value $(, alias = $alias)*)] $variant, )+
+        }
+
+        impl $name {
+            /// Every accepted spelling: each value, then its aliases.
+            pub const SPELLINGS: &'static [&'static str] = &[$($value, $($alias,)*)+];
+
+            /// The canonical spelling.
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $( $name::$variant => $value, )+
+                }
+            }
+
+            /// Parse a caller's value of argument `field` (serde's parse, with its message).
+            pub fn parse(field: &str, raw: &str) -> Result<Self> {
+                use serde::Deserialize as _;
+                let raw = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(raw);
+                Self::deserialize(raw).map_err(|e| Error::invalid(field, e.to_string()))
+            }
+        }
+
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string", "enum": Self::SPELLINGS })
+            }
+        }
+    };
+}
+
+value_set! {
+    /// The tool-command sandbox codex enforces for a turn. `full-auto` is the reference
+    /// bridge's alias of workspace-write, kept for compatibility.
+    pub enum SandboxLevel {
+        ReadOnly = "read-only",
+        WorkspaceWrite = "workspace-write" | "full-auto",
+        DangerFullAccess = "danger-full-access",
+    }
 }
 
 impl SandboxLevel {
     /// The value of `--sandbox`.
     pub fn as_arg(&self) -> &'static str {
-        match self {
-            SandboxLevel::ReadOnly => "read-only",
-            SandboxLevel::WorkspaceWrite => "workspace-write",
-            SandboxLevel::DangerFullAccess => "danger-full-access",
-        }
-    }
-
-    /// Parse a caller's `sandbox` argument. `full-auto` is the reference bridge's alias of
-    /// workspace-write, kept for compatibility.
-    pub fn parse(field: &str, raw: &str) -> Result<Self> {
-        match raw {
-            "read-only" => Ok(SandboxLevel::ReadOnly),
-            "workspace-write" | "full-auto" => Ok(SandboxLevel::WorkspaceWrite),
-            "danger-full-access" => Ok(SandboxLevel::DangerFullAccess),
-            _ => Err(Error::invalid(
-                field,
-                "must be one of read-only, workspace-write, full-auto, danger-full-access",
-            )),
-        }
+        self.as_str()
     }
 }
 
-/// `model_reasoning_effort`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReasoningEffort {
-    None,
-    Minimal,
-    Low,
-    Medium,
-    High,
-    Xhigh,
+value_set! {
+    /// `model_reasoning_effort`.
+    pub enum ReasoningEffort {
+        None = "none",
+        Minimal = "minimal",
+        Low = "low",
+        Medium = "medium",
+        High = "high",
+        Xhigh = "xhigh",
+    }
 }
 
-impl ReasoningEffort {
-    /// The config value.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ReasoningEffort::None => "none",
-            ReasoningEffort::Minimal => "minimal",
-            ReasoningEffort::Low => "low",
-            ReasoningEffort::Medium => "medium",
-            ReasoningEffort::High => "high",
-            ReasoningEffort::Xhigh => "xhigh",
-        }
-    }
-
-    /// Parse a caller's `reasoningEffort`.
-    pub fn parse(field: &str, raw: &str) -> Result<Self> {
-        Ok(match raw {
-            "none" => ReasoningEffort::None,
-            "minimal" => ReasoningEffort::Minimal,
-            "low" => ReasoningEffort::Low,
-            "medium" => ReasoningEffort::Medium,
-            "high" => ReasoningEffort::High,
-            "xhigh" => ReasoningEffort::Xhigh,
-            _ => {
-                return Err(Error::invalid(
-                    field,
-                    "must be one of none, minimal, low, medium, high, xhigh",
-                ));
-            }
-        })
+value_set! {
+    /// What `review` looks at: `uncommitted` changes, changes against a `base` branch, or one
+    /// `commit`.
+    pub enum ReviewMode {
+        Uncommitted = "uncommitted",
+        Base = "base",
+        Commit = "commit",
     }
 }
 
@@ -534,16 +548,16 @@ pub fn build_review(common: &Common, req: &ReviewRequest) -> Result<SpawnSpec> {
 /// Build the review target from the tool's arguments: exactly one of uncommitted, base,
 /// commit; a title only with a commit (codex silently drops it otherwise).
 pub fn review_target(
-    mode: Option<&str>,
+    mode: Option<ReviewMode>,
     base: Option<&str>,
     commit: Option<&str>,
     title: Option<&str>,
 ) -> Result<ReviewTarget> {
     let mode = match (mode, base, commit) {
         (Some(m), _, _) => m,
-        (None, Some(_), None) => "base",
-        (None, None, Some(_)) => "commit",
-        (None, None, None) => "uncommitted",
+        (None, Some(_), None) => ReviewMode::Base,
+        (None, None, Some(_)) => ReviewMode::Commit,
+        (None, None, None) => ReviewMode::Uncommitted,
         (None, Some(_), Some(_)) => {
             return Err(Error::invalid(
                 "base",
@@ -551,14 +565,14 @@ pub fn review_target(
             ));
         }
     };
-    if title.is_some() && mode != "commit" {
+    if title.is_some() && mode != ReviewMode::Commit {
         return Err(Error::invalid(
             "title",
             "is only meaningful with mode \"commit\"",
         ));
     }
     match mode {
-        "uncommitted" => {
+        ReviewMode::Uncommitted => {
             if base.is_some() || commit.is_some() {
                 return Err(Error::invalid(
                     "mode",
@@ -567,14 +581,14 @@ pub fn review_target(
             }
             Ok(ReviewTarget::Uncommitted)
         }
-        "base" => {
+        ReviewMode::Base => {
             if commit.is_some() {
                 return Err(Error::invalid("commit", "is not used with mode \"base\""));
             }
             let b = base.ok_or_else(|| Error::invalid("base", "is required with mode \"base\""))?;
             Ok(ReviewTarget::Base(b.to_owned()))
         }
-        "commit" => {
+        ReviewMode::Commit => {
             if base.is_some() {
                 return Err(Error::invalid("base", "is not used with mode \"commit\""));
             }
@@ -585,10 +599,6 @@ pub fn review_target(
                 title: title.map(str::to_owned),
             })
         }
-        _ => Err(Error::invalid(
-            "mode",
-            "must be one of uncommitted, base, commit",
-        )),
     }
 }
 
@@ -991,15 +1001,15 @@ mod tests {
             ReviewTarget::Uncommitted
         );
         assert_eq!(
-            review_target(Some("base"), Some("main"), None, None).unwrap(),
+            review_target(Some(ReviewMode::Base), Some("main"), None, None).unwrap(),
             ReviewTarget::Base("main".into())
         );
-        assert!(review_target(Some("uncommitted"), None, None, Some("t")).is_err());
-        assert!(review_target(Some("base"), Some("main"), None, Some("t")).is_err());
-        assert!(review_target(Some("base"), None, None, None).is_err());
-        assert!(review_target(Some("commit"), Some("main"), Some("abc"), None).is_err());
+        assert!(review_target(Some(ReviewMode::Uncommitted), None, None, Some("t")).is_err());
+        assert!(review_target(Some(ReviewMode::Base), Some("main"), None, Some("t")).is_err());
+        assert!(review_target(Some(ReviewMode::Base), None, None, None).is_err());
+        assert!(review_target(Some(ReviewMode::Commit), Some("main"), Some("abc"), None).is_err());
         assert!(review_target(None, Some("a"), Some("b"), None).is_err());
-        assert!(review_target(Some("all"), None, None, None).is_err());
+        assert!(ReviewMode::parse("mode", "all").is_err());
     }
 
     #[test]
@@ -1154,16 +1164,16 @@ mod tests {
             title: Some("t".into()),
         };
         assert_eq!(
-            review_target(Some("commit"), None, Some("abc1234"), Some("t")).unwrap(),
+            review_target(Some(ReviewMode::Commit), None, Some("abc1234"), Some("t")).unwrap(),
             commit
         );
         assert_eq!(
             review_target(None, None, Some("abc1234"), Some("t")).unwrap(),
             commit
         );
-        assert!(review_target(Some("commit"), None, None, None).is_err());
-        assert!(review_target(Some("uncommitted"), Some("main"), None, None).is_err());
-        assert!(review_target(Some("uncommitted"), None, Some("abc"), None).is_err());
+        assert!(review_target(Some(ReviewMode::Commit), None, None, None).is_err());
+        assert!(review_target(Some(ReviewMode::Uncommitted), Some("main"), None, None).is_err());
+        assert!(review_target(Some(ReviewMode::Uncommitted), None, Some("abc"), None).is_err());
     }
 
     #[test]

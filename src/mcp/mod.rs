@@ -1105,6 +1105,36 @@ mod tests {
     }
 
     #[test]
+    fn fixed_values_parse_with_the_reference_spellings_and_a_wrong_one_names_its_field() {
+        let parse = |args: serde_json::Value| {
+            parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
+        };
+        let p = parse(json!({"prompt": "x", "sandbox": "full-auto", "reasoningEffort": "xhigh"}))
+            .unwrap();
+        assert_eq!(p.sandbox, Some(params::SandboxLevel::WorkspaceWrite));
+        assert_eq!(p.reasoning_effort, Some(params::ReasoningEffort::Xhigh));
+        for (field, bad) in [("sandbox", "Read-Only"), ("reasoningEffort", "max")] {
+            let err = parse(json!({"prompt": "x", field: bad}))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("invalid argument `{field}`: unknown variant")),
+                "{err}"
+            );
+        }
+        let err = parse_args::<params::ReviewParams>(
+            json!({"workingDirectory": "/w", "mode": "all"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("invalid argument `mode`: "), "{err}");
+        assert!(err.contains("`uncommitted`, `base`, `commit`"), "{err}");
+    }
+
+    #[test]
     fn a_long_answer_is_sent_once_in_full_and_the_result_fits_a_relayed_line() {
         // an answer at the codex line cap, with characters JSON escapes
         let answer = "é\"x\n".repeat(8 * 1024 * 1024 / 5);

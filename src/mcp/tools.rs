@@ -34,11 +34,6 @@ pub const MAX_CONTEXT_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 200;
 
-fn parse_effort(raw: Option<&str>) -> Result<Option<ReasoningEffort>> {
-    raw.map(|r| ReasoningEffort::parse("reasoningEffort", r))
-        .transpose()
-}
-
 fn check_model(m: &Option<String>) -> Result<()> {
     if let Some(m) = m {
         validate_model("model", m)?;
@@ -181,18 +176,14 @@ impl McpServer {
             .as_deref()
             .map(|s| SessionId::parse("sessionId", s))
             .transpose()?;
-        let sandbox = p
-            .sandbox
-            .as_deref()
-            .map(|s| SandboxLevel::parse("sandbox", s))
-            .transpose()?;
+        let sandbox = p.sandbox;
         if sandbox == Some(SandboxLevel::DangerFullAccess) && !self.client.config.allow_danger {
             return Err(Error::invalid(
                 "sandbox",
                 "danger-full-access is disabled on this server (operator setting CODEX_BRIDGE_ALLOW_DANGER)",
             ));
         }
-        let effort = parse_effort(p.reasoning_effort.as_deref())?;
+        let effort = p.reasoning_effort;
         check_model(&p.model)?;
         let timeout = self.client.config.timeout_for(p.timeout)?;
         let existing: Option<SessionRecord> = match &session_id {
@@ -316,7 +307,7 @@ impl McpServer {
                 ));
             }
             check_model(&p.model)?;
-            let effort = parse_effort(p.reasoning_effort.as_deref())?;
+            let effort = p.reasoning_effort;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let prompt = match &p.context {
                 Some(c) if !c.trim().is_empty() => {
@@ -349,7 +340,7 @@ impl McpServer {
             check_model(&p.model)?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let target = review_target(
-                p.mode.as_deref(),
+                p.mode,
                 p.base.as_deref(),
                 p.commit.as_deref(),
                 p.title.as_deref(),
@@ -476,7 +467,7 @@ impl McpServer {
             last_used_ms: rec.last_used_ms,
             turn_count: rec.turn_count,
             usage: rec.usage,
-            last_status: rec.last_status.map(|s| format!("{s:?}").to_lowercase()),
+            last_status: rec.last_status.map(SessionStatus::from),
             last_error: rec.last_error.clone(),
             live: self.bridge.is_live(&rec.session_id),
         }
