@@ -338,10 +338,10 @@ impl Deepest {
 }
 
 fn cwd_str(c: &Confined) -> Result<&Path> {
-    if c.path.to_str().is_none() {
-        return Err(Error::invalid(&c.field, "is not valid UTF-8"));
+    if c.path().to_str().is_none() {
+        return Err(Error::invalid(c.field(), "is not valid UTF-8"));
     }
-    Ok(&c.path)
+    Ok(c.path())
 }
 
 /// Build a `codex` tool turn (new or resumed) or a `structured` turn.
@@ -359,12 +359,12 @@ pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
     let cwd = cwd_str(&req.cwd)?;
     for img in &req.images {
         if img
-            .path
+            .path()
             .to_str()
             .is_none_or(|s| s.contains(',') || s.starts_with('-'))
         {
             return Err(Error::invalid(
-                &img.field,
+                img.field(),
                 "cannot be passed to codex as an image",
             ));
         }
@@ -390,7 +390,10 @@ pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
         args.push(format!("--output-last-message={}", path_arg(f)?));
     }
     for img in &req.images {
-        args.push(format!("--image={}", img.path.to_str().unwrap_or_default()));
+        args.push(format!(
+            "--image={}",
+            img.path().to_str().unwrap_or_default()
+        ));
     }
     let mut deep = Deepest::new(common);
     if let Some(e) = req.reasoning_effort {
@@ -627,12 +630,7 @@ mod tests {
     use crate::security::paths::Kind;
 
     fn confined(p: &str) -> Confined {
-        Confined {
-            path: PathBuf::from(p),
-            within: PathBuf::from("/work"),
-            kind: Kind::Dir,
-            field: "workingDirectory".into(),
-        }
+        Confined::unchecked(p, "/work", Kind::Dir, "workingDirectory")
     }
 
     fn common() -> Common {
@@ -965,12 +963,8 @@ mod tests {
     #[test]
     fn images_are_bound_and_come_before_the_separator() {
         let mut req = turn("x");
-        req.images = vec![Confined {
-            path: "/work/repo/a.png".into(),
-            within: "/work/repo".into(),
-            kind: Kind::Image,
-            field: "files[0]".into(),
-        }];
+        let image = |p: &str| Confined::unchecked(p, "/work/repo", Kind::Image, "files[0]");
+        req.images = vec![image("/work/repo/a.png")];
         let spec = build_turn(&common(), &req).unwrap();
         let i = spec
             .args
@@ -979,7 +973,7 @@ mod tests {
             .unwrap();
         let dd = spec.args.iter().position(|a| a == "--").unwrap();
         assert!(i < dd);
-        req.images[0].path = "/work/repo/a,b.png".into();
+        req.images[0] = image("/work/repo/a,b.png");
         assert!(build_turn(&common(), &req).is_err());
     }
 
@@ -1228,12 +1222,7 @@ mod props {
     }
 
     fn cwd(p: &str) -> Confined {
-        Confined {
-            path: p.into(),
-            within: "/".into(),
-            kind: Kind::Dir,
-            field: "workingDirectory".into(),
-        }
+        Confined::unchecked(p, "/", Kind::Dir, "workingDirectory")
     }
 
     /// Check the argv shape: known flags only, caller values only inside `--flag=value`, every

@@ -15,6 +15,7 @@ use crate::codex::home::{disableable, nested_servers};
 use crate::codex::process::{Ending, TurnOutcome, containment};
 use crate::codex::rollout::TurnContext;
 use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
+use crate::confine;
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
@@ -22,7 +23,7 @@ use crate::mcp::{
     CallCtx, McpServer, error_result, files, ok_result, parse_args, plain_error, progress_for,
 };
 use crate::security::ids::SessionId;
-use crate::security::paths::{self, Confined, Kind};
+use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
 use crate::store::SessionRecord;
 
@@ -110,7 +111,7 @@ impl McpServer {
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
     fn resolve_dir(&self, raw: &str) -> Result<Confined> {
-        paths::resolve(
+        confine::resolve(
             "workingDirectory",
             raw,
             self.first_root(),
@@ -260,7 +261,7 @@ impl McpServer {
             .tempdir()
             .map_err(Error::Io)?;
         let canon = dir.path().canonicalize().map_err(Error::Io)?;
-        let c = paths::resolve(
+        let c = confine::resolve(
             "workingDirectory",
             &canon.to_string_lossy(),
             Path::new("/"),
