@@ -455,7 +455,7 @@ pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> C
     let mut value = partial.unwrap_or_default();
     value.timed_out = matches!(e, Error::TimedOut { .. });
     value.error = Some(results::ErrorReport {
-        kind: kind.into(),
+        kind,
         message: message.clone(),
     });
     let mut text = message;
@@ -545,26 +545,28 @@ pub(crate) fn plain_error(e: &Error) -> CallToolResult {
     )])
 }
 
-fn error_kind(e: &Error) -> &'static str {
+fn error_kind(e: &Error) -> results::ErrorKind {
+    use crate::codex::events::FailureKind;
+    use results::ErrorKind as K;
     match e {
-        Error::InvalidArgument { .. } => "invalid_argument",
-        Error::InvalidSetting { .. } => "invalid_setting",
-        Error::CodexNotFound { .. } => "codex_not_found",
-        Error::TimedOut { .. } => "timed_out",
-        Error::Cancelled { .. } => "cancelled",
+        Error::InvalidArgument { .. } => K::InvalidArgument,
+        Error::InvalidSetting { .. } => K::InvalidSetting,
+        Error::CodexNotFound { .. } => K::CodexNotFound,
+        Error::TimedOut { .. } => K::TimedOut,
+        Error::Cancelled { .. } => K::Cancelled,
         Error::Codex { kind, .. } => match kind {
-            crate::codex::events::FailureKind::Auth => "auth",
-            crate::codex::events::FailureKind::RateLimit => "rate_limit",
-            crate::codex::events::FailureKind::ContextLength => "context_length",
-            crate::codex::events::FailureKind::TurnFailed => "turn_failed",
-            crate::codex::events::FailureKind::Crashed => "crashed",
-            crate::codex::events::FailureKind::PolicyMismatch => "policy_mismatch",
+            FailureKind::Auth => K::Auth,
+            FailureKind::RateLimit => K::RateLimit,
+            FailureKind::ContextLength => K::ContextLength,
+            FailureKind::TurnFailed => K::TurnFailed,
+            FailureKind::Crashed => K::Crashed,
+            FailureKind::PolicyMismatch => K::PolicyMismatch,
         },
-        Error::OutputCap { .. } => "output_cap",
-        Error::Busy(_) => "busy",
-        Error::SessionFailed(_) => "session_failed",
-        Error::Store(_) => "store",
-        Error::Io(_) => "io",
+        Error::OutputCap { .. } => K::OutputCap,
+        Error::Busy(_) => K::Busy,
+        Error::SessionFailed(_) => K::SessionFailed,
+        Error::Store(_) => K::Store,
+        Error::Io(_) => K::Io,
     }
 }
 

@@ -93,10 +93,30 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorReport {
-    /// `invalid_argument`, `timed_out`, `cancelled`, `auth`, `rate_limit`, `context_length`,
-    /// `turn_failed`, `crashed`, `policy_mismatch`, `busy`, `codex_not_found`, `store`, …
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
+}
+
+/// What kind of error ended a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    InvalidArgument,
+    InvalidSetting,
+    CodexNotFound,
+    TimedOut,
+    Cancelled,
+    Auth,
+    RateLimit,
+    ContextLength,
+    TurnFailed,
+    Crashed,
+    PolicyMismatch,
+    OutputCap,
+    Busy,
+    SessionFailed,
+    Store,
+    Io,
 }
 
 /// One stored session, as the session tools show it.
