@@ -6,13 +6,15 @@
 //! Run: `cargo bench --bench argv` (about 30 s in total).
 
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use codex_mcp_bridge::codex::argv::{
     Common, OneShotRequest, ReasoningEffort, ReviewRequest, ReviewTarget, SandboxLevel,
     TurnRequest, build_query, build_review, build_search, build_turn,
 };
+use codex_mcp_bridge::confine;
 use codex_mcp_bridge::security::env::filter_env;
 use codex_mcp_bridge::security::ids::ThreadId;
 use codex_mcp_bridge::security::overrides::parse_operator_override;
@@ -72,13 +74,32 @@ fn common() -> Common {
     }
 }
 
+/// `path` made real under a temporary root, then confined: a `Confined` is only ever the
+/// answer of `confine::resolve` (the root is left behind in the temporary directory).
 fn confined(path: &str, kind: Kind, field: &str) -> Confined {
-    Confined {
-        path: PathBuf::from(path),
-        within: PathBuf::from(WORK),
-        kind,
-        field: field.into(),
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    let root = ROOT.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("codex-mcp-bridge-bench-")
+            .tempdir()
+            .expect("temporary directory");
+        dir.keep().canonicalize().expect("canonical root")
+    });
+    let real = root.join(path.trim_start_matches('/'));
+    if kind == Kind::Dir {
+        std::fs::create_dir_all(&real).expect("bench directory");
+    } else {
+        std::fs::create_dir_all(real.parent().expect("a parent")).expect("bench directory");
+        std::fs::write(&real, b"png").expect("bench file");
     }
+    confine::resolve(
+        field,
+        real.to_str().expect("UTF-8"),
+        Path::new("/"),
+        std::slice::from_ref(root),
+        kind,
+    )
+    .expect("confined")
 }
 
 fn new_turn(prompt: &str) -> TurnRequest {

@@ -234,7 +234,7 @@ async fn bare_turn(spec: &SpawnSpec) -> Result<Timing, String> {
         .args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd.path)
+        .current_dir(spec.cwd.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

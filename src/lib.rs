@@ -7,7 +7,9 @@
 //! - [`config`]: operator settings (flags, environment, config file), validated once at start.
 //! - [`error`]: the crate error and its user-facing messages (always redacted on the way out).
 //! - [`security`]: pure rules of the security model: environment allowlist, path confinement,
-//!   identifiers, operator override denylist, redaction. No IO except [`security::paths::resolve`].
+//!   identifiers, operator override denylist, redaction. No IO.
+//! - [`confine`]: the IO half of path confinement (the filesystem's answer for a caller's
+//!   path, checked by [`security::paths`]); the only maker of a resolved `Confined`.
 //! - [`codex`]: everything about the Codex CLI: [`codex::argv`] turns a validated request into
 //!   the exact argv (pure), [`codex::events`] parses its JSONL (pure), [`codex::process`] is the
 //!   only module that spawns a process.
@@ -22,6 +24,7 @@ pub mod actors;
 pub mod cli;
 pub mod codex;
 pub mod config;
+pub mod confine;
 pub mod error;
 pub mod hub;
 pub mod logging;

@@ -291,7 +291,7 @@ async fn start(
         return;
     }
     if let Some(rec) = &st.record
-        && rec.working_directory != call.cwd.path
+        && rec.working_directory != call.cwd.path()
     {
         let _ = reply.send(Err(Error::invalid(
             "workingDirectory",
@@ -303,9 +303,9 @@ async fn start(
         )));
         return;
     }
-    let record = st
-        .record
-        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), call.cwd.path.clone(), now_ms()));
+    let record = st.record.get_or_insert_with(|| {
+        SessionRecord::new(st.id.clone(), call.cwd.path().to_path_buf(), now_ms())
+    });
     if created {
         record.codex_home = Some(client.codex_home.display().to_string());
     }
@@ -515,7 +515,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
             rec.last_error = match &outcome.ending {
                 Ending::Completed => None,
                 Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
-                other => Some(format!("{other:?}")),
+                other => Some(other.to_string()),
             };
             Ok(TurnReport {
                 session_id: st.id.clone(),

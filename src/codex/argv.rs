@@ -39,81 +39,95 @@ pub const MAX_MODEL_LEN: usize = 256;
 /// Longest review title accepted.
 pub const MAX_TITLE_LEN: usize = 512;
 
-/// The tool-command sandbox codex enforces for a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SandboxLevel {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
+/// A closed set of string values as a Rust enum, each value spelled once, here: serde parses
+/// it (the reference bridge's other spellings are serde aliases), schemars describes it (an
+/// inline `enum` listing every accepted spelling), and `as_str` gives the canonical spelling.
+/// A wrong value is refused by serde, so a tool call's error names the field
+/// (`invalid argument `sandbox`: unknown variant …, expected one of …`).
+macro_rules! value_set {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $value:literal $(| $alias:literal)* ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $value $(, alias = $alias)*)] $variant, )+
+        }
+
+        impl $name {
+            /// Every accepted spelling: each value, then its aliases.
+            pub const SPELLINGS: &'static [&'static str] = &[$($value, $($alias,)*)+];
+
+            /// The canonical spelling.
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $( $name::$variant => $value, )+
+                }
+            }
+
+            /// Parse a caller's value of argument `field` (serde's parse, with its message).
+            pub fn parse(field: &str, raw: &str) -> Result<Self> {
+                use serde::Deserialize as _;
+                let raw = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(raw);
+                Self::deserialize(raw).map_err(|e| Error::invalid(field, e.to_string()))
+            }
+        }
+
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string", "enum": Self::SPELLINGS })
+            }
+        }
+    };
+}
+
+value_set! {
+    /// The tool-command sandbox codex enforces for a turn. `full-auto` is the reference
+    /// bridge's alias of workspace-write, kept for compatibility.
+    pub enum SandboxLevel {
+        ReadOnly = "read-only",
+        WorkspaceWrite = "workspace-write" | "full-auto",
+        DangerFullAccess = "danger-full-access",
+    }
 }
 
 impl SandboxLevel {
     /// The value of `--sandbox`.
     pub fn as_arg(&self) -> &'static str {
-        match self {
-            SandboxLevel::ReadOnly => "read-only",
-            SandboxLevel::WorkspaceWrite => "workspace-write",
-            SandboxLevel::DangerFullAccess => "danger-full-access",
-        }
-    }
-
-    /// Parse a caller's `sandbox` argument. `full-auto` is the reference bridge's alias of
-    /// workspace-write, kept for compatibility.
-    pub fn parse(field: &str, raw: &str) -> Result<Self> {
-        match raw {
-            "read-only" => Ok(SandboxLevel::ReadOnly),
-            "workspace-write" | "full-auto" => Ok(SandboxLevel::WorkspaceWrite),
-            "danger-full-access" => Ok(SandboxLevel::DangerFullAccess),
-            _ => Err(Error::invalid(
-                field,
-                "must be one of read-only, workspace-write, full-auto, danger-full-access",
-            )),
-        }
+        self.as_str()
     }
 }
 
-/// `model_reasoning_effort`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReasoningEffort {
-    None,
-    Minimal,
-    Low,
-    Medium,
-    High,
-    Xhigh,
+value_set! {
+    /// `model_reasoning_effort`.
+    pub enum ReasoningEffort {
+        None = "none",
+        Minimal = "minimal",
+        Low = "low",
+        Medium = "medium",
+        High = "high",
+        Xhigh = "xhigh",
+    }
 }
 
-impl ReasoningEffort {
-    /// The config value.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ReasoningEffort::None => "none",
-            ReasoningEffort::Minimal => "minimal",
-            ReasoningEffort::Low => "low",
-            ReasoningEffort::Medium => "medium",
-            ReasoningEffort::High => "high",
-            ReasoningEffort::Xhigh => "xhigh",
-        }
-    }
-
-    /// Parse a caller's `reasoningEffort`.
-    pub fn parse(field: &str, raw: &str) -> Result<Self> {
-        Ok(match raw {
-            "none" => ReasoningEffort::None,
-            "minimal" => ReasoningEffort::Minimal,
-            "low" => ReasoningEffort::Low,
-            "medium" => ReasoningEffort::Medium,
-            "high" => ReasoningEffort::High,
-            "xhigh" => ReasoningEffort::Xhigh,
-            _ => {
-                return Err(Error::invalid(
-                    field,
-                    "must be one of none, minimal, low, medium, high, xhigh",
-                ));
-            }
-        })
+value_set! {
+    /// What `review` looks at: `uncommitted` changes, changes against a `base` branch, or one
+    /// `commit`.
+    pub enum ReviewMode {
+        Uncommitted = "uncommitted",
+        Base = "base",
+        Commit = "commit",
     }
 }
 
@@ -324,10 +338,10 @@ impl Deepest {
 }
 
 fn cwd_str(c: &Confined) -> Result<&Path> {
-    if c.path.to_str().is_none() {
-        return Err(Error::invalid(&c.field, "is not valid UTF-8"));
+    if c.path().to_str().is_none() {
+        return Err(Error::invalid(c.field(), "is not valid UTF-8"));
     }
-    Ok(&c.path)
+    Ok(c.path())
 }
 
 /// Build a `codex` tool turn (new or resumed) or a `structured` turn.
@@ -345,12 +359,12 @@ pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
     let cwd = cwd_str(&req.cwd)?;
     for img in &req.images {
         if img
-            .path
+            .path()
             .to_str()
             .is_none_or(|s| s.contains(',') || s.starts_with('-'))
         {
             return Err(Error::invalid(
-                &img.field,
+                img.field(),
                 "cannot be passed to codex as an image",
             ));
         }
@@ -376,7 +390,10 @@ pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
         args.push(format!("--output-last-message={}", path_arg(f)?));
     }
     for img in &req.images {
-        args.push(format!("--image={}", img.path.to_str().unwrap_or_default()));
+        args.push(format!(
+            "--image={}",
+            img.path().to_str().unwrap_or_default()
+        ));
     }
     let mut deep = Deepest::new(common);
     if let Some(e) = req.reasoning_effort {
@@ -534,16 +551,16 @@ pub fn build_review(common: &Common, req: &ReviewRequest) -> Result<SpawnSpec> {
 /// Build the review target from the tool's arguments: exactly one of uncommitted, base,
 /// commit; a title only with a commit (codex silently drops it otherwise).
 pub fn review_target(
-    mode: Option<&str>,
+    mode: Option<ReviewMode>,
     base: Option<&str>,
     commit: Option<&str>,
     title: Option<&str>,
 ) -> Result<ReviewTarget> {
     let mode = match (mode, base, commit) {
         (Some(m), _, _) => m,
-        (None, Some(_), None) => "base",
-        (None, None, Some(_)) => "commit",
-        (None, None, None) => "uncommitted",
+        (None, Some(_), None) => ReviewMode::Base,
+        (None, None, Some(_)) => ReviewMode::Commit,
+        (None, None, None) => ReviewMode::Uncommitted,
         (None, Some(_), Some(_)) => {
             return Err(Error::invalid(
                 "base",
@@ -551,14 +568,14 @@ pub fn review_target(
             ));
         }
     };
-    if title.is_some() && mode != "commit" {
+    if title.is_some() && mode != ReviewMode::Commit {
         return Err(Error::invalid(
             "title",
             "is only meaningful with mode \"commit\"",
         ));
     }
     match mode {
-        "uncommitted" => {
+        ReviewMode::Uncommitted => {
             if base.is_some() || commit.is_some() {
                 return Err(Error::invalid(
                     "mode",
@@ -567,14 +584,14 @@ pub fn review_target(
             }
             Ok(ReviewTarget::Uncommitted)
         }
-        "base" => {
+        ReviewMode::Base => {
             if commit.is_some() {
                 return Err(Error::invalid("commit", "is not used with mode \"base\""));
             }
             let b = base.ok_or_else(|| Error::invalid("base", "is required with mode \"base\""))?;
             Ok(ReviewTarget::Base(b.to_owned()))
         }
-        "commit" => {
+        ReviewMode::Commit => {
             if base.is_some() {
                 return Err(Error::invalid("base", "is not used with mode \"commit\""));
             }
@@ -585,10 +602,6 @@ pub fn review_target(
                 title: title.map(str::to_owned),
             })
         }
-        _ => Err(Error::invalid(
-            "mode",
-            "must be one of uncommitted, base, commit",
-        )),
     }
 }
 
@@ -617,12 +630,7 @@ mod tests {
     use crate::security::paths::Kind;
 
     fn confined(p: &str) -> Confined {
-        Confined {
-            path: PathBuf::from(p),
-            within: PathBuf::from("/work"),
-            kind: Kind::Dir,
-            field: "workingDirectory".into(),
-        }
+        Confined::unchecked(p, "/work", Kind::Dir, "workingDirectory")
     }
 
     fn common() -> Common {
@@ -955,12 +963,8 @@ mod tests {
     #[test]
     fn images_are_bound_and_come_before_the_separator() {
         let mut req = turn("x");
-        req.images = vec![Confined {
-            path: "/work/repo/a.png".into(),
-            within: "/work/repo".into(),
-            kind: Kind::Image,
-            field: "files[0]".into(),
-        }];
+        let image = |p: &str| Confined::unchecked(p, "/work/repo", Kind::Image, "files[0]");
+        req.images = vec![image("/work/repo/a.png")];
         let spec = build_turn(&common(), &req).unwrap();
         let i = spec
             .args
@@ -969,7 +973,7 @@ mod tests {
             .unwrap();
         let dd = spec.args.iter().position(|a| a == "--").unwrap();
         assert!(i < dd);
-        req.images[0].path = "/work/repo/a,b.png".into();
+        req.images[0] = image("/work/repo/a,b.png");
         assert!(build_turn(&common(), &req).is_err());
     }
 
@@ -991,15 +995,15 @@ mod tests {
             ReviewTarget::Uncommitted
         );
         assert_eq!(
-            review_target(Some("base"), Some("main"), None, None).unwrap(),
+            review_target(Some(ReviewMode::Base), Some("main"), None, None).unwrap(),
             ReviewTarget::Base("main".into())
         );
-        assert!(review_target(Some("uncommitted"), None, None, Some("t")).is_err());
-        assert!(review_target(Some("base"), Some("main"), None, Some("t")).is_err());
-        assert!(review_target(Some("base"), None, None, None).is_err());
-        assert!(review_target(Some("commit"), Some("main"), Some("abc"), None).is_err());
+        assert!(review_target(Some(ReviewMode::Uncommitted), None, None, Some("t")).is_err());
+        assert!(review_target(Some(ReviewMode::Base), Some("main"), None, Some("t")).is_err());
+        assert!(review_target(Some(ReviewMode::Base), None, None, None).is_err());
+        assert!(review_target(Some(ReviewMode::Commit), Some("main"), Some("abc"), None).is_err());
         assert!(review_target(None, Some("a"), Some("b"), None).is_err());
-        assert!(review_target(Some("all"), None, None, None).is_err());
+        assert!(ReviewMode::parse("mode", "all").is_err());
     }
 
     #[test]
@@ -1154,16 +1158,16 @@ mod tests {
             title: Some("t".into()),
         };
         assert_eq!(
-            review_target(Some("commit"), None, Some("abc1234"), Some("t")).unwrap(),
+            review_target(Some(ReviewMode::Commit), None, Some("abc1234"), Some("t")).unwrap(),
             commit
         );
         assert_eq!(
             review_target(None, None, Some("abc1234"), Some("t")).unwrap(),
             commit
         );
-        assert!(review_target(Some("commit"), None, None, None).is_err());
-        assert!(review_target(Some("uncommitted"), Some("main"), None, None).is_err());
-        assert!(review_target(Some("uncommitted"), None, Some("abc"), None).is_err());
+        assert!(review_target(Some(ReviewMode::Commit), None, None, None).is_err());
+        assert!(review_target(Some(ReviewMode::Uncommitted), Some("main"), None, None).is_err());
+        assert!(review_target(Some(ReviewMode::Uncommitted), None, Some("abc"), None).is_err());
     }
 
     #[test]
@@ -1218,12 +1222,7 @@ mod props {
     }
 
     fn cwd(p: &str) -> Confined {
-        Confined {
-            path: p.into(),
-            within: "/".into(),
-            kind: Kind::Dir,
-            field: "workingDirectory".into(),
-        }
+        Confined::unchecked(p, "/", Kind::Dir, "workingDirectory")
     }
 
     /// Check the argv shape: known flags only, caller values only inside `--flag=value`, every

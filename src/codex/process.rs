@@ -36,9 +36,9 @@ use crate::codex::events::{
     CommandRun, Event, FailureKind, Transcript, Usage, classify, parse_line,
 };
 use crate::config::{Limits, NEWEST_TESTED_CODEX_VERSION};
+use crate::confine;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
-use crate::security::paths;
 use crate::security::redact::ClientSecrets;
 
 /// Grace between SIGTERM and SIGKILL on a timeout (the security model's 5 s).
@@ -189,9 +189,9 @@ pub async fn run(
     mut on_event: impl FnMut(&Event) + Send,
 ) -> Result<TurnOutcome> {
     let started = Instant::now();
-    paths::recheck(&spec.cwd)?;
+    confine::recheck(&spec.cwd)?;
     for c in &spec.checked {
-        paths::recheck(c)?;
+        confine::recheck(c)?;
     }
     let cgroup = TurnCgroup::create();
     let mut child = spawn(&spec, cgroup.as_ref()).await?;
@@ -568,7 +568,7 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
     cmd.args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd.path)
+        .current_dir(spec.cwd.path())
         // piped when there is a prompt, or a cgroup to move codex into before it starts
         .stdin(if spec.stdin.is_some() || cgroup.is_some() {
             Stdio::piped()

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::confine;
 use crate::error::{Error, Result};
 use crate::security::paths::{self, Confined, Kind};
 
@@ -40,7 +41,7 @@ pub fn attach(files: &[String], cwd: &Confined) -> Result<Attachments> {
         ));
     }
     let mut out = Attachments::default();
-    let within = std::slice::from_ref(&cwd.path);
+    let within = &[cwd.path().to_path_buf()];
     for (i, raw) in files.iter().enumerate() {
         let field = format!("files[{i}]");
         let fref = paths::parse_file_ref(&field, raw)?;
@@ -51,8 +52,8 @@ pub fn attach(files: &[String], cwd: &Confined) -> Result<Attachments> {
                     "a line range makes no sense for an image",
                 ));
             }
-            let c = paths::resolve(&field, &fref.path, &cwd.path, within, Kind::Image)?;
-            let size = std::fs::metadata(&c.path)
+            let c = confine::resolve(&field, &fref.path, cwd.path(), within, Kind::Image)?;
+            let size = std::fs::metadata(c.path())
                 .map(|m| m.len())
                 .unwrap_or(u64::MAX);
             if size > MAX_IMAGE_BYTES {
@@ -64,8 +65,8 @@ pub fn attach(files: &[String], cwd: &Confined) -> Result<Attachments> {
             out.images.push(c);
             continue;
         }
-        let c = paths::resolve(&field, &fref.path, &cwd.path, within, Kind::File)?;
-        let size = std::fs::metadata(&c.path)
+        let c = confine::resolve(&field, &fref.path, cwd.path(), within, Kind::File)?;
+        let size = std::fs::metadata(c.path())
             .map(|m| m.len())
             .unwrap_or(u64::MAX);
         if size > MAX_TEXT_BYTES {
@@ -74,13 +75,14 @@ pub fn attach(files: &[String], cwd: &Confined) -> Result<Attachments> {
                 format!("is larger than {MAX_TEXT_BYTES} bytes"),
             ));
         }
-        let bytes = std::fs::read(&c.path).map_err(|_| Error::invalid(&field, "cannot be read"))?;
+        let bytes =
+            std::fs::read(c.path()).map_err(|_| Error::invalid(&field, "cannot be read"))?;
         let text =
             String::from_utf8(bytes).map_err(|_| Error::invalid(&field, "is not UTF-8 text"))?;
         let shown = c
-            .path
-            .strip_prefix(&cwd.path)
-            .unwrap_or(&c.path)
+            .path()
+            .strip_prefix(cwd.path())
+            .unwrap_or(c.path())
             .display()
             .to_string();
         let (body, range) = match fref.lines {
@@ -113,12 +115,8 @@ mod tests {
 
     fn cwd(dir: &Path) -> Confined {
         let p = dir.canonicalize().unwrap();
-        Confined {
-            path: p.clone(),
-            within: p,
-            kind: Kind::Dir,
-            field: "workingDirectory".into(),
-        }
+        let p = p.to_str().unwrap();
+        Confined::unchecked(p, p, Kind::Dir, "workingDirectory")
     }
 
     #[test]

@@ -221,11 +221,27 @@ fn standard_formats_only(schema: &mut schemars::Schema) {
     }
 }
 
+/// An optional argument with a fixed value set (`sandbox`, …) lists its string values only:
+/// schemars adds `null` to the `enum` of an `Option`, which hosts show their models as a value
+/// to pick; omitting the argument is the way to leave it unset.
+fn string_values_only(schema: &mut schemars::Schema) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(values) = obj.get_mut("enum").and_then(|e| e.as_array_mut())
+        && values.iter().any(|v| v.is_string())
+    {
+        values.retain(|v| !v.is_null());
+    }
+}
+
 /// The JSON Schema (draft 2020-12) of `T`, with standard formats only.
 fn schema<T: JsonSchema>() -> Arc<rmcp::model::JsonObject> {
-    let settings = schemars::generate::SchemaSettings::draft2020_12().with_transform(
-        schemars::transform::RecursiveTransform(standard_formats_only),
-    );
+    let settings = schemars::generate::SchemaSettings::draft2020_12()
+        .with_transform(schemars::transform::RecursiveTransform(
+            standard_formats_only,
+        ))
+        .with_transform(schemars::transform::RecursiveTransform(string_values_only));
     match serde_json::to_value(settings.into_generator().into_root_schema_for::<T>()) {
         Ok(serde_json::Value::Object(o)) => Arc::new(o),
         // a derived schema is always an object
@@ -247,99 +263,168 @@ fn annotations(
         .open_world(open_world)
 }
 
-/// Every tool, with its schemas and annotations.
-pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
+/// A tool's run: parsed arguments in, a tool result out (argument errors are `isError` results).
+type Handler = for<'a> fn(
+    &'a McpServer,
+    rmcp::model::JsonObject,
+    &'a CallCtx,
+) -> futures::future::BoxFuture<'a, CallToolResult>;
+
+/// One tool: its name, definition and handler.
+struct ToolEntry {
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    /// readOnly, destructive, idempotent, openWorld hints.
+    hints: [bool; 4],
+    input: fn() -> Arc<rmcp::model::JsonObject>,
+    output: fn() -> Arc<rmcp::model::JsonObject>,
+    /// Run as an MCP task for clients that declare the tasks extension (the long tools).
+    task: bool,
+    run: Handler,
+}
+
+/// Every tool, in the order `tools/list` shows them: the one place a tool name is written.
+const TOOLS: &[ToolEntry] = {
     use params::*;
     use results::*;
-    let mut codex_input = (*schema::<CodexParams>()).clone();
-    if !allow_danger
-        && let Some(e) = codex_input
-            .get_mut("properties")
-            .and_then(|p| p.get_mut("sandbox"))
-            .and_then(|s| s.get_mut("enum"))
-            .and_then(|e| e.as_array_mut())
-    {
-        e.retain(|v| v != "danger-full-access");
-    }
-    let turn = schema::<TurnResult>();
-    vec![
-        Tool::new(
-            "codex",
-            "Run a Codex turn in a persistent session: edit, explain or test code in a working \
-             directory. Returns the answer and the sessionId to continue with.",
-            Arc::new(codex_input),
-        )
-        .with_title("Codex")
-        .with_raw_output_schema(turn.clone())
-        .with_annotations(annotations("Codex", false, true, false, true)),
-        Tool::new(
-            "query",
-            "Ask Codex a one-off question (no files, no session, read-only).",
-            schema::<QueryParams>(),
-        )
-        .with_title("Ask Codex")
-        .with_raw_output_schema(turn.clone())
-        .with_annotations(annotations("Ask Codex", true, false, false, true)),
-        Tool::new(
-            "search",
-            "Search the web with Codex and get a synthesised answer (read-only).",
-            schema::<SearchParams>(),
-        )
-        .with_title("Web search")
-        .with_raw_output_schema(turn.clone())
-        .with_annotations(annotations("Web search", true, false, false, true)),
-        Tool::new(
-            "structured",
-            "Ask Codex for JSON that validates against a JSON Schema; the validated JSON is \
-             returned in `data` (one re-ask on a validation failure).",
-            schema::<StructuredParams>(),
-        )
-        .with_title("Structured answer")
-        .with_raw_output_schema(turn.clone())
-        .with_annotations(annotations("Structured answer", true, false, false, true)),
-        Tool::new(
-            "review",
-            "Codex's code review of a git repository: uncommitted changes, changes against a \
-             base branch, or a commit. Findings are returned with priorities and locations.",
-            schema::<ReviewParams>(),
-        )
-        .with_title("Code review")
-        .with_raw_output_schema(turn)
-        // codex runs the review under workspace-write (git may write its index), so not read-only
-        .with_annotations(annotations("Code review", false, false, false, true)),
-        Tool::new(
-            "listSessions",
-            "List stored sessions, newest first, a page at a time.",
-            schema::<ListSessionsParams>(),
-        )
-        .with_title("List sessions")
-        .with_raw_output_schema(schema::<SessionList>())
-        .with_annotations(annotations("List sessions", true, false, true, false)),
-        Tool::new(
-            "getSession",
-            "Show one stored session.",
-            schema::<GetSessionParams>(),
-        )
-        .with_title("Get session")
-        .with_raw_output_schema(schema::<SessionResult>())
-        .with_annotations(annotations("Get session", true, false, true, false)),
-        Tool::new(
-            "closeSession",
-            "Forget a session (cancelling its running turn); optionally delete Codex's thread.",
-            schema::<CloseSessionParams>(),
-        )
-        .with_title("Close session")
-        .with_raw_output_schema(schema::<SessionResult>())
-        .with_annotations(annotations("Close session", false, true, true, false)),
-        Tool::new(
-            "ping",
-            "Health: codex version, store, sessions, running and queued turns, limits.",
-            schema::<PingParams>(),
-        )
-        .with_title("Ping")
-        .with_raw_output_schema(schema::<PingResult>())
-        .with_annotations(annotations("Ping", true, false, true, false)),
+    &[
+        ToolEntry {
+            name: "codex",
+            title: "Codex",
+            description: "Run a Codex turn in a persistent session: edit, explain or test code in \
+                          a working directory. Returns the answer and the sessionId to continue \
+                          with.",
+            hints: [false, true, false, true],
+            input: schema::<CodexParams>,
+            output: schema::<TurnResult>,
+            task: true,
+            run: |s, args, ctx| Box::pin(s.codex(args, ctx)),
+        },
+        ToolEntry {
+            name: "query",
+            title: "Ask Codex",
+            description: "Ask Codex a one-off question (no files, no session, read-only).",
+            hints: [true, false, false, true],
+            input: schema::<QueryParams>,
+            output: schema::<TurnResult>,
+            task: false,
+            run: |s, args, ctx| Box::pin(s.query(args, ctx)),
+        },
+        ToolEntry {
+            name: "search",
+            title: "Web search",
+            description: "Search the web with Codex and get a synthesised answer (read-only).",
+            hints: [true, false, false, true],
+            input: schema::<SearchParams>,
+            output: schema::<TurnResult>,
+            task: false,
+            run: |s, args, ctx| Box::pin(s.search(args, ctx)),
+        },
+        ToolEntry {
+            name: "structured",
+            title: "Structured answer",
+            description: "Ask Codex for JSON that validates against a JSON Schema; the validated \
+                          JSON is returned in `data` (one re-ask on a validation failure).",
+            hints: [true, false, false, true],
+            input: schema::<StructuredParams>,
+            output: schema::<TurnResult>,
+            task: true,
+            run: |s, args, ctx| Box::pin(s.structured(args, ctx)),
+        },
+        ToolEntry {
+            name: "review",
+            title: "Code review",
+            description: "Codex's code review of a git repository: uncommitted changes, changes \
+                          against a base branch, or a commit. Findings are returned with \
+                          priorities and locations.",
+            // codex runs the review under workspace-write (git may write its index), so not
+            // read-only
+            hints: [false, false, false, true],
+            input: schema::<ReviewParams>,
+            output: schema::<TurnResult>,
+            task: true,
+            run: |s, args, ctx| Box::pin(s.review(args, ctx)),
+        },
+        ToolEntry {
+            name: "listSessions",
+            title: "List sessions",
+            description: "List stored sessions, newest first, a page at a time.",
+            hints: [true, false, true, false],
+            input: schema::<ListSessionsParams>,
+            output: schema::<SessionList>,
+            task: false,
+            run: |s, args, _| Box::pin(std::future::ready(s.list_sessions(args))),
+        },
+        ToolEntry {
+            name: "getSession",
+            title: "Get session",
+            description: "Show one stored session.",
+            hints: [true, false, true, false],
+            input: schema::<GetSessionParams>,
+            output: schema::<SessionResult>,
+            task: false,
+            run: |s, args, _| Box::pin(std::future::ready(s.get_session(args))),
+        },
+        ToolEntry {
+            name: "closeSession",
+            title: "Close session",
+            description: "Forget a session (cancelling its running turn); optionally delete \
+                          Codex's thread.",
+            hints: [false, true, true, false],
+            input: schema::<CloseSessionParams>,
+            output: schema::<SessionResult>,
+            task: false,
+            run: |s, args, _| Box::pin(s.close_session(args)),
+        },
+        ToolEntry {
+            name: "ping",
+            title: "Ping",
+            description: "Health: codex version, store, sessions, running and queued turns, \
+                          limits.",
+            hints: [true, false, true, false],
+            input: schema::<PingParams>,
+            output: schema::<PingResult>,
+            task: false,
+            run: |s, args, _| Box::pin(s.ping(args)),
+        },
     ]
+};
+
+/// The tool called `name`, if there is one.
+fn tool_named(name: &str) -> Option<&'static ToolEntry> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+/// Every tool, with its schemas and annotations. Without `allow_danger`, `danger-full-access`
+/// is not offered as a sandbox.
+pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
+    TOOLS
+        .iter()
+        .map(|t| {
+            let mut input = (*(t.input)()).clone();
+            if !allow_danger
+                && let Some(e) = input
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut("sandbox"))
+                    .and_then(|s| s.get_mut("enum"))
+                    .and_then(|e| e.as_array_mut())
+            {
+                e.retain(|v| v != "danger-full-access");
+            }
+            let [read_only, destructive, idempotent, open_world] = t.hints;
+            Tool::new(t.name, t.description, Arc::new(input))
+                .with_title(t.title)
+                .with_raw_output_schema((t.output)())
+                .with_annotations(annotations(
+                    t.title,
+                    read_only,
+                    destructive,
+                    idempotent,
+                    open_world,
+                ))
+        })
+        .collect()
 }
 
 /// Parse tool arguments, naming the field at fault.
@@ -370,7 +455,7 @@ pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> C
     let mut value = partial.unwrap_or_default();
     value.timed_out = matches!(e, Error::TimedOut { .. });
     value.error = Some(results::ErrorReport {
-        kind: kind.into(),
+        kind,
         message: message.clone(),
     });
     let mut text = message;
@@ -460,27 +545,29 @@ pub(crate) fn plain_error(e: &Error) -> CallToolResult {
     )])
 }
 
-fn error_kind(e: &Error) -> &'static str {
+fn error_kind(e: &Error) -> results::ErrorKind {
+    use crate::codex::events::FailureKind;
+    use results::ErrorKind as K;
     match e {
-        Error::InvalidArgument { .. } => "invalid_argument",
-        Error::InvalidSetting { .. } => "invalid_setting",
-        Error::CodexNotFound { .. } => "codex_not_found",
-        Error::TimedOut { .. } => "timed_out",
-        Error::Cancelled { .. } => "cancelled",
+        Error::InvalidArgument { .. } => K::InvalidArgument,
+        Error::InvalidSetting { .. } => K::InvalidSetting,
+        Error::CodexNotFound { .. } => K::CodexNotFound,
+        Error::TimedOut { .. } => K::TimedOut,
+        Error::Cancelled { .. } => K::Cancelled,
         Error::Codex { kind, .. } => match kind {
-            crate::codex::events::FailureKind::Auth => "auth",
-            crate::codex::events::FailureKind::RateLimit => "rate_limit",
-            crate::codex::events::FailureKind::ContextLength => "context_length",
-            crate::codex::events::FailureKind::TurnFailed => "turn_failed",
-            crate::codex::events::FailureKind::Crashed => "crashed",
-            crate::codex::events::FailureKind::PolicyMismatch => "policy_mismatch",
+            FailureKind::Auth => K::Auth,
+            FailureKind::RateLimit => K::RateLimit,
+            FailureKind::ContextLength => K::ContextLength,
+            FailureKind::TurnFailed => K::TurnFailed,
+            FailureKind::Crashed => K::Crashed,
+            FailureKind::PolicyMismatch => K::PolicyMismatch,
         },
-        Error::OutputCap { .. } => "output_cap",
-        Error::Busy(_) => "busy",
-        Error::SessionFailed(_) => "session_failed",
-        Error::Store(_) => "store",
-        Error::Hub(_) => "hub",
-        Error::Io(_) => "io",
+        Error::OutputCap { .. } => K::OutputCap,
+        Error::Busy(_) => K::Busy,
+        Error::SessionFailed(_) => K::SessionFailed,
+        Error::Store(_) => K::Store,
+        Error::Hub(_) => K::Hub,
+        Error::Io(_) => K::Io,
     }
 }
 
@@ -586,8 +673,6 @@ impl Drop for ProgressGuard {
     }
 }
 
-/// Tools that become tasks for clients that declare the tasks extension: the long ones.
-pub const TASK_TOOLS: [&str; 3] = ["codex", "review", "structured"];
 /// Suggested interval between `tasks/get` polls.
 pub const TASK_POLL_MS: u64 = 1_000;
 /// How long a task's result stays available after the longest possible call ended.
@@ -608,26 +693,16 @@ impl McpServer {
         args: rmcp::model::JsonObject,
         ctx: &CallCtx,
     ) -> Result<CallToolResult, McpError> {
-        Ok(match name {
-            "codex" => self.codex(args, ctx).await,
-            "query" => self.query(args, ctx).await,
-            "search" => self.search(args, ctx).await,
-            "structured" => self.structured(args, ctx).await,
-            "review" => self.review(args, ctx).await,
-            "listSessions" => self.list_sessions(args),
-            "getSession" => self.get_session(args),
-            "closeSession" => self.close_session(args).await,
-            "ping" => self.ping(args).await,
-            other => {
-                return Err(McpError::invalid_params(
-                    format!(
-                        "unknown tool `{}`",
-                        other.chars().take(64).collect::<String>()
-                    ),
-                    None,
-                ));
-            }
-        })
+        match tool_named(name) {
+            Some(tool) => Ok((tool.run)(self, args, ctx).await),
+            None => Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`",
+                    name.chars().take(64).collect::<String>()
+                ),
+                None,
+            )),
+        }
     }
 
     /// Start a call as a task; its result is fetched with `tasks/get`.
@@ -777,7 +852,7 @@ impl ServerHandler for McpServer {
         let args = request.arguments.unwrap_or_default();
         let name = request.name.to_string();
         let span = tracing::info_span!("tool_call", tool = %name, request = %context.id);
-        let as_task = TASK_TOOLS.contains(&name.as_str())
+        let as_task = tool_named(&name).is_some_and(|t| t.task)
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
@@ -924,6 +999,48 @@ mod tests {
         );
     }
 
+    /// The committed `tools/list` answer: every tool's name, title, description, input and
+    /// output schemas and annotations, so that any change to them is a visible diff in review.
+    const TOOLS_LIST_SNAPSHOT: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/snapshots/tools_list.json"
+    );
+
+    /// `tools/list` as a host receives it (the default settings), pretty-printed.
+    fn tools_list_answer() -> String {
+        let answer = ListToolsResult::with_all_items(tool_list(false));
+        let mut text = serde_json::to_string_pretty(&answer).expect("tools/list serializes");
+        text.push('\n');
+        text
+    }
+
+    #[test]
+    fn the_tools_list_answer_matches_the_committed_snapshot() {
+        let now = tools_list_answer();
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(TOOLS_LIST_SNAPSHOT, &now).expect("write the snapshot");
+            return;
+        }
+        let committed = std::fs::read_to_string(TOOLS_LIST_SNAPSHOT).unwrap_or_default();
+        if committed != now {
+            let first = committed
+                .lines()
+                .zip(now.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| committed.lines().count().min(now.lines().count()));
+            let line = |t: &str| t.lines().nth(first).unwrap_or("(end of file)").to_owned();
+            panic!(
+                "the tools/list answer differs from tests/snapshots/tools_list.json from line {}:\n\
+                 committed: {}\n\
+                 now:       {}\n\
+                 If the change is meant, rerun with UPDATE_SNAPSHOTS=1 and commit the file.",
+                first + 1,
+                line(&committed),
+                line(&now)
+            );
+        }
+    }
+
     /// Every `format` string anywhere in `v`, with its JSON path.
     fn formats(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
         match v {
@@ -1061,6 +1178,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`nope`"), "{err}");
+    }
+
+    #[test]
+    fn fixed_values_parse_with_the_reference_spellings_and_a_wrong_one_names_its_field() {
+        let parse = |args: serde_json::Value| {
+            parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
+        };
+        let p = parse(json!({"prompt": "x", "sandbox": "full-auto", "reasoningEffort": "xhigh"}))
+            .unwrap();
+        assert_eq!(p.sandbox, Some(params::SandboxLevel::WorkspaceWrite));
+        assert_eq!(p.reasoning_effort, Some(params::ReasoningEffort::Xhigh));
+        for (field, bad) in [("sandbox", "Read-Only"), ("reasoningEffort", "max")] {
+            let err = parse(json!({"prompt": "x", field: bad}))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("invalid argument `{field}`: unknown variant")),
+                "{err}"
+            );
+        }
+        let err = parse_args::<params::ReviewParams>(
+            json!({"workingDirectory": "/w", "mode": "all"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("invalid argument `mode`: "), "{err}");
+        assert!(err.contains("`uncommitted`, `base`, `commit`"), "{err}");
     }
 
     #[test]

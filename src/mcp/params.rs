@@ -5,6 +5,8 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+pub use crate::codex::argv::{ReasoningEffort, ReviewMode, SandboxLevel};
+
 /// `codex`: a turn in a persistent session.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -22,15 +24,13 @@ pub struct CodexParams {
     /// ones), `workspace-write`, or `full-auto` (alias of workspace-write). `danger-full-access`
     /// only when the operator enabled it. Never remembered between turns.
     #[serde(default)]
-    #[schemars(extend("enum" = ["read-only", "workspace-write", "full-auto", "danger-full-access"]))]
-    pub sandbox: Option<String>,
+    pub sandbox: Option<SandboxLevel>,
     /// Model id (any provider's; passed to codex as `--model=`).
     #[serde(default)]
     pub model: Option<String>,
     /// Reasoning effort for this turn.
     #[serde(default)]
-    #[schemars(extend("enum" = ["none", "minimal", "low", "medium", "high", "xhigh"]))]
-    pub reasoning_effort: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// Working directory, inside the server's allowed roots. A session stays bound to the
     /// directory it started in; omit it to continue there.
     #[serde(default)]
@@ -64,8 +64,7 @@ pub struct QueryParams {
     pub model: Option<String>,
     /// Reasoning effort.
     #[serde(default)]
-    #[schemars(extend("enum" = ["none", "minimal", "low", "medium", "high", "xhigh"]))]
-    pub reasoning_effort: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// Timeout in milliseconds.
     #[serde(default)]
     pub timeout: Option<u64>,
@@ -114,8 +113,7 @@ pub struct ReviewParams {
     /// What to review: `uncommitted` changes (default), changes against a `base` branch, or one
     /// `commit`.
     #[serde(default)]
-    #[schemars(extend("enum" = ["uncommitted", "base", "commit"]))]
-    pub mode: Option<String>,
+    pub mode: Option<ReviewMode>,
     /// The base branch (mode `base`).
     #[serde(default)]
     pub base: Option<String>,

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::codex::events::Usage;
 use crate::config::CodexSupport;
+use crate::store::TurnStatus;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
@@ -92,10 +93,31 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorReport {
-    /// `invalid_argument`, `timed_out`, `cancelled`, `auth`, `rate_limit`, `context_length`,
-    /// `turn_failed`, `crashed`, `policy_mismatch`, `busy`, `codex_not_found`, `store`, …
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
+}
+
+/// What kind of error ended a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    InvalidArgument,
+    InvalidSetting,
+    CodexNotFound,
+    TimedOut,
+    Cancelled,
+    Auth,
+    RateLimit,
+    ContextLength,
+    TurnFailed,
+    Crashed,
+    PolicyMismatch,
+    OutputCap,
+    Busy,
+    SessionFailed,
+    Store,
+    Hub,
+    Io,
 }
 
 /// One stored session, as the session tools show it.
@@ -113,11 +135,37 @@ pub struct SessionInfo {
     pub turn_count: u64,
     pub usage: Usage,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_status: Option<String>,
+    pub last_status: Option<SessionStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Whether an actor for it is live right now.
     pub live: bool,
+}
+
+/// How a session's last turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Running,
+    Completed,
+    Failed,
+    TimedOut,
+    Cancelled,
+    // the server stopped while the turn ran (a doc comment here would split the schema's enum)
+    Interrupted,
+}
+
+impl From<TurnStatus> for SessionStatus {
+    fn from(s: TurnStatus) -> Self {
+        match s {
+            TurnStatus::Running => SessionStatus::Running,
+            TurnStatus::Completed => SessionStatus::Completed,
+            TurnStatus::Failed => SessionStatus::Failed,
+            TurnStatus::TimedOut => SessionStatus::TimedOut,
+            TurnStatus::Cancelled => SessionStatus::Cancelled,
+            TurnStatus::Interrupted => SessionStatus::Interrupted,
+        }
+    }
 }
 
 /// `listSessions`.

@@ -15,6 +15,7 @@ use crate::codex::home::{disableable, nested_servers};
 use crate::codex::process::{Ending, TurnOutcome, containment};
 use crate::codex::rollout::TurnContext;
 use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
+use crate::confine;
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
@@ -22,7 +23,7 @@ use crate::mcp::{
     CallCtx, McpServer, error_result, files, ok_result, parse_args, plain_error, progress_for,
 };
 use crate::security::ids::SessionId;
-use crate::security::paths::{self, Confined, Kind};
+use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
 use crate::store::SessionRecord;
 
@@ -33,11 +34,6 @@ pub const MAX_CONTEXT_BYTES: usize = 1024 * 1024;
 /// Default and largest page of `listSessions`.
 pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 200;
-
-fn parse_effort(raw: Option<&str>) -> Result<Option<ReasoningEffort>> {
-    raw.map(|r| ReasoningEffort::parse("reasoningEffort", r))
-        .transpose()
-}
 
 fn check_model(m: &Option<String>) -> Result<()> {
     if let Some(m) = m {
@@ -115,7 +111,7 @@ impl McpServer {
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
     fn resolve_dir(&self, raw: &str) -> Result<Confined> {
-        paths::resolve(
+        confine::resolve(
             "workingDirectory",
             raw,
             self.first_root(),
@@ -181,18 +177,14 @@ impl McpServer {
             .as_deref()
             .map(|s| SessionId::parse("sessionId", s))
             .transpose()?;
-        let sandbox = p
-            .sandbox
-            .as_deref()
-            .map(|s| SandboxLevel::parse("sandbox", s))
-            .transpose()?;
+        let sandbox = p.sandbox;
         if sandbox == Some(SandboxLevel::DangerFullAccess) && !self.client.config.allow_danger {
             return Err(Error::invalid(
                 "sandbox",
                 "danger-full-access is disabled on this server (operator setting CODEX_BRIDGE_ALLOW_DANGER)",
             ));
         }
-        let effort = parse_effort(p.reasoning_effort.as_deref())?;
+        let effort = p.reasoning_effort;
         check_model(&p.model)?;
         let timeout = self.client.config.timeout_for(p.timeout)?;
         let existing: Option<SessionRecord> = match &session_id {
@@ -269,7 +261,7 @@ impl McpServer {
             .tempdir()
             .map_err(Error::Io)?;
         let canon = dir.path().canonicalize().map_err(Error::Io)?;
-        let c = paths::resolve(
+        let c = confine::resolve(
             "workingDirectory",
             &canon.to_string_lossy(),
             Path::new("/"),
@@ -316,7 +308,7 @@ impl McpServer {
                 ));
             }
             check_model(&p.model)?;
-            let effort = parse_effort(p.reasoning_effort.as_deref())?;
+            let effort = p.reasoning_effort;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let prompt = match &p.context {
                 Some(c) if !c.trim().is_empty() => {
@@ -349,7 +341,7 @@ impl McpServer {
             check_model(&p.model)?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let target = review_target(
-                p.mode.as_deref(),
+                p.mode,
                 p.base.as_deref(),
                 p.commit.as_deref(),
                 p.title.as_deref(),
@@ -476,7 +468,7 @@ impl McpServer {
             last_used_ms: rec.last_used_ms,
             turn_count: rec.turn_count,
             usage: rec.usage,
-            last_status: rec.last_status.map(|s| format!("{s:?}").to_lowercase()),
+            last_status: rec.last_status.map(SessionStatus::from),
             last_error: rec.last_error.clone(),
             live: self.bridge.is_live(&rec.session_id),
         }

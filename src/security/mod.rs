@@ -1,8 +1,8 @@
 //! The pure rules of the security model (SECURITY_MODEL.md), one module per concern.
 //!
-//! Architecture invariant: nothing here spawns a process or reads the process environment;
-//! the only filesystem access is [`paths::resolve`], which must be called again right before
-//! a spawn.
+//! Architecture invariant: no IO. Nothing here spawns a process, reads the process
+//! environment or touches the filesystem; what the filesystem says of a path is asked by
+//! [`crate::confine`] and checked by [`paths::confine`].
 
 pub mod env;
 pub mod ids;

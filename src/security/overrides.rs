@@ -13,16 +13,28 @@ use crate::error::{Error, Result};
 /// The setting name used in errors about operator overrides.
 pub const SETTING: &str = "CODEX_BRIDGE_CODEX_CONFIG (--codex-config)";
 
-/// One operator override, split as codex splits it.
+/// One operator override, split as codex splits it. Its fields are private: an `Override`
+/// exists only as [`parse_operator_override`]'s answer, so holding one proves the denylist
+/// was checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
     /// The dotted key path, each segment trimmed.
-    pub path: Vec<String>,
+    path: Vec<String>,
     /// The raw value text after the first `=`.
-    pub value: String,
+    value: String,
 }
 
 impl Override {
+    /// The dotted key path, each segment trimmed.
+    pub fn path(&self) -> &[String] {
+        &self.path
+    }
+
+    /// The raw value text after the first `=`.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
     /// The `key=value` token passed after `-c`, exactly as the operator wrote it (trimmed key).
     pub fn to_arg(&self) -> String {
         format!("{}={}", self.path.join("."), self.value)

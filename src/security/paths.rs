@@ -1,9 +1,11 @@
 //! Path confinement: a working directory must resolve inside an allowed root, and attached
 //! files and images inside the working directory, after following every symlink.
 //!
-//! Two parts: pure lexical checks ([`check_lexical`], [`normalize`], [`parse_file_ref`]), unit
-//! tested without a filesystem, and [`resolve`], the one IO function, which is also called
-//! again right before a spawn ([`recheck`]) so a path swapped in between is caught.
+//! Pure: lexical checks ([`check_lexical`], [`normalize`], [`parse_file_ref`]) and the
+//! confinement rules a path must pass ([`confine`]) given what the filesystem answered for it.
+//! The filesystem is asked by [`crate::confine`] (the IO half: `resolve`, and `recheck` right
+//! before a spawn, so a path swapped in between is caught), the only caller of [`confine`]
+//! outside tests: a [`Confined`] has private fields, so holding one proves the checks passed.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -23,17 +25,72 @@ pub enum Kind {
 }
 
 /// A path that was resolved and confined; remembers the container it was checked against so
-/// [`recheck`] can repeat the check.
+/// `crate::confine::recheck` can repeat the check. Built only by [`confine`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confined {
     /// The canonical absolute path (all symlinks resolved).
-    pub path: PathBuf,
+    path: PathBuf,
     /// The canonical directory it must stay inside.
-    pub within: PathBuf,
+    within: PathBuf,
     /// What it must be.
-    pub kind: Kind,
+    kind: Kind,
     /// The argument it came from, for errors.
-    pub field: String,
+    field: String,
+}
+
+impl Confined {
+    /// The canonical absolute path (all symlinks resolved, valid UTF-8).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The canonical directory it must stay inside.
+    pub fn within(&self) -> &Path {
+        &self.within
+    }
+
+    /// What it must be.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The argument it came from, for errors.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// A `Confined` that passed no check, for unit tests of its users only.
+    #[cfg(test)]
+    pub(crate) fn unchecked(path: &str, within: &str, kind: Kind, field: &str) -> Confined {
+        Confined {
+            path: path.into(),
+            within: within.into(),
+            kind,
+            field: field.into(),
+        }
+    }
+}
+
+/// What the filesystem answered for a path, as [`confine`] needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// No such path.
+    NotFound,
+    /// It could not be canonicalized for another reason.
+    Unresolvable,
+    /// Its canonical path, and what is there (`None`: its metadata could not be read).
+    Found {
+        canonical: PathBuf,
+        what: Option<Found>,
+    },
+}
+
+/// What a canonical path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    Dir,
+    File,
+    Other,
 }
 
 /// Checks that need no filesystem: not empty, not too long, no NUL or other control character,
@@ -127,15 +184,17 @@ pub fn parse_file_ref(field: &str, raw: &str) -> Result<FileRef> {
     })
 }
 
-/// Resolve `raw` (relative to `base` when not absolute), follow every symlink, and confine it
-/// inside one of `containers` (already canonical). Errors name `field` and the reason and
-/// never include file contents.
-pub fn resolve(
+/// Confine `raw` (relative to `base` when not absolute) inside one of `containers` (already
+/// canonical), following every symlink: `look` is asked for the filesystem's answer on the
+/// lexically normalized path, only once that path is inside a container. Errors name `field`
+/// and the reason and never include file contents.
+pub(crate) fn confine(
     field: &str,
     raw: &str,
     base: &Path,
     containers: &[PathBuf],
     kind: Kind,
+    look: impl FnOnce(&Path) -> Lookup,
 ) -> Result<Confined> {
     check_lexical(field, raw, kind)?;
     let Some(lexical) = normalize(base, raw) else {
@@ -145,12 +204,10 @@ pub fn resolve(
     if !containers.iter().any(|c| is_within(&lexical, c)) {
         return Err(Error::invalid(field, outside_reason(kind)));
     }
-    let path = match std::fs::canonicalize(&lexical) {
-        Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::invalid(field, "does not exist"));
-        }
-        Err(_) => return Err(Error::invalid(field, "cannot be resolved")),
+    let (path, what) = match look(&lexical) {
+        Lookup::Found { canonical, what } => (canonical, what),
+        Lookup::NotFound => return Err(Error::invalid(field, "does not exist")),
+        Lookup::Unresolvable => return Err(Error::invalid(field, "cannot be resolved")),
     };
     let Some(within) = containers.iter().find(|c| is_within(&path, c)) else {
         return Err(Error::invalid(
@@ -158,10 +215,12 @@ pub fn resolve(
             format!("{} (after following symlinks)", outside_reason(kind)),
         ));
     };
-    let meta = std::fs::metadata(&path).map_err(|_| Error::invalid(field, "cannot be read"))?;
+    let what = what.ok_or_else(|| Error::invalid(field, "cannot be read"))?;
     match kind {
-        Kind::Dir if !meta.is_dir() => return Err(Error::invalid(field, "is not a directory")),
-        Kind::File | Kind::Image if !meta.is_file() => {
+        Kind::Dir if what != Found::Dir => {
+            return Err(Error::invalid(field, "is not a directory"));
+        }
+        Kind::File | Kind::Image if what != Found::File => {
             return Err(Error::invalid(field, "is not a regular file"));
         }
         _ => {}
@@ -186,29 +245,6 @@ fn outside_reason(kind: Kind) -> &'static str {
         Kind::Dir => "is outside the allowed roots",
         Kind::File | Kind::Image => "is outside the working directory",
     }
-}
-
-/// Repeat the confinement check on an already resolved path, right before spawning: the path
-/// must still resolve to itself, of the same kind, inside the same container.
-pub fn recheck(c: &Confined) -> Result<()> {
-    let raw = c
-        .path
-        .to_str()
-        .ok_or_else(|| Error::invalid(&c.field, "is not valid UTF-8"))?;
-    let again = resolve(
-        &c.field,
-        raw,
-        Path::new("/"),
-        std::slice::from_ref(&c.within),
-        c.kind,
-    )?;
-    if again.path != c.path {
-        return Err(Error::invalid(
-            &c.field,
-            "changed while the request was being prepared",
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -270,100 +306,6 @@ mod tests {
         assert!(parse_file_ref("files[0]", "a:1-2-3").is_err());
     }
 
-    fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
-        let t = tempfile::tempdir().unwrap();
-        let root = t.path().canonicalize().unwrap().join("root");
-        let outside = t.path().canonicalize().unwrap().join("outside");
-        std::fs::create_dir_all(root.join("repo/src")).unwrap();
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(root.join("repo/src/lib.rs"), "fn main() {}").unwrap();
-        std::fs::write(outside.join("secret.txt"), "TOP SECRET CONTENT").unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("repo/escape")).unwrap();
-        std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("repo/link.txt")).unwrap();
-        std::os::unix::fs::symlink(root.join("repo/src/lib.rs"), root.join("repo/ok.rs")).unwrap();
-        (t, root, outside)
-    }
-
-    #[test]
-    fn working_directories_must_resolve_inside_a_root() {
-        let (_t, root, outside) = tree();
-        let roots = vec![root.clone()];
-        let ok = resolve("workingDirectory", "repo", &root, &roots, Kind::Dir).unwrap();
-        assert_eq!(ok.path, root.join("repo"));
-        for (raw, why) in [
-            (
-                "repo/escape",
-                "outside the allowed roots (after following symlinks)",
-            ),
-            (outside.to_str().unwrap(), "outside the allowed roots"),
-            ("repo/../../outside", "outside the allowed roots"),
-            ("missing", "does not exist"),
-            ("repo/src/lib.rs", "is not a directory"),
-        ] {
-            let err = resolve("workingDirectory", raw, &root, &roots, Kind::Dir)
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.contains("`workingDirectory`") && err.contains(why),
-                "{raw}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn files_must_resolve_inside_the_working_directory_and_never_echo_contents() {
-        let (_t, root, _outside) = tree();
-        let wd = vec![root.join("repo")];
-        let base = root.join("repo");
-        let ok = resolve("files[0]", "ok.rs", &base, &wd, Kind::File).unwrap();
-        assert_eq!(ok.path, root.join("repo/src/lib.rs"));
-        for raw in [
-            "link.txt",
-            "escape/secret.txt",
-            "../../outside/secret.txt",
-            "src",
-            "nope",
-        ] {
-            let err = resolve("files[0]", raw, &base, &wd, Kind::File)
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("`files[0]`"), "{raw}: {err}");
-            assert!(!err.contains("TOP SECRET"), "{err}");
-        }
-    }
-
-    #[test]
-    fn recheck_catches_a_path_swapped_for_a_symlink() {
-        let (_t, root, outside) = tree();
-        let roots = vec![root.clone()];
-        std::fs::create_dir(root.join("swap")).unwrap();
-        let c = resolve("workingDirectory", "swap", &root, &roots, Kind::Dir).unwrap();
-        assert!(recheck(&c).is_ok());
-        std::fs::remove_dir(root.join("swap")).unwrap();
-        std::os::unix::fs::symlink(&outside, root.join("swap")).unwrap();
-        assert!(recheck(&c).is_err());
-    }
-
-    /// Found by fuzzing: a clean name that is a symlink to a name with a control character
-    /// was accepted, then refused by `recheck` right before the spawn.
-    #[test]
-    fn a_symlink_to_a_name_with_a_control_character_is_refused_at_once() {
-        let (_t, root, _outside) = tree();
-        let roots = vec![root.clone()];
-        std::fs::write(root.join("bad\u{c}name"), "x").unwrap();
-        std::os::unix::fs::symlink(root.join("bad\u{c}name"), root.join("clean")).unwrap();
-        let err = resolve("files[0]", "clean", &root, &roots, Kind::File)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("`files[0]`") && err.contains("control"),
-            "{err}"
-        );
-        std::fs::create_dir(root.join("dir\u{7}")).unwrap();
-        std::os::unix::fs::symlink(root.join("dir\u{7}"), root.join("cleandir")).unwrap();
-        assert!(resolve("workingDirectory", "cleandir", &root, &roots, Kind::Dir).is_err());
-    }
-
     // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").
 
     #[test]
@@ -374,37 +316,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("longer than"), "{err}");
-    }
-
-    #[test]
-    fn a_path_that_cannot_be_resolved_is_not_reported_missing() {
-        let (_t, root, _outside) = tree();
-        let wd = vec![root.join("repo")];
-        let err = resolve(
-            "files[0]",
-            "src/lib.rs/x",
-            &root.join("repo"),
-            &wd,
-            Kind::File,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("cannot be resolved"), "{err}");
-    }
-
-    #[test]
-    fn an_image_whose_real_path_has_a_comma_is_refused() {
-        let (_t, root, _outside) = tree();
-        let repo = root.join("repo");
-        std::fs::write(repo.join("a,b.png"), "png").unwrap();
-        std::os::unix::fs::symlink(repo.join("a,b.png"), repo.join("pic.png")).unwrap();
-        let wd = vec![repo.clone()];
-        let err = resolve("files[0]", "pic.png", &repo, &wd, Kind::Image)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("','"), "{err}");
-        // the same file as a text attachment is fine: only codex's `-i` splits on commas
-        let ok = resolve("files[0]", "pic.png", &repo, &wd, Kind::File).unwrap();
-        assert_eq!(ok.path, repo.join("a,b.png"));
     }
 }

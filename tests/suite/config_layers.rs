@@ -111,7 +111,7 @@ async fn two_config_tokens_for_one_key_the_later_wins_and_the_pins_come_last() {
         req.resume = resume;
         let spec = build_turn(&c, &req).unwrap();
         let tokens = config_tokens(&spec.args);
-        let pinned = pins(&req.cwd.path);
+        let pinned = pins(req.cwd.path());
         let (others, last) = tokens.split_at(tokens.len() - pinned.len());
         let last_values: Vec<&str> = last.iter().map(|(_, v)| *v).collect();
         assert_eq!(last_values, pinned, "{:?}", spec.args);

@@ -9,7 +9,7 @@ use codex_mcp_bridge::codex::process::{RunOptions, TurnOutcome, run};
 use codex_mcp_bridge::config::Limits;
 use codex_mcp_bridge::security::env::filter_env;
 use codex_mcp_bridge::security::overrides::parse_operator_override;
-use codex_mcp_bridge::security::paths::{self, Confined, Kind};
+use codex_mcp_bridge::security::paths::{Confined, Kind};
 
 use super::{MockApi, TestEnv, codex_bin};
 
@@ -49,7 +49,7 @@ pub fn common(env: &TestEnv, mock: &MockApi) -> Common {
 /// `dir` confined as a working directory inside itself.
 pub fn confine_dir(dir: &Path) -> Confined {
     let canon = dir.canonicalize().expect("canonical work dir");
-    paths::resolve(
+    codex_mcp_bridge::confine::resolve(
         "workingDirectory",
         canon.to_str().unwrap(),
         Path::new("/"),

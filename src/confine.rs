@@ -1,0 +1,195 @@
+//! The IO half of path confinement: ask the filesystem about a caller's path (canonical form,
+//! what is there) and let [`crate::security::paths::confine`] apply the rules to the answer.
+//! The only place a resolved [`Confined`] is made, and again, right before a spawn,
+//! [`recheck`]ed so a path swapped in between is caught.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::security::paths::{self, Confined, Found, Kind, Lookup};
+
+/// Resolve `raw` (relative to `base` when not absolute), follow every symlink, and confine it
+/// inside one of `containers` (already canonical). Errors name `field` and the reason and
+/// never include file contents.
+pub fn resolve(
+    field: &str,
+    raw: &str,
+    base: &Path,
+    containers: &[PathBuf],
+    kind: Kind,
+) -> Result<Confined> {
+    paths::confine(field, raw, base, containers, kind, lookup)
+}
+
+/// The filesystem's answer for `path`.
+fn lookup(path: &Path) -> Lookup {
+    let canonical = match std::fs::canonicalize(path) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::NotFound,
+        Err(_) => return Lookup::Unresolvable,
+    };
+    let what = std::fs::metadata(&canonical).ok().map(|m| {
+        if m.is_dir() {
+            Found::Dir
+        } else if m.is_file() {
+            Found::File
+        } else {
+            Found::Other
+        }
+    });
+    Lookup::Found { canonical, what }
+}
+
+/// Repeat the confinement check on an already resolved path, right before spawning: the path
+/// must still resolve to itself, of the same kind, inside the same container.
+pub fn recheck(c: &Confined) -> Result<()> {
+    let raw = c
+        .path()
+        .to_str()
+        .ok_or_else(|| Error::invalid(c.field(), "is not valid UTF-8"))?;
+    let again = resolve(
+        c.field(),
+        raw,
+        Path::new("/"),
+        &[c.within().to_path_buf()],
+        c.kind(),
+    )?;
+    if again.path() != c.path() {
+        return Err(Error::invalid(
+            c.field(),
+            "changed while the request was being prepared",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().canonicalize().unwrap().join("root");
+        let outside = t.path().canonicalize().unwrap().join("outside");
+        std::fs::create_dir_all(root.join("repo/src")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(root.join("repo/src/lib.rs"), "fn main() {}").unwrap();
+        std::fs::write(outside.join("secret.txt"), "TOP SECRET CONTENT").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("repo/escape")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret.txt"), root.join("repo/link.txt")).unwrap();
+        std::os::unix::fs::symlink(root.join("repo/src/lib.rs"), root.join("repo/ok.rs")).unwrap();
+        (t, root, outside)
+    }
+
+    #[test]
+    fn working_directories_must_resolve_inside_a_root() {
+        let (_t, root, outside) = tree();
+        let roots = vec![root.clone()];
+        let ok = resolve("workingDirectory", "repo", &root, &roots, Kind::Dir).unwrap();
+        assert_eq!(ok.path(), root.join("repo"));
+        for (raw, why) in [
+            (
+                "repo/escape",
+                "outside the allowed roots (after following symlinks)",
+            ),
+            (outside.to_str().unwrap(), "outside the allowed roots"),
+            ("repo/../../outside", "outside the allowed roots"),
+            ("missing", "does not exist"),
+            ("repo/src/lib.rs", "is not a directory"),
+        ] {
+            let err = resolve("workingDirectory", raw, &root, &roots, Kind::Dir)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("`workingDirectory`") && err.contains(why),
+                "{raw}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn files_must_resolve_inside_the_working_directory_and_never_echo_contents() {
+        let (_t, root, _outside) = tree();
+        let wd = vec![root.join("repo")];
+        let base = root.join("repo");
+        let ok = resolve("files[0]", "ok.rs", &base, &wd, Kind::File).unwrap();
+        assert_eq!(ok.path(), root.join("repo/src/lib.rs"));
+        for raw in [
+            "link.txt",
+            "escape/secret.txt",
+            "../../outside/secret.txt",
+            "src",
+            "nope",
+        ] {
+            let err = resolve("files[0]", raw, &base, &wd, Kind::File)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("`files[0]`"), "{raw}: {err}");
+            assert!(!err.contains("TOP SECRET"), "{err}");
+        }
+    }
+
+    #[test]
+    fn recheck_catches_a_path_swapped_for_a_symlink() {
+        let (_t, root, outside) = tree();
+        let roots = vec![root.clone()];
+        std::fs::create_dir(root.join("swap")).unwrap();
+        let c = resolve("workingDirectory", "swap", &root, &roots, Kind::Dir).unwrap();
+        assert!(recheck(&c).is_ok());
+        std::fs::remove_dir(root.join("swap")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("swap")).unwrap();
+        assert!(recheck(&c).is_err());
+    }
+
+    /// Found by fuzzing: a clean name that is a symlink to a name with a control character
+    /// was accepted, then refused by `recheck` right before the spawn.
+    #[test]
+    fn a_symlink_to_a_name_with_a_control_character_is_refused_at_once() {
+        let (_t, root, _outside) = tree();
+        let roots = vec![root.clone()];
+        std::fs::write(root.join("bad\u{c}name"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("bad\u{c}name"), root.join("clean")).unwrap();
+        let err = resolve("files[0]", "clean", &root, &roots, Kind::File)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`files[0]`") && err.contains("control"),
+            "{err}"
+        );
+        std::fs::create_dir(root.join("dir\u{7}")).unwrap();
+        std::os::unix::fs::symlink(root.join("dir\u{7}"), root.join("cleandir")).unwrap();
+        assert!(resolve("workingDirectory", "cleandir", &root, &roots, Kind::Dir).is_err());
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_resolved_is_not_reported_missing() {
+        let (_t, root, _outside) = tree();
+        let wd = vec![root.join("repo")];
+        let err = resolve(
+            "files[0]",
+            "src/lib.rs/x",
+            &root.join("repo"),
+            &wd,
+            Kind::File,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cannot be resolved"), "{err}");
+    }
+
+    #[test]
+    fn an_image_whose_real_path_has_a_comma_is_refused() {
+        let (_t, root, _outside) = tree();
+        let repo = root.join("repo");
+        std::fs::write(repo.join("a,b.png"), "png").unwrap();
+        std::os::unix::fs::symlink(repo.join("a,b.png"), repo.join("pic.png")).unwrap();
+        let wd = vec![repo.clone()];
+        let err = resolve("files[0]", "pic.png", &repo, &wd, Kind::Image)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("','"), "{err}");
+        // the same file as a text attachment is fine: only codex's `-i` splits on commas
+        let ok = resolve("files[0]", "pic.png", &repo, &wd, Kind::File).unwrap();
+        assert_eq!(ok.path(), repo.join("a,b.png"));
+    }
+}
