@@ -81,7 +81,7 @@ async fn exec_turn(spec: &SpawnSpec) -> (f64, String) {
         .args(&spec.args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd.path)
+        .current_dir(spec.cwd.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
