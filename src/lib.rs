@@ -26,5 +26,6 @@ pub mod logging;
 pub mod mcp;
 pub mod security;
 pub mod store;
+pub mod usage;
 
 pub use error::{Error, Result};

@@ -257,7 +257,7 @@ fn reconnector(
                     tracing::warn!("the owner of the store went away: this process takes it over");
                     let (bridge, tasks) = become_owner(&owned, config, &vars, store)
                         .await
-                        .map_err(|e| codex_mcp_bridge::Error::Store(e.to_string()))?;
+                        .map_err(|e| codex_mcp_bridge::Error::StoreOwner(e.to_string()))?;
                     let (ours, theirs) = tokio::io::duplex(1024 * 1024);
                     let (r, w) = tokio::io::split(theirs);
                     // serving waits for the replayed `initialize`, which comes through `ours`

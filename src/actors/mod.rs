@@ -199,7 +199,9 @@ impl Bridge {
         let shared = Arc::new(shared);
         let (registry, _) = Actor::spawn(None, RegistryActor, shared.clone())
             .await
-            .map_err(|e| Error::Store(format!("could not start the session registry: {e}")))?;
+            .map_err(|e| {
+                Error::SessionFailed(format!("could not start the session registry: {e}"))
+            })?;
         if let Some(ttl) = shared.config.session_ttl {
             let s = shared.clone();
             tokio::spawn(async move {
@@ -288,12 +290,12 @@ impl Bridge {
 
     /// A stored session.
     pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
-        self.shared.store.get(id)
+        Ok(self.shared.store.get(id)?)
     }
 
     /// Sessions, newest first.
     pub fn list(&self, cursor: Option<&str>, limit: usize) -> Result<Page> {
-        self.shared.store.list(cursor, limit)
+        Ok(self.shared.store.list(cursor, limit)?)
     }
 
     /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files
@@ -396,7 +398,7 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
         }
         store.clear_inflight(&id)?;
     }
-    store.flush().await
+    Ok(store.flush().await?)
 }
 
 /// Parse a stored thread id.

@@ -48,7 +48,9 @@ pub async fn serve(bridge: Bridge, tasks: Tasks, http: &HttpConfig) -> Result<Ht
                 format!("cannot listen on {}: {e}", http.addr),
             )
         })?;
-    let addr = listener.local_addr().map_err(Error::Io)?;
+    let addr = listener
+        .local_addr()
+        .map_err(Error::io("reading the HTTP listener's address"))?;
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(["127.0.0.1", "localhost", "::1", "[::1]"])

@@ -172,18 +172,18 @@ pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option
         version: HELLO_VERSION,
         store_request: request,
     })
-    .map_err(|e| Error::Store(format!("cannot encode the request: {e}")))?;
+    .map_err(|e| Error::StoreOwner(format!("cannot encode the request: {e}")))?;
     let mut conn = match connect(store_dir, &line).await {
         Ok(c) => c,
         Err(Attempt::Unavailable) => return Ok(None),
         Err(Attempt::Untrusted(why)) => {
-            return Err(Error::Store(format!(
+            return Err(Error::StoreOwner(format!(
                 "the store at {} is not safe to join: {why}. Nothing was sent to it",
                 store_dir.display()
             )));
         }
         Err(Attempt::Refused(reason)) => {
-            return Err(Error::Store(format!(
+            return Err(Error::StoreOwner(format!(
                 "the codex-mcp-bridge process that owns the store at {} refused the request: \
                  {reason}",
                 store_dir.display()
@@ -191,7 +191,7 @@ pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option
         }
     };
     let lost = |why: String| {
-        Error::Store(format!(
+        Error::StoreOwner(format!(
             "the codex-mcp-bridge process {} that owns the store at {} did not answer: {why}",
             conn.owner_pid,
             store_dir.display()
@@ -347,12 +347,12 @@ async fn connect(store_dir: &Path, hello: &str) -> std::result::Result<Connectio
 /// `timeout`.
 pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result<Role> {
     let line = serde_json::to_string(hello)
-        .map_err(|e| Error::Store(format!("cannot encode the hello: {e}")))?;
+        .map_err(|e| Error::StoreOwner(format!("cannot encode the hello: {e}")))?;
     let until = Instant::now() + timeout;
     let dir = store_dir.to_path_buf();
     tokio::task::spawn_blocking(move || crate::store::prepare_dir(&dir))
         .await
-        .map_err(|e| Error::Store(format!("preparing the store directory failed: {e}")))??;
+        .map_err(|e| Error::StoreOwner(format!("preparing the store directory failed: {e}")))??;
     loop {
         match connect(store_dir, &line).await {
             Ok(c) => return Ok(Role::Client(c)),
@@ -381,7 +381,7 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
         let dir = store_dir.to_path_buf();
         let opened = tokio::task::spawn_blocking(move || Store::try_open(&dir, Duration::ZERO))
             .await
-            .map_err(|e| Error::Store(format!("opening the store failed: {e}")))??;
+            .map_err(|e| Error::StoreOwner(format!("opening the store failed: {e}")))??;
         if let Some(store) = opened {
             return Ok(Role::Owner(store));
         }

@@ -62,11 +62,12 @@ pub fn listen(bridge: Bridge, tasks: Tasks, store_dir: &Path) -> Result<Listener
     // there (a symlink, say) is ever followed
     let tmp_name = format!(".{}.{}", crate::hub::SOCKET_NAME, std::process::id());
     let tmp = store_dir.join(&tmp_name);
-    let (addr, _dir) = addressable_name(store_dir, &tmp_name).map_err(Error::Io)?;
+    let (addr, _dir) =
+        addressable_name(store_dir, &tmp_name).map_err(Error::io("naming the store's socket"))?;
     let _ = std::fs::remove_file(&tmp);
     let cannot = |e: std::io::Error| {
         let _ = std::fs::remove_file(&tmp);
-        Error::Store(format!(
+        Error::StoreOwner(format!(
             "cannot listen on {}: {e}; other processes on this store cannot share it",
             path.display()
         ))
@@ -77,8 +78,11 @@ pub fn listen(bridge: Bridge, tasks: Tasks, store_dir: &Path) -> Result<Listener
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(cannot)?;
     }
     std::fs::rename(&tmp, &path).map_err(cannot)?;
-    std_listener.set_nonblocking(true).map_err(Error::Io)?;
-    let listener = UnixListener::from_std(std_listener).map_err(Error::Io)?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(Error::io("setting up the store's socket"))?;
+    let listener =
+        UnixListener::from_std(std_listener).map_err(Error::io("setting up the store's socket"))?;
     tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
     let task = tokio::spawn(accept_loop(listener, bridge, tasks));
     Ok(Listener { path, task })
@@ -151,7 +155,7 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
     write
         .write_all(format!("{welcome}\n").as_bytes())
         .await
-        .map_err(Error::Io)?;
+        .map_err(Error::io("answering a process on the store's socket"))?;
     match McpServer::for_client(bridge, Arc::new(client))
         .with_tasks(tasks)
         .serve(crate::mcp::framing::guard(reader, write))
@@ -189,7 +193,7 @@ async fn serve_store_request(
     write
         .write_all(format!("{line}\n").as_bytes())
         .await
-        .map_err(Error::Io)?;
+        .map_err(Error::io("answering a process on the store's socket"))?;
     if refused {
         return Ok(());
     }
@@ -231,7 +235,7 @@ async fn serve_store_request(
     write
         .write_all(format!("{line}\n").as_bytes())
         .await
-        .map_err(Error::Io)?;
+        .map_err(Error::io("answering a process on the store's socket"))?;
     let _ = write.shutdown().await;
     Ok(())
 }

@@ -462,8 +462,10 @@ pub(crate) fn plain_error(e: &Error) -> CallToolResult {
 
 fn error_kind(e: &Error) -> &'static str {
     match e {
-        Error::InvalidArgument { .. } => "invalid_argument",
-        Error::InvalidSetting { .. } => "invalid_setting",
+        Error::InvalidArgument { .. } | Error::Store(crate::store::StoreError::BadCursor) => {
+            "invalid_argument"
+        }
+        Error::Config(_) => "invalid_setting",
         Error::CodexNotFound { .. } => "codex_not_found",
         Error::TimedOut { .. } => "timed_out",
         Error::Cancelled { .. } => "cancelled",
@@ -478,8 +480,8 @@ fn error_kind(e: &Error) -> &'static str {
         Error::OutputCap { .. } => "output_cap",
         Error::Busy(_) => "busy",
         Error::SessionFailed(_) => "session_failed",
-        Error::Store(_) => "store",
-        Error::Io(_) => "io",
+        Error::Store(_) | Error::StoreOwner(_) => "store",
+        Error::Io { .. } => "io",
     }
 }
 
