@@ -295,7 +295,13 @@ impl Bridge {
 
     /// Sessions, newest first.
     pub fn list(&self, cursor: Option<&str>, limit: usize) -> Result<Page> {
-        Ok(self.shared.store.list(cursor, limit)?)
+        self.shared.store.list(cursor, limit).map_err(|e| match e {
+            // the caller's argument, not the store, is at fault
+            crate::store::StoreError::BadCursor => {
+                Error::invalid("cursor", "is not a cursor from a previous page")
+            }
+            e => e.into(),
+        })
     }
 
     /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files

@@ -462,9 +462,7 @@ pub(crate) fn plain_error(e: &Error) -> CallToolResult {
 
 fn error_kind(e: &Error) -> &'static str {
     match e {
-        Error::InvalidArgument { .. } | Error::Store(crate::store::StoreError::BadCursor) => {
-            "invalid_argument"
-        }
+        Error::InvalidArgument { .. } => "invalid_argument",
         Error::Config(_) => "invalid_setting",
         Error::CodexNotFound { .. } => "codex_not_found",
         Error::TimedOut { .. } => "timed_out",

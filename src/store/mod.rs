@@ -234,8 +234,8 @@ pub enum StoreError {
     )]
     Deleted { dir: PathBuf },
 
-    /// A listing cursor that no page gave out.
-    #[error("invalid argument `cursor`: is not a cursor from a previous page")]
+    /// A listing cursor that no page gave out (the caller's argument, `cursor`).
+    #[error("the listing cursor is not one from a previous page")]
     BadCursor,
 }
 
