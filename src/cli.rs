@@ -24,7 +24,7 @@ use crate::logging::LogFormat;
 use crate::security::env::filter_env;
 use crate::security::ids::SessionId;
 use crate::security::redact::redact;
-use crate::store::{SessionRecord, Store};
+use crate::store::{SessionRecord, Store, StoreError};
 
 /// A hardened MCP server for the OpenAI Codex CLI: persistent sessions, progress, cancellation.
 ///
@@ -773,9 +773,30 @@ pub async fn doctor_checks(
             .find(|(n, v)| n == k && !v.is_empty())
             .map(|(_, v)| v.as_str())
     };
-    let mut checks = vec![];
+    let mut checks = vec![config_file_check(config_file)];
+    checks.extend(codex_checks(settings, vars).await);
+    // CODEX_HOME and credentials (never their values)
+    let home = codex_home(vars);
+    checks.push(codex_home_check(&home));
+    checks.push(credentials_check(var("OPENAI_API_KEY").is_some(), &home));
+    checks.push(sandbox_check(var("PATH")));
+    // settings, as the server validates them
+    checks.push(match Config::from_settings(settings, start_dir, vars) {
+        Ok(c) => Check::ok("settings", describe(&c)),
+        Err(e) => Check::fail(
+            "settings",
+            e.to_string(),
+            "correct the setting named (flag, environment variable or config file)",
+        ),
+    });
+    checks.push(store_check(settings, vars));
+    checks.push(nested_check(&home));
+    checks
+}
 
-    checks.push(match config_file {
+/// Which config file was read.
+fn config_file_check(config_file: &ConfigFile) -> Check {
+    match config_file {
         ConfigFile::Read(p) => Check::ok("config file", format!("{} (read)", p.display())),
         ConfigFile::Absent(p) => Check::ok(
             "config file",
@@ -785,38 +806,31 @@ pub async fn doctor_checks(
             "config file",
             "none (neither HOME nor XDG_CONFIG_HOME is set)",
         ),
-    });
-
-    let (codex, fix_bin) = match locate_codex(settings, vars) {
-        Ok((path, from)) => (Some((path, from)), codex_fix(settings, vars)),
-        Err(missing) => {
-            checks.push(Check::fail(
-                "codex binary",
-                missing.problem,
-                missing.fix.clone(),
-            ));
-            (None, missing.fix)
-        }
-    };
-    if let Some((codex, from)) = &codex {
-        checks.push(Check::ok(
-            "codex binary",
-            format!("{} (from {from})", codex.display()),
-        ));
-        let env = filter_env(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        checks.push(match codex_version(codex, &env).await {
-            None => Check::fail(
-                "codex version",
-                format!("{} did not answer `--version`", codex.display()),
-                fix_bin.clone(),
-            ),
-            Some(v) => version_check(&v),
-        });
     }
+}
 
-    // CODEX_HOME and credentials (never their values)
-    let home = codex_home(vars);
-    checks.push(if home.is_dir() {
+/// The codex binary, and its version when it is there.
+async fn codex_checks(settings: &Settings, vars: &[(String, String)]) -> Vec<Check> {
+    let (codex, from) = match locate_codex(settings, vars) {
+        Ok(found) => found,
+        Err(missing) => return vec![Check::fail("codex binary", missing.problem, missing.fix)],
+    };
+    let found = Check::ok("codex binary", format!("{} (from {from})", codex.display()));
+    let env = filter_env(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let version = match codex_version(&codex, &env).await {
+        None => Check::fail(
+            "codex version",
+            format!("{} did not answer `--version`", codex.display()),
+            codex_fix(settings, vars),
+        ),
+        Some(v) => version_check(&v),
+    };
+    vec![found, version]
+}
+
+/// CODEX_HOME exists (codex creates it at its first login).
+fn codex_home_check(home: &Path) -> Check {
+    if home.is_dir() {
         Check::ok("CODEX_HOME", home.display().to_string())
     } else {
         Check::warn(
@@ -824,8 +838,12 @@ pub async fn doctor_checks(
             format!("{} does not exist yet", home.display()),
             "run `codex login` once (it creates it), or set CODEX_HOME",
         )
-    });
-    checks.push(if var("OPENAI_API_KEY").is_some() {
+    }
+}
+
+/// Some credentials are there (never their values).
+fn credentials_check(api_key_set: bool, home: &Path) -> Check {
+    if api_key_set {
         Check::ok("credentials", "OPENAI_API_KEY is set")
     } else if home.join("auth.json").is_file() {
         Check::ok(
@@ -839,69 +857,67 @@ pub async fn doctor_checks(
             "run `codex login`, or set OPENAI_API_KEY in the server's environment (a custom \
              provider in --codex-config may not need either)",
         )
-    });
+    }
+}
 
-    checks.push(sandbox_check(var("PATH")));
-
-    // settings, as the server validates them
-    checks.push(match Config::from_settings(settings, start_dir, vars) {
-        Ok(c) => Check::ok("settings", describe(&c)),
-        Err(e) => Check::fail(
-            "settings",
-            e.to_string(),
-            "correct the setting named (flag, environment variable or config file)",
-        ),
-    });
-
-    // the store
-    checks.push(match store_dir(settings, vars) {
-        Err(e) => Check::fail(
-            "store",
-            e.to_string(),
-            "set CODEX_BRIDGE_STORE to an absolute directory",
-        ),
-        Ok(dir) if !dir.exists() => Check::ok(
+/// The store: where it is, and whether it can be used (by variant: a store a server holds is
+/// fine, a directory others can reach is not).
+fn store_check(settings: &Settings, vars: &[(String, String)]) -> Check {
+    let dir = match store_dir(settings, vars) {
+        Err(e) => {
+            return Check::fail(
+                "store",
+                e.to_string(),
+                "set CODEX_BRIDGE_STORE to an absolute directory",
+            );
+        }
+        Ok(dir) => dir,
+    };
+    if !dir.exists() {
+        return Check::ok(
             "store",
             format!(
                 "{} does not exist yet; the server creates it on its first start",
                 dir.display()
             ),
+        );
+    }
+    match crate::store::check_dir(&dir).and_then(|()| Store::open(&dir)) {
+        Ok(s) => Check::ok(
+            "store",
+            format!(
+                "{}: schema version {}, {} session(s)",
+                dir.display(),
+                s.schema_version().unwrap_or(0),
+                s.len()
+            ),
         ),
-        Ok(dir) => match crate::store::check_dir(&dir).and_then(|()| Store::open(&dir)) {
-            Err(e) if e.to_string().contains("is not used") => Check::fail(
-                "store",
-                e.to_string(),
-                "point CODEX_BRIDGE_STORE at a directory of your own with mode 700 (or, if this \
-                 one is yours, `chmod 700` it)",
+        Err(StoreError::InUse { .. }) => Check::ok(
+            "store",
+            format!(
+                "{} is in use by a running codex-mcp-bridge server (fine: that server owns it, \
+                 and a second server started on it relays its client to that one)",
+                dir.display()
             ),
-            Ok(s) => Check::ok(
-                "store",
-                format!(
-                    "{}: schema version {}, {} session(s)",
-                    dir.display(),
-                    s.schema_version().unwrap_or(0),
-                    s.len()
-                ),
-            ),
-            Err(e) if e.to_string().contains("in use") => Check::ok(
-                "store",
-                format!(
-                    "{} is in use by a running codex-mcp-bridge server (fine: that server owns \
-                     it, and a second server started on it relays its client to that one)",
-                    dir.display()
-                ),
-            ),
-            Err(e) => Check::fail(
-                "store",
-                e.to_string(),
-                "point CODEX_BRIDGE_STORE at a writable directory (or move the broken store \
-                 aside)",
-            ),
-        },
-    });
+        ),
+        Err(e @ StoreError::Refused { .. }) => Check::fail(
+            "store",
+            e.to_string(),
+            "point CODEX_BRIDGE_STORE at a directory of your own with mode 700 (or, if this one \
+             is yours, `chmod 700` it)",
+        ),
+        Err(e) => Check::fail(
+            "store",
+            e.to_string(),
+            "point CODEX_BRIDGE_STORE at a writable directory (or move the broken store aside)",
+        ),
+    }
+}
 
-    let nested = nested_servers(&home);
-    checks.push(Check::ok(
+/// The nested MCP servers codex's config declares.
+fn nested_check(home: &Path) -> Check {
+    let nested = nested_servers(home);
+    Check::ok(
         "nested MCP",
         if nested.is_empty() {
             format!("none configured in {}", home.join("config.toml").display())
@@ -925,8 +941,7 @@ pub async fn doctor_checks(
                 .collect::<Vec<_>>()
                 .join(", ")
         },
-    ));
-    checks
+    )
 }
 
 /// Codex's Linux sandbox is bubblewrap: on PATH, or the copy codex bundles. Unprivileged user

@@ -294,132 +294,40 @@ impl Config {
                 .find(|(n, v)| n == k && !v.is_empty())
                 .map(|(_, v)| v.as_str())
         };
-
-        let codex_bin = match (&s.codex_bin, var("CODEX_CLI_PATH")) {
-            (Some(p), _) => p.clone(),
-            (None, Some(p)) => PathBuf::from(p),
-            (None, None) => PathBuf::from("codex"),
-        };
-        if codex_bin.as_os_str().is_empty() {
-            return Err(Error::setting(
-                "CODEX_BIN (--codex-bin)",
-                "must not be empty",
-            ));
-        }
-        let codex_bin = find_on_path(&codex_bin, var("PATH")).unwrap_or(codex_bin);
-
+        // in this order, so the first setting at fault is the one reported
+        let codex_bin = codex_bin(s, var("CODEX_CLI_PATH"), var("PATH"))?;
         let roots = parse_roots(s.roots.as_deref(), start_dir)?;
-
         let store_dir = store_dir(s, vars)?;
-
-        let max_concurrent = s.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT);
-        if !(1..=MAX_MAX_CONCURRENT).contains(&max_concurrent) {
-            return Err(Error::setting(
-                "CODEX_BRIDGE_MAX_CONCURRENT (--max-concurrent)",
-                format!("must be between 1 and {MAX_MAX_CONCURRENT}"),
-            ));
-        }
-
-        let default_ms = s.default_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
-        let max_ms = s
-            .max_timeout_ms
-            .unwrap_or(DEFAULT_MAX_TIMEOUT_MS.max(default_ms));
-        if default_ms < MIN_TIMEOUT_MS {
-            return Err(Error::setting(
-                "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS (--default-timeout-ms)",
-                format!("must be at least {MIN_TIMEOUT_MS}"),
-            ));
-        }
-        if max_ms < default_ms {
-            return Err(Error::setting(
-                "CODEX_BRIDGE_MAX_TIMEOUT_MS (--max-timeout-ms)",
-                "must be at least the default timeout",
-            ));
-        }
-
+        let max_concurrent = max_concurrent(s)?;
+        let (default_timeout, max_timeout) = timeouts(s)?;
         let codex_overrides = s
             .codex_config
             .iter()
             .filter(|r| !r.trim().is_empty())
             .map(|r| parse_operator_override(r))
             .collect::<Result<Vec<_>>>()?;
-
-        let mut limits = Limits::default();
-        if let Some(n) = s.max_line_bytes {
-            if n < 4096 {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_MAX_LINE_BYTES (--max-line-bytes)",
-                    "must be at least 4096",
-                ));
-            }
-            limits.max_line_bytes = n;
-        }
-        if let Some(n) = s.max_output_bytes {
-            if n < limits.max_line_bytes {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_MAX_OUTPUT_BYTES (--max-output-bytes)",
-                    "must be at least the line limit",
-                ));
-            }
-            limits.max_output_bytes = n;
-        }
-
-        let queue_timeout = Duration::from_millis(s.queue_timeout_ms.unwrap_or(600_000));
-        let idle_timeout = Duration::from_millis(s.idle_timeout_ms.unwrap_or(900_000));
-        if idle_timeout < Duration::from_millis(100) {
-            return Err(Error::setting(
-                "CODEX_BRIDGE_IDLE_TIMEOUT_MS (--idle-timeout-ms)",
-                "must be at least 100",
-            ));
-        }
-        let disable_nested_mcp = match s.nested_mcp.as_deref() {
-            None | Some("keep") => false,
-            Some("disable") => true,
-            Some(_) => {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_NESTED_MCP (--nested-mcp)",
-                    "must be `keep` or `disable`",
-                ));
-            }
-        };
-
-        let heartbeat = Duration::from_millis(s.heartbeat_ms.unwrap_or(10_000));
-        if heartbeat < Duration::from_millis(100) {
-            return Err(Error::setting(
-                "CODEX_BRIDGE_HEARTBEAT_MS (--heartbeat-ms)",
-                "must be at least 100",
-            ));
-        }
-
-        let session_ttl = match s.session_ttl_days.unwrap_or(30) {
-            0 => None,
-            d if d > 36_500 => {
-                return Err(Error::setting(
-                    "CODEX_BRIDGE_SESSION_TTL_DAYS (--session-ttl-days)",
-                    "must be at most 36500",
-                ));
-            }
-            d => Some(Duration::from_secs(d * 86_400)),
-        };
-
+        let limits = limits(s)?;
+        let (queue_timeout, idle_timeout) = queue_and_idle(s)?;
+        let disable_nested_mcp = disable_nested_mcp(s)?;
+        let heartbeat = heartbeat(s)?;
+        let session_ttl = session_ttl(s)?;
         let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
-
         Ok(Config {
-            http,
-            session_ttl,
-            heartbeat,
-            queue_timeout,
-            idle_timeout,
-            disable_nested_mcp,
             codex_bin,
             roots,
             store_dir,
             allow_danger: s.allow_danger.unwrap_or(false),
             max_concurrent,
-            default_timeout: Duration::from_millis(default_ms),
-            max_timeout: Duration::from_millis(max_ms),
+            default_timeout,
+            max_timeout,
             codex_overrides,
             limits,
+            queue_timeout,
+            idle_timeout,
+            disable_nested_mcp,
+            heartbeat,
+            session_ttl,
+            http,
         })
     }
 
@@ -433,6 +341,129 @@ impl Config {
             )),
             Some(ms) => Ok(Duration::from_millis(ms).min(self.max_timeout)),
         }
+    }
+}
+
+/// The codex binary: `--codex-bin`, else CODEX_CLI_PATH, else `codex`; an absolute path when
+/// found on PATH.
+fn codex_bin(s: &Settings, cli_path: Option<&str>, path_var: Option<&str>) -> Result<PathBuf> {
+    let codex_bin = match (&s.codex_bin, cli_path) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) => PathBuf::from(p),
+        (None, None) => PathBuf::from("codex"),
+    };
+    if codex_bin.as_os_str().is_empty() {
+        return Err(Error::setting(
+            "CODEX_BIN (--codex-bin)",
+            "must not be empty",
+        ));
+    }
+    Ok(find_on_path(&codex_bin, path_var).unwrap_or(codex_bin))
+}
+
+fn max_concurrent(s: &Settings) -> Result<usize> {
+    let max_concurrent = s.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT);
+    if !(1..=MAX_MAX_CONCURRENT).contains(&max_concurrent) {
+        return Err(Error::setting(
+            "CODEX_BRIDGE_MAX_CONCURRENT (--max-concurrent)",
+            format!("must be between 1 and {MAX_MAX_CONCURRENT}"),
+        ));
+    }
+    Ok(max_concurrent)
+}
+
+/// The default turn timeout and the cap on a caller's.
+fn timeouts(s: &Settings) -> Result<(Duration, Duration)> {
+    let default_ms = s.default_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    let max_ms = s
+        .max_timeout_ms
+        .unwrap_or(DEFAULT_MAX_TIMEOUT_MS.max(default_ms));
+    if default_ms < MIN_TIMEOUT_MS {
+        return Err(Error::setting(
+            "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS (--default-timeout-ms)",
+            format!("must be at least {MIN_TIMEOUT_MS}"),
+        ));
+    }
+    if max_ms < default_ms {
+        return Err(Error::setting(
+            "CODEX_BRIDGE_MAX_TIMEOUT_MS (--max-timeout-ms)",
+            "must be at least the default timeout",
+        ));
+    }
+    Ok((
+        Duration::from_millis(default_ms),
+        Duration::from_millis(max_ms),
+    ))
+}
+
+/// The output caps of one turn.
+fn limits(s: &Settings) -> Result<Limits> {
+    let mut limits = Limits::default();
+    if let Some(n) = s.max_line_bytes {
+        if n < 4096 {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_MAX_LINE_BYTES (--max-line-bytes)",
+                "must be at least 4096",
+            ));
+        }
+        limits.max_line_bytes = n;
+    }
+    if let Some(n) = s.max_output_bytes {
+        if n < limits.max_line_bytes {
+            return Err(Error::setting(
+                "CODEX_BRIDGE_MAX_OUTPUT_BYTES (--max-output-bytes)",
+                "must be at least the line limit",
+            ));
+        }
+        limits.max_output_bytes = n;
+    }
+    Ok(limits)
+}
+
+/// How long a call waits for a slot, and an idle session stays in memory.
+fn queue_and_idle(s: &Settings) -> Result<(Duration, Duration)> {
+    let queue_timeout = Duration::from_millis(s.queue_timeout_ms.unwrap_or(600_000));
+    let idle_timeout = Duration::from_millis(s.idle_timeout_ms.unwrap_or(900_000));
+    if idle_timeout < Duration::from_millis(100) {
+        return Err(Error::setting(
+            "CODEX_BRIDGE_IDLE_TIMEOUT_MS (--idle-timeout-ms)",
+            "must be at least 100",
+        ));
+    }
+    Ok((queue_timeout, idle_timeout))
+}
+
+/// The interval of progress heartbeats.
+fn heartbeat(s: &Settings) -> Result<Duration> {
+    let heartbeat = Duration::from_millis(s.heartbeat_ms.unwrap_or(10_000));
+    if heartbeat < Duration::from_millis(100) {
+        return Err(Error::setting(
+            "CODEX_BRIDGE_HEARTBEAT_MS (--heartbeat-ms)",
+            "must be at least 100",
+        ));
+    }
+    Ok(heartbeat)
+}
+
+fn disable_nested_mcp(s: &Settings) -> Result<bool> {
+    match s.nested_mcp.as_deref() {
+        None | Some("keep") => Ok(false),
+        Some("disable") => Ok(true),
+        Some(_) => Err(Error::setting(
+            "CODEX_BRIDGE_NESTED_MCP (--nested-mcp)",
+            "must be `keep` or `disable`",
+        )),
+    }
+}
+
+fn session_ttl(s: &Settings) -> Result<Option<Duration>> {
+    match s.session_ttl_days.unwrap_or(30) {
+        0 => Ok(None),
+        d if d > 36_500 => Err(Error::setting(
+            "CODEX_BRIDGE_SESSION_TTL_DAYS (--session-ttl-days)",
+            "must be at most 36500",
+        )),
+        d => Ok(Some(Duration::from_secs(d * 86_400))),
     }
 }
 
@@ -589,109 +620,191 @@ pub fn config_location(
     })
 }
 
+/// Why the settings or the config file are refused. Every message names the setting (and the
+/// file and key); none echoes a value from the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A setting's value is refused: `setting` names its variable and flag.
+    #[error("invalid setting {setting}: {reason}")]
+    Invalid { setting: String, reason: String },
+
+    /// The config file exists (or was named) but cannot be read.
+    #[error(
+        "invalid setting {CONFIG_SETTING}: cannot read the config file {}: {source}",
+        .path.display()
+    )]
+    FileUnreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The config file is not TOML (toml's own words, which quote no value).
+    #[error(
+        "invalid setting {CONFIG_SETTING}: the config file {} is not valid TOML{}: {message}",
+        .path.display(),
+        .line.map(|l| format!(" at line {l}")).unwrap_or_default()
+    )]
+    NotToml {
+        path: PathBuf,
+        line: Option<usize>,
+        message: String,
+    },
+
+    /// A key that is no setting (a typo, say).
+    #[error(
+        "invalid setting {CONFIG_SETTING}: unknown key `{key}` in the config file {}; the keys \
+         are the settings' names in snake_case: {}",
+        .path.display(),
+        CONFIG_FILE_KEYS.join(", ")
+    )]
+    UnknownKey { path: PathBuf, key: String },
+
+    /// A key whose value has the wrong type (the value is not repeated: it may be a secret).
+    #[error(
+        "invalid setting {CONFIG_SETTING}: in the config file {}, `{key}` must be {expected}",
+        .path.display()
+    )]
+    WrongType {
+        path: PathBuf,
+        key: String,
+        expected: &'static str,
+    },
+}
+
 /// Read the config file at `loc`: `None` when it is the default one and absent. An explicit
 /// file that is missing, a file that is not TOML, an unknown key or a value of the wrong type
 /// is an error naming the file (and the key); values are never echoed.
-pub fn read_config_file(loc: &ConfigLocation) -> Result<Option<FileSettings>> {
+pub fn read_config_file(loc: &ConfigLocation) -> Result<Option<FileSettings>, ConfigError> {
     let text = match std::fs::read_to_string(&loc.path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !loc.explicit => return Ok(None),
-        Err(e) => {
-            return Err(Error::setting(
-                CONFIG_SETTING,
-                format!("cannot read the config file {}: {e}", loc.path.display()),
-            ));
+        Err(source) => {
+            return Err(ConfigError::FileUnreadable {
+                path: loc.path.clone(),
+                source,
+            });
         }
     };
     parse_config_file(&loc.path, &text).map(Some)
 }
 
-/// Parse a config file's text (`path` only names it in errors).
-pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings> {
-    let file = path.display();
-    let table: toml::Table = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
-            .map(|l| format!(" at line {l}"))
-            .unwrap_or_default();
-        Error::setting(
-            CONFIG_SETTING,
-            format!(
-                "the config file {file} is not valid TOML{line}: {}",
-                e.message()
-            ),
-        )
-    })?;
-    let mut out = FileSettings::default();
-    for (key, value) in &table {
-        let bad = |what: &str| {
-            Error::setting(
-                CONFIG_SETTING,
-                format!("in the config file {file}, `{key}` must be {what}"),
-            )
-        };
-        let string = || {
-            value
-                .as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| bad("a string"))
-        };
-        let strings = || match value {
-            toml::Value::String(s) => Ok(vec![s.clone()]),
-            toml::Value::Array(a) => a
-                .iter()
-                .map(|v| v.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| bad("a string or an array of strings")),
-            _ => Err(bad("a string or an array of strings")),
-        };
-        let int = || {
-            value
-                .as_integer()
-                .and_then(|i| u64::try_from(i).ok())
-                .ok_or_else(|| bad("a non-negative integer"))
-        };
-        let size = || int().and_then(|i| usize::try_from(i).map_err(|_| bad("smaller")));
-        let s = &mut out.settings;
-        match key.as_str() {
-            "codex_bin" => s.codex_bin = Some(PathBuf::from(string()?)),
-            "roots" => s.roots = Some(strings()?.join(":")),
-            "store" => s.store = Some(PathBuf::from(string()?)),
-            "allow_danger" => {
-                s.allow_danger = Some(value.as_bool().ok_or_else(|| bad("true or false"))?)
-            }
-            "max_concurrent" => s.max_concurrent = Some(size()?),
-            "default_timeout_ms" => s.default_timeout_ms = Some(int()?),
-            "max_timeout_ms" => s.max_timeout_ms = Some(int()?),
-            "codex_config" => s.codex_config = strings()?,
-            "max_line_bytes" => s.max_line_bytes = Some(size()?),
-            "max_output_bytes" => s.max_output_bytes = Some(size()?),
-            "queue_timeout_ms" => s.queue_timeout_ms = Some(int()?),
-            "idle_timeout_ms" => s.idle_timeout_ms = Some(int()?),
-            "nested_mcp" => s.nested_mcp = Some(string()?),
-            "heartbeat_ms" => s.heartbeat_ms = Some(int()?),
-            "session_ttl_days" => s.session_ttl_days = Some(int()?),
-            "http_listen" => s.http_listen = Some(string()?),
-            "log_format" => {
-                out.log_format = Some(
-                    <LogFormat as clap::ValueEnum>::from_str(&string()?, false)
-                        .map_err(|_| bad("`text` or `json`"))?,
-                )
-            }
-            _ => {
-                return Err(Error::setting(
-                    CONFIG_SETTING,
-                    format!(
-                        "unknown key `{key}` in the config file {file}; the keys are the \
-                         settings' names in snake_case: {}",
-                        CONFIG_FILE_KEYS.join(", ")
-                    ),
-                ));
-            }
+/// A string or an array of strings (`roots`, `codex_config`).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
         }
     }
-    Ok(out)
+}
+
+/// The config file's keys: serde refuses any other and any value of the wrong type; the
+/// error is rebuilt from the key alone ([`wrong_type`]), as serde's own words quote the value.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileKeys {
+    codex_bin: Option<PathBuf>,
+    roots: Option<OneOrMany>,
+    store: Option<PathBuf>,
+    allow_danger: Option<bool>,
+    max_concurrent: Option<usize>,
+    default_timeout_ms: Option<u64>,
+    max_timeout_ms: Option<u64>,
+    codex_config: Option<OneOrMany>,
+    max_line_bytes: Option<usize>,
+    max_output_bytes: Option<usize>,
+    queue_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    nested_mcp: Option<String>,
+    heartbeat_ms: Option<u64>,
+    session_ttl_days: Option<u64>,
+    http_listen: Option<String>,
+    log_format: Option<String>,
+}
+
+/// What a key's value must be, for the error about a value of the wrong type.
+fn expected(key: &str) -> &'static str {
+    match key {
+        "roots" | "codex_config" => "a string or an array of strings",
+        "allow_danger" => "true or false",
+        "log_format" => "`text` or `json`",
+        "max_concurrent" | "default_timeout_ms" | "max_timeout_ms" | "max_line_bytes"
+        | "max_output_bytes" | "queue_timeout_ms" | "idle_timeout_ms" | "heartbeat_ms"
+        | "session_ttl_days" => "a non-negative integer",
+        _ => "a string",
+    }
+}
+
+/// Parse a config file's text (`path` only names it in errors).
+pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, ConfigError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::NotToml {
+        path: path.to_path_buf(),
+        line: e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+        message: e.message().to_owned(),
+    })?;
+    // an unknown key first, by name (serde's error for it carries no path to the key)
+    if let Some(key) = table
+        .keys()
+        .find(|k| !CONFIG_FILE_KEYS.contains(&k.as_str()))
+    {
+        return Err(ConfigError::UnknownKey {
+            path: path.to_path_buf(),
+            key: key.clone(),
+        });
+    }
+    let wrong_type = |key: &str| ConfigError::WrongType {
+        path: path.to_path_buf(),
+        key: key.to_owned(),
+        expected: expected(key),
+    };
+    let keys: FileKeys =
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            match e.path().iter().next() {
+                Some(serde_path_to_error::Segment::Map { key }) => wrong_type(key),
+                _ => wrong_type(&e.path().to_string()),
+            }
+        })?;
+    let log_format = keys
+        .log_format
+        .map(|f| {
+            <LogFormat as clap::ValueEnum>::from_str(&f, false)
+                .map_err(|_| wrong_type("log_format"))
+        })
+        .transpose()?;
+    Ok(FileSettings {
+        settings: Settings {
+            codex_bin: keys.codex_bin,
+            roots: keys.roots.map(|r| r.into_vec().join(":")),
+            store: keys.store,
+            allow_danger: keys.allow_danger,
+            max_concurrent: keys.max_concurrent,
+            default_timeout_ms: keys.default_timeout_ms,
+            max_timeout_ms: keys.max_timeout_ms,
+            codex_config: keys
+                .codex_config
+                .map(OneOrMany::into_vec)
+                .unwrap_or_default(),
+            max_line_bytes: keys.max_line_bytes,
+            max_output_bytes: keys.max_output_bytes,
+            queue_timeout_ms: keys.queue_timeout_ms,
+            idle_timeout_ms: keys.idle_timeout_ms,
+            nested_mcp: keys.nested_mcp,
+            heartbeat_ms: keys.heartbeat_ms,
+            session_ttl_days: keys.session_ttl_days,
+            http_listen: keys.http_listen,
+        },
+        log_format,
+    })
 }
 
 impl Settings {

@@ -1,11 +1,45 @@
-//! The crate error. Every variant's message is a user-facing sentence that names the field or
-//! setting at fault and never echoes a secret or file contents; messages are redacted again by
-//! the layer that sends them out.
+//! The crate error: one enum per layer, folded into [`Error`] with `#[from]`. Every message is a
+//! user-facing sentence that names the setting, argument or file at fault and never echoes a
+//! secret or file contents; messages are redacted again by the layer that sends them out.
+//!
+//! The layers' own enums live beside their code ([`crate::config::ConfigError`],
+//! [`crate::store::StoreError`]); this module is the one place that names them all (the
+//! layering test allows it exactly that). Code decides by variant, never by message text.
 
+use std::fmt;
 use std::time::Duration;
+
+use crate::config::ConfigError;
+use crate::store::StoreError;
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a turn failed, classified from codex's own messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    Auth,
+    RateLimit,
+    ContextLength,
+    TurnFailed,
+    Crashed,
+    /// Codex recorded another sandbox level or approval mode than the bridge asked for.
+    PolicyMismatch,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Auth => "authentication failed",
+            FailureKind::RateLimit => "rate limit or quota exceeded",
+            FailureKind::ContextLength => "context length exceeded",
+            FailureKind::TurnFailed => "codex turn failed",
+            FailureKind::Crashed => "codex exited with an error",
+            FailureKind::PolicyMismatch => "sandbox or approval mismatch",
+        })
+    }
+}
 
 /// Everything that can go wrong between a tool call and a Codex turn.
 #[derive(Debug, thiserror::Error)]
@@ -14,9 +48,13 @@ pub enum Error {
     #[error("invalid argument `{field}`: {reason}")]
     InvalidArgument { field: String, reason: String },
 
-    /// An operator setting failed validation at start.
-    #[error("invalid setting {setting}: {reason}")]
-    InvalidSetting { setting: String, reason: String },
+    /// An operator setting or the config file failed validation.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// The session store failed, or refused its directory.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 
     /// The codex binary could not be found or executed.
     #[error(
@@ -41,10 +79,7 @@ pub enum Error {
 
     /// Codex reported a failure (auth, rate limit, context length, failed turn, crash).
     #[error("{kind}: {message}")]
-    Codex {
-        kind: crate::codex::events::FailureKind,
-        message: String,
-    },
+    Codex { kind: FailureKind, message: String },
 
     /// Output went past a safety cap.
     #[error("codex output exceeded the {what} cap of {limit} bytes; the turn was stopped")]
@@ -58,17 +93,18 @@ pub enum Error {
     #[error("{0}")]
     SessionFailed(String),
 
-    /// The session store failed (disk full, read-only, corrupted, deleted).
-    #[error("session store error: {0}")]
-    Store(String),
-
     /// Electing, joining, serving or leaving the store's owner failed.
     #[error(transparent)]
     Hub(#[from] crate::hub::HubError),
 
-    /// Spawning or waiting for the child failed at the OS level.
-    #[error("could not run codex: {0}")]
-    Io(#[from] std::io::Error),
+    /// An operating-system call outside the store failed; `doing` says what it was for
+    /// ("running codex", "creating the schema's temporary directory", ...).
+    #[error("{doing} failed: {source}")]
+    Io {
+        doing: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
@@ -80,11 +116,16 @@ impl Error {
         }
     }
 
-    /// Shorthand for an [`Error::InvalidSetting`].
+    /// Shorthand for an invalid operator setting ([`ConfigError::Invalid`]).
     pub fn setting(setting: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::InvalidSetting {
+        Error::Config(ConfigError::Invalid {
             setting: setting.into(),
             reason: reason.into(),
-        }
+        })
+    }
+
+    /// An IO failure while `doing` something, for `map_err`: `.map_err(Error::io("..."))`.
+    pub fn io(doing: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+        move |source| Error::Io { doing, source }
     }
 }

@@ -32,5 +32,6 @@ pub mod mcp;
 pub mod security;
 pub mod server;
 pub mod store;
+pub mod usage;
 
 pub use error::{Error, Result};

@@ -199,7 +199,9 @@ impl Bridge {
         let shared = Arc::new(shared);
         let (registry, _) = Actor::spawn(None, RegistryActor, shared.clone())
             .await
-            .map_err(|e| Error::Store(format!("could not start the session registry: {e}")))?;
+            .map_err(|e| {
+                Error::SessionFailed(format!("could not start the session registry: {e}"))
+            })?;
         if let Some(ttl) = shared.config.session_ttl {
             // a weak handle: the store is let go when the bridge is gone, even in a process
             // that goes on (a relay in it may take the store over)
@@ -291,12 +293,18 @@ impl Bridge {
 
     /// A stored session.
     pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
-        self.shared.store.get(id)
+        Ok(self.shared.store.get(id)?)
     }
 
     /// Sessions, newest first.
     pub fn list(&self, cursor: Option<&str>, limit: usize) -> Result<Page> {
-        self.shared.store.list(cursor, limit)
+        self.shared.store.list(cursor, limit).map_err(|e| match e {
+            // the caller's argument, not the store, is at fault
+            crate::store::StoreError::BadCursor => {
+                Error::invalid("cursor", "is not a cursor from a previous page")
+            }
+            e => e.into(),
+        })
     }
 
     /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files
@@ -399,7 +407,7 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
         }
         store.clear_inflight(&id)?;
     }
-    store.flush().await
+    Ok(store.flush().await?)
 }
 
 /// Parse a stored thread id.

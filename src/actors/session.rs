@@ -324,7 +324,7 @@ async fn start(
     let stored = st.shared.store.put(record);
     let flushed = st.shared.store.flush().await;
     if let Err(e) = stored.and(flushed) {
-        let _ = reply.send(Err(e));
+        let _ = reply.send(Err(e.into()));
         return;
     }
 
@@ -538,7 +538,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
             r.record = Some(record);
             Ok(r)
         }
-        (Ok(_), Err(e)) => Err(e),
+        (Ok(_), Err(e)) => Err(e.into()),
         (Err(e), _) => Err(e),
     });
 }

@@ -3,8 +3,6 @@
 //!
 //! Unknown event or item types are counted, never fatal: codex adds types between releases.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 /// One line of `codex exec --json` output.
@@ -47,49 +45,7 @@ pub struct ErrorPayload {
     pub message: String,
 }
 
-/// Token usage as codex reports it.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(default)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub cached_input_tokens: u64,
-    pub cache_write_input_tokens: u64,
-    pub output_tokens: u64,
-    pub reasoning_output_tokens: u64,
-}
-
-impl Usage {
-    /// This running total minus an earlier one: the usage of the turn in between.
-    pub fn delta(&self, earlier: &Usage) -> Usage {
-        Usage {
-            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
-            cached_input_tokens: self
-                .cached_input_tokens
-                .saturating_sub(earlier.cached_input_tokens),
-            cache_write_input_tokens: self
-                .cache_write_input_tokens
-                .saturating_sub(earlier.cache_write_input_tokens),
-            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
-            reasoning_output_tokens: self
-                .reasoning_output_tokens
-                .saturating_sub(earlier.reasoning_output_tokens),
-        }
-    }
-
-    /// Sum of two usages.
-    pub fn plus(&self, other: &Usage) -> Usage {
-        Usage {
-            input_tokens: self.input_tokens + other.input_tokens,
-            cached_input_tokens: self.cached_input_tokens + other.cached_input_tokens,
-            cache_write_input_tokens: self.cache_write_input_tokens
-                + other.cache_write_input_tokens,
-            output_tokens: self.output_tokens + other.output_tokens,
-            reasoning_output_tokens: self.reasoning_output_tokens + other.reasoning_output_tokens,
-        }
-    }
-}
+pub use crate::usage::Usage;
 
 /// A thread item.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -211,31 +167,7 @@ pub fn is_transient(message: &str) -> bool {
     message.trim_start().starts_with("Reconnecting")
 }
 
-/// Why a turn failed, classified from codex's own messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    Auth,
-    RateLimit,
-    ContextLength,
-    TurnFailed,
-    Crashed,
-    /// Codex recorded another sandbox level or approval mode than the bridge asked for.
-    PolicyMismatch,
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailureKind::Auth => "authentication failed",
-            FailureKind::RateLimit => "rate limit or quota exceeded",
-            FailureKind::ContextLength => "context length exceeded",
-            FailureKind::TurnFailed => "codex turn failed",
-            FailureKind::Crashed => "codex exited with an error",
-            FailureKind::PolicyMismatch => "sandbox or approval mismatch",
-        })
-    }
-}
+pub use crate::error::FailureKind;
 
 /// Classify a failure message from codex (a `turn.failed`, terminal `error`, or stderr).
 pub fn classify(message: &str) -> FailureKind {

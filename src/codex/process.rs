@@ -232,11 +232,11 @@ pub async fn run(
     let stdout = child
         .stdout
         .take()
-        .ok_or_else(|| io::Error::other("stdout not piped"))?;
+        .ok_or_else(|| Error::io("reading codex's output")(io::Error::other("stdout not piped")))?;
     let stderr = child
         .stderr
         .take()
-        .ok_or_else(|| io::Error::other("stderr not piped"))?;
+        .ok_or_else(|| Error::io("reading codex's errors")(io::Error::other("stderr not piped")))?;
     // more than the tail is read, so that the tail is redacted with what precedes it
     let stderr_task = tokio::spawn(read_tail(
         stderr,
@@ -604,10 +604,10 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     spawner()
         .send((tokio::runtime::Handle::current(), cmd, tx))
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+        .map_err(|_| Error::io("running codex")(io::Error::other("the spawner thread is gone")))?;
     let res = rx
         .await
-        .map_err(|_| io::Error::other("the spawner thread is gone"))?;
+        .map_err(|_| Error::io("running codex")(io::Error::other("the spawner thread is gone")))?;
     res.map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::CodexNotFound {
             program: spec.program.display().to_string(),
@@ -617,7 +617,7 @@ async fn spawn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
             program: format!("{} (not executable)", spec.program.display()),
             version: NEWEST_TESTED_CODEX_VERSION,
         },
-        _ => Error::Io(e),
+        _ => Error::io("running codex")(e),
     })
 }
 

@@ -299,7 +299,12 @@ mod tests {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (r, w) = tokio::io::split(ours);
         let reconnect: Reconnect = Box::new(|| {
-            Box::pin(async { Err(crate::error::Error::Store("no other owner".into())) })
+            Box::pin(async {
+                Err(crate::hub::HubError::NoOwnerAnswers {
+                    store: "/nowhere".into(),
+                }
+                .into())
+            })
         });
         tokio::spawn(run(relay_in, relay_out, Upstream::new(r, w, 1), reconnect));
         // the owner: answers call 7 with a line over the cap, call 8 normally

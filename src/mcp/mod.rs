@@ -550,7 +550,7 @@ fn error_kind(e: &Error) -> results::ErrorKind {
     use results::ErrorKind as K;
     match e {
         Error::InvalidArgument { .. } => K::InvalidArgument,
-        Error::InvalidSetting { .. } => K::InvalidSetting,
+        Error::Config(_) => K::InvalidSetting,
         Error::CodexNotFound { .. } => K::CodexNotFound,
         Error::TimedOut { .. } => K::TimedOut,
         Error::Cancelled { .. } => K::Cancelled,
@@ -567,7 +567,7 @@ fn error_kind(e: &Error) -> results::ErrorKind {
         Error::SessionFailed(_) => K::SessionFailed,
         Error::Store(_) => K::Store,
         Error::Hub(_) => K::Hub,
-        Error::Io(_) => K::Io,
+        Error::Io { .. } => K::Io,
     }
 }
 

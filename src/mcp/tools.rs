@@ -259,8 +259,11 @@ impl McpServer {
         let dir = tempfile::Builder::new()
             .prefix("codex-mcp-bridge-")
             .tempdir()
-            .map_err(Error::Io)?;
-        let canon = dir.path().canonicalize().map_err(Error::Io)?;
+            .map_err(Error::io("creating a scratch directory"))?;
+        let canon = dir
+            .path()
+            .canonicalize()
+            .map_err(Error::io("resolving the scratch directory"))?;
         let c = confine::resolve(
             "workingDirectory",
             &canon.to_string_lossy(),
@@ -384,15 +387,16 @@ impl McpServer {
         let state = tempfile::Builder::new()
             .prefix("codex-mcp-bridge-structured-")
             .tempdir()
-            .map_err(Error::Io)?;
+            .map_err(Error::io("creating the schema's temporary directory"))?;
         let schema_file: PathBuf = state
             .path()
             .canonicalize()
-            .map_err(Error::Io)?
+            .map_err(Error::io("resolving the schema's temporary directory"))?
             .join("schema.json");
         let answer_file = schema_file.with_file_name("answer.json");
         if let Some(native) = &plan.native_schema {
-            std::fs::write(&schema_file, native.to_string()).map_err(Error::Io)?;
+            std::fs::write(&schema_file, native.to_string())
+                .map_err(Error::io("writing the output schema file"))?;
         }
         let started = std::time::Instant::now();
         let mut prompt = format!("{}{}{}", p.prompt, att.text, plan.prompt_suffix);

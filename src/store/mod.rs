@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
 
-use crate::codex::events::Usage;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::security::ids::SessionId;
+use crate::usage::Usage;
 
 #[path = "../../migrations/mod.rs"]
 pub mod migrations;
@@ -139,8 +139,122 @@ fn read_u64(v: Option<sled::IVec>) -> u64 {
         .unwrap_or(0)
 }
 
-fn storage(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Store(format!("store at {}: {e}", path.display()))
+/// Why the store failed. The messages name the store's directory and what was being done;
+/// the directory refusals name the setting, `CODEX_BRIDGE_STORE`.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another process holds the store's lock (a running server).
+    #[error(
+        "invalid setting {SETTING}: the store at {} is in use by another codex-mcp-bridge \
+         process (a running server holds it)",
+        .dir.display()
+    )]
+    InUse { dir: PathBuf },
+
+    /// The directory cannot be trusted (see [`check_dir`]); nothing in it was used.
+    #[error(
+        "invalid setting {SETTING}: the store directory {} {why}; it is not used. Use a \
+         directory of your own (mode 700), or fix this one",
+        .dir.display()
+    )]
+    Refused { dir: PathBuf, why: String },
+
+    /// The store was written by a newer codex-mcp-bridge.
+    #[error(
+        "invalid setting {SETTING}: the store at {} has schema version {version}, written by a \
+         newer codex-mcp-bridge (this one knows up to {known}); upgrade, or use another store",
+        .dir.display()
+    )]
+    Newer {
+        dir: PathBuf,
+        version: u64,
+        known: u64,
+    },
+
+    /// sled failed while `doing` something.
+    #[error("session store error: store at {}: {doing} failed: {source}", .dir.display())]
+    Storage {
+        dir: PathBuf,
+        doing: &'static str,
+        #[source]
+        source: sled::Error,
+    },
+
+    /// A file-system call on the store's directory failed while `doing` something.
+    #[error("session store error: store at {}: {doing} failed: {source}", .dir.display())]
+    Io {
+        dir: PathBuf,
+        doing: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A stored record cannot be read back (the store is corrupted).
+    #[error("session store error: store at {}: session {id} is unreadable: {source}", .dir.display())]
+    Corrupted {
+        dir: PathBuf,
+        id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A record cannot be encoded.
+    #[error("session store error: store at {}: cannot encode a record: {source}", .dir.display())]
+    Encode {
+        dir: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// A migration step failed; the store is left at the previous version.
+    #[error(
+        "session store error: store at {}: migration to v{to} ({name}) failed: {reason}",
+        .dir.display()
+    )]
+    Migration {
+        dir: PathBuf,
+        to: u64,
+        name: &'static str,
+        reason: String,
+    },
+
+    /// The background flush stopped before it finished.
+    #[error("session store error: store at {}: the flush did not finish: {source}", .dir.display())]
+    FlushLost {
+        dir: PathBuf,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+
+    /// The store's files vanished under the running server.
+    #[error(
+        "session store error: store at {}: the store's files were deleted while the server ran; \
+         this change is not saved (restart the server to recreate the store)",
+        .dir.display()
+    )]
+    Deleted { dir: PathBuf },
+
+    /// A listing cursor that no page gave out (the caller's argument, `cursor`).
+    #[error("the listing cursor is not one from a previous page")]
+    BadCursor,
+}
+
+/// `map_err` for a sled call on the store at `dir`.
+fn storage<'a>(dir: &'a Path, doing: &'static str) -> impl FnOnce(sled::Error) -> StoreError + 'a {
+    move |source| StoreError::Storage {
+        dir: dir.to_path_buf(),
+        doing,
+        source,
+    }
+}
+
+/// `map_err` for a file-system call on the store directory `dir`.
+fn io<'a>(dir: &'a Path, doing: &'static str) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        dir: dir.to_path_buf(),
+        doing,
+        source,
+    }
 }
 
 impl Store {
@@ -148,22 +262,15 @@ impl Store {
     /// by another process, or written by a newer version, is refused with a clear error. (The
     /// server itself never gets that error: it joins the process holding the lock, see
     /// [`crate::hub::elect`]; this is for the command line and tools.)
-    pub fn open(dir: &Path) -> Result<Store> {
-        Store::try_open(dir, LOCK_WAIT)?.ok_or_else(|| {
-            Error::setting(
-                SETTING,
-                format!(
-                    "the store at {} is in use by another codex-mcp-bridge process \
-                     (a running server holds it)",
-                    dir.display()
-                ),
-            )
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::try_open(dir, LOCK_WAIT)?.ok_or_else(|| StoreError::InUse {
+            dir: dir.to_path_buf(),
         })
     }
 
     /// Open the store unless another process holds its lock for longer than `wait`: then
     /// `Ok(None)`.
-    pub fn try_open(dir: &Path, wait: std::time::Duration) -> Result<Option<Store>> {
+    pub fn try_open(dir: &Path, wait: std::time::Duration) -> Result<Option<Store>, StoreError> {
         prepare_dir(dir)?;
         // A server that just died may still hold the lock for a moment (its last threads are
         // still exiting): wait briefly for it, never long.
@@ -177,20 +284,30 @@ impl Store {
                 .open();
             match opened {
                 Ok(db) => break db,
+                // sled reports a held lock only as `ErrorKind::Other` with this text: its
+                // words are the one signal there is (sled's, not ours)
                 Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                     if std::time::Instant::now() >= deadline {
                         return Ok(None);
                     }
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
-                Err(other) => return Err(storage(dir, other)),
+                Err(other) => return Err(storage(dir, "opening")(other)),
             }
         };
         let store = Store {
-            sessions: db.open_tree("sessions").map_err(|e| storage(dir, e))?,
-            last_used: db.open_tree("last_used").map_err(|e| storage(dir, e))?,
-            inflight: db.open_tree("inflight").map_err(|e| storage(dir, e))?,
-            meta: db.open_tree("meta").map_err(|e| storage(dir, e))?,
+            sessions: db
+                .open_tree("sessions")
+                .map_err(storage(dir, "opening a tree"))?,
+            last_used: db
+                .open_tree("last_used")
+                .map_err(storage(dir, "opening a tree"))?,
+            inflight: db
+                .open_tree("inflight")
+                .map_err(storage(dir, "opening a tree"))?,
+            meta: db
+                .open_tree("meta")
+                .map_err(storage(dir, "opening a tree"))?,
             path: dir.to_path_buf(),
             db,
         };
@@ -204,38 +321,35 @@ impl Store {
     }
 
     /// The schema version on disk.
-    pub fn schema_version(&self) -> Result<u64> {
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
         let meta = self
             .db
             .open_tree("meta")
-            .map_err(|e| storage(&self.path, e))?;
+            .map_err(storage(&self.path, "opening a tree"))?;
         Ok(meta
             .get(VERSION_KEY)
-            .map_err(|e| storage(&self.path, e))?
+            .map_err(storage(&self.path, "reading the schema version"))?
             .and_then(|v| <[u8; 8]>::try_from(v.as_ref()).ok())
             .map(u64::from_be_bytes)
             .unwrap_or(0))
     }
 
-    fn migrate(&self) -> Result<()> {
+    fn migrate(&self) -> Result<(), StoreError> {
         let version = self.schema_version()?;
         if version > migrations::CURRENT {
-            return Err(Error::setting(
-                SETTING,
-                format!(
-                    "the store at {} has schema version {version}, written by a newer \
-                     codex-mcp-bridge (this one knows up to {}); upgrade, or use another store",
-                    self.path.display(),
-                    migrations::CURRENT
-                ),
-            ));
+            return Err(StoreError::Newer {
+                dir: self.path.clone(),
+                version,
+                known: migrations::CURRENT,
+            });
         }
         let meta = self
             .db
             .open_tree("meta")
-            .map_err(|e| storage(&self.path, e))?;
+            .map_err(storage(&self.path, "opening a tree"))?;
         for step in migrations::steps().into_iter().filter(|s| s.to > version) {
-            let changes = (step.plan)(&self.db).map_err(|e| storage(&self.path, e))?;
+            let changes =
+                (step.plan)(&self.db).map_err(storage(&self.path, "planning a migration"))?;
             let trees: Vec<&'static str> = {
                 let mut t: Vec<&'static str> = changes
                     .iter()
@@ -253,7 +367,7 @@ impl Store {
                 .iter()
                 .map(|t| self.db.open_tree(t))
                 .collect::<sled::Result<_>>()
-                .map_err(|e| storage(&self.path, e))?;
+                .map_err(storage(&self.path, "opening a tree"))?;
             let mut all: Vec<&sled::Tree> = opened.iter().collect();
             all.push(&meta);
             all.as_slice()
@@ -277,37 +391,46 @@ impl Store {
                     meta_tx.insert(VERSION_KEY, &step.to.to_be_bytes())?;
                     Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
                 })
-                .map_err(|e| {
-                    storage(
-                        &self.path,
-                        format!("migration to v{} ({}) failed: {e:?}", step.to, step.name),
-                    )
+                .map_err(|e| StoreError::Migration {
+                    dir: self.path.clone(),
+                    to: step.to,
+                    name: step.name,
+                    reason: format!("{e:?}"),
                 })?;
             tracing::info!(to = step.to, name = step.name, "store migrated");
         }
-        self.db.flush().map_err(|e| storage(&self.path, e))?;
+        self.db
+            .flush()
+            .map_err(storage(&self.path, "writing the migrated store"))?;
         Ok(())
     }
 
     /// The record of `id`, if any.
-    pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+    pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
         let Some(raw) = self
             .sessions
             .get(id.as_str())
-            .map_err(|e| storage(&self.path, e))?
+            .map_err(storage(&self.path, "reading a session"))?
         else {
             return Ok(None);
         };
         serde_json::from_slice(&raw)
             .map(Some)
-            .map_err(|e| storage(&self.path, format!("session {id} is unreadable: {e}")))
+            .map_err(|source| StoreError::Corrupted {
+                dir: self.path.clone(),
+                id: id.to_string(),
+                source,
+            })
     }
 
     /// Insert or replace a record, keeping the `last_used` index in step (one transaction).
     /// Not flushed: call [`Store::flush`] before answering the call that caused it.
-    pub fn put(&self, record: &SessionRecord) -> Result<()> {
+    pub fn put(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let key = record.session_id.as_str().as_bytes();
-        let value = serde_json::to_vec(record).map_err(|e| storage(&self.path, e))?;
+        let value = serde_json::to_vec(record).map_err(|source| StoreError::Encode {
+            dir: self.path.clone(),
+            source,
+        })?;
         let new_index = index_key(record.last_used_ms, key);
         (&self.sessions, &self.last_used, &self.meta)
             .transaction(|(s, l, m)| {
@@ -323,11 +446,11 @@ impl Store {
                 l.insert(new_index.as_slice(), &[] as &[u8])?;
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
-            .map_err(|e| storage(&self.path, tx_error(e)))
+            .map_err(|e| tx_error(&self.path, "saving a session", e))
     }
 
     /// Forget a session (and its in-flight entry).
-    pub fn remove(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
+    pub fn remove(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
         let old = self.get(id)?;
         let key = id.as_str().as_bytes();
         (&self.sessions, &self.last_used, &self.inflight, &self.meta)
@@ -342,20 +465,17 @@ impl Store {
                 f.remove(key)?;
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
-            .map_err(|e| storage(&self.path, tx_error(e)))?;
+            .map_err(|e| tx_error(&self.path, "removing a session", e))?;
         Ok(old)
     }
 
     /// Sessions, newest first, `limit` at a time, after the cursor `after` of a previous page.
-    pub fn list(&self, after: Option<&str>, limit: usize) -> Result<Page> {
+    pub fn list(&self, after: Option<&str>, limit: usize) -> Result<Page, StoreError> {
         let limit = limit.clamp(1, 1000);
-        let upper: Option<Vec<u8>> =
-            match after {
-                None => None,
-                Some(c) => Some(decode_cursor(c).ok_or_else(|| {
-                    Error::invalid("cursor", "is not a cursor from a previous page")
-                })?),
-            };
+        let upper: Option<Vec<u8>> = match after {
+            None => None,
+            Some(c) => Some(decode_cursor(c).ok_or(StoreError::BadCursor)?),
+        };
         let iter = match &upper {
             None => self.last_used.iter().rev(),
             Some(u) => self.last_used.range(..u.as_slice()).rev(),
@@ -363,7 +483,7 @@ impl Store {
         let mut sessions = Vec::with_capacity(limit);
         let mut last_key: Option<Vec<u8>> = None;
         for kv in iter {
-            let (k, _) = kv.map_err(|e| storage(&self.path, e))?;
+            let (k, _) = kv.map_err(storage(&self.path, "listing sessions"))?;
             if sessions.len() == limit {
                 break;
             }
@@ -388,10 +508,10 @@ impl Store {
 
     /// Sessions last used before `cutoff_ms`, oldest first, at most `limit` (the index is in
     /// time order, so this reads only the expired entries).
-    pub fn unused_since(&self, cutoff_ms: u64, limit: usize) -> Result<Vec<SessionId>> {
+    pub fn unused_since(&self, cutoff_ms: u64, limit: usize) -> Result<Vec<SessionId>, StoreError> {
         let mut out = vec![];
         for kv in self.last_used.range(..cutoff_ms.to_be_bytes().as_slice()) {
-            let (k, _) = kv.map_err(|e| storage(&self.path, e))?;
+            let (k, _) = kv.map_err(storage(&self.path, "listing unused sessions"))?;
             if out.len() >= limit {
                 break;
             }
@@ -417,27 +537,30 @@ impl Store {
     }
 
     /// Record the process of a turn in flight.
-    pub fn put_inflight(&self, id: &SessionId, turn: &InflightTurn) -> Result<()> {
-        let v = serde_json::to_vec(turn).map_err(|e| storage(&self.path, e))?;
+    pub fn put_inflight(&self, id: &SessionId, turn: &InflightTurn) -> Result<(), StoreError> {
+        let v = serde_json::to_vec(turn).map_err(|source| StoreError::Encode {
+            dir: self.path.clone(),
+            source,
+        })?;
         self.inflight
             .insert(id.as_str(), v)
-            .map_err(|e| storage(&self.path, e))?;
+            .map_err(storage(&self.path, "recording a turn in flight"))?;
         Ok(())
     }
 
     /// Forget the turn in flight of `id`.
-    pub fn clear_inflight(&self, id: &SessionId) -> Result<()> {
+    pub fn clear_inflight(&self, id: &SessionId) -> Result<(), StoreError> {
         self.inflight
             .remove(id.as_str())
-            .map_err(|e| storage(&self.path, e))?;
+            .map_err(storage(&self.path, "forgetting a turn in flight"))?;
         Ok(())
     }
 
     /// Every turn recorded in flight (after a crash: the turns that were interrupted).
-    pub fn inflight(&self) -> Result<Vec<(SessionId, InflightTurn)>> {
+    pub fn inflight(&self) -> Result<Vec<(SessionId, InflightTurn)>, StoreError> {
         let mut out = vec![];
         for kv in self.inflight.iter() {
-            let (k, v) = kv.map_err(|e| storage(&self.path, e))?;
+            let (k, v) = kv.map_err(storage(&self.path, "listing turns in flight"))?;
             let (Some(id), Ok(t)) = (
                 std::str::from_utf8(&k)
                     .ok()
@@ -456,40 +579,42 @@ impl Store {
     /// A blocking flush on the blocking pool, not sled's `flush_async`: in sled 0.34 several
     /// `flush_async` futures polled at once can lock up for good (spacejam/sled#1241, #1308;
     /// seen here as a turn that never answered when 16 sessions finished together).
-    pub async fn flush(&self) -> Result<()> {
+    pub async fn flush(&self) -> Result<(), StoreError> {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || db.flush())
             .await
-            .map_err(|e| storage(&self.path, e))?
-            .map_err(|e| storage(&self.path, e))?;
+            .map_err(|source| StoreError::FlushLost {
+                dir: self.path.clone(),
+                source,
+            })?
+            .map_err(storage(&self.path, "writing to disk"))?;
         self.check_still_there()
     }
 
     /// sled keeps writing to its files after the directory was deleted, and those writes are
     /// lost at the next start: refuse to call them durable.
-    fn check_still_there(&self) -> Result<()> {
+    fn check_still_there(&self) -> Result<(), StoreError> {
         if self.path.join("db").exists() {
             Ok(())
         } else {
-            Err(storage(
-                &self.path,
-                "the store's files were deleted while the server ran; this change is not saved \
-                 (restart the server to recreate the store)",
-            ))
+            Err(StoreError::Deleted {
+                dir: self.path.clone(),
+            })
         }
     }
 
     /// Make every write so far durable, blocking.
-    pub fn flush_blocking(&self) -> Result<()> {
-        self.db.flush().map_err(|e| storage(&self.path, e))?;
+    pub fn flush_blocking(&self) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map_err(storage(&self.path, "writing to disk"))?;
         self.check_still_there()
     }
 }
 
-/// A transaction's failure as a sentence (sled's Debug form is unreadable).
 /// Create the store directory if it is missing (atomically with mode 0700: it never exists
 /// with wider permissions) and check that it can be trusted ([`check_dir`]).
-pub fn prepare_dir(dir: &Path) -> Result<()> {
+pub fn prepare_dir(dir: &Path) -> Result<(), StoreError> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         // nothing is made where another user could swap it
@@ -498,7 +623,7 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
         if let Some(existing) = parent.ancestors().find(|a| a.exists()) {
             check_path_to(existing, me).map_err(|why| refusal(dir, why))?;
         }
-        std::fs::create_dir_all(parent).map_err(|e| storage(dir, e))?;
+        std::fs::create_dir_all(parent).map_err(io(dir, "creating the parent directories"))?;
         check_path_to(parent, me).map_err(|why| refusal(dir, why))?;
     }
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
@@ -506,22 +631,16 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
             // the umask may have taken the owner's own bits away: give them back
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::symlink_metadata(dir)
-                .map_err(|e| storage(dir, e))?
+                .map_err(io(dir, "reading the new directory's mode"))?
                 .permissions()
                 .mode();
             if mode & 0o777 != 0o700 {
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
-                    |e| {
-                        storage(
-                            dir,
-                            format!("cannot make the directory private (mode 700): {e}"),
-                        )
-                    },
-                )?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(io(dir, "making the directory private (mode 700)"))?;
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(storage(dir, e)),
+        Err(e) => return Err(io(dir, "creating the directory")(e)),
     }
     check_dir(dir)
 }
@@ -530,19 +649,19 @@ pub fn prepare_dir(dir: &Path) -> Result<()> {
 /// of this user's, or root's, to one) owned by the effective user, with no permission bits
 /// for group or others. Anyone else who controls it could read the sessions, or listen on its
 /// socket and receive the API keys a relay sends there.
-pub fn check_dir(dir: &Path) -> Result<()> {
+pub fn check_dir(dir: &Path) -> Result<(), StoreError> {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let refuse = |why: String| refusal(dir, why);
-    let link = std::fs::symlink_metadata(dir).map_err(|e| storage(dir, e))?;
+    let link = std::fs::symlink_metadata(dir).map_err(io(dir, "checking the directory"))?;
     if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
         return Err(refuse(format!(
             "is a symbolic link owned by another user (uid {}), who can point it elsewhere",
             link.uid()
         )));
     }
-    let meta = std::fs::metadata(dir).map_err(|e| storage(dir, e))?;
+    let meta = std::fs::metadata(dir).map_err(io(dir, "checking the directory"))?;
     if !meta.is_dir() {
         return Err(refuse("is not a directory".into()));
     }
@@ -562,15 +681,11 @@ pub fn check_dir(dir: &Path) -> Result<()> {
 }
 
 /// The error refusing the store directory `dir`: `why` ends a sentence about it.
-fn refusal(dir: &Path, why: String) -> Error {
-    Error::setting(
-        SETTING,
-        format!(
-            "the store directory {} {why}; it is not used. Use a directory of your own (mode \
-             700), or fix this one",
-            dir.display()
-        ),
-    )
+fn refusal(dir: &Path, why: String) -> StoreError {
+    StoreError::Refused {
+        dir: dir.to_path_buf(),
+        why,
+    }
 }
 
 /// The way to the store directory must be beyond other users' reach too: whoever may rename
@@ -627,11 +742,20 @@ fn check_path_to(dir: &Path, me: u32) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn tx_error(e: sled::transaction::TransactionError<()>) -> String {
-    match e {
-        sled::transaction::TransactionError::Storage(e) => e.to_string(),
-        sled::transaction::TransactionError::Abort(()) => "the write was aborted".to_owned(),
-    }
+/// A transaction's failure (sled's Debug form is unreadable). Nothing here aborts a
+/// transaction, so an abort is reported as the storage failure it stands for.
+fn tx_error(
+    dir: &Path,
+    doing: &'static str,
+    e: sled::transaction::TransactionError<()>,
+) -> StoreError {
+    let source = match e {
+        sled::transaction::TransactionError::Storage(e) => e,
+        sled::transaction::TransactionError::Abort(()) => {
+            sled::Error::Unsupported("the write was aborted".to_owned())
+        }
+    };
+    storage(dir, doing)(source)
 }
 
 fn index_key(ms: u64, id: &[u8]) -> Vec<u8> {
