@@ -464,7 +464,7 @@ fn error_kind(e: &Error) -> &'static str {
     match e {
         Error::InvalidArgument { .. } => "invalid_argument",
         Error::InvalidSetting { .. } => "invalid_setting",
-        Error::CodexNotFound { .. } => "codex_not_found",
+        Error::Process(p) => p.kind(),
         Error::TimedOut { .. } => "timed_out",
         Error::Cancelled { .. } => "cancelled",
         Error::Codex { kind, .. } => match kind {
