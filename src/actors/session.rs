@@ -369,7 +369,7 @@ async fn start(
         }
     };
     let meta = CallMeta {
-        sandbox: spec.sandbox,
+        sandbox: spec.sandbox(),
         model: call.model.clone(),
         resumed: resume.is_some(),
         created,

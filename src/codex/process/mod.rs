@@ -225,8 +225,8 @@ pub async fn run(
     mut on_event: impl FnMut(&Event) + Send,
 ) -> Result<TurnOutcome> {
     let started = Instant::now();
-    paths::recheck(&spec.cwd)?;
-    for c in &spec.checked {
+    paths::recheck(spec.cwd())?;
+    for c in spec.checked() {
         paths::recheck(c)?;
     }
     let cgroup = TurnCgroup::create();
@@ -235,7 +235,7 @@ pub async fn run(
     // Whatever happens to this future from here (an abort, a panic upstream), the turn's
     // processes die with it.
     let mut guard = KillGuard::new(pid);
-    tracing::debug!(pid, kind = ?spec.kind, sandbox = spec.sandbox.as_arg(), "codex spawned");
+    tracing::debug!(pid, kind = ?spec.kind(), sandbox = spec.sandbox().as_arg(), "codex spawned");
     announce(&spec, &opts, pid, cgroup.as_ref());
     let (stdout, stderr) = start_io(&mut child, &spec, cgroup.as_ref(), pid)?;
     // more than the tail is read, so that the tail is redacted with what precedes it
@@ -278,13 +278,13 @@ pub async fn run(
 /// Spawn a turn's codex: argv array, exactly the spec's environment, the confined cwd, and the
 /// containment of every child ([`spawn::contain`]).
 async fn spawn_turn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
-    let mut cmd = Command::new(&spec.program);
-    cmd.args(&spec.args)
+    let mut cmd = Command::new(spec.program());
+    cmd.args(spec.args())
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd.path)
+        .envs(spec.env().iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd().path)
         // piped when there is a prompt, or a cgroup to move codex into before it starts
-        .stdin(if spec.stdin.is_some() || cgroup.is_some() {
+        .stdin(if spec.stdin().is_some() || cgroup.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -292,7 +292,7 @@ async fn spawn_turn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Chi
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     spawn::contain(&mut cmd);
-    Ok(spawn::spawn(cmd, &spec.program).await?)
+    Ok(spawn::spawn(cmd, spec.program()).await?)
 }
 
 /// Tell [`RunOptions::on_spawn`] what identifies the running codex (for crash recovery).
@@ -301,7 +301,7 @@ fn announce(spec: &SpawnSpec, opts: &RunOptions, pid: Option<i32>, cgroup: Optio
         hook(&SpawnInfo {
             pid,
             start_ticks: start_ticks(pid).unwrap_or(0),
-            argv_hash: argv_hash(&spec.program, &spec.args),
+            argv_hash: argv_hash(spec.program(), spec.args()),
             cgroup: cgroup.map(|c| c.dir.clone()),
         });
     }
@@ -321,7 +321,7 @@ fn start_io(
 ) -> io::Result<(ChildStdout, ChildStderr)> {
     let mover = cgroup.and_then(|c| c.procs.try_clone().ok()).zip(pid);
     if let Some(mut stdin) = child.stdin.take() {
-        let bytes = spec.stdin.clone();
+        let bytes = spec.stdin().map(<[u8]>::to_vec);
         tokio::spawn(async move {
             if let Some((fd, pid)) = mover {
                 let _ = tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)).await;
