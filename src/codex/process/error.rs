@@ -32,6 +32,10 @@ pub enum ProcessError {
     #[error("could not start codex: the server's process spawner is not running")]
     SpawnerGone,
 
+    /// A child's stdout or stderr was not piped (a bug: every child's are).
+    #[error("could not start codex: its {0} could not be captured")]
+    NotPiped(&'static str),
+
     /// Waiting for a short codex command to exit failed.
     #[error("could not wait for `codex {what}` to exit: {source}")]
     Wait {

@@ -28,7 +28,6 @@ mod outcome;
 mod read;
 mod spawn;
 
-use std::io;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -318,7 +317,7 @@ fn start_io(
     spec: &SpawnSpec,
     cgroup: Option<&TurnCgroup>,
     pid: Option<i32>,
-) -> io::Result<(ChildStdout, ChildStderr)> {
+) -> std::result::Result<(ChildStdout, ChildStderr), ProcessError> {
     let mover = cgroup.and_then(|c| c.procs.try_clone().ok()).zip(pid);
     if let Some(mut stdin) = child.stdin.take() {
         let bytes = spec.stdin().map(<[u8]>::to_vec);
@@ -335,11 +334,11 @@ fn start_io(
     let stdout = child
         .stdout
         .take()
-        .ok_or_else(|| io::Error::other("stdout not piped"))?;
+        .ok_or(ProcessError::NotPiped("output"))?;
     let stderr = child
         .stderr
         .take()
-        .ok_or_else(|| io::Error::other("stderr not piped"))?;
+        .ok_or(ProcessError::NotPiped("error output"))?;
     Ok((stdout, stderr))
 }
 
