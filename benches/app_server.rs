@@ -77,11 +77,11 @@ fn main() {
 
 async fn exec_turn(spec: &SpawnSpec) -> (f64, String) {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(&spec.program)
-        .args(&spec.args)
+    let mut child = tokio::process::Command::new(spec.program())
+        .args(spec.args())
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(spec.cwd.path())
+        .envs(spec.env().iter().map(|(k, v)| (k, v)))
+        .current_dir(spec.cwd().path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -90,7 +90,7 @@ async fn exec_turn(spec: &SpawnSpec) -> (f64, String) {
         .expect("spawn codex exec");
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
-        .write_all(spec.stdin.as_deref().unwrap_or_default())
+        .write_all(spec.stdin().unwrap_or_default())
         .await
         .expect("write prompt");
     drop(stdin);

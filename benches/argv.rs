@@ -161,7 +161,7 @@ fn bench_argv(c: &mut Criterion) {
         ("review", build_review(&common, &review)),
     ] {
         let spec = spec.unwrap_or_else(|e| panic!("{name} does not build: {e}"));
-        assert!(spec.args.len() > 10, "{name}: {:?}", spec.args);
+        assert!(spec.args().len() > 10, "{name}: {:?}", spec.args());
     }
 
     let mut g = c.benchmark_group("argv");

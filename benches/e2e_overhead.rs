@@ -230,20 +230,20 @@ async fn bridge_turn(common: &Common, req: &TurnRequest) -> Result<Timing, Strin
 /// stdout and stderr read to the end, the exit waited for.
 async fn bare_turn(spec: &SpawnSpec) -> Result<Timing, String> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(&spec.program)
-        .args(&spec.args)
+    let mut child = tokio::process::Command::new(spec.program())
+        .args(spec.args())
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(spec.cwd.path())
+        .envs(spec.env().iter().map(|(k, v)| (k, v)))
+        .current_dir(spec.cwd().path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("spawn {}: {e}", spec.program.display()))?;
+        .map_err(|e| format!("spawn {}: {e}", spec.program().display()))?;
     let mut stdin = child.stdin.take().ok_or("stdin not piped")?;
     stdin
-        .write_all(spec.stdin.as_deref().unwrap_or_default())
+        .write_all(spec.stdin().unwrap_or_default())
         .await
         .map_err(|e| format!("write stdin: {e}"))?;
     drop(stdin);

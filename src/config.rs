@@ -9,12 +9,8 @@ use crate::error::{Error, Result};
 use crate::logging::LogFormat;
 use crate::security::overrides::{Override, parse_operator_override};
 
-/// The oldest Codex CLI version this bridge supports: every security pin is proven against it
-/// (and against the newest tested) by the real-CLI test suite.
-pub const OLDEST_SUPPORTED_CODEX_VERSION: &str = "0.145.0";
-
-/// The newest Codex CLI version this bridge is tested against (what the README installs).
-pub const NEWEST_TESTED_CODEX_VERSION: &str = "0.171.0";
+pub use crate::codex::process::Limits;
+pub use crate::codex::versions::{NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
 
 /// Where a `codex --version` answer falls relative to the supported range
 /// [`OLDEST_SUPPORTED_CODEX_VERSION`]..=[`NEWEST_TESTED_CODEX_VERSION`].
@@ -156,30 +152,6 @@ pub struct Settings {
     /// `Authorization: Bearer $CODEX_BRIDGE_HTTP_TOKEN`. Off by default.
     #[arg(long, env = "CODEX_BRIDGE_HTTP_LISTEN", value_name = "ADDR")]
     pub http_listen: Option<String>,
-}
-
-/// Output caps of one turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Longest stdout line parsed; a longer one is skipped and counted.
-    pub max_line_bytes: usize,
-    /// Most stdout bytes read per turn; past it the turn is stopped with an error.
-    pub max_output_bytes: usize,
-    /// Bytes of stderr kept (the tail), for error messages.
-    pub stderr_tail_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            // a command's aggregated output arrives inside one line; 8 MiB holds any sane one
-            max_line_bytes: 8 * 1024 * 1024,
-            // 64 MiB of JSONL is far beyond a real turn; an endless printer stops here
-            max_output_bytes: 64 * 1024 * 1024,
-            // enough for the last error codex printed, small enough to keep per turn
-            stderr_tail_bytes: 64 * 1024,
-        }
-    }
 }
 
 /// Validated operator settings.

@@ -56,15 +56,9 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] StoreError),
 
-    /// The codex binary could not be found or executed.
-    #[error(
-        "codex CLI not found at `{program}`: install it with `npm install -g @openai/codex@{version}` \
-         or point CODEX_BIN at the binary"
-    )]
-    CodexNotFound {
-        program: String,
-        version: &'static str,
-    },
+    /// Starting or waiting for a codex process failed (codex missing, the OS refused).
+    #[error(transparent)]
+    Process(#[from] crate::codex::process::ProcessError),
 
     /// The turn ran past its timeout; `partial` holds what Codex had said so far.
     #[error("codex turn timed out after {}s", .after.as_secs())]

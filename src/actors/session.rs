@@ -223,9 +223,25 @@ impl Actor for SessionActor {
                 for (_, r, _) in st.pending.drain(..) {
                     let _ = r.send(Err(Error::Cancelled { partial: None }));
                 }
-                let res = close_stored(&st.shared, &st.id, delete_thread, &client).await;
+                let res = forget_stored(&st.shared, &st.id).await;
                 st.record = None;
-                let _ = reply.send(res);
+                let thread = match (&res, delete_thread) {
+                    (Ok(Some(rec)), true) => stored_thread(rec),
+                    _ => None,
+                };
+                match thread {
+                    // `codex delete` may take up to 30 s: it runs beside the actor, not in its
+                    // handler; the reply still comes once it is done
+                    Some(thread) => {
+                        tokio::spawn(async move {
+                            delete_codex_thread(&client, &thread).await;
+                            let _ = reply.send(res);
+                        });
+                    }
+                    None => {
+                        let _ = reply.send(res);
+                    }
+                }
                 myself.stop(Some("closed".into()));
             }
             SessionMessage::IdleCheck => {
@@ -248,26 +264,32 @@ pub async fn close_stored(
     delete_thread: bool,
     client: &ClientContext,
 ) -> Result<Option<SessionRecord>> {
-    let removed = shared.store.remove(id)?;
-    shared.store.flush().await?;
+    let removed = forget_stored(shared, id).await?;
     if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
         delete_codex_thread(client, &thread).await;
     }
     Ok(removed)
 }
 
+/// Remove a session's record from the store, durably.
+async fn forget_stored(shared: &Shared, id: &SessionId) -> Result<Option<SessionRecord>> {
+    let removed = shared.store.remove(id)?;
+    shared.store.flush().await?;
+    Ok(removed)
+}
+
+/// `codex delete --force THREAD`, through the process layer's one spawner (own process group,
+/// parent-death signal, killed at its time limit or when dropped). Failures are logged: the
+/// session is already forgotten either way.
 async fn delete_codex_thread(client: &ClientContext, thread: &ThreadId) {
-    let mut cmd = tokio::process::Command::new(&client.common.program);
-    cmd.args(["delete", "--force", &thread.to_arg()])
-        .env_clear()
-        .envs(client.common.env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true);
-    match tokio::time::timeout(Duration::from_secs(30), cmd.status()).await {
-        Ok(Ok(s)) if s.success() => tracing::info!(%thread, "codex thread deleted"),
-        other => tracing::warn!(%thread, ?other, "codex delete failed"),
+    let command = crate::codex::process::CodexCommand::DeleteThread(*thread);
+    let ran =
+        crate::codex::process::run_command(&client.common.program, &client.common.env, &command)
+            .await;
+    match ran {
+        Ok(out) if out.success() => tracing::info!(%thread, "codex thread deleted"),
+        Ok(out) => tracing::warn!(%thread, exit_code = ?out.exit_code, "codex delete failed"),
+        Err(e) => tracing::warn!(%thread, error = %e, "codex delete failed"),
     }
 }
 
@@ -347,7 +369,7 @@ async fn start(
         }
     };
     let meta = CallMeta {
-        sandbox: spec.sandbox,
+        sandbox: spec.sandbox(),
         model: call.model.clone(),
         resumed: resume.is_some(),
         created,

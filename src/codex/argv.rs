@@ -158,21 +158,65 @@ pub struct Common {
     pub disable_mcp_servers: Vec<String>,
 }
 
-/// Everything needed to spawn one codex child. Built only by the `build_*` functions.
+/// Everything needed to spawn one codex child. Built only by the `build_*` functions (its
+/// fields are private, so no other code can make one around their checks); read through the
+/// accessors.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
-    pub program: PathBuf,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
     /// The child's working directory (confined; re-checked right before the spawn).
-    pub cwd: Confined,
+    cwd: Confined,
     /// Other confined paths in argv (images), re-checked right before the spawn.
-    pub checked: Vec<Confined>,
+    checked: Vec<Confined>,
     /// Bytes written to stdin, which is then closed. `None`: stdin is null.
-    pub stdin: Option<Vec<u8>>,
+    stdin: Option<Vec<u8>>,
     /// The sandbox level this spec asks for.
-    pub sandbox: SandboxLevel,
-    pub kind: PathKind,
+    sandbox: SandboxLevel,
+    kind: PathKind,
+}
+
+impl SpawnSpec {
+    /// The codex binary.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The argv after the program.
+    pub fn args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// The child's whole environment.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// The child's working directory (confined; re-checked right before the spawn).
+    pub fn cwd(&self) -> &Confined {
+        &self.cwd
+    }
+
+    /// Other confined paths in argv (images), re-checked right before the spawn.
+    pub fn checked(&self) -> &[Confined] {
+        &self.checked
+    }
+
+    /// Bytes written to stdin, which is then closed. `None`: stdin is null.
+    pub fn stdin(&self) -> Option<&[u8]> {
+        self.stdin.as_deref()
+    }
+
+    /// The sandbox level this spec asks for.
+    pub fn sandbox(&self) -> SandboxLevel {
+        self.sandbox
+    }
+
+    /// Which path built it.
+    pub fn kind(&self) -> PathKind {
+        self.kind
+    }
 }
 
 /// A `codex` tool turn (new or resumed) or a `structured` turn.

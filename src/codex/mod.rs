@@ -6,3 +6,4 @@ pub mod events;
 pub mod home;
 pub mod process;
 pub mod rollout;
+pub mod versions;

@@ -551,7 +551,8 @@ fn error_kind(e: &Error) -> results::ErrorKind {
     match e {
         Error::InvalidArgument { .. } => K::InvalidArgument,
         Error::Config(_) => K::InvalidSetting,
-        Error::CodexNotFound { .. } => K::CodexNotFound,
+        Error::Process(p) if p.is_not_found() => K::CodexNotFound,
+        Error::Process(_) => K::Io,
         Error::TimedOut { .. } => K::TimedOut,
         Error::Cancelled { .. } => K::Cancelled,
         Error::Codex { kind, .. } => match kind {

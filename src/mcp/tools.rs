@@ -238,7 +238,7 @@ impl McpServer {
         ctx: &CallCtx,
         max_len: Option<u64>,
     ) -> Result<(TurnOutcome, TurnResult)> {
-        let sandbox = spec.sandbox;
+        let sandbox = spec.sandbox();
         let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
         let (outcome, queued) = self
             .bridge

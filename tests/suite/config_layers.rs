@@ -110,25 +110,25 @@ async fn two_config_tokens_for_one_key_the_later_wins_and_the_pins_come_last() {
     for resume in [None, Some(thread)] {
         req.resume = resume;
         let spec = build_turn(&c, &req).unwrap();
-        let tokens = config_tokens(&spec.args);
+        let tokens = config_tokens(spec.args());
         let pinned = pins(req.cwd.path());
         let (others, last) = tokens.split_at(tokens.len() - pinned.len());
         let last_values: Vec<&str> = last.iter().map(|(_, v)| *v).collect();
-        assert_eq!(last_values, pinned, "{:?}", spec.args);
+        assert_eq!(last_values, pinned, "{:?}", spec.args());
         let first_pin = last[0].0;
         assert!(
             others.iter().all(|(i, _)| *i < first_pin),
             "{:?}",
-            spec.args
+            spec.args()
         );
         let other_values: Vec<&str> = others.iter().map(|(_, v)| *v).collect();
         let mut expected: Vec<String> = mock.provider_overrides();
         expected.extend(operator.iter().map(|s| s.to_string()));
         expected.push("mcp_servers.marker.enabled=false".into());
         expected.push("model_reasoning_effort=\"low\"".into());
-        assert_eq!(other_values, expected, "{:?}", spec.args);
+        assert_eq!(other_values, expected, "{:?}", spec.args());
         // after the last pin only the thread id (on resume), `--` and `-`
-        let tail: Vec<&str> = spec.args[last.last().unwrap().0 + 2..]
+        let tail: Vec<&str> = spec.args()[last.last().unwrap().0 + 2..]
             .iter()
             .map(String::as_str)
             .collect();
@@ -137,7 +137,7 @@ async fn two_config_tokens_for_one_key_the_later_wins_and_the_pins_come_last() {
             None => vec!["--", "-"],
             Some(_) => vec![thread_arg.as_str(), "--", "-"],
         };
-        assert_eq!(tail, expected_tail, "{:?}", spec.args);
+        assert_eq!(tail, expected_tail, "{:?}", spec.args());
     }
 
     // and codex honours it for the pinned key: a later `approvals_reviewer="user"` beats an

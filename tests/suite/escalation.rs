@@ -105,7 +105,7 @@ async fn bridge_turn_refuses(
         req.reasoning_effort = Some(ReasoningEffort::Low);
     }
     let spec = build_turn(&common(env, mock), &req).unwrap();
-    assert_eq!(spec.sandbox, SandboxLevel::ReadOnly);
+    assert_eq!(spec.sandbox(), SandboxLevel::ReadOnly);
     let before = reviews(mock);
     let outcome = run_spec(spec).await;
     completed(&outcome);

@@ -415,7 +415,7 @@ async fn review_values_that_look_like_flags_are_refused_or_bound_as_values() {
         },
     )
     .unwrap();
-    assert!(spec.args.contains(&"--title=--uncommitted".to_string()));
+    assert!(spec.args().contains(&"--title=--uncommitted".to_string()));
     let outcome = run_spec(spec).await;
     completed(&outcome);
     let r = &mock.responses_requests()[0];

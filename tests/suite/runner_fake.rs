@@ -2,29 +2,39 @@
 //! These prove IO behaviour only (line and output caps, stdin, exit classification); every
 //! security property is proven against the real binary in `runner.rs`.
 
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::argv::{PathKind, SandboxLevel, SpawnSpec};
+use codex_mcp_bridge::codex::argv::{Common, SpawnSpec, build_turn};
 use codex_mcp_bridge::codex::events::FailureKind;
 use codex_mcp_bridge::codex::process::{Ending, RunOptions};
 use codex_mcp_bridge::config::Limits;
 
 use crate::support::TestEnv;
-use crate::support::bridge::{confine_dir, run_spec_with};
+use crate::support::bridge::{run_spec_with, turn};
 
 const THREAD: &str = "550e8400-e29b-41d4-a716-446655440000";
 
+/// A turn whose "codex" is `script` run by `/bin/sh` (the argv the builder made is ignored),
+/// with `stdin` as the prompt. Built by the crate's own builder: a [`SpawnSpec`] cannot be made
+/// any other way.
 fn sh(env: &TestEnv, script: &str, stdin: Option<&str>) -> SpawnSpec {
-    SpawnSpec {
-        program: "/bin/sh".into(),
-        args: vec!["-c".into(), script.into()],
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let program = env
+        .root()
+        .join(format!("fake-codex-{}", N.fetch_add(1, Ordering::Relaxed)));
+    std::fs::write(&program, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let common = Common {
+        program,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        cwd: confine_dir(env.work()),
-        checked: vec![],
-        stdin: stdin.map(|s| s.as_bytes().to_vec()),
-        sandbox: SandboxLevel::ReadOnly,
-        kind: PathKind::Exec,
-    }
+        overrides: vec![],
+        allow_danger: false,
+        disable_mcp_servers: vec![],
+    };
+    // a script that does not read its stdin ignores the one-byte prompt
+    build_turn(&common, &turn(env, stdin.unwrap_or("p"))).unwrap()
 }
 
 fn plain_turn_lines() -> String {

@@ -1,0 +1,394 @@
+//! The only module that spawns a process: one codex turn from [`SpawnSpec`] to [`TurnOutcome`]
+//! ([`run`]), and the short codex commands ([`run_command`]: the version probe, thread
+//! deletion).
+//!
+//! - Spawned from one long-lived spawner thread (so `PR_SET_PDEATHSIG`, which fires when the
+//!   *thread* that forked the child exits, fires only when the server dies), with an argv array
+//!   (no shell), the allowlisted environment, the confined cwd (checked again right before the
+//!   spawn), a process group of its own, a parent-death signal, `kill_on_drop`, and, where the
+//!   machine allows it, a cgroup v2 of its own so that every descendant can be killed, including
+//!   tool commands codex starts in sessions of their own and their orphans.
+//! - stdin is null or written in full and closed (codex reads stdin to EOF before it starts);
+//!   stdout and stderr are always piped: stdout is our MCP channel.
+//! - stdout is read as JSONL with a line cap (an over-long line is skipped and counted, and
+//!   reading goes on) and a total cap (past it the turn is stopped); stderr keeps a bounded tail.
+//! - Timeout: SIGTERM to the group, SIGKILL after a grace period; cancellation does the same
+//!   with a short grace. Every ending kills whatever is left of the turn's processes.
+//! - Every string in the outcome is redacted.
+//!
+//! Modules: [`spawn`] (the spawner thread, containment of each child), `kill` (signals, the
+//! descendant walk, the crash sweep), `cgroup` (cgroup v2 containment), `read` (the JSONL read
+//! loop, the stderr tail), `outcome` (judging a finished turn), `command` (short commands).
+
+mod cgroup;
+mod command;
+mod error;
+mod kill;
+mod outcome;
+mod read;
+mod spawn;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+use tokio_util::sync::CancellationToken;
+
+pub use cgroup::{CGROUP_PREFIX, containment};
+pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
+pub use error::ProcessError;
+pub use kill::{argv_hash, descendants, kill_leftover, start_ticks};
+
+use crate::codex::argv::SpawnSpec;
+use crate::codex::events::{CommandRun, Event, FailureKind, Transcript, Usage};
+use crate::confine;
+use crate::error::{Error, Result};
+use crate::security::ids::ThreadId;
+use crate::security::redact::ClientSecrets;
+use cgroup::{TurnCgroup, move_into_cgroup};
+use kill::{KillGuard, reap_leftovers, terminate};
+use outcome::{finish, judge};
+use read::{STDERR_REDACTION_MARGIN, Stops, read_events, read_tail};
+
+/// Output caps of one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest stdout line parsed; a longer one is skipped and counted.
+    pub max_line_bytes: usize,
+    /// Most stdout bytes read per turn; past it the turn is stopped with an error.
+    pub max_output_bytes: usize,
+    /// Bytes of stderr kept (the tail), for error messages.
+    pub stderr_tail_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // a command's aggregated output arrives inside one line; 8 MiB holds any sane one
+            max_line_bytes: 8 * 1024 * 1024,
+            // 64 MiB of JSONL is far beyond a real turn; an endless printer stops here
+            max_output_bytes: 64 * 1024 * 1024,
+            // enough for the last error codex printed, small enough to keep per turn
+            stderr_tail_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Grace between SIGTERM and SIGKILL on a timeout (the security model's 5 s).
+pub const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+/// Grace on cancellation: short, so a cancelled call frees its slot well within 1 s.
+pub const CANCEL_GRACE: Duration = Duration::from_millis(300);
+
+/// How one turn runs.
+#[derive(Clone)]
+pub struct RunOptions {
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+    pub limits: Limits,
+    /// The thread's usage total before this turn (zero for a new thread), to compute the
+    /// turn's own usage from codex's running total.
+    pub prior_thread_usage: Usage,
+    pub timeout_grace: Duration,
+    pub cancel_grace: Duration,
+    /// Called once codex runs, with what identifies its process (for crash recovery).
+    pub on_spawn: Option<SpawnHook>,
+    /// The asking client's own literal secrets, redacted from the outcome on top of the
+    /// process-wide redactor (none for this process's own client).
+    pub secrets: ClientSecrets,
+}
+
+/// Called once codex runs (see [`RunOptions::on_spawn`]).
+pub type SpawnHook = std::sync::Arc<dyn Fn(&SpawnInfo) + Send + Sync>;
+
+/// What identifies a running codex child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnInfo {
+    pub pid: i32,
+    /// /proc/PID/stat field 22: with the pid, identifies the process across pid reuse.
+    pub start_ticks: u64,
+    /// Hash of the argv, to recognise the process later from /proc/PID/cmdline.
+    pub argv_hash: u64,
+    pub cgroup: Option<PathBuf>,
+}
+
+impl RunOptions {
+    /// Defaults for a turn with this timeout.
+    pub fn new(timeout: Duration, limits: Limits) -> Self {
+        RunOptions {
+            timeout,
+            cancel: CancellationToken::new(),
+            limits,
+            prior_thread_usage: Usage::default(),
+            timeout_grace: TIMEOUT_GRACE,
+            cancel_grace: CANCEL_GRACE,
+            on_spawn: None,
+            secrets: ClientSecrets::default(),
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    Completed,
+    Failed { kind: FailureKind, message: String },
+    TimedOut { after: Duration },
+    Cancelled,
+    OutputCapExceeded { limit: usize },
+}
+
+/// For logs: `completed`, `failed (KIND): MESSAGE`, `timed out after Ns`, ….
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Completed => f.write_str("completed"),
+            Ending::Failed { kind, message } => write!(f, "failed ({kind}): {message}"),
+            Ending::TimedOut { after } => write!(f, "timed out after {}s", after.as_secs()),
+            Ending::Cancelled => f.write_str("cancelled"),
+            Ending::OutputCapExceeded { limit } => {
+                write!(f, "stopped at the output cap of {limit} bytes")
+            }
+        }
+    }
+}
+
+/// What a turn produced, redacted. Present on every ending, so a timeout still carries the
+/// partial answer.
+#[derive(Debug, Clone, Default)]
+pub struct TurnOutput {
+    pub thread_id: Option<ThreadId>,
+    /// The last agent message (the answer, or the partial answer).
+    pub message: Option<String>,
+    pub thread_usage: Option<Usage>,
+    pub turn_usage: Option<Usage>,
+    pub commands: Vec<CommandRun>,
+    pub files_changed: Vec<String>,
+    pub duration: Duration,
+    pub exit_code: Option<i32>,
+    pub stderr_tail: String,
+    pub unknown_events: u64,
+    pub malformed_lines: u64,
+    pub retries: u64,
+    /// Which containment the turn ran under.
+    pub containment: Containment,
+}
+
+/// How the turn's processes were contained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Containment {
+    /// A cgroup v2 of its own: every descendant is killed at the end.
+    Cgroup,
+    /// The process group plus a walk of codex's descendants.
+    #[default]
+    ProcessGroup,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    pub ending: Ending,
+    pub output: TurnOutput,
+}
+
+impl TurnOutcome {
+    /// The output when the turn completed; otherwise the matching [`Error`], carrying the
+    /// partial answer for a timeout or a cancellation.
+    pub fn into_result(self) -> Result<TurnOutput> {
+        match self.ending {
+            Ending::Completed => Ok(self.output),
+            Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
+            Ending::TimedOut { after } => Err(Error::TimedOut {
+                after,
+                partial: self.output.message,
+            }),
+            Ending::Cancelled => Err(Error::Cancelled {
+                partial: self.output.message,
+            }),
+            Ending::OutputCapExceeded { limit } => Err(Error::OutputCap {
+                what: "output",
+                limit,
+            }),
+        }
+    }
+}
+
+/// Run one codex turn. `on_event` sees every parsed event as it arrives (progress, actors).
+/// Errors only when nothing could be started (codex missing, a path that changed); every
+/// ending after the spawn is a [`TurnOutcome`].
+pub async fn run(
+    spec: SpawnSpec,
+    opts: RunOptions,
+    mut on_event: impl FnMut(&Event) + Send,
+) -> Result<TurnOutcome> {
+    let started = Instant::now();
+    confine::recheck(spec.cwd())?;
+    for c in spec.checked() {
+        confine::recheck(c)?;
+    }
+    let cgroup = TurnCgroup::create();
+    let mut child = spawn_turn(&spec, cgroup.as_ref()).await?;
+    let pid = child.id().map(|p| p as i32);
+    // Whatever happens to this future from here (an abort, a panic upstream), the turn's
+    // processes die with it.
+    let mut guard = KillGuard::new(pid);
+    tracing::debug!(pid, kind = ?spec.kind(), sandbox = spec.sandbox().as_arg(), "codex spawned");
+    announce(&spec, &opts, pid, cgroup.as_ref());
+    let (stdout, stderr) = start_io(&mut child, &spec, cgroup.as_ref(), pid)?;
+    // more than the tail is read, so that the tail is redacted with what precedes it
+    let stderr_task = tokio::spawn(read_tail(
+        stderr,
+        opts.limits.stderr_tail_bytes + STDERR_REDACTION_MARGIN,
+    ));
+
+    let stops = Stops {
+        cancel: &opts.cancel,
+        deadline: tokio::time::Instant::now() + opts.timeout,
+        timeout: opts.timeout,
+    };
+    let mut transcript = Transcript::default();
+    let stopped = read_events(stdout, &opts.limits, &stops, &mut transcript, &mut on_event).await;
+    let (ending, exit_code) =
+        settle(&mut child, pid, cgroup.as_ref(), stopped, &stops, &opts).await;
+    // Whatever the ending: nothing of this turn outlives it.
+    reap_leftovers(pid, cgroup.as_ref()).await;
+    guard.disarm();
+    drop(cgroup);
+
+    let stderr_tail = collect_stderr(stderr_task, &opts).await;
+    let ending =
+        ending.unwrap_or_else(|| judge(&transcript, exit_code, &stderr_tail, &opts.secrets));
+    let output = finish(
+        transcript,
+        &opts,
+        started.elapsed(),
+        exit_code,
+        stderr_tail,
+        containment(),
+    );
+    if let Ending::Failed { kind, .. } = &ending {
+        tracing::info!(kind = %kind, exit_code, "codex turn failed");
+    }
+    Ok(TurnOutcome { ending, output })
+}
+
+/// Spawn a turn's codex: argv array, exactly the spec's environment, the confined cwd, and the
+/// containment of every child ([`spawn::contain`]).
+async fn spawn_turn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Child> {
+    let mut cmd = Command::new(spec.program());
+    cmd.args(spec.args())
+        .env_clear()
+        .envs(spec.env().iter().map(|(k, v)| (k, v)))
+        .current_dir(spec.cwd().path())
+        // piped when there is a prompt, or a cgroup to move codex into before it starts
+        .stdin(if spec.stdin().is_some() || cgroup.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    spawn::contain(&mut cmd);
+    Ok(spawn::spawn(cmd, spec.program()).await?)
+}
+
+/// Tell [`RunOptions::on_spawn`] what identifies the running codex (for crash recovery).
+fn announce(spec: &SpawnSpec, opts: &RunOptions, pid: Option<i32>, cgroup: Option<&TurnCgroup>) {
+    if let (Some(hook), Some(pid)) = (&opts.on_spawn, pid) {
+        hook(&SpawnInfo {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+            argv_hash: argv_hash(spec.program(), spec.args()),
+            cgroup: cgroup.map(|c| c.dir.clone()),
+        });
+    }
+}
+
+/// Start feeding stdin and hand back stdout and stderr.
+///
+/// Codex reads stdin to EOF before it does anything, so it waits there while it is moved
+/// into the turn's cgroup (moving a process costs the kernel an RCU grace period, ~10-15 ms:
+/// done here, it overlaps codex's own start-up instead of delaying the exec). Then stdin is
+/// written in full and closed.
+fn start_io(
+    child: &mut Child,
+    spec: &SpawnSpec,
+    cgroup: Option<&TurnCgroup>,
+    pid: Option<i32>,
+) -> std::result::Result<(ChildStdout, ChildStderr), ProcessError> {
+    let mover = cgroup.and_then(|c| c.procs.try_clone().ok()).zip(pid);
+    if let Some(mut stdin) = child.stdin.take() {
+        let bytes = spec.stdin().map(<[u8]>::to_vec);
+        tokio::spawn(async move {
+            if let Some((fd, pid)) = mover {
+                let _ = tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)).await;
+            }
+            if let Some(bytes) = bytes {
+                let _ = stdin.write_all(&bytes).await;
+            }
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or(ProcessError::NotPiped("output"))?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or(ProcessError::NotPiped("error output"))?;
+    Ok((stdout, stderr))
+}
+
+/// After reading stopped: when stdout closed (`stopped` is `None`), wait for codex to exit,
+/// but not past the deadline or a cancel; when the turn was stopped, or the wait was, end it
+/// with the matching grace. Returns the ending decided here, if any, and the exit code.
+async fn settle(
+    child: &mut Child,
+    pid: Option<i32>,
+    cgroup: Option<&TurnCgroup>,
+    stopped: Option<Ending>,
+    stops: &Stops<'_>,
+    opts: &RunOptions,
+) -> (Option<Ending>, Option<i32>) {
+    let ending = match stopped {
+        Some(ending) => ending,
+        None => {
+            let waited = tokio::select! {
+                biased;
+                _ = stops.cancel.cancelled() => Err(Ending::Cancelled),
+                _ = tokio::time::sleep_until(stops.deadline) => {
+                    Err(Ending::TimedOut { after: stops.timeout })
+                }
+                status = child.wait() => Ok(status),
+            };
+            match waited {
+                Ok(status) => return (None, status.ok().and_then(|s| s.code())),
+                Err(ending) => ending,
+            }
+        }
+    };
+    let grace = match ending {
+        Ending::Cancelled => opts.cancel_grace,
+        _ => opts.timeout_grace,
+    };
+    let code = terminate(child, pid, cgroup, grace).await;
+    (Some(ending), code)
+}
+
+/// The redacted stderr tail. A descendant that escaped every kill could hold stderr open:
+/// never wait on it for long.
+async fn collect_stderr(task: tokio::task::JoinHandle<String>, opts: &RunOptions) -> String {
+    let abort = task.abort_handle();
+    let tail = match tokio::time::timeout(Duration::from_secs(2), task).await {
+        Ok(t) => t.unwrap_or_default(),
+        Err(_) => {
+            abort.abort();
+            String::new()
+        }
+    };
+    opts.secrets
+        .redact_tail(&tail, opts.limits.stderr_tail_bytes)
+}

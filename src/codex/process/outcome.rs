@@ -1,0 +1,181 @@
+//! Judging and shaping a finished turn: how it ended, and its redacted output.
+
+use std::time::Duration;
+
+use super::{Containment, Ending, RunOptions, TurnOutput};
+use crate::codex::events::{CommandRun, FailureKind, Transcript, classify};
+use crate::security::ids::ThreadId;
+use crate::security::redact::ClientSecrets;
+
+/// Decide how a turn whose stdout ended and whose process exited went.
+pub(super) fn judge(
+    t: &Transcript,
+    exit_code: Option<i32>,
+    stderr_tail: &str,
+    secrets: &ClientSecrets,
+) -> Ending {
+    if let Some(msg) = &t.failure {
+        let msg = secrets.redact(msg).into_owned();
+        return Ending::Failed {
+            kind: classify(&msg),
+            message: msg,
+        };
+    }
+    match exit_code {
+        Some(0) if t.turn_completed => Ending::Completed,
+        Some(0) => Ending::Failed {
+            kind: FailureKind::Crashed,
+            message: with_stderr("codex exited without completing the turn", stderr_tail),
+        },
+        code => {
+            let status = code.map_or("was killed by a signal".to_owned(), |c| {
+                format!("exited with status {c}")
+            });
+            if stderr_tail.trim().is_empty() && t.last_message.is_none() {
+                Ending::Failed {
+                    kind: FailureKind::Crashed,
+                    message: format!("codex {status} and printed nothing"),
+                }
+            } else {
+                let kind = match classify(stderr_tail) {
+                    FailureKind::TurnFailed => FailureKind::Crashed,
+                    k => k,
+                };
+                Ending::Failed {
+                    kind,
+                    message: with_stderr(&format!("codex {status}"), stderr_tail),
+                }
+            }
+        }
+    }
+}
+
+/// Most stderr quoted in an error message.
+const STDERR_IN_ERRORS: usize = 2000;
+
+fn with_stderr(what: &str, stderr_tail: &str) -> String {
+    let tail = stderr_tail.trim();
+    if tail.is_empty() {
+        return what.to_owned();
+    }
+    let start = tail.len().saturating_sub(STDERR_IN_ERRORS);
+    let start = (start..tail.len())
+        .find(|i| tail.is_char_boundary(*i))
+        .unwrap_or(tail.len());
+    format!("{what}: {}", &tail[start..])
+}
+
+pub(super) fn finish(
+    t: Transcript,
+    opts: &RunOptions,
+    duration: Duration,
+    exit_code: Option<i32>,
+    stderr_tail: String,
+    containment: Containment,
+) -> TurnOutput {
+    let thread_id = t
+        .thread_id
+        .as_deref()
+        .and_then(|raw| match ThreadId::parse(raw) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                tracing::warn!("codex printed a thread id that is not a UUID; ignored");
+                None
+            }
+        });
+    TurnOutput {
+        thread_id,
+        message: t.last_message.map(|m| opts.secrets.redact(&m).into_owned()),
+        turn_usage: t.thread_usage.map(|u| u.delta(&opts.prior_thread_usage)),
+        thread_usage: t.thread_usage,
+        commands: t
+            .commands
+            .into_iter()
+            .map(|c| CommandRun {
+                command: opts.secrets.redact(&c.command).into_owned(),
+                ..c
+            })
+            .collect(),
+        files_changed: t
+            .files_changed
+            .iter()
+            .map(|f| opts.secrets.redact(f).into_owned())
+            .collect(),
+        duration,
+        exit_code,
+        stderr_tail,
+        unknown_events: t.unknown_events,
+        malformed_lines: t.malformed_lines,
+        retries: t.retries,
+        containment,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ending_reads_as_a_sentence_in_the_log() {
+        let failed = Ending::Failed {
+            kind: FailureKind::TurnFailed,
+            message: "the mock refuses".into(),
+        };
+        assert_eq!(
+            failed.to_string(),
+            "failed (codex turn failed): the mock refuses"
+        );
+        let after = Duration::from_secs(3);
+        assert_eq!(Ending::TimedOut { after }.to_string(), "timed out after 3s");
+        assert_eq!(Ending::Completed.to_string(), "completed");
+    }
+
+    #[test]
+    fn judge_classifies_endings() {
+        let mut t = Transcript {
+            turn_completed: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            judge(&t, Some(0), "", &ClientSecrets::default()),
+            Ending::Completed
+        );
+        t.turn_completed = false;
+        assert!(matches!(
+            judge(&t, Some(0), "", &ClientSecrets::default()),
+            Ending::Failed {
+                kind: FailureKind::Crashed,
+                ..
+            }
+        ));
+        let e = judge(&t, Some(1), "", &ClientSecrets::default());
+        assert_eq!(
+            e,
+            Ending::Failed {
+                kind: FailureKind::Crashed,
+                message: "codex exited with status 1 and printed nothing".into()
+            }
+        );
+        let e = judge(
+            &t,
+            Some(1),
+            "Error: 401 Unauthorized",
+            &ClientSecrets::default(),
+        );
+        assert!(matches!(
+            e,
+            Ending::Failed {
+                kind: FailureKind::Auth,
+                ..
+            }
+        ));
+        t.failure = Some("exceeded your current quota".into());
+        assert!(matches!(
+            judge(&t, Some(1), "", &ClientSecrets::default()),
+            Ending::Failed {
+                kind: FailureKind::RateLimit,
+                ..
+            }
+        ));
+    }
+}

@@ -1,0 +1,76 @@
+//! Starting a process: every codex child is forked by one long-lived spawner thread, into a
+//! process group of its own, with a parent-death signal, `kill_on_drop`, an empty environment
+//! plus the given one, and piped (never inherited) stdout and stderr: our stdout is the MCP
+//! channel.
+
+use std::io;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use nix::sys::signal::Signal;
+use nix::unistd::{Pid, getppid};
+use tokio::process::{Child, Command};
+
+use super::error::ProcessError;
+
+type SpawnJob = (
+    tokio::runtime::Handle,
+    Command,
+    tokio::sync::oneshot::Sender<io::Result<Child>>,
+);
+
+/// The long-lived spawner thread's queue.
+///
+/// Why a thread of its own: `PR_SET_PDEATHSIG` fires when the *thread* that forked the child
+/// exits, not the process. Forked from a tokio worker (which the runtime may retire at any
+/// time), a child would be killed when that worker exits; forked from this thread, which lives
+/// as long as the server, it is killed only when the server dies.
+fn spawner() -> &'static std::sync::mpsc::Sender<SpawnJob> {
+    static SPAWNER: OnceLock<std::sync::mpsc::Sender<SpawnJob>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<SpawnJob>();
+        std::thread::Builder::new()
+            .name("codex-spawner".into())
+            .spawn(move || {
+                // lives as long as the process: PR_SET_PDEATHSIG follows this thread
+                while let Ok((handle, mut cmd, reply)) = rx.recv() {
+                    let _guard = handle.enter();
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(|_| ())
+            .unwrap_or_else(|e| tracing::error!(error = %e, "could not start the spawner thread"));
+        tx
+    })
+}
+
+/// Give `cmd` a process group of its own, `kill_on_drop` and a parent-death signal (SIGKILL
+/// when the server dies, even by SIGKILL).
+pub(super) fn contain(cmd: &mut Command) {
+    cmd.kill_on_drop(true).process_group(0);
+    let parent = Pid::this();
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
+    // calls are allowed: it makes two raw syscalls through nix (prctl, getppid), which neither
+    // allocate nor take locks, on a value (`parent`) prepared before the fork; its errors are
+    // bare errno values (no allocation).
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+            // the server may have died between fork and prctl: then nothing would kill us
+            if getppid() != parent {
+                return Err(io::Error::from(nix::errno::Errno::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Spawn `cmd` (already [`contain`]ed) on the spawner thread. `program` is for the error.
+pub(super) async fn spawn(cmd: Command, program: &Path) -> Result<Child, ProcessError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    spawner()
+        .send((tokio::runtime::Handle::current(), cmd, tx))
+        .map_err(|_| ProcessError::SpawnerGone)?;
+    let res = rx.await.map_err(|_| ProcessError::SpawnerGone)?;
+    res.map_err(|e| ProcessError::from_spawn(program, e))
+}
