@@ -1,5 +1,7 @@
 //! The session actor: holds one conversation's record and owns the codex subprocess of its
-//! current turn.
+//! current turn. It alone writes its session's record (and its `inflight` entry) while it
+//! lives; a stored session without a live actor is changed only by the registry's close, the
+//! takeover sweep and the expiry, none of which runs beside a live actor of it.
 //!
 //! Architecture invariants: a handler never awaits the child (a turn runs in a task that
 //! reports back with `TurnFinished`); turns on one session run one at a time (later calls wait
@@ -8,6 +10,7 @@
 //! dropped, because ractor skips `post_stop` when an actor panics or is killed.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,13 +19,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::calls::WorkDir;
 use crate::actors::{ClientContext, Shared, TurnCall, TurnReport, stored_thread};
-use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn};
-use crate::codex::events::{Event, FailureKind, describe};
+use crate::codex::argv::{SandboxLevel, SpawnSpec, TurnRequest, build_turn};
+use crate::codex::events::{Event, FailureKind, Usage, describe};
 use crate::codex::process::{Ending, RunOptions, SpawnInfo, TurnOutcome, run};
 use crate::codex::rollout::{TurnContext, last_turn_context};
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
+use crate::security::paths::{self, Confined, Kind};
 use crate::security::redact::redact;
 use crate::store::{InflightTurn, SessionRecord, TurnStatus, now_ms};
 
@@ -219,6 +224,13 @@ impl Actor for SessionActor {
                 client,
                 reply,
             } => {
+                if delete_thread
+                    && let Some(rec) = &st.record
+                    && let Err(e) = check_delete(&client, rec)
+                {
+                    let _ = reply.send(Err(e));
+                    return Ok(());
+                }
                 st.current = None; // cancels and kills the running turn
                 for (_, r, _) in st.pending.drain(..) {
                     let _ = r.send(Err(Error::Cancelled { partial: None }));
@@ -241,6 +253,17 @@ impl Actor for SessionActor {
     }
 }
 
+/// A thread can be deleted only by a client using the CODEX_HOME that keeps it.
+fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {
+    client.check_codex_home(rec).map_err(|_| {
+        Error::invalid(
+            "deleteThread",
+            "the session's thread lives in another CODEX_HOME than this client's; close it \
+             without deleteThread, or from a client using that CODEX_HOME",
+        )
+    })
+}
+
 /// Forget a stored session; optionally delete codex's thread files (`codex delete --force`).
 pub async fn close_stored(
     shared: &Shared,
@@ -248,6 +271,9 @@ pub async fn close_stored(
     delete_thread: bool,
     client: &ClientContext,
 ) -> Result<Option<SessionRecord>> {
+    if delete_thread && let Some(rec) = shared.store.get(id)? {
+        check_delete(client, &rec)?;
+    }
     let removed = shared.store.remove(id)?;
     shared.store.flush().await?;
     if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
@@ -271,49 +297,115 @@ async fn delete_codex_thread(client: &ClientContext, thread: &ThreadId) {
     }
 }
 
-/// Validate a call against the session, then start its turn in a task.
+/// Start a call's turn in a task, or answer it at once with why it cannot run.
 async fn start(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
-    call: Box<TurnCall>,
+    mut call: Box<TurnCall>,
     reply: oneshot::Sender<Result<TurnReport>>,
     since: Instant,
 ) {
-    let client = call
-        .client
-        .clone()
-        .unwrap_or_else(|| Arc::new(st.shared.own_context()));
-    let created = st.record.is_none();
-    if let Some(rec) = &st.record
-        && let Err(e) = client.check_codex_home(rec)
-    {
-        let _ = reply.send(Err(e));
-        return;
+    match prepare(st, &mut call).await {
+        Ok(prepared) => launch(myself, st, &call, prepared, reply, since),
+        Err(e) => {
+            let _ = reply.send(Err(e));
+        }
     }
-    if let Some(rec) = &st.record
-        && rec.working_directory != call.cwd.path
-    {
-        let _ = reply.send(Err(Error::invalid(
+}
+
+/// A turn ready to run: codex's invocation and what the actor needs when it ends.
+struct Prepared {
+    client: Arc<ClientContext>,
+    spec: SpawnSpec,
+    meta: CallMeta,
+    prior_usage: Usage,
+}
+
+/// The working directory of a call on this session: the one it is bound to (a caller naming
+/// another is refused), checked again against the client's roots; a new session's is the
+/// call's.
+fn session_dir(st: &SessionState, client: &ClientContext, dir: &WorkDir) -> Result<Confined> {
+    let Some(rec) = &st.record else {
+        return Ok(dir.confined().clone());
+    };
+    client.check_codex_home(rec)?;
+    match dir {
+        WorkDir::Given(c) if rec.working_directory != c.path => Err(Error::invalid(
             "workingDirectory",
             format!(
                 "session {} is bound to another working directory; start a new session (or omit \
                  workingDirectory) to work there",
                 st.id
             ),
-        )));
-        return;
+        )),
+        WorkDir::Given(c) => Ok(c.clone()),
+        WorkDir::Default(_) => {
+            let roots = &client.config.roots;
+            let first = roots
+                .first()
+                .map(PathBuf::as_path)
+                .unwrap_or(Path::new("/"));
+            paths::resolve(
+                "workingDirectory",
+                &rec.working_directory.to_string_lossy(),
+                first,
+                roots,
+                Kind::Dir,
+            )
+        }
     }
-    let record = st
-        .record
-        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), call.cwd.path.clone(), now_ms()));
-    if created {
-        record.codex_home = Some(client.codex_home.display().to_string());
+}
+
+/// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
+/// appended in place (the prompt is moved, never copied, on its way to codex's stdin), the
+/// images for `--image`. Codex's invocation checks the whole prompt's size.
+pub(crate) fn compose(
+    mut prompt: String,
+    files: &[String],
+    cwd: &Confined,
+) -> Result<(String, Vec<Confined>)> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid("prompt", "must not be empty"));
     }
+    let att = crate::actors::files::attach(files, cwd)?;
+    prompt.push_str(&att.text);
+    Ok((prompt, att.images))
+}
+
+/// Check a call against the session and build codex's invocation; only then mark the record
+/// running (stored and flushed), so that a call that cannot be built leaves it as it was.
+async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared> {
+    let client = call
+        .client
+        .clone()
+        .unwrap_or_else(|| Arc::new(st.shared.own_context()));
+    let cwd = session_dir(st, &client, &call.cwd)?;
     let resume = if call.reset {
         None
     } else {
-        stored_thread(record)
+        st.record.as_ref().and_then(stored_thread)
     };
+    let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let req = TurnRequest {
+        prompt,
+        sandbox: call.sandbox,
+        model: call.model.clone(),
+        reasoning_effort: call.reasoning_effort,
+        cwd,
+        images,
+        resume,
+        output_schema: None,
+        output_last_message: None,
+    };
+    let spec = build_turn(&client.common_for(false), &req)?;
+
+    let created = st.record.is_none();
+    let record = st
+        .record
+        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), req.cwd.path.clone(), now_ms()));
+    if created {
+        record.codex_home = Some(client.codex_home.display().to_string());
+    }
     let prior_usage = if resume.is_some() {
         record.thread_usage
     } else {
@@ -323,36 +415,30 @@ async fn start(
     record.last_used_ms = now_ms();
     let stored = st.shared.store.put(record);
     let flushed = st.shared.store.flush().await;
-    if let Err(e) = stored.and(flushed) {
-        let _ = reply.send(Err(e));
-        return;
-    }
+    stored.and(flushed)?;
+    Ok(Prepared {
+        meta: CallMeta {
+            sandbox: spec.sandbox,
+            model: call.model.clone(),
+            resumed: resume.is_some(),
+            created,
+            reset: call.reset,
+        },
+        client,
+        spec,
+        prior_usage,
+    })
+}
 
-    let req = TurnRequest {
-        prompt: call.prompt.clone(),
-        sandbox: call.sandbox,
-        model: call.model.clone(),
-        reasoning_effort: call.reasoning_effort,
-        cwd: call.cwd.clone(),
-        images: call.images.clone(),
-        resume,
-        output_schema: call.output_schema.clone(),
-        output_last_message: call.output_last_message.clone(),
-    };
-    let spec = match build_turn(&client.common, &req) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = reply.send(Err(e));
-            return;
-        }
-    };
-    let meta = CallMeta {
-        sandbox: spec.sandbox,
-        model: call.model.clone(),
-        resumed: resume.is_some(),
-        created,
-        reset: call.reset,
-    };
+/// Run a prepared turn in a task that reports back with `TurnFinished`.
+fn launch(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    call: &TurnCall,
+    prepared: Prepared,
+    reply: oneshot::Sender<Result<TurnReport>>,
+    since: Instant,
+) {
     let cancel = call.cancel.child_token();
     let shared = st.shared.clone();
     let me = myself.clone();
@@ -360,9 +446,15 @@ async fn start(
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
     // one span per turn, with the session id, so a user can follow a call through the logs
-    let span = tracing::info_span!("turn", session = %st.id, resumed = resume.is_some());
+    let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
+            let Prepared {
+                client,
+                spec,
+                meta,
+                prior_usage,
+            } = prepared;
             let slot = shared
                 .limiter
                 .acquire(shared.queue_timeout, &task_cancel, |ahead| {
@@ -378,44 +470,18 @@ async fn start(
             let result = match slot {
                 Err(e) => Err(e),
                 Ok(slot) => {
-                    let mut opts = RunOptions::new(timeout, client.config.limits);
-                    opts.cancel = task_cancel.clone();
-                    opts.prior_thread_usage = prior_usage;
-                    opts.secrets = client.secrets.clone();
-                    let me_spawn = me.clone();
-                    opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
-                        let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
-                    }));
-                    let me_ev = me.clone();
-                    let progress_ev = progress.clone();
-                    let secrets = client.secrets.clone();
-                    let on_event = move |ev: &Event| {
-                        if let Event::ThreadStarted { thread_id } = ev
-                            && let Ok(thread) = ThreadId::parse(thread_id)
-                        {
-                            let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
-                        }
-                        if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
-                            p(secrets.redact(&line).into_owned());
-                        }
-                    };
-                    let outcome = run(spec, opts, on_event).await;
-                    if let Ok(o) = &outcome {
-                        tracing::info!(
-                            ending = %o.ending,
-                            duration_ms = o.output.duration.as_millis() as u64,
-                            commands = o.output.commands.len(),
-                            "turn finished"
-                        );
-                    }
+                    let run = run_turn(
+                        &me,
+                        &client,
+                        spec,
+                        timeout,
+                        prior_usage,
+                        &task_cancel,
+                        progress,
+                    );
+                    let outcome = run.await;
                     drop(slot);
-                    outcome.map(|o| {
-                        let recorded = o
-                            .output
-                            .thread_id
-                            .and_then(|t| last_turn_context(&client.codex_home, &t));
-                        (o, recorded)
-                    })
+                    outcome
                 }
             };
             let _ = me.cast(SessionMessage::TurnFinished {
@@ -430,6 +496,51 @@ async fn start(
         span,
     ));
     st.current = Some(TurnGuard { cancel, task });
+}
+
+/// Run codex for a turn: its process and thread id reported to the actor as they appear, its
+/// events as progress; then what codex recorded of the turn.
+async fn run_turn(
+    me: &ActorRef<SessionMessage>,
+    client: &ClientContext,
+    spec: SpawnSpec,
+    timeout: Duration,
+    prior_usage: Usage,
+    cancel: &CancellationToken,
+    progress: Option<crate::actors::Progress>,
+) -> Result<(TurnOutcome, Option<TurnContext>)> {
+    let mut opts = RunOptions::new(timeout, client.config.limits);
+    opts.cancel = cancel.clone();
+    opts.prior_thread_usage = prior_usage;
+    opts.secrets = client.secrets.clone();
+    let me_spawn = me.clone();
+    opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
+        let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
+    }));
+    let me_ev = me.clone();
+    let secrets = client.secrets.clone();
+    let on_event = move |ev: &Event| {
+        if let Event::ThreadStarted { thread_id } = ev
+            && let Ok(thread) = ThreadId::parse(thread_id)
+        {
+            let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+        }
+        if let (Some(p), Some(line)) = (&progress, describe(ev)) {
+            p(secrets.redact(&line).into_owned());
+        }
+    };
+    let outcome = run(spec, opts, on_event).await?;
+    tracing::info!(
+        ending = %outcome.ending,
+        duration_ms = outcome.output.duration.as_millis() as u64,
+        commands = outcome.output.commands.len(),
+        "turn finished"
+    );
+    let recorded = outcome
+        .output
+        .thread_id
+        .and_then(|t| last_turn_context(&client.codex_home, &t));
+    Ok((outcome, recorded))
 }
 
 /// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
