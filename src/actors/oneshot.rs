@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::calls::{Answer, Finding, OneShot, OneShotCall};
 use crate::actors::{ClientContext, Progress, Shared};
 use crate::codex::argv::{
-    OneShotRequest, ReviewRequest, SandboxLevel, SpawnSpec, build_query, build_review, build_search,
+    Common, OneShotRequest, ReasoningEffort, ReviewRequest, SandboxLevel, SpawnSpec, build_query,
+    build_review, build_search,
 };
 use crate::codex::events::describe;
 use crate::codex::process::{RunOptions, SpawnHook, SpawnInfo, TurnOutcome, run};
@@ -174,44 +175,73 @@ impl Actor for OneShotActor {
     }
 }
 
-/// Run `spec` under the global limit with the call's progress; the outcome and the time spent
-/// queued.
-pub(crate) async fn run_limited(
-    shared: &Shared,
-    client: &ClientContext,
-    spec: SpawnSpec,
-    timeout: Duration,
-    hook: SpawnHook,
-    cancel: &CancellationToken,
-    progress: Option<Progress>,
-) -> Result<(TurnOutcome, Duration)> {
-    let since = Instant::now();
-    let p = progress.clone();
-    let slot = shared
-        .limiter
-        .acquire(shared.queue_timeout, cancel, |ahead| {
-            if let Some(p) = &p {
-                p(format!(
-                    "queued behind {} turn(s) waiting for a codex slot",
-                    ahead + shared.limiter.active()
-                ));
+/// What every codex run of one call shares: where it runs, whose it is, how it is watched.
+pub(crate) struct Runner<'a> {
+    pub shared: &'a Shared,
+    pub client: &'a ClientContext,
+    /// Records codex's process for the crash sweep.
+    pub hook: SpawnHook,
+    pub cancel: &'a CancellationToken,
+    /// One sink for the whole call.
+    pub progress: Option<Progress>,
+}
+
+impl Runner<'_> {
+    /// Run `spec` under the global limit; the outcome and the time spent queued.
+    pub(crate) async fn run(
+        &self,
+        spec: SpawnSpec,
+        timeout: Duration,
+    ) -> Result<(TurnOutcome, Duration)> {
+        let (shared, progress) = (self.shared, self.progress.clone());
+        let since = Instant::now();
+        let slot = shared
+            .limiter
+            .acquire(shared.queue_timeout, self.cancel, |ahead| {
+                if let Some(p) = &progress {
+                    p(format!(
+                        "queued behind {} turn(s) waiting for a codex slot",
+                        ahead + shared.limiter.active()
+                    ));
+                }
+            })
+            .await?;
+        let queued = since.elapsed();
+        let mut opts = RunOptions::new(timeout, self.client.config.limits);
+        opts.cancel = self.cancel.clone();
+        opts.secrets = self.client.secrets.clone();
+        opts.on_spawn = Some(self.hook.clone());
+        let secrets = self.client.secrets.clone();
+        let outcome = run(spec, opts, move |ev| {
+            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
+                p(secrets.redact(&line).into_owned());
             }
         })
         .await?;
-    let queued = since.elapsed();
-    let mut opts = RunOptions::new(timeout, client.config.limits);
-    opts.cancel = cancel.clone();
-    opts.secrets = client.secrets.clone();
-    opts.on_spawn = Some(hook);
-    let secrets = client.secrets.clone();
-    let outcome = run(spec, opts, move |ev| {
-        if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-            p(secrets.redact(&line).into_owned());
-        }
-    })
-    .await?;
-    drop(slot);
-    Ok((outcome, queued))
+        drop(slot);
+        Ok((outcome, queued))
+    }
+
+    /// A `query` or `search` turn, read-only in a fresh empty directory with nested MCP
+    /// servers off: `(prompt, model, reasoning effort)` built by `build`.
+    async fn scratch(
+        &self,
+        build: fn(&Common, &OneShotRequest) -> Result<SpawnSpec>,
+        (prompt, model, reasoning_effort): (String, Option<String>, Option<ReasoningEffort>),
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let (_dir, cwd) = scratch_dir()?;
+        let req = OneShotRequest {
+            prompt,
+            model,
+            reasoning_effort,
+            cwd,
+        };
+        let spec = build(&self.client.common_for(true), &req)?;
+        let (outcome, queued) = self.run(spec, timeout).await?;
+        let sandbox = SandboxLevel::ReadOnly;
+        Ok(Answer::of(outcome, queued, sandbox, None, req.model))
+    }
 }
 
 /// Run one session-less call to its answer (inside a one-shot actor's task).
@@ -228,6 +258,13 @@ pub(crate) async fn answer(
         client,
         ..
     } = call;
+    let runner = Runner {
+        shared: &shared,
+        client: &client,
+        hook,
+        cancel: &cancel,
+        progress,
+    };
     match request {
         OneShot::Query {
             prompt,
@@ -240,50 +277,20 @@ pub(crate) async fn answer(
                 Some(c) if !c.trim().is_empty() => format!("Context:\n{c}\n\nQuestion:\n{prompt}"),
                 _ => prompt,
             };
-            let (_dir, cwd) = scratch_dir()?;
-            let req = OneShotRequest {
-                prompt,
-                model,
-                reasoning_effort,
-                cwd,
-            };
-            let spec = build_query(&client.common_for(true), &req)?;
-            let run = run_limited(&shared, &client, spec, timeout, hook, &cancel, progress);
-            let (outcome, queued) = run.await?;
-            Ok(Answer::of(
-                outcome,
-                queued,
-                SandboxLevel::ReadOnly,
-                None,
-                req.model,
-            ))
+            let req = (prompt, model, reasoning_effort);
+            runner.scratch(build_query, req, timeout).await
         }
         OneShot::Search { query, model } => {
             non_empty("query", &query)?;
-            let (_dir, cwd) = scratch_dir()?;
-            let req = OneShotRequest {
-                prompt: format!("Search the web and answer with sources: {query}"),
-                model,
-                reasoning_effort: None,
-                cwd,
-            };
-            let spec = build_search(&client.common_for(true), &req)?;
-            let run = run_limited(&shared, &client, spec, timeout, hook, &cancel, progress);
-            let (outcome, queued) = run.await?;
-            Ok(Answer::of(
-                outcome,
-                queued,
-                SandboxLevel::ReadOnly,
-                None,
-                req.model,
-            ))
+            let prompt = format!("Search the web and answer with sources: {query}");
+            let req = (prompt, model, None);
+            runner.scratch(build_search, req, timeout).await
         }
         OneShot::Review { target, model, cwd } => {
             let req = ReviewRequest { target, model, cwd };
             let spec = build_review(&client.common_for(false), &req)?;
             let sandbox = spec.sandbox;
-            let run = run_limited(&shared, &client, spec, timeout, hook, &cancel, progress);
-            let (outcome, queued) = run.await?;
+            let (outcome, queued) = runner.run(spec, timeout).await?;
             let mut a = Answer::of(outcome, queued, sandbox, None, req.model);
             a.findings = Some(parse_findings(&a.response));
             Ok(a)
@@ -304,7 +311,7 @@ pub(crate) async fn answer(
                 images,
                 timeout,
             };
-            super::structured::answer(&shared, &client, ask, hook, &cancel, progress).await
+            super::structured::answer(&runner, ask).await
         }
     }
 }

@@ -164,20 +164,7 @@ impl Actor for SessionActor {
                     panic!("fault injection: session actor panics");
                 }
                 if st.current.is_some() {
-                    if call.wait_if_busy {
-                        if let Some(p) = &call.progress {
-                            p(format!(
-                                "queued behind {} turn(s) on this session",
-                                st.pending.len() + 1
-                            ));
-                        }
-                        st.pending.push_back((call, reply, Instant::now()));
-                    } else {
-                        let _ = reply.send(Err(Error::Busy(format!(
-                            "session {} is busy with another turn; retry later or pass waitIfBusy: true",
-                            st.id
-                        ))));
-                    }
+                    queue(st, call, reply);
                     return Ok(());
                 }
                 start(&myself, st, call, reply, Instant::now()).await;
@@ -262,6 +249,25 @@ fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {
              without deleteThread, or from a client using that CODEX_HOME",
         )
     })
+}
+
+/// A call on a busy session: queued behind the running turn, or refused when it asked not to
+/// wait.
+fn queue(st: &mut SessionState, call: Box<TurnCall>, reply: oneshot::Sender<Result<TurnReport>>) {
+    if call.wait_if_busy {
+        if let Some(p) = &call.progress {
+            p(format!(
+                "queued behind {} turn(s) on this session",
+                st.pending.len() + 1
+            ));
+        }
+        st.pending.push_back((call, reply, Instant::now()));
+    } else {
+        let _ = reply.send(Err(Error::Busy(format!(
+            "session {} is busy with another turn; retry later or pass waitIfBusy: true",
+            st.id
+        ))));
+    }
 }
 
 /// Forget a stored session; optionally delete codex's thread files (`codex delete --force`).
@@ -585,61 +591,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
             rec.last_error = Some(redact(&e.to_string()).into_owned());
             Err(e)
         }
-        Ok((mut outcome, recorded)) => {
-            if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
-                && let Err(msg) = check_recorded(f.call.sandbox, ctx)
-            {
-                tracing::error!(session = %st.id, "{msg}");
-                outcome.ending = Ending::Failed {
-                    kind: FailureKind::PolicyMismatch,
-                    message: msg,
-                };
-            }
-            if let Some(t) = outcome.output.thread_id {
-                if f.call.reset || rec.thread_id.as_deref() != Some(t.to_string().as_str()) {
-                    rec.thread_usage = Default::default();
-                }
-                rec.thread_id = Some(t.to_string());
-            }
-            if let Some(u) = outcome.output.turn_usage {
-                rec.usage = rec.usage.plus(&u);
-            }
-            if let Some(u) = outcome.output.thread_usage {
-                rec.thread_usage = u;
-            }
-            // the model codex ran with, as it recorded it (an operator override or codex's own
-            // config may have chosen it), else the one asked for
-            let model = recorded
-                .as_ref()
-                .and_then(|r| r.model.clone())
-                .or_else(|| f.call.model.clone());
-            if let Some(m) = &model {
-                rec.model = Some(m.clone());
-            }
-            rec.turn_count += 1;
-            rec.last_status = Some(match &outcome.ending {
-                Ending::Completed => TurnStatus::Completed,
-                Ending::TimedOut { .. } => TurnStatus::TimedOut,
-                Ending::Cancelled => TurnStatus::Cancelled,
-                Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
-            });
-            rec.last_error = match &outcome.ending {
-                Ending::Completed => None,
-                Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
-                other => Some(format!("{other:?}")),
-            };
-            Ok(TurnReport {
-                session_id: st.id.clone(),
-                resumed: f.call.resumed,
-                created: f.call.created,
-                outcome,
-                queued: f.queued,
-                sandbox: f.call.sandbox,
-                recorded,
-                model,
-                record: None,
-            })
-        }
+        Ok((outcome, recorded)) => Ok(fold(rec, &st.id, &f.call, f.queued, outcome, recorded)),
     };
     rec.last_used_ms = now_ms();
     let saved = store.put(rec).and(store.flush().await);
@@ -652,4 +604,69 @@ async fn finish(st: &mut SessionState, f: Finished) {
         (Ok(_), Err(e)) => Err(e),
         (Err(e), _) => Err(e),
     });
+}
+
+/// Fold a turn codex ran into the session's record (after checking what codex recorded of it
+/// against what was asked: a mismatch fails the turn closed) and make the caller's report.
+fn fold(
+    rec: &mut SessionRecord,
+    id: &SessionId,
+    call: &CallMeta,
+    queued: Duration,
+    mut outcome: TurnOutcome,
+    recorded: Option<TurnContext>,
+) -> TurnReport {
+    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
+        && let Err(msg) = check_recorded(call.sandbox, ctx)
+    {
+        tracing::error!(session = %id, "{msg}");
+        outcome.ending = Ending::Failed {
+            kind: FailureKind::PolicyMismatch,
+            message: msg,
+        };
+    }
+    if let Some(t) = outcome.output.thread_id {
+        if call.reset || rec.thread_id.as_deref() != Some(t.to_string().as_str()) {
+            rec.thread_usage = Default::default();
+        }
+        rec.thread_id = Some(t.to_string());
+    }
+    if let Some(u) = outcome.output.turn_usage {
+        rec.usage = rec.usage.plus(&u);
+    }
+    if let Some(u) = outcome.output.thread_usage {
+        rec.thread_usage = u;
+    }
+    // the model codex ran with, as it recorded it (an operator override or codex's own
+    // config may have chosen it), else the one asked for
+    let model = recorded
+        .as_ref()
+        .and_then(|r| r.model.clone())
+        .or_else(|| call.model.clone());
+    if let Some(m) = &model {
+        rec.model = Some(m.clone());
+    }
+    rec.turn_count += 1;
+    rec.last_status = Some(match &outcome.ending {
+        Ending::Completed => TurnStatus::Completed,
+        Ending::TimedOut { .. } => TurnStatus::TimedOut,
+        Ending::Cancelled => TurnStatus::Cancelled,
+        Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
+    });
+    rec.last_error = match &outcome.ending {
+        Ending::Completed => None,
+        Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
+        other => Some(format!("{other:?}")),
+    };
+    TurnReport {
+        session_id: id.clone(),
+        resumed: call.resumed,
+        created: call.created,
+        outcome,
+        queued,
+        sandbox: call.sandbox,
+        recorded,
+        model,
+        record: None,
+    }
 }

@@ -6,15 +6,12 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
-
 use crate::actors::calls::Answer;
-use crate::actors::oneshot::run_limited;
+use crate::actors::oneshot::Runner;
 use crate::actors::schema::Plan;
-use crate::actors::{ClientContext, Progress, Shared};
 use crate::codex::argv::{TurnRequest, build_turn};
 use crate::codex::events::FailureKind;
-use crate::codex::process::{Ending, SpawnHook};
+use crate::codex::process::Ending;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use crate::security::paths::Confined;
@@ -63,21 +60,14 @@ impl Files {
 
 /// Ask, check, and ask once more on a validation failure. The answer carries the validated
 /// (redacted) JSON in `data`, or the failure in `error`.
-pub(crate) async fn answer(
-    shared: &Shared,
-    client: &ClientContext,
-    ask: Ask,
-    hook: SpawnHook,
-    cancel: &CancellationToken,
-    progress: Option<Progress>,
-) -> Result<Answer> {
+pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
     let files = Files::new(&ask.plan)?;
     let started = Instant::now();
     let mut prompt = ask.prompt;
     prompt.push_str(&ask.plan.prompt_suffix);
     let mut resume: Option<ThreadId> = None;
     let mut total_queued = Duration::ZERO;
-    let common = client.common_for(false);
+    let common = runner.client.common_for(false);
     for attempt in 0..2 {
         let _ = std::fs::remove_file(&files.answer);
         let remaining = ask
@@ -101,16 +91,7 @@ pub(crate) async fn answer(
         };
         let spec = build_turn(&common, &req)?;
         let sandbox = spec.sandbox;
-        let (outcome, queued) = run_limited(
-            shared,
-            client,
-            spec,
-            remaining,
-            hook.clone(),
-            cancel,
-            progress.clone(),
-        )
-        .await?;
+        let (outcome, queued) = runner.run(spec, remaining).await?;
         total_queued += queued;
         if !matches!(outcome.ending, Ending::Completed) {
             return Ok(Answer::of(outcome, total_queued, sandbox, None, ask.model));
@@ -125,7 +106,7 @@ pub(crate) async fn answer(
             Ok(mut data) => {
                 // read from codex's answer file, not from its redacted events: redacted here,
                 // as every answer is
-                client.secrets.redact_json(&mut data);
+                runner.client.secrets.redact_json(&mut data);
                 a.data = Some(data);
                 return Ok(a);
             }
@@ -134,7 +115,7 @@ pub(crate) async fn answer(
                 prompt = format!(
                     "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
                 );
-                if let Some(p) = &progress {
+                if let Some(p) = &runner.progress {
                     p("answer did not validate; asking once more".into());
                 }
             }
