@@ -196,37 +196,13 @@ impl Actor for SessionActor {
             SessionMessage::TurnFinished { finished } => {
                 st.current = None;
                 finish(st, *finished).await;
-                // next queued call, in arrival order; cancelled waiters are skipped
-                while let Some((call, reply, since)) = st.pending.pop_front() {
-                    if call.cancel.is_cancelled() {
-                        let _ = reply.send(Err(Error::Cancelled { partial: None }));
-                        continue;
-                    }
-                    start(&myself, st, call, reply, since).await;
-                    break;
-                }
+                start_next(&myself, st).await;
             }
             SessionMessage::Close {
                 delete_thread,
                 client,
                 reply,
-            } => {
-                if delete_thread
-                    && let Some(rec) = &st.record
-                    && let Err(e) = check_delete(&client, rec)
-                {
-                    let _ = reply.send(Err(e));
-                    return Ok(());
-                }
-                st.current = None; // cancels and kills the running turn
-                for (_, r, _) in st.pending.drain(..) {
-                    let _ = r.send(Err(Error::Cancelled { partial: None }));
-                }
-                let res = close_stored(&st.shared, &st.id, delete_thread, &client).await;
-                st.record = None;
-                let _ = reply.send(res);
-                myself.stop(Some("closed".into()));
-            }
+            } => close(&myself, st, delete_thread, client, reply).await,
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
                     && st.pending.is_empty()
@@ -249,6 +225,48 @@ fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {
              without deleteThread, or from a client using that CODEX_HOME",
         )
     })
+}
+
+/// Start the next queued call, in arrival order; cancelled waiters, and calls that cannot
+/// start (answered at once with why), are skipped.
+async fn start_next(myself: &ActorRef<SessionMessage>, st: &mut SessionState) {
+    while let Some((call, reply, since)) = st.pending.pop_front() {
+        if call.cancel.is_cancelled() {
+            let _ = reply.send(Err(Error::Cancelled { partial: None }));
+            continue;
+        }
+        start(myself, st, call, reply, since).await;
+        if st.current.is_some() {
+            break;
+        }
+    }
+}
+
+/// Close the session: refused before anything when its thread cannot be deleted by this
+/// client; else its turn is cancelled (killed), waiters are answered, the record is forgotten
+/// and the actor stops.
+async fn close(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    delete_thread: bool,
+    client: Arc<ClientContext>,
+    reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+) {
+    if delete_thread
+        && let Some(rec) = &st.record
+        && let Err(e) = check_delete(&client, rec)
+    {
+        let _ = reply.send(Err(e));
+        return;
+    }
+    st.current = None; // cancels and kills the running turn
+    for (_, r, _) in st.pending.drain(..) {
+        let _ = r.send(Err(Error::Cancelled { partial: None }));
+    }
+    let res = close_stored(&st.shared, &st.id, delete_thread, &client).await;
+    st.record = None;
+    let _ = reply.send(res);
+    myself.stop(Some("closed".into()));
 }
 
 /// A call on a busy session: queued behind the running turn, or refused when it asked not to

@@ -528,3 +528,40 @@ async fn a_prompt_near_the_limit_reaches_the_model_whole() {
     assert!(err.to_string().contains("`prompt`"), "{err}");
     bridge.shutdown().await;
 }
+
+/// A queued call that cannot start (its invocation cannot be built) is answered at once, and
+/// the calls queued behind it still run.
+#[tokio::test]
+async fn a_queued_call_that_cannot_start_does_not_stall_the_queue_behind_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.set_default(Reply::message("ok").with_delay(Duration::from_millis(500)));
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    bridge.turn(call(&env, Some("q"), "start")).await.unwrap();
+    let first = {
+        let (b, c) = (bridge.clone(), call(&env, Some("q"), "slow"));
+        tokio::spawn(async move { b.turn(c).await })
+    };
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
+        .await;
+    let bad = {
+        let mut c = call(&env, Some("q"), "bad");
+        c.sandbox = Some(SandboxLevel::DangerFullAccess);
+        let b = bridge.clone();
+        tokio::spawn(async move { b.turn(c).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let good = {
+        let (b, c) = (bridge.clone(), call(&env, Some("q"), "good"));
+        tokio::spawn(async move { b.turn(c).await })
+    };
+    first.await.unwrap().unwrap();
+    assert!(bad.await.unwrap().is_err());
+    let r = tokio::time::timeout(Duration::from_secs(30), good)
+        .await
+        .expect("the call behind the refused one runs")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome.ending, Ending::Completed);
+    bridge.shutdown().await;
+}
