@@ -1,11 +1,24 @@
 //! Conversations as actors (ractor): a [`registry::RegistryActor`] routes every call to the
 //! [`session::SessionActor`] of its session id, spawning it linked or rehydrating it from the
-//! store; each session actor owns the codex subprocess of its current turn. [`Bridge`] is the
-//! typed handle the MCP layer uses: callers never build messages or reply ports.
+//! store; each session actor owns the codex subprocess of its current turn. Every session-less
+//! codex process (`query`, `search`, `review`, `structured`, the version probe) is owned by a
+//! [`oneshot::OneShotActor`] linked under the registry. [`Bridge`] is the typed handle the MCP
+//! layer uses: it takes the requests of [`calls`] and answers with its views; callers never
+//! build messages, reply ports or codex invocations, and never see the store.
+//!
+//! Who owns what: a session's record is written by its session actor only (see
+//! [`session`]); a one-shot's `inflight` entry by its one-shot actor; `listSessions` and
+//! `getSession` read the store's index through [`Bridge`], which the actors keep current (they
+//! flush every change).
 
+pub mod calls;
+pub mod files;
 pub mod limiter;
+pub mod oneshot;
 pub mod registry;
+pub mod schema;
 pub mod session;
+pub mod structured;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,16 +29,20 @@ use ractor::{Actor, ActorRef};
 use tokio_util::sync::CancellationToken;
 
 use crate::codex::argv::{Common, ReasoningEffort, SandboxLevel};
+use crate::codex::home::{disableable, nested_servers};
 use crate::codex::process::TurnOutcome;
 use crate::codex::rollout::TurnContext;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
-use crate::security::paths::Confined;
 use crate::security::redact::ClientSecrets;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
+pub use calls::{
+    Answer, Finding, OneShot, OneShotCall, SessionPage, SessionStatus, SessionView, Status, WorkDir,
+};
 pub use limiter::Limiter;
+use oneshot::{Job, OneShotActor, OneShotArgs};
 use registry::{RegistryActor, RegistryMessage};
 use session::SessionMessage;
 
@@ -71,6 +88,16 @@ impl ClientContext {
     pub fn with_secrets(mut self, secrets: ClientSecrets) -> ClientContext {
         self.secrets = secrets;
         self
+    }
+
+    /// The invocation settings of a turn: nested MCP servers disabled when `disable_nested`
+    /// (`query`, `search`) or when the operator said so.
+    pub fn common_for(&self, disable_nested: bool) -> Common {
+        let mut c = self.common.clone();
+        if disable_nested || self.config.disable_nested_mcp {
+            c.disable_mcp_servers = disableable(&nested_servers(&self.codex_home));
+        }
+        c
     }
 
     /// Refuse a stored session whose thread lives in another CODEX_HOME: codex could not find
@@ -132,21 +159,20 @@ pub struct TurnCall {
     pub session_id: Option<SessionId>,
     /// Start a new Codex thread under the same session id.
     pub reset: bool,
+    /// Moved, not copied, into codex's invocation.
     pub prompt: String,
+    /// `files` attachments, resolved inside the session's working directory.
+    pub files: Vec<String>,
     pub sandbox: Option<SandboxLevel>,
     pub model: Option<String>,
     pub reasoning_effort: Option<ReasoningEffort>,
-    /// The confined working directory (the session's, for a resumed session).
-    pub cwd: Confined,
-    pub images: Vec<Confined>,
+    /// The confined working directory; the session actor holds a stored session to its own.
+    pub cwd: WorkDir,
     pub timeout: Duration,
     /// On a busy session: wait for its turn (true) or fail at once.
     pub wait_if_busy: bool,
     pub cancel: CancellationToken,
     pub progress: Option<Progress>,
-    /// `structured`: codex's `--output-schema` and `-o` files (made by the bridge).
-    pub output_schema: Option<PathBuf>,
-    pub output_last_message: Option<PathBuf>,
     /// The asking connection's context; `None`: the owning process's own.
     pub client: Option<Arc<ClientContext>>,
 }
@@ -170,6 +196,19 @@ pub struct TurnReport {
     pub model: Option<String>,
     /// The session's record after the turn.
     pub record: Option<SessionRecord>,
+}
+
+impl TurnReport {
+    /// The answer of this turn, for the MCP layer to shape.
+    pub fn into_answer(self) -> Answer {
+        Answer::of(
+            self.outcome,
+            self.queued,
+            self.sandbox,
+            self.recorded,
+            self.model,
+        )
+    }
 }
 
 /// Live counts for status tools.
@@ -253,42 +292,103 @@ impl Bridge {
     }
 
     /// Run a session-less turn (`query`, `search`, `review`, `structured`) under the global
-    /// limit. Returns the outcome and the time spent queued.
-    pub async fn one_shot(
-        &self,
-        spec: crate::codex::argv::SpawnSpec,
-        limits: crate::config::Limits,
-        timeout: Duration,
-        cancel: CancellationToken,
-        progress: Option<Progress>,
-        secrets: &ClientSecrets,
-    ) -> Result<(TurnOutcome, Duration)> {
-        let since = std::time::Instant::now();
-        let p = progress.clone();
-        let slot = self
-            .shared
-            .limiter
-            .acquire(self.shared.queue_timeout, &cancel, |ahead| {
-                if let Some(p) = &p {
-                    p(format!(
-                        "queued behind {} turn(s) waiting for a codex slot",
-                        ahead + self.shared.limiter.active()
-                    ));
-                }
-            })
-            .await?;
-        let queued = since.elapsed();
-        let mut opts = crate::codex::process::RunOptions::new(timeout, limits);
-        opts.cancel = cancel;
-        opts.secrets = secrets.clone();
-        let outcome = crate::codex::process::run(spec, opts, move |ev| {
-            if let (Some(p), Some(line)) = (&progress, crate::codex::events::describe(ev)) {
-                p(secrets.redact(&line).into_owned());
-            }
+    /// limit, owned by a one-shot actor. Dropping this future cancels the turn.
+    pub async fn one_shot(&self, call: OneShotCall) -> Result<Answer> {
+        let cancel = call.cancel.clone();
+        let _cancel_on_drop = cancel.clone().drop_guard();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let shared = self.shared.clone();
+        let job = oneshot::job(move |hook, token| async move {
+            let _ = tx.send(oneshot::answer(shared, call, hook, token).await);
+        });
+        self.spawn_one_shot(cancel, job).await?;
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::SessionFailed(
+                "the turn was stopped before it answered (the server is shutting down)".into(),
+            ))
         })
-        .await?;
-        drop(slot);
-        Ok((outcome, queued))
+    }
+
+    /// Start a one-shot actor linked under the registry (shutdown stops it).
+    async fn spawn_one_shot(&self, cancel: CancellationToken, job: Job) -> Result<()> {
+        let args = OneShotArgs {
+            shared: self.shared.clone(),
+            cancel,
+            job,
+        };
+        Actor::spawn_linked(None, OneShotActor, args, self.registry.get_cell())
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::Busy(format!("could not start the turn: {e}")))
+    }
+
+    /// `codex --version` with `client`'s codex and environment, run by a one-shot actor;
+    /// `None` when codex cannot be run.
+    pub async fn codex_version(&self, client: &ClientContext) -> Option<String> {
+        let (program, env) = (client.common.program.clone(), client.common.env.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job = oneshot::job(move |_hook, token| async move {
+            let v = tokio::select! {
+                v = crate::codex::process::codex_version(&program, &env) => v,
+                _ = token.cancelled() => None,
+            };
+            let _ = tx.send(v);
+        });
+        self.spawn_one_shot(CancellationToken::new(), job)
+            .await
+            .ok()?;
+        rx.await.ok().flatten()
+    }
+
+    /// The server's health as `client` sees it (its codex).
+    pub async fn status(&self, client: &ClientContext) -> Status {
+        let codex_version = self.codex_version(client).await;
+        Status {
+            codex_support: codex_version
+                .as_deref()
+                .map(crate::config::CodexSupport::of),
+            codex_version,
+            store_path: self.shared.store.path().display().to_string(),
+            schema_version: self.shared.store.schema_version().unwrap_or(0),
+            containment: serde_json::to_value(crate::codex::process::containment())
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            counts: self.counts(),
+        }
+    }
+
+    /// A stored session, as the session tools show it.
+    pub fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
+        Ok(self
+            .shared
+            .store
+            .get(id)?
+            .map(|r| SessionView::of(&r, self.is_live(id))))
+    }
+
+    /// A page of sessions, newest first, as the session tools show them.
+    pub fn sessions(&self, cursor: Option<&str>, limit: usize) -> Result<SessionPage> {
+        let page = self.shared.store.list(cursor, limit)?;
+        Ok(SessionPage {
+            sessions: page
+                .sessions
+                .iter()
+                .map(|r| SessionView::of(r, self.is_live(&r.session_id)))
+                .collect(),
+            next: page.next,
+        })
+    }
+
+    /// [`Bridge::close`], answered as the session tools show a session.
+    pub async fn close_session(
+        &self,
+        id: &SessionId,
+        delete_thread: bool,
+        client: Arc<ClientContext>,
+    ) -> Result<Option<SessionView>> {
+        let removed = self.close(id, delete_thread, Some(client)).await?;
+        Ok(removed.map(|r| SessionView::of(&r, false)))
     }
 
     /// A stored session.
@@ -339,7 +439,8 @@ impl Bridge {
         }
     }
 
-    /// Stop every session (each kills its subprocess), then the registry; flush the store.
+    /// Stop every session and one-shot (each kills its subprocess), then the registry; flush
+    /// the store.
     pub async fn shutdown(&self) {
         let actors: Vec<ActorRef<SessionMessage>> =
             self.shared.live.iter().map(|e| e.value().clone()).collect();
@@ -348,6 +449,10 @@ impl Bridge {
                 .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
                 .await;
         }
+        // the one-shots (and any session started meanwhile)
+        self.registry
+            .stop_children_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
+            .await;
         let _ = self
             .registry
             .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
@@ -390,7 +495,7 @@ pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
 }
 
 /// Kill what is left of turns that were in flight when the server died, and mark them
-/// interrupted in their sessions.
+/// interrupted in their sessions (a one-shot's entry has no session: it is only killed).
 pub async fn recover_interrupted(store: &Store) -> Result<()> {
     for (id, turn) in store.inflight()? {
         let killed = crate::codex::process::kill_leftover(

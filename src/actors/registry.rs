@@ -170,12 +170,12 @@ impl Actor for RegistryActor {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 let id = cell.get_id();
                 shared.live.retain(|_, a| a.get_id() != id);
-                tracing::debug!(?reason, "session actor stopped");
+                tracing::debug!(?reason, "session or one-shot actor stopped");
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 let id = cell.get_id();
                 shared.live.retain(|_, a| a.get_id() != id);
-                tracing::error!(error = %crate::security::redact::redact(&err.to_string()), "session actor failed; it restarts from its stored record on the next call");
+                tracing::error!(error = %crate::security::redact::redact(&err.to_string()), "session or one-shot actor failed; a session restarts from its stored record on the next call");
             }
             _ => {}
         }

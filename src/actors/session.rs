@@ -1,5 +1,7 @@
 //! The session actor: holds one conversation's record and owns the codex subprocess of its
-//! current turn.
+//! current turn. It alone writes its session's record (and its `inflight` entry) while it
+//! lives; a stored session without a live actor is changed only by the registry's close, the
+//! takeover sweep and the expiry, none of which runs beside a live actor of it.
 //!
 //! Architecture invariants: a handler never awaits the child (a turn runs in a task that
 //! reports back with `TurnFinished`); turns on one session run one at a time (later calls wait
@@ -8,6 +10,7 @@
 //! dropped, because ractor skips `post_stop` when an actor panics or is killed.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,13 +19,15 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::calls::WorkDir;
 use crate::actors::{ClientContext, Shared, TurnCall, TurnReport, stored_thread};
-use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn};
-use crate::codex::events::{Event, FailureKind, describe};
+use crate::codex::argv::{SandboxLevel, SpawnSpec, TurnRequest, build_turn};
+use crate::codex::events::{Event, FailureKind, Usage, describe};
 use crate::codex::process::{Ending, RunOptions, SpawnInfo, TurnOutcome, run};
 use crate::codex::rollout::{TurnContext, last_turn_context};
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
+use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
 use crate::store::{InflightTurn, SessionRecord, TurnStatus, now_ms};
 
@@ -159,20 +164,7 @@ impl Actor for SessionActor {
                     panic!("fault injection: session actor panics");
                 }
                 if st.current.is_some() {
-                    if call.wait_if_busy {
-                        if let Some(p) = &call.progress {
-                            p(format!(
-                                "queued behind {} turn(s) on this session",
-                                st.pending.len() + 1
-                            ));
-                        }
-                        st.pending.push_back((call, reply, Instant::now()));
-                    } else {
-                        let _ = reply.send(Err(Error::Busy(format!(
-                            "session {} is busy with another turn; retry later or pass waitIfBusy: true",
-                            st.id
-                        ))));
-                    }
+                    queue(st, call, reply);
                     return Ok(());
                 }
                 start(&myself, st, call, reply, Instant::now()).await;
@@ -204,46 +196,13 @@ impl Actor for SessionActor {
             SessionMessage::TurnFinished { finished } => {
                 st.current = None;
                 finish(st, *finished).await;
-                // next queued call, in arrival order; cancelled waiters are skipped
-                while let Some((call, reply, since)) = st.pending.pop_front() {
-                    if call.cancel.is_cancelled() {
-                        let _ = reply.send(Err(Error::Cancelled { partial: None }));
-                        continue;
-                    }
-                    start(&myself, st, call, reply, since).await;
-                    break;
-                }
+                start_next(&myself, st).await;
             }
             SessionMessage::Close {
                 delete_thread,
                 client,
                 reply,
-            } => {
-                st.current = None; // cancels and kills the running turn
-                for (_, r, _) in st.pending.drain(..) {
-                    let _ = r.send(Err(Error::Cancelled { partial: None }));
-                }
-                let res = forget_stored(&st.shared, &st.id).await;
-                st.record = None;
-                let thread = match (&res, delete_thread) {
-                    (Ok(Some(rec)), true) => stored_thread(rec),
-                    _ => None,
-                };
-                match thread {
-                    // `codex delete` may take up to 30 s: it runs beside the actor, not in its
-                    // handler; the reply still comes once it is done
-                    Some(thread) => {
-                        tokio::spawn(async move {
-                            delete_codex_thread(&client, &thread).await;
-                            let _ = reply.send(res);
-                        });
-                    }
-                    None => {
-                        let _ = reply.send(res);
-                    }
-                }
-                myself.stop(Some("closed".into()));
-            }
+            } => close(&myself, st, delete_thread, client, reply).await,
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
                     && st.pending.is_empty()
@@ -257,6 +216,94 @@ impl Actor for SessionActor {
     }
 }
 
+/// A thread can be deleted only by a client using the CODEX_HOME that keeps it.
+fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {
+    client.check_codex_home(rec).map_err(|_| {
+        Error::invalid(
+            "deleteThread",
+            "the session's thread lives in another CODEX_HOME than this client's; close it \
+             without deleteThread, or from a client using that CODEX_HOME",
+        )
+    })
+}
+
+/// Start the next queued call, in arrival order; cancelled waiters, and calls that cannot
+/// start (answered at once with why), are skipped.
+async fn start_next(myself: &ActorRef<SessionMessage>, st: &mut SessionState) {
+    while let Some((call, reply, since)) = st.pending.pop_front() {
+        if call.cancel.is_cancelled() {
+            let _ = reply.send(Err(Error::Cancelled { partial: None }));
+            continue;
+        }
+        start(myself, st, call, reply, since).await;
+        if st.current.is_some() {
+            break;
+        }
+    }
+}
+
+/// Close the session: refused before anything when its thread cannot be deleted by this
+/// client; else its turn is cancelled (killed), waiters are answered, the record is forgotten
+/// and the actor stops.
+async fn close(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    delete_thread: bool,
+    client: Arc<ClientContext>,
+    reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+) {
+    if delete_thread
+        && let Some(rec) = &st.record
+        && let Err(e) = check_delete(&client, rec)
+    {
+        let _ = reply.send(Err(e));
+        return;
+    }
+    st.current = None; // cancels and kills the running turn
+    for (_, r, _) in st.pending.drain(..) {
+        let _ = r.send(Err(Error::Cancelled { partial: None }));
+    }
+    let res = forget_stored(&st.shared, &st.id).await;
+    st.record = None;
+    let thread = match (&res, delete_thread) {
+        (Ok(Some(rec)), true) => stored_thread(rec),
+        _ => None,
+    };
+    match thread {
+        // `codex delete` may take up to 30 s: it runs beside the actor, not in its handler;
+        // the reply still comes once it is done
+        Some(thread) => {
+            tokio::spawn(async move {
+                delete_codex_thread(&client, &thread).await;
+                let _ = reply.send(res);
+            });
+        }
+        None => {
+            let _ = reply.send(res);
+        }
+    }
+    myself.stop(Some("closed".into()));
+}
+
+/// A call on a busy session: queued behind the running turn, or refused when it asked not to
+/// wait.
+fn queue(st: &mut SessionState, call: Box<TurnCall>, reply: oneshot::Sender<Result<TurnReport>>) {
+    if call.wait_if_busy {
+        if let Some(p) = &call.progress {
+            p(format!(
+                "queued behind {} turn(s) on this session",
+                st.pending.len() + 1
+            ));
+        }
+        st.pending.push_back((call, reply, Instant::now()));
+    } else {
+        let _ = reply.send(Err(Error::Busy(format!(
+            "session {} is busy with another turn; retry later or pass waitIfBusy: true",
+            st.id
+        ))));
+    }
+}
+
 /// Forget a stored session; optionally delete codex's thread files (`codex delete --force`).
 pub async fn close_stored(
     shared: &Shared,
@@ -264,6 +311,9 @@ pub async fn close_stored(
     delete_thread: bool,
     client: &ClientContext,
 ) -> Result<Option<SessionRecord>> {
+    if delete_thread && let Some(rec) = shared.store.get(id)? {
+        check_delete(client, &rec)?;
+    }
     let removed = forget_stored(shared, id).await?;
     if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
         delete_codex_thread(client, &thread).await;
@@ -293,49 +343,115 @@ async fn delete_codex_thread(client: &ClientContext, thread: &ThreadId) {
     }
 }
 
-/// Validate a call against the session, then start its turn in a task.
+/// Start a call's turn in a task, or answer it at once with why it cannot run.
 async fn start(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
-    call: Box<TurnCall>,
+    mut call: Box<TurnCall>,
     reply: oneshot::Sender<Result<TurnReport>>,
     since: Instant,
 ) {
-    let client = call
-        .client
-        .clone()
-        .unwrap_or_else(|| Arc::new(st.shared.own_context()));
-    let created = st.record.is_none();
-    if let Some(rec) = &st.record
-        && let Err(e) = client.check_codex_home(rec)
-    {
-        let _ = reply.send(Err(e));
-        return;
+    match prepare(st, &mut call).await {
+        Ok(prepared) => launch(myself, st, &call, prepared, reply, since),
+        Err(e) => {
+            let _ = reply.send(Err(e));
+        }
     }
-    if let Some(rec) = &st.record
-        && rec.working_directory != call.cwd.path()
-    {
-        let _ = reply.send(Err(Error::invalid(
+}
+
+/// A turn ready to run: codex's invocation and what the actor needs when it ends.
+struct Prepared {
+    client: Arc<ClientContext>,
+    spec: SpawnSpec,
+    meta: CallMeta,
+    prior_usage: Usage,
+}
+
+/// The working directory of a call on this session: the one it is bound to (a caller naming
+/// another is refused), checked again against the client's roots; a new session's is the
+/// call's.
+fn session_dir(st: &SessionState, client: &ClientContext, dir: &WorkDir) -> Result<Confined> {
+    let Some(rec) = &st.record else {
+        return Ok(dir.confined().clone());
+    };
+    client.check_codex_home(rec)?;
+    match dir {
+        WorkDir::Given(c) if rec.working_directory != c.path() => Err(Error::invalid(
             "workingDirectory",
             format!(
                 "session {} is bound to another working directory; start a new session (or omit \
                  workingDirectory) to work there",
                 st.id
             ),
-        )));
-        return;
+        )),
+        WorkDir::Given(c) => Ok(c.clone()),
+        WorkDir::Default(_) => {
+            let roots = &client.config.roots;
+            let first = roots
+                .first()
+                .map(PathBuf::as_path)
+                .unwrap_or(Path::new("/"));
+            crate::confine::resolve(
+                "workingDirectory",
+                &rec.working_directory.to_string_lossy(),
+                first,
+                roots,
+                Kind::Dir,
+            )
+        }
     }
+}
+
+/// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
+/// appended in place (the prompt is moved, never copied, on its way to codex's stdin), the
+/// images for `--image`. Codex's invocation checks the whole prompt's size.
+pub(crate) fn compose(
+    mut prompt: String,
+    files: &[String],
+    cwd: &Confined,
+) -> Result<(String, Vec<Confined>)> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid("prompt", "must not be empty"));
+    }
+    let att = crate::actors::files::attach(files, cwd)?;
+    prompt.push_str(&att.text);
+    Ok((prompt, att.images))
+}
+
+/// Check a call against the session and build codex's invocation; only then mark the record
+/// running (stored and flushed), so that a call that cannot be built leaves it as it was.
+async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared> {
+    let client = call
+        .client
+        .clone()
+        .unwrap_or_else(|| Arc::new(st.shared.own_context()));
+    let cwd = session_dir(st, &client, &call.cwd)?;
+    let resume = if call.reset {
+        None
+    } else {
+        st.record.as_ref().and_then(stored_thread)
+    };
+    let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let req = TurnRequest {
+        prompt,
+        sandbox: call.sandbox,
+        model: call.model.clone(),
+        reasoning_effort: call.reasoning_effort,
+        cwd,
+        images,
+        resume,
+        output_schema: None,
+        output_last_message: None,
+    };
+    let spec = build_turn(&client.common_for(false), &req)?;
+
+    let created = st.record.is_none();
     let record = st.record.get_or_insert_with(|| {
-        SessionRecord::new(st.id.clone(), call.cwd.path().to_path_buf(), now_ms())
+        SessionRecord::new(st.id.clone(), req.cwd.path().to_path_buf(), now_ms())
     });
     if created {
         record.codex_home = Some(client.codex_home.display().to_string());
     }
-    let resume = if call.reset {
-        None
-    } else {
-        stored_thread(record)
-    };
     let prior_usage = if resume.is_some() {
         record.thread_usage
     } else {
@@ -345,36 +461,30 @@ async fn start(
     record.last_used_ms = now_ms();
     let stored = st.shared.store.put(record);
     let flushed = st.shared.store.flush().await;
-    if let Err(e) = stored.and(flushed) {
-        let _ = reply.send(Err(e.into()));
-        return;
-    }
+    stored.and(flushed)?;
+    Ok(Prepared {
+        meta: CallMeta {
+            sandbox: spec.sandbox(),
+            model: call.model.clone(),
+            resumed: resume.is_some(),
+            created,
+            reset: call.reset,
+        },
+        client,
+        spec,
+        prior_usage,
+    })
+}
 
-    let req = TurnRequest {
-        prompt: call.prompt.clone(),
-        sandbox: call.sandbox,
-        model: call.model.clone(),
-        reasoning_effort: call.reasoning_effort,
-        cwd: call.cwd.clone(),
-        images: call.images.clone(),
-        resume,
-        output_schema: call.output_schema.clone(),
-        output_last_message: call.output_last_message.clone(),
-    };
-    let spec = match build_turn(&client.common, &req) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = reply.send(Err(e));
-            return;
-        }
-    };
-    let meta = CallMeta {
-        sandbox: spec.sandbox(),
-        model: call.model.clone(),
-        resumed: resume.is_some(),
-        created,
-        reset: call.reset,
-    };
+/// Run a prepared turn in a task that reports back with `TurnFinished`.
+fn launch(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    call: &TurnCall,
+    prepared: Prepared,
+    reply: oneshot::Sender<Result<TurnReport>>,
+    since: Instant,
+) {
     let cancel = call.cancel.child_token();
     let shared = st.shared.clone();
     let me = myself.clone();
@@ -382,9 +492,15 @@ async fn start(
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
     // one span per turn, with the session id, so a user can follow a call through the logs
-    let span = tracing::info_span!("turn", session = %st.id, resumed = resume.is_some());
+    let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
+            let Prepared {
+                client,
+                spec,
+                meta,
+                prior_usage,
+            } = prepared;
             let slot = shared
                 .limiter
                 .acquire(shared.queue_timeout, &task_cancel, |ahead| {
@@ -400,44 +516,18 @@ async fn start(
             let result = match slot {
                 Err(e) => Err(e),
                 Ok(slot) => {
-                    let mut opts = RunOptions::new(timeout, client.config.limits);
-                    opts.cancel = task_cancel.clone();
-                    opts.prior_thread_usage = prior_usage;
-                    opts.secrets = client.secrets.clone();
-                    let me_spawn = me.clone();
-                    opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
-                        let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
-                    }));
-                    let me_ev = me.clone();
-                    let progress_ev = progress.clone();
-                    let secrets = client.secrets.clone();
-                    let on_event = move |ev: &Event| {
-                        if let Event::ThreadStarted { thread_id } = ev
-                            && let Ok(thread) = ThreadId::parse(thread_id)
-                        {
-                            let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
-                        }
-                        if let (Some(p), Some(line)) = (&progress_ev, describe(ev)) {
-                            p(secrets.redact(&line).into_owned());
-                        }
-                    };
-                    let outcome = run(spec, opts, on_event).await;
-                    if let Ok(o) = &outcome {
-                        tracing::info!(
-                            ending = %o.ending,
-                            duration_ms = o.output.duration.as_millis() as u64,
-                            commands = o.output.commands.len(),
-                            "turn finished"
-                        );
-                    }
+                    let run = run_turn(
+                        &me,
+                        &client,
+                        spec,
+                        timeout,
+                        prior_usage,
+                        &task_cancel,
+                        progress,
+                    );
+                    let outcome = run.await;
                     drop(slot);
-                    outcome.map(|o| {
-                        let recorded = o
-                            .output
-                            .thread_id
-                            .and_then(|t| last_turn_context(&client.codex_home, &t));
-                        (o, recorded)
-                    })
+                    outcome
                 }
             };
             let _ = me.cast(SessionMessage::TurnFinished {
@@ -452,6 +542,51 @@ async fn start(
         span,
     ));
     st.current = Some(TurnGuard { cancel, task });
+}
+
+/// Run codex for a turn: its process and thread id reported to the actor as they appear, its
+/// events as progress; then what codex recorded of the turn.
+async fn run_turn(
+    me: &ActorRef<SessionMessage>,
+    client: &ClientContext,
+    spec: SpawnSpec,
+    timeout: Duration,
+    prior_usage: Usage,
+    cancel: &CancellationToken,
+    progress: Option<crate::actors::Progress>,
+) -> Result<(TurnOutcome, Option<TurnContext>)> {
+    let mut opts = RunOptions::new(timeout, client.config.limits);
+    opts.cancel = cancel.clone();
+    opts.prior_thread_usage = prior_usage;
+    opts.secrets = client.secrets.clone();
+    let me_spawn = me.clone();
+    opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
+        let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
+    }));
+    let me_ev = me.clone();
+    let secrets = client.secrets.clone();
+    let on_event = move |ev: &Event| {
+        if let Event::ThreadStarted { thread_id } = ev
+            && let Ok(thread) = ThreadId::parse(thread_id)
+        {
+            let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+        }
+        if let (Some(p), Some(line)) = (&progress, describe(ev)) {
+            p(secrets.redact(&line).into_owned());
+        }
+    };
+    let outcome = run(spec, opts, on_event).await?;
+    tracing::info!(
+        ending = %outcome.ending,
+        duration_ms = outcome.output.duration.as_millis() as u64,
+        commands = outcome.output.commands.len(),
+        "turn finished"
+    );
+    let recorded = outcome
+        .output
+        .thread_id
+        .and_then(|t| last_turn_context(&client.codex_home, &t));
+    Ok((outcome, recorded))
 }
 
 /// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
@@ -496,61 +631,7 @@ async fn finish(st: &mut SessionState, f: Finished) {
             rec.last_error = Some(redact(&e.to_string()).into_owned());
             Err(e)
         }
-        Ok((mut outcome, recorded)) => {
-            if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
-                && let Err(msg) = check_recorded(f.call.sandbox, ctx)
-            {
-                tracing::error!(session = %st.id, "{msg}");
-                outcome.ending = Ending::Failed {
-                    kind: FailureKind::PolicyMismatch,
-                    message: msg,
-                };
-            }
-            if let Some(t) = outcome.output.thread_id {
-                if f.call.reset || rec.thread_id.as_deref() != Some(t.to_string().as_str()) {
-                    rec.thread_usage = Default::default();
-                }
-                rec.thread_id = Some(t.to_string());
-            }
-            if let Some(u) = outcome.output.turn_usage {
-                rec.usage = rec.usage.plus(&u);
-            }
-            if let Some(u) = outcome.output.thread_usage {
-                rec.thread_usage = u;
-            }
-            // the model codex ran with, as it recorded it (an operator override or codex's own
-            // config may have chosen it), else the one asked for
-            let model = recorded
-                .as_ref()
-                .and_then(|r| r.model.clone())
-                .or_else(|| f.call.model.clone());
-            if let Some(m) = &model {
-                rec.model = Some(m.clone());
-            }
-            rec.turn_count += 1;
-            rec.last_status = Some(match &outcome.ending {
-                Ending::Completed => TurnStatus::Completed,
-                Ending::TimedOut { .. } => TurnStatus::TimedOut,
-                Ending::Cancelled => TurnStatus::Cancelled,
-                Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
-            });
-            rec.last_error = match &outcome.ending {
-                Ending::Completed => None,
-                Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
-                other => Some(other.to_string()),
-            };
-            Ok(TurnReport {
-                session_id: st.id.clone(),
-                resumed: f.call.resumed,
-                created: f.call.created,
-                outcome,
-                queued: f.queued,
-                sandbox: f.call.sandbox,
-                recorded,
-                model,
-                record: None,
-            })
-        }
+        Ok((outcome, recorded)) => Ok(fold(rec, &st.id, &f.call, f.queued, outcome, recorded)),
     };
     rec.last_used_ms = now_ms();
     let saved = store.put(rec).and(store.flush().await);
@@ -563,4 +644,69 @@ async fn finish(st: &mut SessionState, f: Finished) {
         (Ok(_), Err(e)) => Err(e.into()),
         (Err(e), _) => Err(e),
     });
+}
+
+/// Fold a turn codex ran into the session's record (after checking what codex recorded of it
+/// against what was asked: a mismatch fails the turn closed) and make the caller's report.
+fn fold(
+    rec: &mut SessionRecord,
+    id: &SessionId,
+    call: &CallMeta,
+    queued: Duration,
+    mut outcome: TurnOutcome,
+    recorded: Option<TurnContext>,
+) -> TurnReport {
+    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
+        && let Err(msg) = check_recorded(call.sandbox, ctx)
+    {
+        tracing::error!(session = %id, "{msg}");
+        outcome.ending = Ending::Failed {
+            kind: FailureKind::PolicyMismatch,
+            message: msg,
+        };
+    }
+    if let Some(t) = outcome.output.thread_id {
+        if call.reset || rec.thread_id.as_deref() != Some(t.to_string().as_str()) {
+            rec.thread_usage = Default::default();
+        }
+        rec.thread_id = Some(t.to_string());
+    }
+    if let Some(u) = outcome.output.turn_usage {
+        rec.usage = rec.usage.plus(&u);
+    }
+    if let Some(u) = outcome.output.thread_usage {
+        rec.thread_usage = u;
+    }
+    // the model codex ran with, as it recorded it (an operator override or codex's own
+    // config may have chosen it), else the one asked for
+    let model = recorded
+        .as_ref()
+        .and_then(|r| r.model.clone())
+        .or_else(|| call.model.clone());
+    if let Some(m) = &model {
+        rec.model = Some(m.clone());
+    }
+    rec.turn_count += 1;
+    rec.last_status = Some(match &outcome.ending {
+        Ending::Completed => TurnStatus::Completed,
+        Ending::TimedOut { .. } => TurnStatus::TimedOut,
+        Ending::Cancelled => TurnStatus::Cancelled,
+        Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
+    });
+    rec.last_error = match &outcome.ending {
+        Ending::Completed => None,
+        Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
+        other => Some(other.to_string()),
+    };
+    TurnReport {
+        session_id: id.clone(),
+        resumed: call.resumed,
+        created: call.created,
+        outcome,
+        queued,
+        sandbox: call.sandbox,
+        recorded,
+        model,
+        record: None,
+    }
 }

@@ -5,12 +5,10 @@
 //! Architecture invariant: this module knows nothing of processes or sled; it validates
 //! arguments, resolves paths, and calls [`Bridge`].
 
-pub mod files;
 pub mod framing;
 pub mod params;
 pub mod results;
 pub mod roots;
-pub mod structured;
 pub mod tools;
 
 use std::sync::Arc;

@@ -6,7 +6,6 @@ use serde::Serialize;
 
 use crate::codex::events::Usage;
 use crate::config::CodexSupport;
-use crate::store::TurnStatus;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
@@ -142,31 +141,7 @@ pub struct SessionInfo {
     pub live: bool,
 }
 
-/// How a session's last turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionStatus {
-    Running,
-    Completed,
-    Failed,
-    TimedOut,
-    Cancelled,
-    // the server stopped while the turn ran (a doc comment here would split the schema's enum)
-    Interrupted,
-}
-
-impl From<TurnStatus> for SessionStatus {
-    fn from(s: TurnStatus) -> Self {
-        match s {
-            TurnStatus::Running => SessionStatus::Running,
-            TurnStatus::Completed => SessionStatus::Completed,
-            TurnStatus::Failed => SessionStatus::Failed,
-            TurnStatus::TimedOut => SessionStatus::TimedOut,
-            TurnStatus::Cancelled => SessionStatus::Cancelled,
-            TurnStatus::Interrupted => SessionStatus::Interrupted,
-        }
-    }
-}
+pub use crate::actors::SessionStatus;
 
 /// `listSessions`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -235,56 +210,4 @@ pub struct NestedServer {
     pub name: String,
     pub enabled: bool,
     pub required: bool,
-}
-
-/// Parse `[P1] title — path:lines` lines of a rendered review.
-pub fn parse_findings(text: &str) -> Vec<Finding> {
-    text.lines()
-        .filter_map(|l| {
-            let l = l.trim_start().trim_start_matches("- ").trim();
-            let rest = l.strip_prefix('[')?;
-            let (prio, rest) = rest.split_once(']')?;
-            if !(prio.len() == 2
-                && prio.starts_with('P')
-                && prio[1..].chars().all(|c| c.is_ascii_digit()))
-            {
-                return None;
-            }
-            let rest = rest.trim();
-            let (title, location) = match rest.rsplit_once(" — ") {
-                Some((t, loc)) => (t.trim().to_owned(), Some(loc.trim().to_owned())),
-                None => (rest.to_owned(), None),
-            };
-            Some(Finding {
-                priority: prio.to_owned(),
-                title,
-                location,
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn review_findings_are_parsed_from_codexs_rendering() {
-        let text = "One bug.\n\nReview comment:\n\n- [P1] Appended line breaks parser — /r/f.txt:2-2\n  The new `b` line is wrong.\n- [P3] Nit\n[X] not a finding";
-        assert_eq!(
-            parse_findings(text),
-            vec![
-                Finding {
-                    priority: "P1".into(),
-                    title: "Appended line breaks parser".into(),
-                    location: Some("/r/f.txt:2-2".into())
-                },
-                Finding {
-                    priority: "P3".into(),
-                    title: "Nit".into(),
-                    location: None
-                },
-            ]
-        );
-    }
 }

@@ -1,105 +1,115 @@
-//! The tool handlers: validate arguments (field-named errors), resolve paths, call the bridge,
-//! and shape the results.
+//! The tool handlers: parse arguments (field-named errors), resolve the caller's paths, turn
+//! them into typed requests on [`crate::actors::Bridge`], and shape its answers. Nothing here
+//! builds a codex invocation, runs a process or reads the store: the actors do, and the
+//! checks of what reaches codex (prompt, model, sandbox policy) run once, where the
+//! invocation is built.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use rmcp::model::{CallToolResult, JsonObject};
 
-use crate::actors::{ClientContext, TurnCall};
-use crate::codex::argv::{
-    Common, OneShotRequest, ReasoningEffort, ReviewRequest, SandboxLevel, TurnRequest, build_query,
-    build_review, build_search, build_turn, review_target, validate_model, validate_prompt,
-};
-use crate::codex::home::{disableable, nested_servers};
-use crate::codex::process::{Ending, TurnOutcome, containment};
-use crate::codex::rollout::TurnContext;
+use crate::actors::schema;
+use crate::actors::{Answer, OneShot, OneShotCall, SessionView, TurnCall, WorkDir};
+use crate::codex::argv::review_target;
+use crate::codex::home::nested_servers;
 use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
-use crate::confine;
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
 use crate::mcp::{
-    CallCtx, McpServer, error_result, files, ok_result, parse_args, plain_error, progress_for,
+    CallCtx, McpServer, error_result, ok_result, parse_args, plain_error, progress_for,
 };
 use crate::security::ids::SessionId;
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
-use crate::store::SessionRecord;
 
-/// Largest `structured` schema accepted, serialized.
-pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// Largest `query` context.
 pub const MAX_CONTEXT_BYTES: usize = 1024 * 1024;
 /// Default and largest page of `listSessions`.
 pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 200;
 
-fn check_model(m: &Option<String>) -> Result<()> {
-    if let Some(m) = m {
-        validate_model("model", m)?;
-    }
-    Ok(())
-}
-
-/// Shape a finished turn. `Err` carries the error and the partial result for an error result.
-fn shape(
-    outcome: &TurnOutcome,
-    queued: Duration,
-    sandbox: SandboxLevel,
-    recorded: Option<&TurnContext>,
-    max_len: Option<u64>,
-) -> TurnResult {
-    let o = &outcome.output;
-    let mut response = o.message.clone().unwrap_or_default();
+/// Shape a turn's answer as a tool result: success, or an error that keeps the partial answer.
+fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<Error>) {
     let mut truncated = false;
     if let Some(max) = max_len
-        && response.chars().count() as u64 > max
+        && a.response.chars().count() as u64 > max
     {
-        response = response.chars().take(max as usize).collect();
+        a.response = a.response.chars().take(max as usize).collect();
         truncated = true;
     }
-    TurnResult {
-        response,
-        thread_id: o.thread_id.map(|t| t.to_string()),
+    let value = TurnResult {
+        response: a.response,
+        thread_id: a.thread_id.map(|t| t.to_string()),
         usage: UsageReport {
-            turn: o.turn_usage,
-            thread: o.thread_usage,
+            turn: a.turn_usage,
+            thread: a.thread_usage,
         },
-        duration_ms: o.duration.as_millis() as u64,
-        queued_ms: queued.as_millis() as u64,
-        timed_out: matches!(outcome.ending, Ending::TimedOut { .. }),
-        commands: o
+        duration_ms: a.duration.as_millis() as u64,
+        queued_ms: a.queued.as_millis() as u64,
+        timed_out: a.timed_out,
+        commands: a
             .commands
-            .iter()
+            .into_iter()
             .map(|c| CommandReport {
-                command: c.command.clone(),
+                command: c.command,
                 exit_code: c.exit_code,
-                status: c.status.clone(),
+                status: c.status,
             })
             .collect(),
-        files_changed: o.files_changed.clone(),
-        sandbox: sandbox.as_arg().to_owned(),
-        approval: recorded.map(|r| r.approval_policy.clone()),
-        approvals_reviewer: recorded.map(|r| r.approvals_reviewer.clone()),
-        policy_verified: recorded.is_some(),
+        files_changed: a.files_changed,
+        sandbox: a.sandbox.map(|s| s.as_arg().to_owned()).unwrap_or_default(),
+        approval: a.recorded.as_ref().map(|r| r.approval_policy.clone()),
+        approvals_reviewer: a.recorded.as_ref().map(|r| r.approvals_reviewer.clone()),
+        policy_verified: a.recorded.is_some(),
         truncated,
+        model: a.model,
+        findings: a.findings.map(|f| {
+            f.into_iter()
+                .map(|f| Finding {
+                    priority: f.priority,
+                    title: f.title,
+                    location: f.location,
+                })
+                .collect()
+        }),
+        data: a.data,
         ..Default::default()
-    }
+    };
+    (value, a.error)
 }
 
-/// The final tool result of a turn: success, or an error that keeps the partial answer.
-fn finish(outcome: TurnOutcome, value: TurnResult) -> CallToolResult {
-    match outcome.into_result() {
-        Ok(_) => {
-            let text = if value.response.is_empty() {
-                "(no answer)".to_owned()
-            } else {
-                value.response.clone()
+/// The final tool result of a turn: success (a `structured` answer's text is its JSON), or an
+/// error that keeps the partial answer.
+fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult {
+    match error {
+        None => {
+            let text = match &value.data {
+                Some(data) => serde_json::to_string_pretty(data).unwrap_or_default(),
+                None if value.response.is_empty() => "(no answer)".to_owned(),
+                None => value.response.clone(),
             };
             ok_result(text, value)
         }
-        Err(e) => error_result(&e, Some(value)),
+        Some(e) => error_result(&e, Some(value)),
+    }
+}
+
+/// A session as the session tools show it.
+fn session_info(v: SessionView) -> SessionInfo {
+    SessionInfo {
+        session_id: v.session_id,
+        thread_id: v.thread_id,
+        working_directory: v.working_directory,
+        model: v.model,
+        created_ms: v.created_ms,
+        last_used_ms: v.last_used_ms,
+        turn_count: v.turn_count,
+        usage: v.usage,
+        last_status: v.last_status,
+        last_error: v.last_error,
+        live: v.live,
     }
 }
 
@@ -111,7 +121,7 @@ impl McpServer {
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
     fn resolve_dir(&self, raw: &str) -> Result<Confined> {
-        confine::resolve(
+        crate::confine::resolve(
             "workingDirectory",
             raw,
             self.first_root(),
@@ -141,27 +151,6 @@ impl McpServer {
         self.resolve_dir(&root)
     }
 
-    fn common_for(&self, disable_nested: bool) -> Common {
-        let mut c = self.client.common.clone();
-        if disable_nested || self.client.config.disable_nested_mcp {
-            c.disable_mcp_servers = disableable(&nested_servers(&self.client.codex_home));
-        }
-        c
-    }
-
-    /// The client context of a session turn (nested MCP servers disabled when the operator
-    /// said so).
-    fn turn_client(&self) -> std::sync::Arc<ClientContext> {
-        if self.client.config.disable_nested_mcp {
-            std::sync::Arc::new(ClientContext {
-                common: self.common_for(false),
-                ..(*self.client).clone()
-            })
-        } else {
-            self.client.clone()
-        }
-    }
-
     pub(crate) async fn codex(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         match self.codex_inner(args, ctx).await {
             Ok(r) => r,
@@ -171,136 +160,67 @@ impl McpServer {
 
     async fn codex_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
         let p: CodexParams = parse_args(args)?;
-        validate_prompt("prompt", &p.prompt)?;
         let session_id = p
             .session_id
             .as_deref()
             .map(|s| SessionId::parse("sessionId", s))
             .transpose()?;
         let sandbox = p.sandbox;
-        if sandbox == Some(SandboxLevel::DangerFullAccess) && !self.client.config.allow_danger {
-            return Err(Error::invalid(
-                "sandbox",
-                "danger-full-access is disabled on this server (operator setting CODEX_BRIDGE_ALLOW_DANGER)",
-            ));
-        }
         let effort = p.reasoning_effort;
-        check_model(&p.model)?;
         let timeout = self.client.config.timeout_for(p.timeout)?;
-        let existing: Option<SessionRecord> = match &session_id {
-            Some(id) => self.bridge.get(id)?,
-            None => None,
+        let cwd = match &p.working_directory {
+            Some(d) => WorkDir::Given(self.resolve_dir(d)?),
+            None => WorkDir::Default(self.default_dir(ctx).await?),
         };
-        let cwd = match (&p.working_directory, &existing) {
-            (Some(d), _) => self.resolve_dir(d)?,
-            (None, Some(rec)) => self.resolve_dir(&rec.working_directory.to_string_lossy())?,
-            (None, None) => self.default_dir(ctx).await?,
-        };
-        let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
-        let prompt = format!("{}{}", p.prompt, att.text);
-        validate_prompt("prompt", &prompt)?;
         let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
         let call = TurnCall {
             session_id,
             reset: p.reset_session.unwrap_or(false),
-            prompt,
+            prompt: p.prompt,
+            files: p.files.unwrap_or_default(),
             sandbox,
-            model: p.model.clone(),
+            model: p.model,
             reasoning_effort: effort,
             cwd,
-            images: att.images,
             timeout,
             wait_if_busy: p.wait_if_busy.unwrap_or(true),
             cancel: ctx.ct.child_token(),
             progress,
-            output_schema: None,
-            output_last_message: None,
-            client: Some(self.turn_client()),
+            client: Some(self.client.clone()),
         };
         let report = self.bridge.turn(call).await?;
-        let mut value = shape(
-            &report.outcome,
-            report.queued,
-            report.sandbox,
-            report.recorded.as_ref(),
-            p.max_response_length,
-        );
-        value.session_id = Some(report.session_id.to_string());
-        value.resumed = Some(report.resumed);
-        value.model = report.model.clone();
-        Ok(finish(report.outcome, value))
+        let (session_id, resumed) = (report.session_id.to_string(), report.resumed);
+        let (mut value, error) = shape(report.into_answer(), p.max_response_length);
+        value.session_id = Some(session_id);
+        value.resumed = Some(resumed);
+        Ok(finish(value, error))
     }
 
+    /// Run a session-less call through the bridge, with one progress sink for all of it.
     async fn one_shot(
         &self,
-        spec: crate::codex::argv::SpawnSpec,
-        timeout: Duration,
-        ctx: &CallCtx,
-        max_len: Option<u64>,
-    ) -> Result<(TurnOutcome, TurnResult)> {
-        let sandbox = spec.sandbox();
-        let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
-        let (outcome, queued) = self
-            .bridge
-            .one_shot(
-                spec,
-                self.client.config.limits,
-                timeout,
-                ctx.ct.child_token(),
-                progress,
-                &self.client.secrets,
-            )
-            .await?;
-        let value = shape(&outcome, queued, sandbox, None, max_len);
-        Ok((outcome, value))
-    }
-
-    fn scratch_dir() -> Result<(tempfile::TempDir, Confined)> {
-        let dir = tempfile::Builder::new()
-            .prefix("codex-mcp-bridge-")
-            .tempdir()
-            .map_err(Error::io("creating a scratch directory"))?;
-        let canon = dir
-            .path()
-            .canonicalize()
-            .map_err(Error::io("resolving the scratch directory"))?;
-        let c = confine::resolve(
-            "workingDirectory",
-            &canon.to_string_lossy(),
-            Path::new("/"),
-            std::slice::from_ref(&canon),
-            Kind::Dir,
-        )?;
-        Ok((dir, c))
-    }
-
-    /// A `query` or `search` turn: a fresh empty directory, read-only, nested MCP servers off.
-    async fn scratch_turn(
-        &self,
-        build: fn(&Common, &OneShotRequest) -> Result<crate::codex::argv::SpawnSpec>,
-        prompt: String,
-        model: Option<String>,
-        reasoning_effort: Option<ReasoningEffort>,
+        request: OneShot,
         timeout: Duration,
         ctx: &CallCtx,
     ) -> Result<CallToolResult> {
-        let (_dir, cwd) = Self::scratch_dir()?;
-        let req = OneShotRequest {
-            prompt,
-            model: model.clone(),
-            reasoning_effort,
-            cwd,
-        };
-        let spec = build(&self.common_for(true), &req)?;
-        let (outcome, mut value) = self.one_shot(spec, timeout, ctx, None).await?;
-        value.model = model;
-        Ok(finish(outcome, value))
+        let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
+        let answer = self
+            .bridge
+            .one_shot(OneShotCall {
+                request,
+                timeout,
+                cancel: ctx.ct.child_token(),
+                progress,
+                client: self.client.clone(),
+            })
+            .await?;
+        let (value, error) = shape(answer, None);
+        Ok(finish(value, error))
     }
 
     pub(crate) async fn query(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: QueryParams = parse_args(args)?;
-            validate_prompt("prompt", &p.prompt)?;
             if p.context
                 .as_ref()
                 .is_some_and(|c| c.len() > MAX_CONTEXT_BYTES)
@@ -310,17 +230,15 @@ impl McpServer {
                     format!("is larger than {MAX_CONTEXT_BYTES} bytes"),
                 ));
             }
-            check_model(&p.model)?;
-            let effort = p.reasoning_effort;
+            let reasoning_effort = p.reasoning_effort;
             let timeout = self.client.config.timeout_for(p.timeout)?;
-            let prompt = match &p.context {
-                Some(c) if !c.trim().is_empty() => {
-                    format!("Context:\n{c}\n\nQuestion:\n{}", p.prompt)
-                }
-                _ => p.prompt.clone(),
+            let request = OneShot::Query {
+                prompt: p.prompt,
+                context: p.context,
+                model: p.model,
+                reasoning_effort,
             };
-            self.scratch_turn(build_query, prompt, p.model, effort, timeout, ctx)
-                .await
+            self.one_shot(request, timeout, ctx).await
         };
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
@@ -328,12 +246,12 @@ impl McpServer {
     pub(crate) async fn search(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: SearchParams = parse_args(args)?;
-            validate_prompt("query", &p.query)?;
-            check_model(&p.model)?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
-            let prompt = format!("Search the web and answer with sources: {}", p.query);
-            self.scratch_turn(build_search, prompt, p.model, None, timeout, ctx)
-                .await
+            let request = OneShot::Search {
+                query: p.query,
+                model: p.model,
+            };
+            self.one_shot(request, timeout, ctx).await
         };
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
@@ -341,7 +259,6 @@ impl McpServer {
     pub(crate) async fn review(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: ReviewParams = parse_args(args)?;
-            check_model(&p.model)?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let target = review_target(
                 p.mode,
@@ -349,133 +266,35 @@ impl McpServer {
                 p.commit.as_deref(),
                 p.title.as_deref(),
             )?;
-            let cwd = self.resolve_dir(&p.working_directory)?;
-            let spec = build_review(
-                &self.common_for(false),
-                &ReviewRequest {
-                    target,
-                    model: p.model.clone(),
-                    cwd,
-                },
-            )?;
-            let (outcome, mut value) = self.one_shot(spec, timeout, ctx, None).await?;
-            value.model = p.model;
-            value.findings = Some(parse_findings(&value.response));
-            Ok(finish(outcome, value))
+            let request = OneShot::Review {
+                target,
+                model: p.model,
+                cwd: self.resolve_dir(&p.working_directory)?,
+            };
+            self.one_shot(request, timeout, ctx).await
         };
         run.await.unwrap_or_else(|e| error_result(&e, None))
     }
 
     pub(crate) async fn structured(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
-        match self.structured_inner(args, ctx).await {
-            Ok(r) => r,
-            Err(e) => error_result(&e, None),
-        }
-    }
-
-    async fn structured_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
-        let p: StructuredParams = parse_args(args)?;
-        validate_prompt("prompt", &p.prompt)?;
-        check_model(&p.model)?;
-        let timeout = self.client.config.timeout_for(p.timeout)?;
-        let plan = crate::mcp::structured::plan(&p.schema)?;
-        let cwd = match &p.working_directory {
-            Some(d) => self.resolve_dir(d)?,
-            None => self.default_dir(ctx).await?,
-        };
-        let att = files::attach(p.files.as_deref().unwrap_or_default(), &cwd)?;
-        let state = tempfile::Builder::new()
-            .prefix("codex-mcp-bridge-structured-")
-            .tempdir()
-            .map_err(Error::io("creating the schema's temporary directory"))?;
-        let schema_file: PathBuf = state
-            .path()
-            .canonicalize()
-            .map_err(Error::io("resolving the schema's temporary directory"))?
-            .join("schema.json");
-        let answer_file = schema_file.with_file_name("answer.json");
-        if let Some(native) = &plan.native_schema {
-            std::fs::write(&schema_file, native.to_string())
-                .map_err(Error::io("writing the output schema file"))?;
-        }
-        let started = std::time::Instant::now();
-        let mut prompt = format!("{}{}{}", p.prompt, att.text, plan.prompt_suffix);
-        let mut resume = None;
-        let mut total_queued = Duration::ZERO;
-        for attempt in 0..2 {
-            let _ = std::fs::remove_file(&answer_file);
-            let remaining = timeout
-                .saturating_sub(started.elapsed())
-                .max(Duration::from_secs(1));
-            let req = TurnRequest {
-                prompt: prompt.clone(),
-                sandbox: None,
-                model: p.model.clone(),
-                reasoning_effort: None,
-                cwd: cwd.clone(),
-                images: att.images.clone(),
-                resume,
-                output_schema: plan.native_schema.as_ref().map(|_| schema_file.clone()),
-                output_last_message: Some(answer_file.clone()),
+        let run = async {
+            let p: StructuredParams = parse_args(args)?;
+            let timeout = self.client.config.timeout_for(p.timeout)?;
+            let plan = schema::plan(&p.schema)?;
+            let cwd = match &p.working_directory {
+                Some(d) => self.resolve_dir(d)?,
+                None => self.default_dir(ctx).await?,
             };
-            let spec = build_turn(&self.common_for(false), &req)?;
-            let (outcome, mut value) = self.one_shot(spec, remaining, ctx, None).await?;
-            total_queued += Duration::from_millis(value.queued_ms);
-            value.queued_ms = total_queued.as_millis() as u64;
-            value.model = p.model.clone();
-            if !matches!(outcome.ending, Ending::Completed) {
-                return Ok(finish(outcome, value));
-            }
-            let text = std::fs::read_to_string(&answer_file)
-                .ok()
-                .or_else(|| outcome.output.message.clone())
-                .unwrap_or_default();
-            match plan.check(&text) {
-                Ok(mut data) => {
-                    // read from codex's answer file, not from its redacted events: redacted
-                    // here, as every answer is
-                    self.client.secrets.redact_json(&mut data);
-                    value.data = Some(data.clone());
-                    let pretty = serde_json::to_string_pretty(&data).unwrap_or_default();
-                    return Ok(ok_result(pretty, value));
-                }
-                Err(errors) if attempt == 0 && outcome.output.thread_id.is_some() => {
-                    resume = outcome.output.thread_id;
-                    prompt = format!(
-                        "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
-                    );
-                    if let Some(p) = progress_for(ctx, self.client.config.heartbeat).0 {
-                        p("answer did not validate; asking once more".into());
-                    }
-                }
-                Err(errors) => {
-                    let e = Error::Codex {
-                        kind: crate::codex::events::FailureKind::TurnFailed,
-                        message: format!(
-                            "the answer does not validate against the schema: {errors}"
-                        ),
-                    };
-                    return Ok(error_result(&e, Some(value)));
-                }
-            }
-        }
-        Err(Error::SessionFailed("structured: no attempt left".into()))
-    }
-
-    fn session_info(&self, rec: &SessionRecord) -> SessionInfo {
-        SessionInfo {
-            session_id: rec.session_id.to_string(),
-            thread_id: rec.thread_id.clone(),
-            working_directory: rec.working_directory.display().to_string(),
-            model: rec.model.clone(),
-            created_ms: rec.created_ms,
-            last_used_ms: rec.last_used_ms,
-            turn_count: rec.turn_count,
-            usage: rec.usage,
-            last_status: rec.last_status.map(SessionStatus::from),
-            last_error: rec.last_error.clone(),
-            live: self.bridge.is_live(&rec.session_id),
-        }
+            let request = OneShot::Structured {
+                prompt: p.prompt,
+                files: p.files.unwrap_or_default(),
+                plan: Box::new(plan),
+                model: p.model,
+                cwd,
+            };
+            self.one_shot(request, timeout, ctx).await
+        };
+        run.await.unwrap_or_else(|e| error_result(&e, None))
     }
 
     pub(crate) fn list_sessions(&self, args: JsonObject) -> CallToolResult {
@@ -488,9 +307,8 @@ impl McpServer {
                     format!("must be between 1 and {MAX_PAGE}"),
                 ));
             }
-            let page = self.bridge.list(p.cursor.as_deref(), limit as usize)?;
-            let sessions: Vec<SessionInfo> =
-                page.sessions.iter().map(|r| self.session_info(r)).collect();
+            let page = self.bridge.sessions(p.cursor.as_deref(), limit as usize)?;
+            let sessions: Vec<SessionInfo> = page.sessions.into_iter().map(session_info).collect();
             let text = if sessions.is_empty() {
                 "No sessions.".to_owned()
             } else {
@@ -520,8 +338,7 @@ impl McpServer {
         let run = || -> Result<CallToolResult> {
             let p: GetSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            let rec = self.bridge.get(&id)?;
-            let session = rec.as_ref().map(|r| self.session_info(r));
+            let session = self.bridge.session(&id)?.map(session_info);
             let text = match &session {
                 Some(s) => serde_json::to_string_pretty(s).unwrap_or_default(),
                 None => format!("No session {id}."),
@@ -543,24 +360,11 @@ impl McpServer {
             let p: CloseSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
             let delete_thread = p.delete_thread.unwrap_or(false);
-            if delete_thread && let Some(rec) = self.bridge.get(&id)? {
-                self.client.check_codex_home(&rec).map_err(|_| {
-                    Error::invalid(
-                        "deleteThread",
-                        "the session's thread lives in another CODEX_HOME than this client's; \
-                         close it without deleteThread, or from a client using that CODEX_HOME",
-                    )
-                })?;
-            }
-            let removed = self
+            let session = self
                 .bridge
-                .close(&id, delete_thread, Some(self.client.clone()))
-                .await?;
-            let session = removed.as_ref().map(|r| {
-                let mut i = self.session_info(r);
-                i.live = false;
-                i
-            });
+                .close_session(&id, delete_thread, self.client.clone())
+                .await?
+                .map(session_info);
             let text = if session.is_some() {
                 format!("Session {id} closed.")
             } else {
@@ -582,14 +386,9 @@ impl McpServer {
         if let Err(e) = parse_args::<PingParams>(args) {
             return plain_error(&e);
         }
-        let shared = self.bridge.shared();
-        let version = crate::codex::process::codex_version(
-            &self.client.common.program,
-            &self.client.common.env,
-        )
-        .await;
-        let support = version.as_deref().map(CodexSupport::of);
-        let counts = self.bridge.counts();
+        let status = self.bridge.status(&self.client).await;
+        let (version, support, counts) =
+            (status.codex_version, status.codex_support, status.counts);
         let result = PingResult {
             server: "codex-mcp-bridge".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -600,8 +399,8 @@ impl McpServer {
             tested_codex_version: NEWEST_TESTED_CODEX_VERSION.into(),
             oldest_supported_codex_version: OLDEST_SUPPORTED_CODEX_VERSION.into(),
             codex_path: self.client.common.program.display().to_string(),
-            store_path: shared.store.path().display().to_string(),
-            schema_version: shared.store.schema_version().unwrap_or(0),
+            store_path: status.store_path,
+            schema_version: status.schema_version,
             live_sessions: counts.live_sessions,
             stored_sessions: counts.stored_sessions,
             active_turns: counts.active_turns,
@@ -610,10 +409,7 @@ impl McpServer {
             default_timeout_ms: self.client.config.default_timeout.as_millis() as u64,
             max_timeout_ms: self.client.config.max_timeout.as_millis() as u64,
             allow_danger: self.client.config.allow_danger,
-            containment: serde_json::to_value(containment())
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
+            containment: status.containment,
             nested_mcp_servers: nested_servers(&self.client.codex_home)
                 .into_iter()
                 .map(|s| NestedServer {

@@ -328,7 +328,7 @@ async fn a_session_is_bound_to_its_working_directory() {
     let other = env.root().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     let mut c = call(&env, Some("bound"), "two");
-    c.cwd = crate::support::bridge::confine_dir(&other);
+    c.cwd = codex_mcp_bridge::actors::WorkDir::Given(crate::support::bridge::confine_dir(&other));
     let err = bridge.turn(c).await.unwrap_err().to_string();
     assert!(
         err.contains("workingDirectory") && err.contains("bound"),
@@ -383,5 +383,185 @@ async fn sessions_past_their_time_to_live_are_forgotten_but_not_live_ones() {
         bridge.get(&sid("fresh")).unwrap().is_some(),
         "a live session is never expired"
     );
+    bridge.shutdown().await;
+}
+
+/// A turn whose codex invocation cannot be built (here: danger-full-access on a server that
+/// forbids it) fails without touching the session's record: it is not left `Running`.
+#[tokio::test]
+async fn a_turn_that_cannot_be_built_leaves_its_session_as_it_was() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    bridge
+        .turn(call(&env, Some("built"), "hello"))
+        .await
+        .unwrap();
+    let mut bad = call(&env, Some("built"), "again");
+    bad.sandbox = Some(SandboxLevel::DangerFullAccess);
+    let err = bridge.turn(bad).await.err().unwrap();
+    assert!(err.to_string().contains("`sandbox`"), "{err}");
+    let rec = bridge.get(&sid("built")).unwrap().unwrap();
+    assert_eq!(rec.last_status, Some(TurnStatus::Completed));
+    assert_eq!(rec.turn_count, 1);
+    bridge.shutdown().await;
+}
+
+/// A `query` that hangs, through the bridge, with `bridge`'s own client context.
+fn hanging_query(
+    bridge: &codex_mcp_bridge::actors::Bridge,
+) -> tokio::task::JoinHandle<Result<codex_mcp_bridge::actors::Answer, Error>> {
+    use codex_mcp_bridge::actors::{OneShot, OneShotCall};
+    let b = bridge.clone();
+    tokio::spawn(async move {
+        let client = b.own_context().clone();
+        b.one_shot(OneShotCall {
+            request: OneShot::Query {
+                prompt: "hang".into(),
+                context: None,
+                model: None,
+                reasoning_effort: None,
+            },
+            timeout: Duration::from_secs(120),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            progress: None,
+            client,
+        })
+        .await
+    })
+}
+
+fn own_codex() -> Vec<i32> {
+    codex_mcp_bridge::codex::process::descendants(std::process::id() as i32)
+}
+
+/// A session-less turn is owned by an actor: shutdown kills its codex and answers its caller.
+#[tokio::test]
+async fn shutdown_kills_a_running_one_shot_turn() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let call = hanging_query(&bridge);
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
+        .await;
+    let codex = own_codex();
+    assert!(!codex.is_empty());
+    bridge.shutdown().await;
+    assert!(
+        !codex.iter().any(|p| crate::support::process::alive(*p)),
+        "codex outlived the shutdown"
+    );
+    let answer = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call is answered")
+        .unwrap();
+    let failed = answer.map(|a| a.error.is_some()).unwrap_or(true);
+    assert!(failed, "a stopped turn does not succeed");
+}
+
+/// While a session-less turn runs, its process is on record for the takeover sweep, which kills
+/// it (as after a crash of the server that started it); a finished one leaves no record.
+#[tokio::test]
+async fn the_takeover_sweep_kills_a_one_shot_turn_left_running() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let call = hanging_query(&bridge);
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
+        .await;
+    let store = &bridge.shared().store;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.inflight().unwrap().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let inflight = store.inflight().unwrap();
+    assert_eq!(inflight.len(), 1, "{inflight:?}");
+    let pid = inflight[0].1.pid;
+    assert!(own_codex().contains(&pid));
+    codex_mcp_bridge::actors::recover_interrupted(store)
+        .await
+        .unwrap();
+    assert!(
+        !crate::support::process::alive(pid),
+        "the sweep killed codex"
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call is answered");
+    assert!(store.inflight().unwrap().is_empty());
+    bridge.shutdown().await;
+}
+
+/// A prompt near the largest codex takes goes through a real session turn whole (moved, not
+/// copied, on its way to codex's stdin); one byte over the bridge's own limit is refused naming
+/// the field. Codex refuses more than 1 MiB characters itself ("Input exceeds the maximum
+/// length of 1048576 characters"), below the bridge's 4 MiB limit, so that is the size that
+/// can round-trip.
+#[tokio::test]
+async fn a_prompt_near_the_limit_reaches_the_model_whole() {
+    use codex_mcp_bridge::codex::argv::MAX_PROMPT_BYTES;
+    const CODEX_MAX_CHARS: usize = 1 << 20;
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let tail = "END-OF-PROMPT-7731";
+    let prompt = format!(
+        "{}{tail}",
+        "lorem ipsum ".repeat((CODEX_MAX_CHARS - 4096) / 12)
+    );
+    assert!(prompt.len() > CODEX_MAX_CHARS - 4096 && prompt.len() < CODEX_MAX_CHARS);
+    let r = bridge.turn(call(&env, Some("big"), &prompt)).await.unwrap();
+    assert_eq!(r.outcome.ending, Ending::Completed, "{:?}", r.outcome);
+    let req = mock.responses_requests().pop().unwrap();
+    assert!(
+        req.user_text_contains(&prompt),
+        "the model sees the whole prompt"
+    );
+    let over = "x".repeat(MAX_PROMPT_BYTES + 1);
+    let err = bridge
+        .turn(call(&env, Some("big"), &over))
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("`prompt`"), "{err}");
+    bridge.shutdown().await;
+}
+
+/// A queued call that cannot start (its invocation cannot be built) is answered at once, and
+/// the calls queued behind it still run.
+#[tokio::test]
+async fn a_queued_call_that_cannot_start_does_not_stall_the_queue_behind_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.set_default(Reply::message("ok").with_delay(Duration::from_millis(500)));
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    bridge.turn(call(&env, Some("q"), "start")).await.unwrap();
+    let first = {
+        let (b, c) = (bridge.clone(), call(&env, Some("q"), "slow"));
+        tokio::spawn(async move { b.turn(c).await })
+    };
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
+        .await;
+    let bad = {
+        let mut c = call(&env, Some("q"), "bad");
+        c.sandbox = Some(SandboxLevel::DangerFullAccess);
+        let b = bridge.clone();
+        tokio::spawn(async move { b.turn(c).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let good = {
+        let (b, c) = (bridge.clone(), call(&env, Some("q"), "good"));
+        tokio::spawn(async move { b.turn(c).await })
+    };
+    first.await.unwrap().unwrap();
+    assert!(bad.await.unwrap().is_err());
+    let r = tokio::time::timeout(Duration::from_secs(30), good)
+        .await
+        .expect("the call behind the refused one runs")
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.outcome.ending, Ending::Completed);
     bridge.shutdown().await;
 }

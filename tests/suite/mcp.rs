@@ -249,6 +249,42 @@ async fn progress_notifications_say_what_codex_does_during_a_slow_turn_under(pro
     );
 }
 
+/// `structured`'s re-ask is one call: its progress keeps increasing across both attempts (MCP
+/// requires it), and the "asking once more" notice reaches the client.
+#[tokio::test]
+async fn structured_progress_increases_across_the_reask_and_announces_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(
+        Reply::message("{\"answer\": \"not a number\"}").with_delay(Duration::from_millis(1200)),
+    );
+    mock.push(Reply::message("{\"answer\": 42}").with_delay(Duration::from_millis(1200)));
+    let mut vars = server_env(&env, &mock);
+    vars.push(("CODEX_BRIDGE_HEARTBEAT_MS".into(), "300".into()));
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let schema = json!({"type":"object","properties":{"answer":{"type":"integer"}},"required":["answer"],"additionalProperties":false});
+    let st = s
+        .call(
+            "structured",
+            json!({"prompt": "the answer?", "schema": schema}),
+        )
+        .await;
+    assert_eq!(st.is_error, Some(false), "{}", text(&st));
+    assert_eq!(structured(&st)["data"], json!({"answer": 42}));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let p = s.progress.lock().unwrap().clone();
+    let messages: Vec<String> = p.iter().filter_map(|n| n.message.clone()).collect();
+    assert!(
+        messages.iter().any(|m| m.contains("asking once more")),
+        "the re-ask is announced: {messages:?}"
+    );
+    let values: Vec<f64> = p.iter().map(|n| n.progress).collect();
+    assert!(
+        values.windows(2).all(|w| w[1] > w[0]),
+        "strictly increasing across both attempts: {values:?}"
+    );
+}
+
 fn codex_children(server_pid: u32) -> Vec<i32> {
     codex_mcp_bridge::codex::process::descendants(server_pid as i32)
 }

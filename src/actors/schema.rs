@@ -1,4 +1,5 @@
 //! `structured`: how a caller's JSON Schema is handed to codex and how the answer is checked.
+//! Pure: no process, no store (the re-ask loop that uses it is [`super::structured`]).
 //!
 //! Codex's `--output-schema` is sent to the model as strict structured output, which accepts
 //! only a subset of JSON Schema (every object closed with `additionalProperties: false`, every
@@ -9,6 +10,9 @@
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+
+/// Largest `structured` schema accepted, serialized.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// Keywords the strict structured-output subset understands.
 const STRICT_KEYWORDS: &[&str] = &[
@@ -47,10 +51,10 @@ pub fn plan(raw: &Value) -> Result<Plan> {
         v => v.clone(),
     };
     let size = schema.to_string().len();
-    if size > super::tools::MAX_SCHEMA_BYTES {
+    if size > MAX_SCHEMA_BYTES {
         return Err(Error::invalid(
             "schema",
-            format!("is larger than {} bytes", super::tools::MAX_SCHEMA_BYTES),
+            format!("is larger than {} bytes", MAX_SCHEMA_BYTES),
         ));
     }
     if !schema.is_object() {
@@ -224,7 +228,7 @@ mod tests {
             let err = plan(&s).err().unwrap().to_string();
             assert!(err.contains("`schema`"), "{err}");
         }
-        let huge = json!({"description": "x".repeat(super::super::tools::MAX_SCHEMA_BYTES)});
+        let huge = json!({"description": "x".repeat(super::MAX_SCHEMA_BYTES)});
         assert!(plan(&huge).is_err());
         assert!(plan(&json!("{\"type\":\"object\"}")).is_ok());
     }

@@ -1,0 +1,232 @@
+//! The typed requests the MCP layer hands to [`super::Bridge`] and the answers it gets back.
+//! They name no process or store type: the MCP layer shapes an [`Answer`] or a [`SessionView`]
+//! without knowing how codex ran or where a session is kept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::schema::Plan;
+use crate::actors::{ClientContext, Progress};
+use crate::codex::argv::{ReasoningEffort, ReviewTarget, SandboxLevel};
+use crate::codex::events::{CommandRun, Usage};
+use crate::codex::process::{Ending, TurnOutcome};
+use crate::codex::rollout::TurnContext;
+use crate::config::CodexSupport;
+use crate::error::Error;
+use crate::security::ids::ThreadId;
+use crate::security::paths::Confined;
+use crate::store::{SessionRecord, TurnStatus};
+
+/// The working directory of a session turn.
+#[derive(Debug, Clone)]
+pub enum WorkDir {
+    /// Named by the caller: a stored session must be bound to it.
+    Given(Confined),
+    /// The caller named none: a stored session's own directory (checked again against the
+    /// client's roots by the session actor), else this default.
+    Default(Confined),
+}
+
+impl WorkDir {
+    /// The directory itself, whichever way it was chosen.
+    pub fn confined(&self) -> &Confined {
+        match self {
+            WorkDir::Given(c) | WorkDir::Default(c) => c,
+        }
+    }
+}
+
+/// A session-less turn, as asked for by a tool.
+pub enum OneShot {
+    /// A question, with optional context, in a fresh empty read-only directory.
+    Query {
+        prompt: String,
+        context: Option<String>,
+        model: Option<String>,
+        reasoning_effort: Option<ReasoningEffort>,
+    },
+    /// A web search, in a fresh empty read-only directory.
+    Search {
+        query: String,
+        model: Option<String>,
+    },
+    /// Codex's review of a repository.
+    Review {
+        target: ReviewTarget,
+        model: Option<String>,
+        cwd: Confined,
+    },
+    /// An answer checked against a JSON Schema, asked once more when it does not validate.
+    Structured {
+        prompt: String,
+        /// Attached inside `cwd`.
+        files: Vec<String>,
+        plan: Box<Plan>,
+        model: Option<String>,
+        cwd: Confined,
+    },
+}
+
+/// One session-less call: the request, its limits, and whose it is.
+pub struct OneShotCall {
+    pub request: OneShot,
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+    /// One sink for the whole call (progress keeps increasing across a re-ask).
+    pub progress: Option<Progress>,
+    /// The asking connection's context.
+    pub client: Arc<ClientContext>,
+}
+
+/// A review finding: `[P1] title — path:lines`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub priority: String,
+    pub title: String,
+    pub location: Option<String>,
+}
+
+/// What a turn (session or one-shot) answered, for the MCP layer to shape.
+#[derive(Debug, Default)]
+pub struct Answer {
+    /// Codex's final message (on a timeout or a cancellation: the partial one).
+    pub response: String,
+    pub thread_id: Option<ThreadId>,
+    pub turn_usage: Option<Usage>,
+    pub thread_usage: Option<Usage>,
+    pub duration: Duration,
+    /// Time spent waiting for the session and for a slot.
+    pub queued: Duration,
+    pub timed_out: bool,
+    pub commands: Vec<CommandRun>,
+    pub files_changed: Vec<String>,
+    /// The level the turn ran with (`None` only for an answer that never ran).
+    pub sandbox: Option<SandboxLevel>,
+    /// What codex recorded for the turn, when it keeps a rollout.
+    pub recorded: Option<TurnContext>,
+    /// The model: as codex recorded it for a session turn, else the one asked for.
+    pub model: Option<String>,
+    /// `structured`: the validated (and redacted) JSON.
+    pub data: Option<Value>,
+    /// `review`: the findings parsed from codex's rendering.
+    pub findings: Option<Vec<Finding>>,
+    /// Why the call failed, with this answer as its partial result; `None`: it succeeded.
+    pub error: Option<Error>,
+}
+
+impl Answer {
+    /// The answer of a finished codex run.
+    pub(crate) fn of(
+        outcome: TurnOutcome,
+        queued: Duration,
+        sandbox: SandboxLevel,
+        recorded: Option<TurnContext>,
+        model: Option<String>,
+    ) -> Answer {
+        let timed_out = matches!(outcome.ending, Ending::TimedOut { .. });
+        let o = &outcome.output;
+        let mut a = Answer {
+            response: o.message.clone().unwrap_or_default(),
+            thread_id: o.thread_id,
+            turn_usage: o.turn_usage,
+            thread_usage: o.thread_usage,
+            duration: o.duration,
+            queued,
+            timed_out,
+            commands: o.commands.clone(),
+            files_changed: o.files_changed.clone(),
+            sandbox: Some(sandbox),
+            recorded,
+            model,
+            ..Default::default()
+        };
+        a.error = outcome.into_result().err();
+        a
+    }
+}
+
+/// One stored session, as the session tools show it.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub session_id: String,
+    pub thread_id: Option<String>,
+    pub working_directory: String,
+    pub model: Option<String>,
+    pub created_ms: u64,
+    pub last_used_ms: u64,
+    pub turn_count: u64,
+    pub usage: Usage,
+    pub last_status: Option<SessionStatus>,
+    pub last_error: Option<String>,
+    /// Whether its actor is live right now.
+    pub live: bool,
+}
+
+impl SessionView {
+    pub(crate) fn of(rec: &SessionRecord, live: bool) -> SessionView {
+        SessionView {
+            session_id: rec.session_id.to_string(),
+            thread_id: rec.thread_id.clone(),
+            working_directory: rec.working_directory.display().to_string(),
+            model: rec.model.clone(),
+            created_ms: rec.created_ms,
+            last_used_ms: rec.last_used_ms,
+            turn_count: rec.turn_count,
+            usage: rec.usage,
+            last_status: rec.last_status.map(SessionStatus::from),
+            last_error: rec.last_error.clone(),
+            live,
+        }
+    }
+}
+
+/// How a session's last turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Running,
+    Completed,
+    Failed,
+    TimedOut,
+    Cancelled,
+    // the server stopped while the turn ran (a doc comment here would split the schema's enum)
+    Interrupted,
+}
+
+impl From<TurnStatus> for SessionStatus {
+    fn from(s: TurnStatus) -> Self {
+        match s {
+            TurnStatus::Running => SessionStatus::Running,
+            TurnStatus::Completed => SessionStatus::Completed,
+            TurnStatus::Failed => SessionStatus::Failed,
+            TurnStatus::TimedOut => SessionStatus::TimedOut,
+            TurnStatus::Cancelled => SessionStatus::Cancelled,
+            TurnStatus::Interrupted => SessionStatus::Interrupted,
+        }
+    }
+}
+
+/// A page of sessions, newest first.
+#[derive(Debug, Clone)]
+pub struct SessionPage {
+    pub sessions: Vec<SessionView>,
+    pub next: Option<String>,
+}
+
+/// The server's health, for `ping`.
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// `codex --version`, when codex could be run.
+    pub codex_version: Option<String>,
+    pub codex_support: Option<CodexSupport>,
+    pub store_path: String,
+    pub schema_version: u64,
+    /// How a turn's processes are contained (`cgroup` or `process-group`).
+    pub containment: String,
+    pub counts: super::Counts,
+}

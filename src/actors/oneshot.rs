@@ -1,0 +1,398 @@
+//! Session-less codex processes (`query`, `search`, `review`, `structured`, and `ping`'s
+//! version probe) as actors.
+//!
+//! Architecture invariants: every one-shot is owned by a [`OneShotActor`] spawned linked under
+//! the registry, so [`super::Bridge::shutdown`] stops it (its process is killed and reaped
+//! before the stop returns) and a supervisor that dies takes it down; while codex runs, the
+//! actor keeps an `inflight` record under a key of its own (a generated session id no session
+//! uses), which the takeover sweep ([`super::recover_interrupted`]) kills after a crash as it
+//! does a session's turn (not for the version probe, which reports no process and is bounded
+//! to 10 s). The actor writes only that record; it never reads or writes a
+//! session's. A handler never awaits the child: the work runs in a task that reports back.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::calls::{Answer, Finding, OneShot, OneShotCall};
+use crate::actors::{ClientContext, Progress, Shared};
+use crate::codex::argv::{
+    Common, OneShotRequest, ReasoningEffort, ReviewRequest, SandboxLevel, SpawnSpec, build_query,
+    build_review, build_search,
+};
+use crate::codex::events::describe;
+use crate::codex::process::{RunOptions, SpawnHook, SpawnInfo, TurnOutcome, run};
+use crate::error::{Error, Result};
+use crate::security::ids::SessionId;
+use crate::security::paths::{Confined, Kind};
+use crate::store::{InflightTurn, now_ms};
+
+/// What a one-shot actor runs: given the hook that records codex's process and the token that
+/// stops it, a future that answers its caller itself.
+pub(crate) type Job = Box<
+    dyn FnOnce(SpawnHook, CancellationToken) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send,
+>;
+
+/// A [`Job`] from an async closure.
+pub(crate) fn job<F, Fut>(f: F) -> Job
+where
+    F: FnOnce(SpawnHook, CancellationToken) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    Box::new(
+        move |hook: SpawnHook,
+              cancel: CancellationToken|
+              -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(f(hook, cancel)) },
+    )
+}
+
+/// Messages to a one-shot actor.
+pub enum OneShotMessage {
+    /// Codex runs; remember its process for crash recovery.
+    Spawned { info: SpawnInfo },
+    /// The job ended (it has answered its caller).
+    Done,
+}
+
+/// Arguments of a one-shot actor.
+pub struct OneShotArgs {
+    pub(crate) shared: Arc<Shared>,
+    /// The caller's cancellation (the job's token is a child of it).
+    pub(crate) cancel: CancellationToken,
+    pub(crate) job: Job,
+}
+
+/// A one-shot actor's state. Dropping it (a kill, a panic) cancels the job and aborts its
+/// task, whose runner kills codex's process group, descendants and cgroup.
+pub struct OneShotState {
+    shared: Arc<Shared>,
+    /// The `inflight` key of this one-shot's process.
+    key: SessionId,
+    recorded: bool,
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for OneShotState {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+/// The one-shot actor's behaviour.
+pub struct OneShotActor;
+
+/// How long a stopping one-shot waits for its process to be killed and reaped.
+const STOP_WAIT: Duration = Duration::from_secs(10);
+
+impl Actor for OneShotActor {
+    type Msg = OneShotMessage;
+    type State = OneShotState;
+    type Arguments = OneShotArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: OneShotArgs,
+    ) -> Result<OneShotState, ActorProcessingErr> {
+        let cancel = args.cancel.child_token();
+        let me = myself.clone();
+        let hook: SpawnHook = Arc::new(move |info: &SpawnInfo| {
+            let _ = me.cast(OneShotMessage::Spawned { info: info.clone() });
+        });
+        let job = (args.job)(hook, cancel.clone());
+        let me = myself.clone();
+        let task = tokio::spawn(async move {
+            job.await;
+            let _ = me.cast(OneShotMessage::Done);
+        });
+        Ok(OneShotState {
+            shared: args.shared,
+            key: SessionId::generate(),
+            recorded: false,
+            cancel,
+            task: Some(task),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: Self::Msg,
+        st: &mut OneShotState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            OneShotMessage::Spawned { info } => {
+                let t = InflightTurn {
+                    pid: info.pid,
+                    start_ticks: info.start_ticks,
+                    argv_hash: info.argv_hash,
+                    started_ms: now_ms(),
+                    cgroup: info.cgroup,
+                };
+                if let Err(e) = st.shared.store.put_inflight(&st.key, &t) {
+                    tracing::error!(error = %e, "could not record the one-shot turn in flight");
+                }
+                let _ = st.shared.store.flush().await;
+                st.recorded = true;
+            }
+            OneShotMessage::Done => {
+                st.task = None;
+                myself.stop(None);
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        st: &mut OneShotState,
+    ) -> Result<(), ActorProcessingErr> {
+        // a stop (shutdown) while codex runs: cancel it and wait until its processes are
+        // killed and reaped, so that nothing outlives the stop
+        st.cancel.cancel();
+        if let Some(task) = st.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(STOP_WAIT, task).await.is_err() {
+                abort.abort();
+            }
+        }
+        if st.recorded {
+            let _ = st.shared.store.clear_inflight(&st.key);
+            let _ = st.shared.store.flush().await;
+        }
+        Ok(())
+    }
+}
+
+/// What every codex run of one call shares: where it runs, whose it is, how it is watched.
+pub(crate) struct Runner<'a> {
+    pub shared: &'a Shared,
+    pub client: &'a ClientContext,
+    /// Records codex's process for the crash sweep.
+    pub hook: SpawnHook,
+    pub cancel: &'a CancellationToken,
+    /// One sink for the whole call.
+    pub progress: Option<Progress>,
+}
+
+impl Runner<'_> {
+    /// Run `spec` under the global limit; the outcome and the time spent queued.
+    pub(crate) async fn run(
+        &self,
+        spec: SpawnSpec,
+        timeout: Duration,
+    ) -> Result<(TurnOutcome, Duration)> {
+        let (shared, progress) = (self.shared, self.progress.clone());
+        let since = Instant::now();
+        let slot = shared
+            .limiter
+            .acquire(shared.queue_timeout, self.cancel, |ahead| {
+                if let Some(p) = &progress {
+                    p(format!(
+                        "queued behind {} turn(s) waiting for a codex slot",
+                        ahead + shared.limiter.active()
+                    ));
+                }
+            })
+            .await?;
+        let queued = since.elapsed();
+        let mut opts = RunOptions::new(timeout, self.client.config.limits);
+        opts.cancel = self.cancel.clone();
+        opts.secrets = self.client.secrets.clone();
+        opts.on_spawn = Some(self.hook.clone());
+        let secrets = self.client.secrets.clone();
+        let outcome = run(spec, opts, move |ev| {
+            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
+                p(secrets.redact(&line).into_owned());
+            }
+        })
+        .await?;
+        drop(slot);
+        Ok((outcome, queued))
+    }
+
+    /// A `query` or `search` turn, read-only in a fresh empty directory with nested MCP
+    /// servers off: `(prompt, model, reasoning effort)` built by `build`.
+    async fn scratch(
+        &self,
+        build: fn(&Common, &OneShotRequest) -> Result<SpawnSpec>,
+        (prompt, model, reasoning_effort): (String, Option<String>, Option<ReasoningEffort>),
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let (_dir, cwd) = scratch_dir()?;
+        let req = OneShotRequest {
+            prompt,
+            model,
+            reasoning_effort,
+            cwd,
+        };
+        let spec = build(&self.client.common_for(true), &req)?;
+        let (outcome, queued) = self.run(spec, timeout).await?;
+        let sandbox = SandboxLevel::ReadOnly;
+        Ok(Answer::of(outcome, queued, sandbox, None, req.model))
+    }
+}
+
+/// Run one session-less call to its answer (inside a one-shot actor's task).
+pub(crate) async fn answer(
+    shared: Arc<Shared>,
+    call: OneShotCall,
+    hook: SpawnHook,
+    cancel: CancellationToken,
+) -> Result<Answer> {
+    let OneShotCall {
+        request,
+        timeout,
+        progress,
+        client,
+        ..
+    } = call;
+    let runner = Runner {
+        shared: &shared,
+        client: &client,
+        hook,
+        cancel: &cancel,
+        progress,
+    };
+    match request {
+        OneShot::Query {
+            prompt,
+            context,
+            model,
+            reasoning_effort,
+        } => {
+            non_empty("prompt", &prompt)?;
+            let prompt = match context {
+                Some(c) if !c.trim().is_empty() => format!("Context:\n{c}\n\nQuestion:\n{prompt}"),
+                _ => prompt,
+            };
+            let req = (prompt, model, reasoning_effort);
+            runner.scratch(build_query, req, timeout).await
+        }
+        OneShot::Search { query, model } => {
+            non_empty("query", &query)?;
+            let prompt = format!("Search the web and answer with sources: {query}");
+            let req = (prompt, model, None);
+            runner.scratch(build_search, req, timeout).await
+        }
+        OneShot::Review { target, model, cwd } => {
+            let req = ReviewRequest { target, model, cwd };
+            let spec = build_review(&client.common_for(false), &req)?;
+            let sandbox = spec.sandbox();
+            let (outcome, queued) = runner.run(spec, timeout).await?;
+            let mut a = Answer::of(outcome, queued, sandbox, None, req.model);
+            a.findings = Some(parse_findings(&a.response));
+            Ok(a)
+        }
+        OneShot::Structured {
+            prompt,
+            files,
+            plan,
+            model,
+            cwd,
+        } => {
+            let (prompt, images) = super::session::compose(prompt, &files, &cwd)?;
+            let ask = super::structured::Ask {
+                prompt,
+                plan: *plan,
+                model,
+                cwd,
+                images,
+                timeout,
+            };
+            super::structured::answer(&runner, ask).await
+        }
+    }
+}
+
+/// A caller's question, refused when empty (codex's invocation checks the whole prompt,
+/// which the bridge's own wording never leaves empty).
+fn non_empty(field: &str, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    Ok(())
+}
+
+/// A fresh empty directory for a `query` or `search`, confined inside itself.
+fn scratch_dir() -> Result<(tempfile::TempDir, Confined)> {
+    let dir = tempfile::Builder::new()
+        .prefix("codex-mcp-bridge-")
+        .tempdir()
+        .map_err(Error::io("creating a scratch directory"))?;
+    let canon = dir
+        .path()
+        .canonicalize()
+        .map_err(Error::io("resolving the scratch directory"))?;
+    let c = crate::confine::resolve(
+        "workingDirectory",
+        &canon.to_string_lossy(),
+        Path::new("/"),
+        std::slice::from_ref(&canon),
+        Kind::Dir,
+    )?;
+    Ok((dir, c))
+}
+
+/// Parse `[P1] title — path:lines` lines of a rendered review.
+pub fn parse_findings(text: &str) -> Vec<Finding> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim_start().trim_start_matches("- ").trim();
+            let rest = l.strip_prefix('[')?;
+            let (prio, rest) = rest.split_once(']')?;
+            if !(prio.len() == 2
+                && prio.starts_with('P')
+                && prio[1..].chars().all(|c| c.is_ascii_digit()))
+            {
+                return None;
+            }
+            let rest = rest.trim();
+            let (title, location) = match rest.rsplit_once(" — ") {
+                Some((t, loc)) => (t.trim().to_owned(), Some(loc.trim().to_owned())),
+                None => (rest.to_owned(), None),
+            };
+            Some(Finding {
+                priority: prio.to_owned(),
+                title,
+                location,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn review_findings_are_parsed_from_codexs_rendering() {
+        let text = "One bug.\n\nReview comment:\n\n- [P1] Appended line breaks parser — /r/f.txt:2-2\n  The new `b` line is wrong.\n- [P3] Nit\n[X] not a finding";
+        assert_eq!(
+            parse_findings(text),
+            vec![
+                Finding {
+                    priority: "P1".into(),
+                    title: "Appended line breaks parser".into(),
+                    location: Some("/r/f.txt:2-2".into())
+                },
+                Finding {
+                    priority: "P3".into(),
+                    title: "Nit".into(),
+                    location: None
+                },
+            ]
+        );
+    }
+}

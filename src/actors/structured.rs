@@ -1,0 +1,133 @@
+//! `structured`'s turns: codex answers with the schema native or in the prompt (see
+//! [`super::schema`]); an answer that does not validate is asked for once more in the same
+//! thread. Runs inside a one-shot actor's task, with one progress sink for the whole call, so
+//! progress keeps increasing across the re-ask and its notice reaches the caller.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::actors::calls::Answer;
+use crate::actors::oneshot::Runner;
+use crate::actors::schema::Plan;
+use crate::codex::argv::{TurnRequest, build_turn};
+use crate::codex::events::FailureKind;
+use crate::codex::process::Ending;
+use crate::error::{Error, Result};
+use crate::security::ids::ThreadId;
+use crate::security::paths::Confined;
+
+/// A `structured` call, validated.
+pub(crate) struct Ask {
+    /// The caller's prompt with its attached files' text.
+    pub prompt: String,
+    pub plan: Plan,
+    pub model: Option<String>,
+    pub cwd: Confined,
+    pub images: Vec<Confined>,
+    /// For the whole call, re-ask included.
+    pub timeout: Duration,
+}
+
+/// Codex's `--output-schema` and `-o` files, in a private directory removed with it.
+struct Files {
+    _dir: tempfile::TempDir,
+    schema: PathBuf,
+    answer: PathBuf,
+}
+
+impl Files {
+    fn new(plan: &Plan) -> Result<Files> {
+        let dir = tempfile::Builder::new()
+            .prefix("codex-mcp-bridge-structured-")
+            .tempdir()
+            .map_err(Error::io("creating the schema's temporary directory"))?;
+        let schema = dir
+            .path()
+            .canonicalize()
+            .map_err(Error::io("resolving the schema's temporary directory"))?
+            .join("schema.json");
+        let answer = schema.with_file_name("answer.json");
+        if let Some(native) = &plan.native_schema {
+            std::fs::write(&schema, native.to_string())
+                .map_err(Error::io("writing the output schema file"))?;
+        }
+        Ok(Files {
+            _dir: dir,
+            schema,
+            answer,
+        })
+    }
+}
+
+/// Ask, check, and ask once more on a validation failure. The answer carries the validated
+/// (redacted) JSON in `data`, or the failure in `error`.
+pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
+    let files = Files::new(&ask.plan)?;
+    let started = Instant::now();
+    let mut prompt = ask.prompt;
+    prompt.push_str(&ask.plan.prompt_suffix);
+    let mut resume: Option<ThreadId> = None;
+    let mut total_queued = Duration::ZERO;
+    let common = runner.client.common_for(false);
+    for attempt in 0..2 {
+        let _ = std::fs::remove_file(&files.answer);
+        let remaining = ask
+            .timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1));
+        let req = TurnRequest {
+            prompt: std::mem::take(&mut prompt),
+            sandbox: None,
+            model: ask.model.clone(),
+            reasoning_effort: None,
+            cwd: ask.cwd.clone(),
+            images: ask.images.clone(),
+            resume,
+            output_schema: ask
+                .plan
+                .native_schema
+                .as_ref()
+                .map(|_| files.schema.clone()),
+            output_last_message: Some(files.answer.clone()),
+        };
+        let spec = build_turn(&common, &req)?;
+        let sandbox = spec.sandbox();
+        let (outcome, queued) = runner.run(spec, remaining).await?;
+        total_queued += queued;
+        if !matches!(outcome.ending, Ending::Completed) {
+            return Ok(Answer::of(outcome, total_queued, sandbox, None, ask.model));
+        }
+        let text = std::fs::read_to_string(&files.answer)
+            .ok()
+            .or_else(|| outcome.output.message.clone())
+            .unwrap_or_default();
+        let thread = outcome.output.thread_id;
+        let mut a = Answer::of(outcome, total_queued, sandbox, None, ask.model.clone());
+        match ask.plan.check(&text) {
+            Ok(mut data) => {
+                // read from codex's answer file, not from its redacted events: redacted here,
+                // as every answer is
+                runner.client.secrets.redact_json(&mut data);
+                a.data = Some(data);
+                return Ok(a);
+            }
+            Err(errors) if attempt == 0 && thread.is_some() => {
+                resume = thread;
+                prompt = format!(
+                    "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
+                );
+                if let Some(p) = &runner.progress {
+                    p("answer did not validate; asking once more".into());
+                }
+            }
+            Err(errors) => {
+                a.error = Some(Error::Codex {
+                    kind: FailureKind::TurnFailed,
+                    message: format!("the answer does not validate against the schema: {errors}"),
+                });
+                return Ok(a);
+            }
+        }
+    }
+    Err(Error::SessionFailed("structured: no attempt left".into()))
+}
