@@ -473,8 +473,16 @@ pub const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
 pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
     let cutoff = crate::store::now_ms().saturating_sub(ttl.as_millis() as u64);
     let mut forgotten = 0;
+    // sled's calls block: each pass runs on the blocking pool, so a large aged store never
+    // holds a runtime worker for seconds, and the other calls run between passes
+    let blocking = |e: tokio::task::JoinError| {
+        Error::io("running a pass of the expiry sweep")(std::io::Error::other(e))
+    };
     loop {
-        let batch = shared.store.unused_since(cutoff, 1000)?;
+        let store = shared.store.clone();
+        let batch = tokio::task::spawn_blocking(move || store.unused_since(cutoff, EXPIRY_BATCH))
+            .await
+            .map_err(blocking)??;
         let batch: Vec<SessionId> = batch
             .into_iter()
             .filter(|id| !shared.live.contains_key(id))
@@ -482,10 +490,15 @@ pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
         if batch.is_empty() {
             break;
         }
-        for id in &batch {
-            shared.store.remove(id)?;
-        }
-        forgotten += batch.len();
+        let n = batch.len();
+        let store = shared.store.clone();
+        tokio::task::spawn_blocking(move || {
+            batch.iter().try_for_each(|id| store.remove(id).map(drop))
+        })
+        .await
+        .map_err(blocking)??;
+        forgotten += n;
+        tokio::task::yield_now().await;
     }
     if forgotten > 0 {
         shared.store.flush().await?;
@@ -493,6 +506,9 @@ pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
     }
     Ok(forgotten)
 }
+
+/// How many expired sessions one pass of the sweep forgets.
+const EXPIRY_BATCH: usize = 1000;
 
 /// Kill what is left of turns that were in flight when the server died, and mark them
 /// interrupted in their sessions (a one-shot's entry has no session: it is only killed).
