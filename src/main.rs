@@ -14,6 +14,8 @@ use codex_mcp_bridge::server;
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
+    // before any thread exists, so that every thread shares the one arena
+    codex_mcp_bridge::store::tune_allocator();
     let cli = cli::parse();
     let vars = cli::env_vars();
     redact::install(Redactor::from_vars(

@@ -622,8 +622,10 @@ impl Store {
 /// per thread that wrote). After the sweep of 100 000 expired sessions the server stayed at
 /// 64 MB anonymous memory in five 8–15 MB arenas (`/proc/PID/smaps`). A fixed threshold of
 /// 128 KiB (large buffers are mapped and unmapped) and one arena bring it to 37 MB
-/// (`benches/README.md`).
-fn tune_allocator() {
+/// (`benches/README.md`). `main` calls it before the runtime starts its threads (each thread
+/// that allocated first would own an arena of its own); opening a store calls it too, for
+/// library users.
+pub fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
