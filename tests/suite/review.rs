@@ -2,9 +2,63 @@
 //! changed silently. Each test states the rule it holds.
 
 use std::path::Path;
+use std::time::Duration;
 
+use codex_mcp_bridge::codex::argv::SandboxLevel;
 use codex_mcp_bridge::codex::process::{CodexCommand, run_command};
 use codex_mcp_bridge::config::parse_config_file;
+use codex_mcp_bridge::error::Error;
+
+use crate::support::bridge::{BridgeOpts, call, start_bridge};
+use crate::support::{MockApi, Reply, TestEnv};
+
+/// A call the bridge refuses on its arguments (a sandbox level the operator did not enable,
+/// an empty prompt) is refused as such, at once, whether or not its session is busy: before the
+/// redesign the MCP layer checked them before the session was asked; a call that will never
+/// run must not wait behind another turn (up to its timeout) nor be told "busy, retry".
+#[tokio::test]
+async fn a_call_refused_on_its_arguments_is_refused_at_once_on_a_busy_session() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("slow").with_delay(Duration::from_secs(8)));
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let b = bridge.clone();
+    let c = call(&env, Some("refused-busy"), "long");
+    let first = tokio::spawn(async move { b.turn(c).await });
+    mock.wait_for_responses(1, Duration::from_secs(30)).await;
+
+    // asked not to wait: the refusal, not "busy"
+    let mut danger = call(&env, Some("refused-busy"), "everything");
+    danger.sandbox = Some(SandboxLevel::DangerFullAccess);
+    danger.wait_if_busy = false;
+    let err = bridge.turn(danger).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { field, .. } if field == "sandbox"),
+        "a refused sandbox on a busy session: {err}"
+    );
+    let mut empty = call(&env, Some("refused-busy"), "  ");
+    empty.wait_if_busy = false;
+    let err = bridge.turn(empty).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { field, .. } if field == "prompt"),
+        "an empty prompt on a busy session: {err}"
+    );
+
+    // willing to wait: refused without waiting for the running turn
+    let mut danger = call(&env, Some("refused-busy"), "everything");
+    danger.sandbox = Some(SandboxLevel::DangerFullAccess);
+    let answered = tokio::time::timeout(Duration::from_secs(5), bridge.turn(danger)).await;
+    let err = answered
+        .expect("the refusal waited for the session's running turn")
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { field, .. } if field == "sandbox"),
+        "{err}"
+    );
+    assert!(!first.is_finished(), "the running turn was disturbed");
+    first.await.unwrap().unwrap();
+    bridge.shutdown().await;
+}
 
 /// The config file's errors never echo a value from the file (SECURITY: a secret pasted into
 /// the wrong key, or a broken line holding one, must not reach logs or a terminal). The known
