@@ -23,7 +23,8 @@
 //!   `std::process`, `std::fs`, `std::env` or `sled`;
 //! - spawn: only `codex/process*` names `std::process::Command` or `tokio::process`;
 //! - mcp: `mcp/*` names no process or store type (`codex::process`, `SpawnSpec`,
-//!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`);
+//!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
+//!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -222,6 +223,15 @@ impl<'ast> Visit<'ast> for Names {
         syn::visit::visit_path(self, p);
     }
 
+    /// A field read (`bridge.shared().store`) names no type: recorded as `.field`, so that the
+    /// mcp rule can refuse a read of the store through a handle.
+    fn visit_expr_field(&mut self, f: &'ast syn::ExprField) {
+        if let syn::Member::Named(name) = &f.member {
+            self.raw.push(vec![format!(".{name}")]);
+        }
+        syn::visit::visit_expr_field(self, f);
+    }
+
     /// A macro's body is tokens, not syntax (`vec![std::process::Command::new(..)]`, or
     /// `tokio::select!`'s arms): every `a::b::c` in it counts as a path.
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
@@ -365,6 +375,7 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
             let named = |t: &str| segments.contains(&t) && (crate_path || segments.len() == 1);
             if starts_with(name, "crate::codex::process")
                 || starts_with(name, "crate::store")
+                || name == ".store"
                 || ["SpawnSpec", "TurnOutcome", "SessionRecord"]
                     .iter()
                     .any(|t| named(t))
@@ -520,6 +531,9 @@ fn the_checker_sees_paths_in_macros_aliases_and_expressions() {
             "mcp: names crate::codex::process::Ending::Completed",
         ),
     ];
+    let cases = cases
+        .into_iter()
+        .chain([("self.bridge.shared().store.get(&id)", "mcp: names .store")]);
     for (expr, want) in cases {
         let file = root.join("src/mcp/x.rs");
         std::fs::write(&file, format!("fn f(x: u8) {{ let _ = {expr}; }}\n")).unwrap();
