@@ -1,6 +1,8 @@
 //! The layering test: reads every source file (`src/**/*.rs`, `migrations/*.rs`) with a Rust
 //! parser and fails when an invariant of the layers breaks. Comments, doc links and strings do
-//! not count; test-only code (`#[cfg(test)]`) is not checked.
+//! not count; test-only code (`#[cfg(test)]`) is not checked. Paths inside a macro's body
+//! (`vec![..]`, `format!(..)`) count, read from its tokens; so do `use .. as` and
+//! `extern crate .. as` aliases.
 //!
 //! The layers, lowest first (ARCHITECTURE.md, "Layers"); a module may name its own layer and
 //! those below, never one above:
@@ -21,7 +23,8 @@
 //!   `std::process`, `std::fs`, `std::env` or `sled`;
 //! - spawn: only `codex/process*` names `std::process::Command` or `tokio::process`;
 //! - mcp: `mcp/*` names no process or store type (`codex::process`, `SpawnSpec`,
-//!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`);
+//!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
+//!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -219,6 +222,74 @@ impl<'ast> Visit<'ast> for Names {
             .push(p.segments.iter().map(|s| s.ident.to_string()).collect());
         syn::visit::visit_path(self, p);
     }
+
+    /// A field read (`bridge.shared().store`) names no type: recorded as `.field`, so that the
+    /// mcp rule can refuse a read of the store through a handle.
+    fn visit_expr_field(&mut self, f: &'ast syn::ExprField) {
+        if let syn::Member::Named(name) = &f.member {
+            self.raw.push(vec![format!(".{name}")]);
+        }
+        syn::visit::visit_expr_field(self, f);
+    }
+
+    /// A macro's body is tokens, not syntax (`vec![std::process::Command::new(..)]`, or
+    /// `tokio::select!`'s arms): every `a::b::c` in it counts as a path.
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.visit_path(&m.path);
+        self.token_paths(m.tokens.clone());
+    }
+
+    /// `extern crate tokio as t;` makes `t` a name of `tokio`.
+    fn visit_item_extern_crate(&mut self, e: &'ast syn::ItemExternCrate) {
+        let name = e.ident.to_string();
+        let alias = e
+            .rename
+            .as_ref()
+            .map_or(name.clone(), |(_, r)| r.to_string());
+        self.record_use(alias, vec![name]);
+    }
+}
+
+impl Names {
+    /// Every `a::b::c` (and lone name) in a token stream, nested groups included.
+    fn token_paths(&mut self, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::{Spacing, TokenTree};
+        let mut path: Vec<String> = vec![];
+        let mut joined = false; // the last tokens were `::`
+        let mut colon = false; // the last token was the first `:` of `::`
+        for t in tokens {
+            match t {
+                TokenTree::Ident(i) => {
+                    if !joined && !path.is_empty() {
+                        self.raw.push(std::mem::take(&mut path));
+                    }
+                    path.push(i.to_string());
+                    joined = false;
+                    colon = false;
+                }
+                TokenTree::Punct(p) if p.as_char() == ':' => {
+                    if colon {
+                        joined = true;
+                        colon = false;
+                    } else {
+                        colon = p.spacing() == Spacing::Joint;
+                    }
+                }
+                other => {
+                    if !path.is_empty() {
+                        self.raw.push(std::mem::take(&mut path));
+                    }
+                    (joined, colon) = (false, false);
+                    if let TokenTree::Group(g) = other {
+                        self.token_paths(g.stream());
+                    }
+                }
+            }
+        }
+        if !path.is_empty() {
+            self.raw.push(path);
+        }
+    }
 }
 
 /// What one file names, expanded.
@@ -238,10 +309,12 @@ fn names_in(root: &Path, file: &Path) -> (String, BTreeSet<String>) {
     };
     // uses first (they may come after the code that relies on them), then everything
     for item in &ast.items {
-        if let syn::Item::Use(u) = item
-            && !is_test_only(&u.attrs)
-        {
-            names.visit_item_use(u);
+        match item {
+            syn::Item::Use(u) if !is_test_only(&u.attrs) => names.visit_item_use(u),
+            syn::Item::ExternCrate(e) if !is_test_only(&e.attrs) => {
+                names.visit_item_extern_crate(e)
+            }
+            _ => {}
         }
     }
     names.raw.clear();
@@ -302,6 +375,7 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
             let named = |t: &str| segments.contains(&t) && (crate_path || segments.len() == 1);
             if starts_with(name, "crate::codex::process")
                 || starts_with(name, "crate::store")
+                || name == ".store"
                 || ["SpawnSpec", "TurnOutcome", "SessionRecord"]
                     .iter()
                     .any(|t| named(t))
@@ -425,4 +499,64 @@ fn the_checker_sees_each_kind_of_violation() {
         module_of(Path::new("/r"), Path::new("/r/migrations/v1.rs")),
         "store::migrations::v1"
     );
+}
+
+/// Paths the checker must not miss: inside a macro's body (`vec![..]`, `format!(..)`,
+/// `tokio::select!`), behind `extern crate .. as ..`, behind `use .. as ..`, and written out
+/// in full in an expression.
+#[test]
+fn the_checker_sees_paths_in_macros_aliases_and_expressions() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src/mcp")).unwrap();
+    let cases = [
+        (
+            "vec![std::process::Command::new(\"sh\")]",
+            "spawn: names std::process::Command",
+        ),
+        (
+            "format!(\"{:?}\", tokio::process::Command::new(\"x\"))",
+            "spawn: names tokio::process::Command",
+        ),
+        (
+            "std::process::Command::new(\"sh\")",
+            "spawn: names std::process::Command",
+        ),
+        (
+            "println!(\"{:?}\", crate::store::Store::open)",
+            "mcp: names crate::store::Store::open",
+        ),
+        (
+            "assert!(matches!(x, crate::codex::process::Ending::Completed))",
+            "mcp: names crate::codex::process::Ending::Completed",
+        ),
+    ];
+    let cases = cases
+        .into_iter()
+        .chain([("self.bridge.shared().store.get(&id)", "mcp: names .store")]);
+    for (expr, want) in cases {
+        let file = root.join("src/mcp/x.rs");
+        std::fs::write(&file, format!("fn f(x: u8) {{ let _ = {expr}; }}\n")).unwrap();
+        let (module, names) = names_in(root, &file);
+        let found = check_file("src/mcp/x.rs", &module, &names);
+        assert!(
+            found.iter().any(|v| v.contains(want)),
+            "`{expr}`: expected `{want}`, found {found:?}"
+        );
+    }
+    let aliased = [
+        "use std::process as p;\nfn f() { let _ = p::Command::new(\"sh\"); }\n",
+        "extern crate tokio as t;\nfn f() { let _ = t::process::Command::new(\"sh\"); }\n",
+        "use std::process::Command as C;\nfn f() { let _ = vec![C::new(\"sh\")]; }\n",
+    ];
+    for text in aliased {
+        let file = root.join("src/mcp/x.rs");
+        std::fs::write(&file, text).unwrap();
+        let (module, names) = names_in(root, &file);
+        let found = check_file("src/mcp/x.rs", &module, &names);
+        assert!(
+            found.iter().any(|v| v.contains("spawn: names")),
+            "{text}: {found:?}"
+        );
+    }
 }
