@@ -164,7 +164,23 @@ impl Actor for SessionActor {
                     panic!("fault injection: session actor panics");
                 }
                 if st.current.is_some() {
-                    queue(st, call, reply);
+                    // a call that can never run is refused now, not after the running turn
+                    let common = call
+                        .client
+                        .as_ref()
+                        .map_or(&st.shared.common, |c| &c.common);
+                    let checked = crate::codex::argv::check_call(
+                        common,
+                        &call.prompt,
+                        call.model.as_deref(),
+                        call.sandbox,
+                    );
+                    match checked {
+                        Ok(()) => queue(st, call, reply),
+                        Err(e) => {
+                            let _ = reply.send(Err(e));
+                        }
+                    }
                     return Ok(());
                 }
                 start(&myself, st, call, reply, Instant::now()).await;

@@ -296,6 +296,22 @@ pub fn validate_model(field: &str, model: &str) -> Result<()> {
     Ok(())
 }
 
+/// The checks of a turn's own arguments that need nothing but the call: run again when the
+/// turn is built, and first when a call would wait behind a busy session, so that a call that
+/// can never run is refused at once instead of after the running turn.
+pub fn check_call(
+    common: &Common,
+    prompt: &str,
+    model: Option<&str>,
+    sandbox: Option<SandboxLevel>,
+) -> Result<()> {
+    validate_prompt("prompt", prompt)?;
+    if let Some(m) = model {
+        validate_model("model", m)?;
+    }
+    resolve_sandbox(common, sandbox).map(|_| ())
+}
+
 fn resolve_sandbox(common: &Common, requested: Option<SandboxLevel>) -> Result<SandboxLevel> {
     let level = requested.unwrap_or(SandboxLevel::ReadOnly);
     if level == SandboxLevel::DangerFullAccess && !common.allow_danger {
