@@ -127,20 +127,34 @@ impl Actor for RegistryActor {
                 reply,
             } => {
                 let existing = shared.live.get(&id).map(|e| e.value().clone());
-                match existing {
-                    Some(actor) => {
-                        if actor
-                            .cast(SessionMessage::Close {
-                                delete_thread,
-                                client,
-                                reply,
-                            })
-                            .is_err()
-                        {
+                // an actor that stopped (idle) as the close arrived gives the message back: the
+                // close then goes to the store like one for a session that is not live
+                let unsent = match existing {
+                    Some(actor) => match actor.cast(SessionMessage::Close {
+                        delete_thread,
+                        client,
+                        reply,
+                    }) {
+                        Ok(()) => None,
+                        Err(ractor::MessagingErr::SendErr(SessionMessage::Close {
+                            delete_thread,
+                            client,
+                            reply,
+                        })) => {
                             shared.live.remove(&id);
+                            Some((delete_thread, client, reply))
                         }
-                    }
-                    None => {
+                        Err(_) => {
+                            // the message is gone with the actor; its caller sees the failure
+                            shared.live.remove(&id);
+                            None
+                        }
+                    },
+                    None => Some((delete_thread, client, reply)),
+                };
+                match unsent {
+                    None => {}
+                    Some((delete_thread, client, reply)) => {
                         let shared = shared.clone();
                         tokio::spawn(async move {
                             let _ = reply.send(
