@@ -1,7 +1,7 @@
 //! Conversations as actors (ractor): a [`registry::RegistryActor`] routes every call to the
 //! [`session::SessionActor`] of its session id, spawning it linked or rehydrating it from the
 //! store; each session actor owns the codex subprocess of its current turn. Every session-less
-//! codex process (`query`, `search`, `review`, `structured`, the version probe) is owned by a
+//! codex process (`query`, `search`, `review`, `structured`, the version probe, `codex delete`) is owned by a
 //! [`oneshot::OneShotActor`] linked under the registry. [`Bridge`] is the typed handle the MCP
 //! layer uses: it takes the requests of [`calls`] and answers with its views; callers never
 //! build messages, reply ports or codex invocations, and never see the store.
@@ -42,7 +42,7 @@ pub use calls::{
     Answer, Finding, OneShot, OneShotCall, SessionPage, SessionStatus, SessionView, Status, WorkDir,
 };
 pub use limiter::Limiter;
-use oneshot::{Job, OneShotActor, OneShotArgs};
+use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};
 use session::SessionMessage;
 
@@ -311,25 +311,17 @@ impl Bridge {
 
     /// Start a one-shot actor linked under the registry (shutdown stops it).
     async fn spawn_one_shot(&self, cancel: CancellationToken, job: Job) -> Result<()> {
-        let args = OneShotArgs {
-            shared: self.shared.clone(),
-            cancel,
-            job,
-        };
-        Actor::spawn_linked(None, OneShotActor, args, self.registry.get_cell())
-            .await
-            .map(|_| ())
-            .map_err(|e| Error::Busy(format!("could not start the turn: {e}")))
+        oneshot::start(self.shared.clone(), self.registry.get_cell(), cancel, job).await
     }
 
-    /// `codex --version` with `client`'s codex and environment, run by a one-shot actor;
-    /// `None` when codex cannot be run.
+    /// `codex --version` with `client`'s codex and environment, run by a one-shot actor (its
+    /// process on record for the crash sweep while it runs); `None` when codex cannot be run.
     pub async fn codex_version(&self, client: &ClientContext) -> Option<String> {
         let (program, env) = (client.common.program.clone(), client.common.env.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let job = oneshot::job(move |_hook, token| async move {
+        let job = oneshot::job(move |hook, token| async move {
             let v = tokio::select! {
-                v = crate::codex::process::codex_version(&program, &env) => v,
+                v = crate::codex::process::codex_version(&program, &env, Some(&hook)) => v,
                 _ = token.cancelled() => None,
             };
             let _ = tx.send(v);

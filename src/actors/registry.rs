@@ -141,14 +141,15 @@ impl Actor for RegistryActor {
                         }
                     }
                     None => {
-                        let shared = shared.clone();
+                        let (shared, registry) = (shared.clone(), myself.get_cell());
                         tokio::spawn(async move {
                             let _ = reply.send(
                                 crate::actors::session::close_stored(
                                     &shared,
+                                    registry,
                                     &id,
                                     delete_thread,
-                                    &client,
+                                    client,
                                 )
                                 .await,
                             );

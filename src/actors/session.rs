@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -269,16 +269,23 @@ async fn close(
         (Ok(Some(rec)), true) => stored_thread(rec),
         _ => None,
     };
-    match thread {
-        // `codex delete` may take up to 30 s: it runs beside the actor, not in its handler;
-        // the reply still comes once it is done
-        Some(thread) => {
-            tokio::spawn(async move {
-                delete_codex_thread(&client, &thread).await;
-                let _ = reply.send(res);
-            });
+    match (thread, myself.try_get_supervisor()) {
+        // `codex delete` may take up to 30 s: a one-shot actor under the registry runs it,
+        // not this handler; the reply still comes once it is done
+        (Some(thread), Some(registry)) => {
+            match oneshot_delete(&st.shared, registry, client, thread).await {
+                Some(done) => {
+                    tokio::spawn(async move {
+                        let _ = done.await;
+                        let _ = reply.send(res);
+                    });
+                }
+                None => {
+                    let _ = reply.send(res);
+                }
+            }
         }
-        None => {
+        _ => {
             let _ = reply.send(res);
         }
     }
@@ -304,19 +311,24 @@ fn queue(st: &mut SessionState, call: Box<TurnCall>, reply: oneshot::Sender<Resu
     }
 }
 
-/// Forget a stored session; optionally delete codex's thread files (`codex delete --force`).
+/// Forget a stored session (not live: the registry's); optionally delete codex's thread files
+/// (`codex delete --force`, by a one-shot actor under `registry`), answering once it is done.
 pub async fn close_stored(
-    shared: &Shared,
+    shared: &Arc<Shared>,
+    registry: ActorCell,
     id: &SessionId,
     delete_thread: bool,
-    client: &ClientContext,
+    client: Arc<ClientContext>,
 ) -> Result<Option<SessionRecord>> {
     if delete_thread && let Some(rec) = shared.store.get(id)? {
-        check_delete(client, &rec)?;
+        check_delete(&client, &rec)?;
     }
     let removed = forget_stored(shared, id).await?;
-    if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
-        delete_codex_thread(client, &thread).await;
+    if delete_thread
+        && let Some(thread) = removed.as_ref().and_then(stored_thread)
+        && let Some(done) = oneshot_delete(shared, registry, client, thread).await
+    {
+        let _ = done.await;
     }
     Ok(removed)
 }
@@ -328,19 +340,18 @@ async fn forget_stored(shared: &Shared, id: &SessionId) -> Result<Option<Session
     Ok(removed)
 }
 
-/// `codex delete --force THREAD`, through the process layer's one spawner (own process group,
-/// parent-death signal, killed at its time limit or when dropped). Failures are logged: the
-/// session is already forgotten either way.
-async fn delete_codex_thread(client: &ClientContext, thread: &ThreadId) {
-    let command = crate::codex::process::CodexCommand::DeleteThread(*thread);
-    let ran =
-        crate::codex::process::run_command(&client.common.program, &client.common.env, &command)
-            .await;
-    match ran {
-        Ok(out) if out.success() => tracing::info!(%thread, "codex thread deleted"),
-        Ok(out) => tracing::warn!(%thread, exit_code = ?out.exit_code, "codex delete failed"),
-        Err(e) => tracing::warn!(%thread, error = %e, "codex delete failed"),
-    }
+/// Start `codex delete --force THREAD` in a one-shot actor under `registry`
+/// ([`crate::actors::oneshot::delete_thread`]); `None` (logged) when it could not start.
+async fn oneshot_delete(
+    shared: &Arc<Shared>,
+    registry: ActorCell,
+    client: Arc<ClientContext>,
+    thread: ThreadId,
+) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    crate::actors::oneshot::delete_thread(shared.clone(), registry, client, thread)
+        .await
+        .inspect_err(|e| tracing::warn!(%thread, error = %e, "codex delete could not start"))
+        .ok()
 }
 
 /// Start a call's turn in a task, or answer it at once with why it cannot run.
