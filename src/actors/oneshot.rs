@@ -281,21 +281,22 @@ impl Runner<'_> {
     /// servers off: `(prompt, model, reasoning effort)` built by `build`.
     async fn scratch(
         &self,
-        build: fn(&Common, &OneShotRequest) -> Result<SpawnSpec>,
+        build: fn(&Common, OneShotRequest) -> Result<SpawnSpec>,
         (prompt, model, reasoning_effort): (String, Option<String>, Option<ReasoningEffort>),
         timeout: Duration,
     ) -> Result<Answer> {
         let (_dir, cwd) = scratch_dir()?;
         let req = OneShotRequest {
             prompt,
-            model,
+            model: model.clone(),
             reasoning_effort,
             cwd,
         };
-        let spec = build(&self.client.common_for(true), &req)?;
+        // the prompt moves into the spec (see `build_turn`)
+        let spec = build(&self.client.common_for(true), req)?;
         let (outcome, queued) = self.run(spec, timeout).await?;
         let sandbox = SandboxLevel::ReadOnly;
-        Ok(Answer::of(outcome, queued, sandbox, None, req.model))
+        Ok(Answer::of(outcome, queued, sandbox, None, model))
     }
 }
 

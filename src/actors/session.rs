@@ -443,6 +443,7 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
         st.record.as_ref().and_then(stored_thread)
     };
     let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let dir = cwd.path().to_path_buf();
     let req = TurnRequest {
         prompt,
         sandbox: call.sandbox,
@@ -454,12 +455,13 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
         output_schema: None,
         output_last_message: None,
     };
-    let spec = build_turn(&client.common_for(false), &req)?;
+    // the prompt moves into the spec (see `build_turn`)
+    let spec = build_turn(&client.common_for(false), req)?;
 
     let created = st.record.is_none();
-    let record = st.record.get_or_insert_with(|| {
-        SessionRecord::new(st.id.clone(), req.cwd.path().to_path_buf(), now_ms())
-    });
+    let record = st
+        .record
+        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), dir, now_ms()));
     if created {
         record.codex_home = Some(client.codex_home.display().to_string());
     }
