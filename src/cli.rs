@@ -989,11 +989,7 @@ fn describe(c: &Config) -> String {
         c.idle_timeout.as_millis(),
         c.heartbeat.as_millis(),
         c.allow_danger,
-        if c.disable_nested_mcp {
-            "disable"
-        } else {
-            "keep"
-        },
+        c.nested_mcp,
         c.limits.max_line_bytes,
         c.limits.max_output_bytes,
         c.codex_overrides.len(),

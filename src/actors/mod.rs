@@ -94,7 +94,7 @@ impl ClientContext {
     /// (`query`, `search`) or when the operator said so.
     pub fn common_for(&self, disable_nested: bool) -> Common {
         let mut c = self.common.clone();
-        if disable_nested || self.config.disable_nested_mcp {
+        if disable_nested || self.config.nested_mcp == crate::config::NestedMcp::Disable {
             c.disable_mcp_servers = disableable(&nested_servers(&self.codex_home));
         }
         c
