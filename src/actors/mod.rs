@@ -7,9 +7,10 @@
 //! build messages, reply ports or codex invocations, and never see the store.
 //!
 //! Who owns what: a session's record is written by its session actor only (see
-//! [`session`]); a one-shot's `inflight` entry by its one-shot actor; `listSessions` and
-//! `getSession` read the store's index through [`Bridge`], which the actors keep current (they
-//! flush every change).
+//! [`session`]); a one-shot's `inflight` entry by its one-shot actor. `getSession` asks a live
+//! session's actor (through the registry) and reads the store only for a session without
+//! one; `listSessions` reads the store's index, which the actors keep current (they flush
+//! every change).
 
 pub mod calls;
 pub mod files;
@@ -350,16 +351,27 @@ impl Bridge {
         }
     }
 
-    /// A stored session, as the session tools show it.
-    pub fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
-        Ok(self
-            .shared
-            .store
-            .get(id)?
-            .map(|r| SessionView::of(&r, self.is_live(id))))
+    /// A session, as the session tools show it: a live session's record is its actor's, so the
+    /// registry asks the actor; a stored one without a live actor is read from the store by
+    /// the registry.
+    pub async fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.registry
+            .cast(RegistryMessage::Get {
+                id: id.clone(),
+                reply: tx,
+            })
+            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::SessionFailed(
+                "the session's actor stopped before it answered".into(),
+            ))
+        })
     }
 
-    /// A page of sessions, newest first, as the session tools show them.
+    /// A page of sessions, newest first, as the session tools show them. It reads the store's
+    /// index (`last_used`), which is the registry's: each record in it is flushed by its
+    /// session's actor on every change that matters, so a page never asks the actors.
     pub fn sessions(&self, cursor: Option<&str>, limit: usize) -> Result<SessionPage> {
         let page = self.shared.store.list(cursor, limit)?;
         Ok(SessionPage {
@@ -383,7 +395,8 @@ impl Bridge {
         Ok(removed.map(|r| SessionView::of(&r, false)))
     }
 
-    /// A stored session.
+    /// A session's record as stored (tests and the `sessions` command; the session tools go
+    /// through [`Bridge::session`]).
     pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         Ok(self.shared.store.get(id)?)
     }

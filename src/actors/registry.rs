@@ -25,6 +25,12 @@ pub enum RegistryMessage {
         call: Box<TurnCall>,
         reply: oneshot::Sender<Result<TurnReport>>,
     },
+    /// A session's record as the session tools show it: asked of its actor when it is live
+    /// (the record is its actor's), else read from the store.
+    Get {
+        id: SessionId,
+        reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
+    },
     /// Close a session (live or stored).
     Close {
         id: SessionId,
@@ -119,6 +125,25 @@ impl Actor for RegistryActor {
                         let _ = reply.send(Err(e));
                     }
                 }
+            }
+            RegistryMessage::Get { id, reply } => {
+                let existing = shared.live.get(&id).map(|e| e.value().clone());
+                // a live actor answers from its record; one that stopped meanwhile left its
+                // record flushed in the store
+                let reply = match existing {
+                    Some(actor) => match actor.cast(SessionMessage::Get { reply }) {
+                        Ok(()) => return Ok(()),
+                        Err(ractor::MessagingErr::SendErr(SessionMessage::Get { reply })) => {
+                            shared.live.remove(&id);
+                            reply
+                        }
+                        Err(_) => return Ok(()),
+                    },
+                    None => reply,
+                };
+                let stored = shared.store.get(&id).map_err(Error::from);
+                let _ = reply
+                    .send(stored.map(|r| r.map(|r| crate::actors::SessionView::of(&r, false))));
             }
             RegistryMessage::Close {
                 id,

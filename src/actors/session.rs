@@ -54,6 +54,11 @@ pub enum SessionMessage {
         client: Arc<ClientContext>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
+    /// The session's record as the session tools show it (not an activity: it does not keep
+    /// the actor alive).
+    Get {
+        reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
+    },
     /// Stop if idle long enough.
     IdleCheck,
 }
@@ -155,7 +160,7 @@ impl Actor for SessionActor {
         msg: Self::Msg,
         st: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
-        if !matches!(msg, SessionMessage::IdleCheck) {
+        if !matches!(msg, SessionMessage::IdleCheck | SessionMessage::Get { .. }) {
             st.last_activity = Instant::now();
         }
         match msg {
@@ -203,6 +208,13 @@ impl Actor for SessionActor {
                 client,
                 reply,
             } => close(&myself, st, delete_thread, client, reply).await,
+            SessionMessage::Get { reply } => {
+                let view = st
+                    .record
+                    .as_ref()
+                    .map(|r| crate::actors::SessionView::of(r, true));
+                let _ = reply.send(Ok(view));
+            }
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
                     && st.pending.is_empty()
