@@ -135,7 +135,7 @@ async fn measure(rounds: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
     let cwd = env.work().canonicalize().expect("canonical work dir");
 
     // the exec thread, and one warm-up resume
-    let (_, out) = exec_turn(&build_turn(&c, &turn(&env, "exec first")).unwrap()).await;
+    let (_, out) = exec_turn(&build_turn(&c, turn(&env, "exec first")).unwrap()).await;
     let id = out
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -145,7 +145,7 @@ async fn measure(rounds: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
     let resume_spec = |n: usize| {
         let mut req = turn(&env, &format!("exec resume {n}"));
         req.resume = Some(ThreadId::parse(&id).unwrap());
-        build_turn(&c, &req).unwrap()
+        build_turn(&c, req.clone()).unwrap()
     };
     exec_turn(&resume_spec(0)).await;
 
@@ -175,7 +175,7 @@ async fn measure(rounds: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
         fresh.close().await;
 
         exec.push(
-            exec_turn(&build_turn(&c, &turn(&env, &format!("exec {n}"))).unwrap())
+            exec_turn(&build_turn(&c, turn(&env, &format!("exec {n}"))).unwrap())
                 .await
                 .0,
         );

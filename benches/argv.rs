@@ -154,10 +154,10 @@ fn bench_argv(c: &mut Criterion) {
 
     // every request builds, so a failing builder cannot be timed as a fast error path
     for (name, spec) in [
-        ("new_turn", build_turn(&common, &new)),
-        ("resumed_turn", build_turn(&common, &resumed)),
-        ("query", build_query(&common, &query)),
-        ("search", build_search(&common, &search)),
+        ("new_turn", build_turn(&common, new.clone())),
+        ("resumed_turn", build_turn(&common, resumed.clone())),
+        ("query", build_query(&common, query.clone())),
+        ("search", build_search(&common, search.clone())),
         ("review", build_review(&common, &review)),
     ] {
         let spec = spec.unwrap_or_else(|e| panic!("{name} does not build: {e}"));
@@ -166,16 +166,16 @@ fn bench_argv(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("argv");
     g.bench_function("new_turn", |b| {
-        b.iter(|| build_turn(black_box(&common), black_box(&new)))
+        b.iter(|| build_turn(black_box(&common), black_box(new.clone())))
     });
     g.bench_function("resumed_turn", |b| {
-        b.iter(|| build_turn(black_box(&common), black_box(&resumed)))
+        b.iter(|| build_turn(black_box(&common), black_box(resumed.clone())))
     });
     g.bench_function("query", |b| {
-        b.iter(|| build_query(black_box(&common), black_box(&query)))
+        b.iter(|| build_query(black_box(&common), black_box(query.clone())))
     });
     g.bench_function("search", |b| {
-        b.iter(|| build_search(black_box(&common), black_box(&search)))
+        b.iter(|| build_search(black_box(&common), black_box(search.clone())))
     });
     g.bench_function("review", |b| {
         b.iter(|| build_review(black_box(&common), black_box(&review)))

@@ -118,7 +118,7 @@ async fn measure(pairs: usize, bench_mode: bool) -> Result<Summary, String> {
     let common = common(&env, &mock);
     let req = turn(&env, PROMPT);
     // the exact spawn the bare runs repeat (every new turn builds the same argv)
-    let spec = build_turn(&common, &req).map_err(|e| format!("build_turn: {e}"))?;
+    let spec = build_turn(&common, req.clone()).map_err(|e| format!("build_turn: {e}"))?;
 
     let warmups = if bench_mode { WARMUP_TURNS } else { 1 };
     for _ in 0..warmups {
@@ -207,7 +207,7 @@ impl Timing {
 /// One turn through the crate: build the argv, then run it; the outcome must be `Completed`.
 async fn bridge_turn(common: &Common, req: &TurnRequest) -> Result<Timing, String> {
     let started = Instant::now();
-    let spec = build_turn(common, req).map_err(|e| format!("build_turn: {e}"))?;
+    let spec = build_turn(common, req.clone()).map_err(|e| format!("build_turn: {e}"))?;
     let opts = RunOptions::new(TURN_LIMIT, Limits::default());
     let (mut first, mut last) = (None, None);
     let on_event = |_: &_| {

@@ -817,7 +817,7 @@ async fn codex_checks(settings: &Settings, vars: &[(String, String)]) -> Vec<Che
     };
     let found = Check::ok("codex binary", format!("{} (from {from})", codex.display()));
     let env = filter_env(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let version = match codex_version(&codex, &env).await {
+    let version = match codex_version(&codex, &env, None).await {
         None => Check::fail(
             "codex version",
             format!("{} did not answer `--version`", codex.display()),
@@ -989,11 +989,7 @@ fn describe(c: &Config) -> String {
         c.idle_timeout.as_millis(),
         c.heartbeat.as_millis(),
         c.allow_danger,
-        if c.disable_nested_mcp {
-            "disable"
-        } else {
-            "keep"
-        },
+        c.nested_mcp,
         c.limits.max_line_bytes,
         c.limits.max_output_bytes,
         c.codex_overrides.len(),

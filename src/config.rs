@@ -136,8 +136,13 @@ pub struct Settings {
     /// Nested MCP servers from codex's config on `codex`, `structured` and `review` calls:
     /// `keep` (default) or `disable` (every non-required one). `query` and `search` always
     /// disable them.
-    #[arg(long, env = "CODEX_BRIDGE_NESTED_MCP", value_name = "POLICY")]
-    pub nested_mcp: Option<String>,
+    #[arg(
+        long,
+        env = "CODEX_BRIDGE_NESTED_MCP",
+        value_name = "POLICY",
+        value_enum
+    )]
+    pub nested_mcp: Option<NestedMcp>,
 
     /// Interval of progress heartbeats while Codex is quiet, in milliseconds (default: 10000).
     #[arg(long, env = "CODEX_BRIDGE_HEARTBEAT_MS", value_name = "MS")]
@@ -152,6 +157,51 @@ pub struct Settings {
     /// `Authorization: Bearer $CODEX_BRIDGE_HTTP_TOKEN`. Off by default.
     #[arg(long, env = "CODEX_BRIDGE_HTTP_LISTEN", value_name = "ADDR")]
     pub http_listen: Option<String>,
+}
+
+/// What happens to the nested MCP servers of codex's config on `codex`, `structured` and
+/// `review` calls (`query` and `search` always disable them). Each value is spelled once, here:
+/// clap parses the flag and the environment variable with it, the config file's key goes
+/// through it too (and the hello line, by serde with the same names), and its error lists these
+/// names.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum NestedMcp {
+    /// Keep them (the default).
+    #[default]
+    Keep,
+    /// Disable every non-required one.
+    Disable,
+}
+
+/// The value's one spelling (`keep`, `disable`), from its clap name.
+impl std::fmt::Display for NestedMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match clap::ValueEnum::to_possible_value(self) {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The accepted values of a [`clap::ValueEnum`], for a message: "`a` or `b`".
+fn one_of<E: clap::ValueEnum>() -> String {
+    let names: Vec<String> = E::value_variants()
+        .iter()
+        .filter_map(|v| v.to_possible_value())
+        .map(|p| format!("`{}`", p.get_name()))
+        .collect();
+    names.join(" or ")
 }
 
 /// Validated operator settings.
@@ -170,8 +220,9 @@ pub struct Config {
     pub limits: Limits,
     pub queue_timeout: Duration,
     pub idle_timeout: Duration,
-    /// Disable non-required nested MCP servers on every call, not only `query`/`search`.
-    pub disable_nested_mcp: bool,
+    /// [`NestedMcp::Disable`]: non-required nested MCP servers are off on every call, not only
+    /// `query`/`search`.
+    pub nested_mcp: NestedMcp,
     /// Progress heartbeat interval.
     pub heartbeat: Duration,
     /// Sessions unused for longer are forgotten; `None` keeps them forever.
@@ -280,7 +331,6 @@ impl Config {
             .collect::<Result<Vec<_>>>()?;
         let limits = limits(s)?;
         let (queue_timeout, idle_timeout) = queue_and_idle(s)?;
-        let disable_nested_mcp = disable_nested_mcp(s)?;
         let heartbeat = heartbeat(s)?;
         let session_ttl = session_ttl(s)?;
         let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
@@ -296,7 +346,7 @@ impl Config {
             limits,
             queue_timeout,
             idle_timeout,
-            disable_nested_mcp,
+            nested_mcp: s.nested_mcp.unwrap_or_default(),
             heartbeat,
             session_ttl,
             http,
@@ -415,17 +465,6 @@ fn heartbeat(s: &Settings) -> Result<Duration> {
         ));
     }
     Ok(heartbeat)
-}
-
-fn disable_nested_mcp(s: &Settings) -> Result<bool> {
-    match s.nested_mcp.as_deref() {
-        None | Some("keep") => Ok(false),
-        Some("disable") => Ok(true),
-        Some(_) => Err(Error::setting(
-            "CODEX_BRIDGE_NESTED_MCP (--nested-mcp)",
-            "must be `keep` or `disable`",
-        )),
-    }
 }
 
 fn session_ttl(s: &Settings) -> Result<Option<Duration>> {
@@ -640,7 +679,7 @@ pub enum ConfigError {
     WrongType {
         path: PathBuf,
         key: String,
-        expected: &'static str,
+        expected: String,
     },
 }
 
@@ -703,15 +742,16 @@ struct FileKeys {
 }
 
 /// What a key's value must be, for the error about a value of the wrong type.
-fn expected(key: &str) -> &'static str {
+fn expected(key: &str) -> String {
     match key {
-        "roots" | "codex_config" => "a string or an array of strings",
-        "allow_danger" => "true or false",
-        "log_format" => "`text` or `json`",
+        "roots" | "codex_config" => "a string or an array of strings".into(),
+        "allow_danger" => "true or false".into(),
+        "log_format" => one_of::<LogFormat>(),
+        "nested_mcp" => one_of::<NestedMcp>(),
         "max_concurrent" | "default_timeout_ms" | "max_timeout_ms" | "max_line_bytes"
         | "max_output_bytes" | "queue_timeout_ms" | "idle_timeout_ms" | "heartbeat_ms"
-        | "session_ttl_days" => "a non-negative integer",
-        _ => "a string",
+        | "session_ttl_days" => "a non-negative integer".into(),
+        _ => "a string".into(),
     }
 }
 
@@ -753,6 +793,13 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
                 .map_err(|_| wrong_type("log_format"))
         })
         .transpose()?;
+    let nested_mcp = keys
+        .nested_mcp
+        .map(|v| {
+            <NestedMcp as clap::ValueEnum>::from_str(&v, false)
+                .map_err(|_| wrong_type("nested_mcp"))
+        })
+        .transpose()?;
     Ok(FileSettings {
         settings: Settings {
             codex_bin: keys.codex_bin,
@@ -770,7 +817,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             max_output_bytes: keys.max_output_bytes,
             queue_timeout_ms: keys.queue_timeout_ms,
             idle_timeout_ms: keys.idle_timeout_ms,
-            nested_mcp: keys.nested_mcp,
+            nested_mcp,
             heartbeat_ms: keys.heartbeat_ms,
             session_ttl_days: keys.session_ttl_days,
             http_listen: keys.http_listen,
@@ -1054,6 +1101,21 @@ log_format = "json"
 "#;
 
     #[test]
+    fn a_bad_nested_mcp_value_names_the_key_and_the_accepted_values() {
+        let err = parse_config_file(Path::new("/c.toml"), "nested_mcp = \"drop\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nested_mcp"), "{err}");
+        assert!(err.contains("`keep` or `disable`"), "{err}");
+        assert!(!err.contains("drop"), "the value is never echoed: {err}");
+        for v in [NestedMcp::Keep, NestedMcp::Disable] {
+            let text = format!("nested_mcp = \"{v}\"");
+            let f = parse_config_file(Path::new("/c.toml"), &text).unwrap();
+            assert_eq!(f.settings.nested_mcp, Some(v));
+        }
+    }
+
+    #[test]
     fn a_config_file_sets_every_setting() {
         let f = parse_config_file(Path::new("/c.toml"), FULL_FILE).unwrap();
         let s = &f.settings;
@@ -1069,7 +1131,7 @@ log_format = "json"
         assert_eq!(s.max_output_bytes, Some(20000));
         assert_eq!(s.queue_timeout_ms, Some(1000));
         assert_eq!(s.idle_timeout_ms, Some(2000));
-        assert_eq!(s.nested_mcp.as_deref(), Some("disable"));
+        assert_eq!(s.nested_mcp, Some(NestedMcp::Disable));
         assert_eq!(s.heartbeat_ms, Some(500));
         assert_eq!(f.log_format, Some(LogFormat::Json));
         // roots may also be an array

@@ -241,7 +241,7 @@ fuzz_target!(|input: Input| {
                 || model.as_deref().is_some_and(|m| !model_ok(m))
                 || (level == SandboxLevel::DangerFullAccess && !input.allow_danger)
                 || images.iter().any(|p| p.contains(',') || p.starts_with('-'));
-            let result = build_turn(&common, &req);
+            let result = build_turn(&common, req.clone());
             assert_eq!(
                 result.is_err(),
                 must_fail,
@@ -295,9 +295,9 @@ fuzz_target!(|input: Input| {
                 cwd: cwd_c.clone(),
             };
             let result = if search {
-                build_search(&common, &req)
+                build_search(&common, req.clone())
             } else {
-                build_query(&common, &req)
+                build_query(&common, req.clone())
             };
             let must_fail = !prompt_ok(&prompt) || model.as_deref().is_some_and(|m| !model_ok(m));
             assert_eq!(result.is_err(), must_fail, "{:?}", result.as_ref().err());

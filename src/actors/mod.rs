@@ -1,15 +1,16 @@
 //! Conversations as actors (ractor): a [`registry::RegistryActor`] routes every call to the
 //! [`session::SessionActor`] of its session id, spawning it linked or rehydrating it from the
 //! store; each session actor owns the codex subprocess of its current turn. Every session-less
-//! codex process (`query`, `search`, `review`, `structured`, the version probe) is owned by a
+//! codex process (`query`, `search`, `review`, `structured`, the version probe, `codex delete`) is owned by a
 //! [`oneshot::OneShotActor`] linked under the registry. [`Bridge`] is the typed handle the MCP
 //! layer uses: it takes the requests of [`calls`] and answers with its views; callers never
 //! build messages, reply ports or codex invocations, and never see the store.
 //!
 //! Who owns what: a session's record is written by its session actor only (see
-//! [`session`]); a one-shot's `inflight` entry by its one-shot actor; `listSessions` and
-//! `getSession` read the store's index through [`Bridge`], which the actors keep current (they
-//! flush every change).
+//! [`session`]); a one-shot's `inflight` entry by its one-shot actor. `getSession` asks a live
+//! session's actor (through the registry) and reads the store only for a session without
+//! one; `listSessions` reads the store's index, which the actors keep current (they flush
+//! every change).
 
 pub mod calls;
 pub mod files;
@@ -42,7 +43,7 @@ pub use calls::{
     Answer, Finding, OneShot, OneShotCall, SessionPage, SessionStatus, SessionView, Status, WorkDir,
 };
 pub use limiter::Limiter;
-use oneshot::{Job, OneShotActor, OneShotArgs};
+use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};
 use session::SessionMessage;
 
@@ -94,7 +95,7 @@ impl ClientContext {
     /// (`query`, `search`) or when the operator said so.
     pub fn common_for(&self, disable_nested: bool) -> Common {
         let mut c = self.common.clone();
-        if disable_nested || self.config.disable_nested_mcp {
+        if disable_nested || self.config.nested_mcp == crate::config::NestedMcp::Disable {
             c.disable_mcp_servers = disableable(&nested_servers(&self.codex_home));
         }
         c
@@ -311,25 +312,17 @@ impl Bridge {
 
     /// Start a one-shot actor linked under the registry (shutdown stops it).
     async fn spawn_one_shot(&self, cancel: CancellationToken, job: Job) -> Result<()> {
-        let args = OneShotArgs {
-            shared: self.shared.clone(),
-            cancel,
-            job,
-        };
-        Actor::spawn_linked(None, OneShotActor, args, self.registry.get_cell())
-            .await
-            .map(|_| ())
-            .map_err(|e| Error::Busy(format!("could not start the turn: {e}")))
+        oneshot::start(self.shared.clone(), self.registry.get_cell(), cancel, job).await
     }
 
-    /// `codex --version` with `client`'s codex and environment, run by a one-shot actor;
-    /// `None` when codex cannot be run.
+    /// `codex --version` with `client`'s codex and environment, run by a one-shot actor (its
+    /// process on record for the crash sweep while it runs); `None` when codex cannot be run.
     pub async fn codex_version(&self, client: &ClientContext) -> Option<String> {
         let (program, env) = (client.common.program.clone(), client.common.env.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let job = oneshot::job(move |_hook, token| async move {
+        let job = oneshot::job(move |hook, token| async move {
             let v = tokio::select! {
-                v = crate::codex::process::codex_version(&program, &env) => v,
+                v = crate::codex::process::codex_version(&program, &env, Some(&hook)) => v,
                 _ = token.cancelled() => None,
             };
             let _ = tx.send(v);
@@ -358,16 +351,27 @@ impl Bridge {
         }
     }
 
-    /// A stored session, as the session tools show it.
-    pub fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
-        Ok(self
-            .shared
-            .store
-            .get(id)?
-            .map(|r| SessionView::of(&r, self.is_live(id))))
+    /// A session, as the session tools show it: a live session's record is its actor's, so the
+    /// registry asks the actor; a stored one without a live actor is read from the store by
+    /// the registry.
+    pub async fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.registry
+            .cast(RegistryMessage::Get {
+                id: id.clone(),
+                reply: tx,
+            })
+            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::SessionFailed(
+                "the session's actor stopped before it answered".into(),
+            ))
+        })
     }
 
-    /// A page of sessions, newest first, as the session tools show them.
+    /// A page of sessions, newest first, as the session tools show them. It reads the store's
+    /// index (`last_used`), which is the registry's: each record in it is flushed by its
+    /// session's actor on every change that matters, so a page never asks the actors.
     pub fn sessions(&self, cursor: Option<&str>, limit: usize) -> Result<SessionPage> {
         let page = self.shared.store.list(cursor, limit)?;
         Ok(SessionPage {
@@ -391,7 +395,8 @@ impl Bridge {
         Ok(removed.map(|r| SessionView::of(&r, false)))
     }
 
-    /// A stored session.
+    /// A session's record as stored (tests and the `sessions` command; the session tools go
+    /// through [`Bridge::session`]).
     pub fn get(&self, id: &SessionId) -> Result<Option<SessionRecord>> {
         Ok(self.shared.store.get(id)?)
     }

@@ -1,14 +1,14 @@
-//! Session-less codex processes (`query`, `search`, `review`, `structured`, and `ping`'s
-//! version probe) as actors.
+//! Session-less codex processes (`query`, `search`, `review`, `structured`, `ping`'s version
+//! probe and `closeSession`'s `codex delete`) as actors.
 //!
 //! Architecture invariants: every one-shot is owned by a [`OneShotActor`] spawned linked under
 //! the registry, so [`super::Bridge::shutdown`] stops it (its process is killed and reaped
 //! before the stop returns) and a supervisor that dies takes it down; while codex runs, the
 //! actor keeps an `inflight` record under a key of its own (a generated session id no session
 //! uses), which the takeover sweep ([`super::recover_interrupted`]) kills after a crash as it
-//! does a session's turn (not for the version probe, which reports no process and is bounded
-//! to 10 s). The actor writes only that record; it never reads or writes a
-//! session's. A handler never awaits the child: the work runs in a task that reports back.
+//! does a session's turn; the short commands announce their process through the same spawn
+//! hook as a turn. The actor writes only that record; it never reads or writes a session's. A
+//! handler never awaits the child: the work runs in a task that reports back.
 
 use std::future::Future;
 use std::path::Path;
@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -27,9 +27,11 @@ use crate::codex::argv::{
     build_review, build_search,
 };
 use crate::codex::events::describe;
-use crate::codex::process::{RunOptions, SpawnHook, SpawnInfo, TurnOutcome, run};
+use crate::codex::process::{
+    CodexCommand, RunOptions, SpawnHook, SpawnInfo, TurnOutcome, run, run_command,
+};
 use crate::error::{Error, Result};
-use crate::security::ids::SessionId;
+use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::{Confined, Kind};
 use crate::store::{InflightTurn, now_ms};
 
@@ -50,6 +52,59 @@ where
               cancel: CancellationToken|
               -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(f(hook, cancel)) },
     )
+}
+
+/// Start a one-shot actor running `job`, linked under `supervisor` (the registry: shutdown
+/// stops it); `cancel` is the caller's (the job's token is a child of it).
+pub(crate) async fn start(
+    shared: Arc<Shared>,
+    supervisor: ActorCell,
+    cancel: CancellationToken,
+    job: Job,
+) -> Result<()> {
+    let args = OneShotArgs {
+        shared,
+        cancel,
+        job,
+    };
+    Actor::spawn_linked(None, OneShotActor, args, supervisor)
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::Busy(format!("could not start the turn: {e}")))
+}
+
+/// `codex delete --force THREAD` with `client`'s codex and environment, owned by a one-shot
+/// actor linked under `supervisor` (on record for the crash sweep while it runs, killed by a
+/// shutdown). Resolves once the actor runs, to a receiver answered when the command ended.
+/// Failures are logged: the session is already forgotten either way.
+pub(crate) async fn delete_thread(
+    shared: Arc<Shared>,
+    supervisor: ActorCell,
+    client: Arc<ClientContext>,
+    thread: ThreadId,
+) -> Result<tokio::sync::oneshot::Receiver<()>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job = job(move |hook, token| async move {
+        let command = CodexCommand::DeleteThread(thread);
+        let (program, env) = (&client.common.program, &client.common.env);
+        let ran = tokio::select! {
+            ran = run_command(program, env, &command, Some(&hook)) => ran,
+            // dropping the command kills its process group
+            _ = token.cancelled() => {
+                tracing::warn!(%thread, "codex delete stopped by a shutdown");
+                let _ = tx.send(());
+                return;
+            }
+        };
+        match ran {
+            Ok(out) if out.success() => tracing::info!(%thread, "codex thread deleted"),
+            Ok(out) => tracing::warn!(%thread, exit_code = ?out.exit_code, "codex delete failed"),
+            Err(e) => tracing::warn!(%thread, error = %e, "codex delete failed"),
+        }
+        let _ = tx.send(());
+    });
+    start(shared, supervisor, CancellationToken::new(), job).await?;
+    Ok(rx)
 }
 
 /// Messages to a one-shot actor.
@@ -226,21 +281,22 @@ impl Runner<'_> {
     /// servers off: `(prompt, model, reasoning effort)` built by `build`.
     async fn scratch(
         &self,
-        build: fn(&Common, &OneShotRequest) -> Result<SpawnSpec>,
+        build: fn(&Common, OneShotRequest) -> Result<SpawnSpec>,
         (prompt, model, reasoning_effort): (String, Option<String>, Option<ReasoningEffort>),
         timeout: Duration,
     ) -> Result<Answer> {
         let (_dir, cwd) = scratch_dir()?;
         let req = OneShotRequest {
             prompt,
-            model,
+            model: model.clone(),
             reasoning_effort,
             cwd,
         };
-        let spec = build(&self.client.common_for(true), &req)?;
+        // the prompt moves into the spec (see `build_turn`)
+        let spec = build(&self.client.common_for(true), req)?;
         let (outcome, queued) = self.run(spec, timeout).await?;
         let sandbox = SandboxLevel::ReadOnly;
-        Ok(Answer::of(outcome, queued, sandbox, None, req.model))
+        Ok(Answer::of(outcome, queued, sandbox, None, model))
     }
 }
 

@@ -25,6 +25,12 @@ pub enum RegistryMessage {
         call: Box<TurnCall>,
         reply: oneshot::Sender<Result<TurnReport>>,
     },
+    /// A session's record as the session tools show it: asked of its actor when it is live
+    /// (the record is its actor's), else read from the store.
+    Get {
+        id: SessionId,
+        reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
+    },
     /// Close a session (live or stored).
     Close {
         id: SessionId,
@@ -65,6 +71,45 @@ impl RegistryActor {
         shared.live.insert(id.clone(), actor.clone());
         Ok(actor)
     }
+
+    /// Route a turn to its session's actor (a new one when it stopped meanwhile).
+    async fn turn(
+        &self,
+        myself: &ActorRef<RegistryMessage>,
+        shared: &Arc<Shared>,
+        mut call: Box<TurnCall>,
+        reply: oneshot::Sender<Result<TurnReport>>,
+    ) {
+        let id = call
+            .session_id
+            .get_or_insert_with(SessionId::generate)
+            .clone();
+        match self.session(myself, shared, &id).await {
+            Ok(actor) => {
+                if let Err(e) = actor.cast(SessionMessage::StartTurn { call, reply }) {
+                    // the actor stopped between lookup and cast (idle): forget it; the
+                    // caller retries through a fresh actor
+                    shared.live.remove(&id);
+                    let ractor::MessagingErr::SendErr(SessionMessage::StartTurn { call, reply }) =
+                        e
+                    else {
+                        return;
+                    };
+                    match self.session(myself, shared, &id).await {
+                        Ok(actor) => {
+                            let _ = actor.cast(SessionMessage::StartTurn { call, reply });
+                        }
+                        Err(err) => {
+                            let _ = reply.send(Err(err));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
 }
 
 impl Actor for RegistryActor {
@@ -87,89 +132,14 @@ impl Actor for RegistryActor {
         shared: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            RegistryMessage::Turn { mut call, reply } => {
-                let id = call
-                    .session_id
-                    .get_or_insert_with(SessionId::generate)
-                    .clone();
-                match self.session(&myself, shared, &id).await {
-                    Ok(actor) => {
-                        if let Err(e) = actor.cast(SessionMessage::StartTurn { call, reply }) {
-                            // the actor stopped between lookup and cast (idle): forget it; the
-                            // caller retries through a fresh actor
-                            shared.live.remove(&id);
-                            let ractor::MessagingErr::SendErr(SessionMessage::StartTurn {
-                                call,
-                                reply,
-                            }) = e
-                            else {
-                                return Ok(());
-                            };
-                            match self.session(&myself, shared, &id).await {
-                                Ok(actor) => {
-                                    let _ = actor.cast(SessionMessage::StartTurn { call, reply });
-                                }
-                                Err(err) => {
-                                    let _ = reply.send(Err(err));
-                                }
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                    }
-                }
-            }
+            RegistryMessage::Turn { call, reply } => self.turn(&myself, shared, call, reply).await,
+            RegistryMessage::Get { id, reply } => get(shared, id, reply),
             RegistryMessage::Close {
                 id,
                 delete_thread,
                 client,
                 reply,
-            } => {
-                let existing = shared.live.get(&id).map(|e| e.value().clone());
-                // an actor that stopped (idle) as the close arrived gives the message back: the
-                // close then goes to the store like one for a session that is not live
-                let unsent = match existing {
-                    Some(actor) => match actor.cast(SessionMessage::Close {
-                        delete_thread,
-                        client,
-                        reply,
-                    }) {
-                        Ok(()) => None,
-                        Err(ractor::MessagingErr::SendErr(SessionMessage::Close {
-                            delete_thread,
-                            client,
-                            reply,
-                        })) => {
-                            shared.live.remove(&id);
-                            Some((delete_thread, client, reply))
-                        }
-                        Err(_) => {
-                            // the message is gone with the actor; its caller sees the failure
-                            shared.live.remove(&id);
-                            None
-                        }
-                    },
-                    None => Some((delete_thread, client, reply)),
-                };
-                match unsent {
-                    None => {}
-                    Some((delete_thread, client, reply)) => {
-                        let shared = shared.clone();
-                        tokio::spawn(async move {
-                            let _ = reply.send(
-                                crate::actors::session::close_stored(
-                                    &shared,
-                                    &id,
-                                    delete_thread,
-                                    &client,
-                                )
-                                .await,
-                            );
-                        });
-                    }
-                }
-            }
+            } => close(&myself, shared, id, delete_thread, client, reply),
         }
         Ok(())
     }
@@ -194,5 +164,76 @@ impl Actor for RegistryActor {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// Answer `getSession`: a live session's actor answers from its record; one without a live
+/// actor (or whose actor stopped meanwhile, leaving its record flushed) is read from the store.
+fn get(
+    shared: &Arc<Shared>,
+    id: SessionId,
+    reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
+) {
+    let existing = shared.live.get(&id).map(|e| e.value().clone());
+    // a live actor answers from its record; one that stopped meanwhile left its
+    // record flushed in the store
+    let reply = match existing {
+        Some(actor) => match actor.cast(SessionMessage::Get { reply }) {
+            Ok(()) => return,
+            Err(ractor::MessagingErr::SendErr(SessionMessage::Get { reply })) => {
+                shared.live.remove(&id);
+                reply
+            }
+            Err(_) => return,
+        },
+        None => reply,
+    };
+    let stored = shared.store.get(&id).map_err(Error::from);
+    let _ = reply.send(stored.map(|r| r.map(|r| crate::actors::SessionView::of(&r, false))));
+}
+
+/// Close a session: through its live actor, else (a stored one) in a task of its own.
+fn close(
+    myself: &ActorRef<RegistryMessage>,
+    shared: &Arc<Shared>,
+    id: SessionId,
+    delete_thread: bool,
+    client: Arc<crate::actors::ClientContext>,
+    reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+) {
+    let existing = shared.live.get(&id).map(|e| e.value().clone());
+    // an actor that stopped (idle) as the close arrived gives the message back: the close then
+    // goes to the store like one for a session that is not live
+    let unsent = match existing {
+        Some(actor) => match actor.cast(SessionMessage::Close {
+            delete_thread,
+            client,
+            reply,
+        }) {
+            Ok(()) => None,
+            Err(ractor::MessagingErr::SendErr(SessionMessage::Close {
+                delete_thread,
+                client,
+                reply,
+            })) => {
+                shared.live.remove(&id);
+                Some((delete_thread, client, reply))
+            }
+            Err(_) => {
+                // the message is gone with the actor; its caller sees the failure
+                shared.live.remove(&id);
+                None
+            }
+        },
+        None => Some((delete_thread, client, reply)),
+    };
+    if let Some((delete_thread, client, reply)) = unsent {
+        let (shared, registry) = (shared.clone(), myself.get_cell());
+        tokio::spawn(async move {
+            let _ = reply.send(
+                crate::actors::session::close_stored(&shared, registry, &id, delete_thread, client)
+                    .await,
+            );
+        });
     }
 }

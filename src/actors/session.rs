@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,11 @@ pub enum SessionMessage {
         /// Whose codex deletes the thread.
         client: Arc<ClientContext>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+    },
+    /// The session's record as the session tools show it (not an activity: it does not keep
+    /// the actor alive).
+    Get {
+        reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
     },
     /// Stop if idle long enough.
     IdleCheck,
@@ -155,7 +160,7 @@ impl Actor for SessionActor {
         msg: Self::Msg,
         st: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
-        if !matches!(msg, SessionMessage::IdleCheck) {
+        if !matches!(msg, SessionMessage::IdleCheck | SessionMessage::Get { .. }) {
             st.last_activity = Instant::now();
         }
         match msg {
@@ -219,6 +224,13 @@ impl Actor for SessionActor {
                 client,
                 reply,
             } => close(&myself, st, delete_thread, client, reply).await,
+            SessionMessage::Get { reply } => {
+                let view = st
+                    .record
+                    .as_ref()
+                    .map(|r| crate::actors::SessionView::of(r, true));
+                let _ = reply.send(Ok(view));
+            }
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
                     && st.pending.is_empty()
@@ -285,16 +297,23 @@ async fn close(
         (Ok(Some(rec)), true) => stored_thread(rec),
         _ => None,
     };
-    match thread {
-        // `codex delete` may take up to 30 s: it runs beside the actor, not in its handler;
-        // the reply still comes once it is done
-        Some(thread) => {
-            tokio::spawn(async move {
-                delete_codex_thread(&client, &thread).await;
-                let _ = reply.send(res);
-            });
+    match (thread, myself.try_get_supervisor()) {
+        // `codex delete` may take up to 30 s: a one-shot actor under the registry runs it,
+        // not this handler; the reply still comes once it is done
+        (Some(thread), Some(registry)) => {
+            match oneshot_delete(&st.shared, registry, client, thread).await {
+                Some(done) => {
+                    tokio::spawn(async move {
+                        let _ = done.await;
+                        let _ = reply.send(res);
+                    });
+                }
+                None => {
+                    let _ = reply.send(res);
+                }
+            }
         }
-        None => {
+        _ => {
             let _ = reply.send(res);
         }
     }
@@ -320,19 +339,24 @@ fn queue(st: &mut SessionState, call: Box<TurnCall>, reply: oneshot::Sender<Resu
     }
 }
 
-/// Forget a stored session; optionally delete codex's thread files (`codex delete --force`).
+/// Forget a stored session (not live: the registry's); optionally delete codex's thread files
+/// (`codex delete --force`, by a one-shot actor under `registry`), answering once it is done.
 pub async fn close_stored(
-    shared: &Shared,
+    shared: &Arc<Shared>,
+    registry: ActorCell,
     id: &SessionId,
     delete_thread: bool,
-    client: &ClientContext,
+    client: Arc<ClientContext>,
 ) -> Result<Option<SessionRecord>> {
     if delete_thread && let Some(rec) = shared.store.get(id)? {
-        check_delete(client, &rec)?;
+        check_delete(&client, &rec)?;
     }
     let removed = forget_stored(shared, id).await?;
-    if delete_thread && let Some(thread) = removed.as_ref().and_then(stored_thread) {
-        delete_codex_thread(client, &thread).await;
+    if delete_thread
+        && let Some(thread) = removed.as_ref().and_then(stored_thread)
+        && let Some(done) = oneshot_delete(shared, registry, client, thread).await
+    {
+        let _ = done.await;
     }
     Ok(removed)
 }
@@ -344,19 +368,18 @@ async fn forget_stored(shared: &Shared, id: &SessionId) -> Result<Option<Session
     Ok(removed)
 }
 
-/// `codex delete --force THREAD`, through the process layer's one spawner (own process group,
-/// parent-death signal, killed at its time limit or when dropped). Failures are logged: the
-/// session is already forgotten either way.
-async fn delete_codex_thread(client: &ClientContext, thread: &ThreadId) {
-    let command = crate::codex::process::CodexCommand::DeleteThread(*thread);
-    let ran =
-        crate::codex::process::run_command(&client.common.program, &client.common.env, &command)
-            .await;
-    match ran {
-        Ok(out) if out.success() => tracing::info!(%thread, "codex thread deleted"),
-        Ok(out) => tracing::warn!(%thread, exit_code = ?out.exit_code, "codex delete failed"),
-        Err(e) => tracing::warn!(%thread, error = %e, "codex delete failed"),
-    }
+/// Start `codex delete --force THREAD` in a one-shot actor under `registry`
+/// ([`crate::actors::oneshot::delete_thread`]); `None` (logged) when it could not start.
+async fn oneshot_delete(
+    shared: &Arc<Shared>,
+    registry: ActorCell,
+    client: Arc<ClientContext>,
+    thread: ThreadId,
+) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    crate::actors::oneshot::delete_thread(shared.clone(), registry, client, thread)
+        .await
+        .inspect_err(|e| tracing::warn!(%thread, error = %e, "codex delete could not start"))
+        .ok()
 }
 
 /// Start a call's turn in a task, or answer it at once with why it cannot run.
@@ -448,6 +471,7 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
         st.record.as_ref().and_then(stored_thread)
     };
     let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let dir = cwd.path().to_path_buf();
     let req = TurnRequest {
         prompt,
         sandbox: call.sandbox,
@@ -459,12 +483,13 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
         output_schema: None,
         output_last_message: None,
     };
-    let spec = build_turn(&client.common_for(false), &req)?;
+    // the prompt moves into the spec (see `build_turn`)
+    let spec = build_turn(&client.common_for(false), req)?;
 
     let created = st.record.is_none();
-    let record = st.record.get_or_insert_with(|| {
-        SessionRecord::new(st.id.clone(), req.cwd.path().to_path_buf(), now_ms())
-    });
+    let record = st
+        .record
+        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), dir, now_ms()));
     if created {
         record.codex_home = Some(client.codex_home.display().to_string());
     }

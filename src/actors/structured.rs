@@ -90,7 +90,7 @@ pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
                 .map(|_| files.schema.clone()),
             output_last_message: Some(files.answer.clone()),
         };
-        let spec = build_turn(&common, &req)?;
+        let spec = build_turn(&common, req)?;
         let sandbox = spec.sandbox();
         let (outcome, queued) = runner.run(spec, remaining).await?;
         total_queued += queued;

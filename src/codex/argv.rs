@@ -208,6 +208,11 @@ impl SpawnSpec {
         self.stdin.as_deref()
     }
 
+    /// Take the bytes for stdin out of the spec (the runner moves them to the child's writer).
+    pub fn take_stdin(&mut self) -> Option<Vec<u8>> {
+        self.stdin.take()
+    }
+
     /// The sandbox level this spec asks for.
     pub fn sandbox(&self) -> SandboxLevel {
         self.sandbox
@@ -222,6 +227,7 @@ impl SpawnSpec {
 /// A `codex` tool turn (new or resumed) or a `structured` turn.
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
+    /// Moved into the spec's stdin by [`build_turn`], not copied.
     pub prompt: String,
     /// `None` resolves to read-only here, not only in the MCP schema.
     pub sandbox: Option<SandboxLevel>,
@@ -241,6 +247,7 @@ pub struct TurnRequest {
 /// A `query` or `search` call: no session, no repository, read-only, ephemeral.
 #[derive(Debug, Clone)]
 pub struct OneShotRequest {
+    /// Moved into the spec's stdin by [`build_query`] / [`build_search`], not copied.
     pub prompt: String,
     pub model: Option<String>,
     pub reasoning_effort: Option<ReasoningEffort>,
@@ -410,7 +417,12 @@ fn cwd_str(c: &Confined) -> Result<&Path> {
 ///          [--output-last-message=F] [--image=I]... -c … -- -`
 /// Resume: `exec --json --sandbox=L resume --skip-git-repo-check [--model=M] [...] [--image=I]...
 ///          -c … <uuid> -- -`
-pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
+///
+/// The request is taken by value so that its prompt (up to [`MAX_PROMPT_BYTES`]) moves into the
+/// spec's stdin: the bytes parsed from the MCP request are the bytes written to codex
+/// (`compose` appends attachments in place; the runner takes them with
+/// [`SpawnSpec::take_stdin`]). The one copy is serde's, out of the request's JSON.
+pub fn build_turn(common: &Common, req: TurnRequest) -> Result<SpawnSpec> {
     validate_prompt("prompt", &req.prompt)?;
     if let Some(m) = &req.model {
         validate_model("model", m)?;
@@ -478,9 +490,9 @@ pub fn build_turn(common: &Common, req: &TurnRequest) -> Result<SpawnSpec> {
         program: common.program.clone(),
         args,
         env: common.env.clone(),
-        cwd: req.cwd.clone(),
-        checked: req.images.clone(),
-        stdin: Some(req.prompt.clone().into_bytes()),
+        cwd: req.cwd,
+        checked: req.images,
+        stdin: Some(req.prompt.into_bytes()),
         sandbox,
         kind,
     })
@@ -492,7 +504,7 @@ fn path_arg(p: &Path) -> Result<&str> {
         .ok_or_else(|| Error::invalid("path", "internal file paths must be absolute UTF-8"))
 }
 
-fn build_one_shot(common: &Common, req: &OneShotRequest, kind: PathKind) -> Result<SpawnSpec> {
+fn build_one_shot(common: &Common, req: OneShotRequest, kind: PathKind) -> Result<SpawnSpec> {
     validate_prompt(
         if kind == PathKind::Search {
             "query"
@@ -534,9 +546,9 @@ fn build_one_shot(common: &Common, req: &OneShotRequest, kind: PathKind) -> Resu
         program: common.program.clone(),
         args,
         env: common.env.clone(),
-        cwd: req.cwd.clone(),
+        cwd: req.cwd,
         checked: vec![],
-        stdin: Some(req.prompt.clone().into_bytes()),
+        stdin: Some(req.prompt.into_bytes()),
         sandbox,
         kind,
     })
@@ -544,12 +556,12 @@ fn build_one_shot(common: &Common, req: &OneShotRequest, kind: PathKind) -> Resu
 
 /// Build a `query`: `exec --json --sandbox=read-only --skip-git-repo-check --ephemeral
 /// [--model=M] -c … -- -`, in a fresh temporary directory, prompt on stdin.
-pub fn build_query(common: &Common, req: &OneShotRequest) -> Result<SpawnSpec> {
+pub fn build_query(common: &Common, req: OneShotRequest) -> Result<SpawnSpec> {
     build_one_shot(common, req, PathKind::Query)
 }
 
 /// Build a `search`: the query shape plus `-c web_search="live"`, read-only, prompt on stdin.
-pub fn build_search(common: &Common, req: &OneShotRequest) -> Result<SpawnSpec> {
+pub fn build_search(common: &Common, req: OneShotRequest) -> Result<SpawnSpec> {
     build_one_shot(common, req, PathKind::Search)
 }
 
@@ -740,7 +752,7 @@ mod tests {
         let mut req = turn("--version");
         req.model = Some("gpt-5.5".into());
         req.reasoning_effort = Some(ReasoningEffort::High);
-        let spec = build_turn(&common(), &req).unwrap();
+        let spec = build_turn(&common(), req.clone()).unwrap();
         assert_eq!(
             spec.args,
             expect(
@@ -772,7 +784,7 @@ mod tests {
         req.sandbox = Some(SandboxLevel::WorkspaceWrite);
         req.model = Some("-o3".into());
         req.reasoning_effort = Some(ReasoningEffort::Low);
-        let spec = build_turn(&common(), &req).unwrap();
+        let spec = build_turn(&common(), req.clone()).unwrap();
         assert_eq!(
             spec.args,
             expect(
@@ -799,7 +811,7 @@ mod tests {
         let mut req = turn("give json");
         req.output_schema = Some("/state/s.json".into());
         req.output_last_message = Some("/state/o.json".into());
-        let spec = build_turn(&common(), &req).unwrap();
+        let spec = build_turn(&common(), req.clone()).unwrap();
         assert_eq!(
             spec.args,
             expect(
@@ -827,7 +839,7 @@ mod tests {
             reasoning_effort: None,
             cwd: confined("/work/repo"),
         };
-        let q = build_query(&common(), &req).unwrap();
+        let q = build_query(&common(), req.clone()).unwrap();
         let head = [
             "exec",
             "--json",
@@ -838,7 +850,7 @@ mod tests {
             "model_provider=\"mock\"",
         ];
         assert_eq!(q.args, expect(&head, &["--", "-"]));
-        let s = build_search(&common(), &req).unwrap();
+        let s = build_search(&common(), req.clone()).unwrap();
         let mut head: Vec<&str> = head.to_vec();
         head.extend(["-c", "web_search=\"live\""]);
         assert_eq!(s.args, expect(&head, &["--", "-"]));
@@ -888,7 +900,7 @@ mod tests {
     fn an_unspecified_sandbox_is_read_only_inside_the_builder() {
         let mut req = turn("x");
         req.resume = Some(ThreadId::parse(THREAD).unwrap());
-        let spec = build_turn(&common(), &req).unwrap();
+        let spec = build_turn(&common(), req.clone()).unwrap();
         assert!(spec.args.contains(&"--sandbox=read-only".to_string()));
         assert_eq!(spec.sandbox, SandboxLevel::ReadOnly);
     }
@@ -897,7 +909,7 @@ mod tests {
     fn the_sandbox_flag_sits_before_any_subcommand() {
         let mut req = turn("x");
         req.resume = Some(ThreadId::parse(THREAD).unwrap());
-        let spec = build_turn(&common(), &req).unwrap();
+        let spec = build_turn(&common(), req.clone()).unwrap();
         let sb = spec
             .args
             .iter()
@@ -927,7 +939,7 @@ mod tests {
     fn danger_is_refused_unless_the_operator_enabled_it() {
         let mut req = turn("x");
         req.sandbox = Some(SandboxLevel::DangerFullAccess);
-        let err = build_turn(&common(), &req).unwrap_err().to_string();
+        let err = build_turn(&common(), req.clone()).unwrap_err().to_string();
         assert!(
             err.contains("`sandbox`") && err.contains("CODEX_BRIDGE_ALLOW_DANGER"),
             "{err}"
@@ -935,7 +947,7 @@ mod tests {
         let mut c = common();
         c.allow_danger = true;
         assert!(
-            build_turn(&c, &req)
+            build_turn(&c, req.clone())
                 .unwrap()
                 .args
                 .contains(&"--sandbox=danger-full-access".into())
@@ -955,10 +967,10 @@ mod tests {
             cwd: confined("/tmp/q"),
         };
         vec![
-            build_turn(&c, &r).unwrap(),
-            build_turn(&c, &resumed).unwrap(),
-            build_query(&c, &one).unwrap(),
-            build_search(&c, &one).unwrap(),
+            build_turn(&c, r.clone()).unwrap(),
+            build_turn(&c, resumed.clone()).unwrap(),
+            build_query(&c, one.clone()).unwrap(),
+            build_search(&c, one.clone()).unwrap(),
             build_review(
                 &c,
                 &ReviewRequest {
@@ -1006,6 +1018,20 @@ mod tests {
         }
     }
 
+    /// A prompt of the largest size moves from the request into the spec and out to the
+    /// runner's writer: the same buffer all the way, never copied.
+    #[test]
+    fn the_prompt_moves_into_the_spec_and_out_without_a_copy() {
+        let mut req = turn("x");
+        req.prompt = "p".repeat(MAX_PROMPT_BYTES);
+        let at = req.prompt.as_ptr();
+        let mut spec = build_turn(&common(), req).unwrap();
+        assert_eq!(spec.stdin().map(<[u8]>::as_ptr), Some(at));
+        let taken = spec.take_stdin().unwrap();
+        assert_eq!((taken.as_ptr(), taken.len()), (at, MAX_PROMPT_BYTES));
+        assert!(spec.stdin().is_none());
+    }
+
     #[test]
     fn the_prompt_is_never_in_argv_and_argv_ends_in_dashdash_dash() {
         for spec in all_specs() {
@@ -1025,7 +1051,7 @@ mod tests {
         let mut req = turn("x");
         let image = |p: &str| Confined::unchecked(p, "/work/repo", Kind::Image, "files[0]");
         req.images = vec![image("/work/repo/a.png")];
-        let spec = build_turn(&common(), &req).unwrap();
+        let spec = build_turn(&common(), req.clone()).unwrap();
         let i = spec
             .args
             .iter()
@@ -1034,7 +1060,7 @@ mod tests {
         let dd = spec.args.iter().position(|a| a == "--").unwrap();
         assert!(i < dd);
         req.images[0] = image("/work/repo/a,b.png");
-        assert!(build_turn(&common(), &req).is_err());
+        assert!(build_turn(&common(), req.clone()).is_err());
     }
 
     #[test]
@@ -1106,18 +1132,18 @@ mod tests {
 
     #[test]
     fn prompts_and_models_are_validated_with_field_names() {
-        let err = build_turn(&common(), &turn("   ")).unwrap_err().to_string();
+        let err = build_turn(&common(), turn("   ")).unwrap_err().to_string();
         assert!(err.contains("`prompt`"), "{err}");
         let mut req = turn("x");
         req.model = Some(String::new());
         assert!(
-            build_turn(&common(), &req)
+            build_turn(&common(), req.clone())
                 .unwrap_err()
                 .to_string()
                 .contains("`model`")
         );
         req.model = Some("m".repeat(MAX_MODEL_LEN + 1));
-        assert!(build_turn(&common(), &req).is_err());
+        assert!(build_turn(&common(), req.clone()).is_err());
     }
     // Found by mutation testing (scripts/mutants.sh; benches/README.md, "Mutation testing").
 
@@ -1185,9 +1211,11 @@ mod tests {
             reasoning_effort: None,
             cwd: confined("/tmp/q"),
         };
-        let err = build_search(&common(), &req).unwrap_err().to_string();
+        let err = build_search(&common(), req.clone())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`query`"), "{err}");
-        let err = build_query(&common(), &req).unwrap_err().to_string();
+        let err = build_query(&common(), req.clone()).unwrap_err().to_string();
         assert!(err.contains("`prompt`"), "{err}");
     }
     #[test]
@@ -1349,11 +1377,11 @@ mod props {
                 output_schema: None,
                 output_last_message: None,
             };
-            let spec = build_turn(&common(), &req).unwrap();
+            let spec = build_turn(&common(), req.clone()).unwrap();
             check_shape(&spec.args);
             // a prompt equal to one of the bridge's own tokens (`-`, the stdin marker) is
             // found in argv whatever happens to the prompt: compare with a neutral prompt's argv
-            let neutral = build_turn(&common(), &TurnRequest { prompt: "x".into(), ..req }).unwrap();
+            let neutral = build_turn(&common(), TurnRequest { prompt: "x".into(), ..req.clone() }).unwrap();
             prop_assume!(!neutral.args.contains(&prompt));
             prop_assert!(!spec.args.iter().any(|a| a == &prompt));
             prop_assert_eq!(spec.stdin.as_deref(), Some(prompt.as_bytes()));
@@ -1366,7 +1394,7 @@ mod props {
         fn one_shot_prompts_go_to_stdin_only(prompt in "\\PC{1,200}", search in any::<bool>()) {
             prop_assume!(!prompt.trim().is_empty());
             let req = OneShotRequest { prompt: prompt.clone(), model: None, reasoning_effort: None, cwd: cwd("/tmp/q") };
-            let spec = if search { build_search(&common(), &req) } else { build_query(&common(), &req) }.unwrap();
+            let spec = if search { build_search(&common(), req.clone()) } else { build_query(&common(), req.clone()) }.unwrap();
             check_shape(&spec.args);
             prop_assert!(!spec.args.iter().any(|a| a.contains(prompt.as_str()) && prompt.len() > 8));
             prop_assert_eq!(spec.sandbox, SandboxLevel::ReadOnly);
@@ -1385,7 +1413,7 @@ mod props {
                 prop_assert_eq!(entry.len(), 1);
                 prop_assert_eq!(entry["trust_level"].as_str(), Some("untrusted"));
             }
-            let spec = build_turn(&common(), &TurnRequest {
+            let spec = build_turn(&common(), TurnRequest {
                 prompt: "x".into(), sandbox: None, model: None, reasoning_effort: None,
                 cwd: cwd(&dir), images: vec![], resume: None, output_schema: None, output_last_message: None,
             }).unwrap();

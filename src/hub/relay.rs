@@ -203,6 +203,10 @@ async fn replay(up: &mut Upstream, handshake: &[Vec<u8>]) -> Result<()> {
 }
 
 /// Relay until one side ends.
+///
+/// One piece (about 80 lines): the two arms of one `select!`, the client's lines and the
+/// owner's, share the handshake and the pending ids; each arm is a flat sequence (answer an
+/// over-long line, remember or forget an id, pass the line on).
 async fn pump<O: AsyncWrite + Unpin>(
     from_client: &mut mpsc::Receiver<Line>,
     output: &mut O,

@@ -23,6 +23,10 @@ const PIPE_BYTES: usize = 1024 * 1024;
 
 /// Wrap `input`/`output` (the process's stdin and stdout): returns the reader and writer to give
 /// rmcp. Two tasks run until `input` ends and rmcp closes its side.
+///
+/// One piece (about 90 lines): the two tasks share the duplex pipes and the channel of the
+/// answers the framing writes itself (`errors_tx`/`errors_rx`), and each task's loop is a flat
+/// list of checks, one per kind of line, in the order they must run.
 pub fn guard<I, O>(input: I, output: O) -> (DuplexStream, DuplexStream)
 where
     I: AsyncRead + Unpin + Send + 'static,

@@ -362,7 +362,7 @@ const TOOLS: &[ToolEntry] = {
             input: schema::<GetSessionParams>,
             output: schema::<SessionResult>,
             task: false,
-            run: |s, args, _| Box::pin(std::future::ready(s.get_session(args))),
+            run: |s, args, _| Box::pin(s.get_session(args)),
         },
         ToolEntry {
             name: "closeSession",

@@ -334,11 +334,11 @@ impl McpServer {
         run().unwrap_or_else(|e| plain_error(&e))
     }
 
-    pub(crate) fn get_session(&self, args: JsonObject) -> CallToolResult {
-        let run = || -> Result<CallToolResult> {
+    pub(crate) async fn get_session(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
             let p: GetSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            let session = self.bridge.session(&id)?.map(session_info);
+            let session = self.bridge.session(&id).await?.map(session_info);
             let text = match &session {
                 Some(s) => serde_json::to_string_pretty(s).unwrap_or_default(),
                 None => format!("No session {id}."),
@@ -352,7 +352,7 @@ impl McpServer {
                 },
             ))
         };
-        run().unwrap_or_else(|e| plain_error(&e))
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
     }
 
     pub(crate) async fn close_session(&self, args: JsonObject) -> CallToolResult {

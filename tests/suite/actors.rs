@@ -565,3 +565,126 @@ async fn a_queued_call_that_cannot_start_does_not_stall_the_queue_behind_it() {
     assert_eq!(r.outcome.ending, Ending::Completed);
     bridge.shutdown().await;
 }
+
+/// A stand-in for codex whose short commands (`--version`, `delete`) hang. The real codex
+/// answers both at once, so it cannot show a probe left running. It rewrites its own command
+/// line to the one codex would have (`PROGRAM ARGS…`, without the interpreter's name) so that
+/// the takeover sweep recognises it as the process it recorded.
+fn hanging_codex(env: &TestEnv) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.root().join("hanging-codex");
+    std::fs::write(
+        &path,
+        r#"#!/usr/bin/perl
+open(my $st, '<', '/proc/self/stat') or die; my $stat = <$st>; close $st;
+my @f = split / /, substr($stat, rindex($stat, ')') + 2);
+my ($start, $end) = ($f[45], $f[46]);
+my $line = join("\0", $0, @ARGV) . "\0";
+die "command line too long" if length($line) > $end - $start;
+$line .= "\0" x ($end - $start - length($line));
+open(my $mem, '+<:raw', '/proc/self/mem') or die "mem: $!";
+sysseek($mem, $start, 0) or die; syswrite($mem, $line) or die; close $mem;
+sleep 600;
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Waits (up to 20 s) for exactly one process on record in `inflight`, and for it to show the
+/// command line `program` gives it (the stand-in rewrites its own after perl started); its pid.
+async fn the_one_inflight(
+    store: &codex_mcp_bridge::store::Store,
+    program: &std::path::Path,
+) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.inflight().unwrap().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let inflight = store.inflight().unwrap();
+    assert_eq!(inflight.len(), 1, "{inflight:?}");
+    let pid = inflight[0].1.pid;
+    let shown = || {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.starts_with(program.as_os_str().as_encoded_bytes()))
+    };
+    while !shown() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(shown(), "the stand-in never rewrote its command line");
+    pid
+}
+
+/// Whether `pid` is gone within 5 s (a SIGKILL takes effect when the process is next
+/// scheduled, which a loaded machine delays).
+async fn gone_soon(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while crate::support::process::alive(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    !crate::support::process::alive(pid)
+}
+
+/// `ping`'s `codex --version` is on record while it runs, so the takeover sweep kills one left
+/// running after a crash; the probe answers "no version", and leaves no record.
+#[tokio::test]
+async fn the_takeover_sweep_kills_a_version_probe_left_running() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let mut client = (**bridge.own_context()).clone();
+    let fake = hanging_codex(&env);
+    client.common.program = fake.clone();
+    let b = bridge.clone();
+    let probe = tokio::spawn(async move { b.codex_version(&client).await });
+    let store = &bridge.shared().store;
+    let pid = the_one_inflight(store, &fake).await;
+    assert!(own_codex().contains(&pid));
+    codex_mcp_bridge::actors::recover_interrupted(store)
+        .await
+        .unwrap();
+    assert!(gone_soon(pid).await, "the sweep killed the probe");
+    let version = tokio::time::timeout(Duration::from_secs(10), probe)
+        .await
+        .expect("the probe answers")
+        .unwrap();
+    assert_eq!(version, None);
+    assert!(store.inflight().unwrap().is_empty());
+    bridge.shutdown().await;
+}
+
+/// `closeSession`'s `codex delete` is owned by an actor and on record while it runs: the
+/// takeover sweep kills one left running, the close is still answered, and no record remains.
+#[tokio::test]
+async fn the_takeover_sweep_kills_a_thread_deletion_left_running() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let r = bridge.turn(call(&env, Some("del"), "hi")).await.unwrap();
+    assert!(r.outcome.output.thread_id.is_some());
+    let mut client = (**bridge.own_context()).clone();
+    let fake = hanging_codex(&env);
+    client.common.program = fake.clone();
+    let b = bridge.clone();
+    let close = tokio::spawn(async move {
+        b.close(&sid("del"), true, Some(std::sync::Arc::new(client)))
+            .await
+    });
+    let store = &bridge.shared().store;
+    let pid = the_one_inflight(store, &fake).await;
+    assert!(own_codex().contains(&pid));
+    codex_mcp_bridge::actors::recover_interrupted(store)
+        .await
+        .unwrap();
+    assert!(gone_soon(pid).await, "the sweep killed the delete");
+    let closed = tokio::time::timeout(Duration::from_secs(10), close)
+        .await
+        .expect("the close is answered")
+        .unwrap()
+        .unwrap();
+    assert!(closed.is_some(), "the session was forgotten");
+    assert!(bridge.get(&sid("del")).unwrap().is_none());
+    assert!(store.inflight().unwrap().is_empty());
+    bridge.shutdown().await;
+}

@@ -109,7 +109,7 @@ async fn two_config_tokens_for_one_key_the_later_wins_and_the_pins_come_last() {
     let thread = ThreadId::parse("0199a0b1-0000-7000-8000-000000000001").unwrap();
     for resume in [None, Some(thread)] {
         req.resume = resume;
-        let spec = build_turn(&c, &req).unwrap();
+        let spec = build_turn(&c, req.clone()).unwrap();
         let tokens = config_tokens(spec.args());
         let pinned = pins(req.cwd.path());
         let (others, last) = tokens.split_at(tokens.len() - pinned.len());

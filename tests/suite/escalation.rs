@@ -104,7 +104,7 @@ async fn bridge_turn_refuses(
         req.sandbox = Some(SandboxLevel::ReadOnly);
         req.reasoning_effort = Some(ReasoningEffort::Low);
     }
-    let spec = build_turn(&common(env, mock), &req).unwrap();
+    let spec = build_turn(&common(env, mock), req.clone()).unwrap();
     assert_eq!(spec.sandbox(), SandboxLevel::ReadOnly);
     let before = reviews(mock);
     let outcome = run_spec(spec).await;

@@ -116,7 +116,7 @@ async fn a_short_command_gets_exactly_the_given_environment() {
         ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
         ("NO_COLOR".to_owned(), "1".to_owned()),
     ];
-    let out = run_command(&fake, &env, &CodexCommand::Version)
+    let out = run_command(&fake, &env, &CodexCommand::Version, None)
         .await
         .unwrap();
     let mut seen: Vec<String> = String::from_utf8_lossy(&out.stdout)

@@ -68,7 +68,7 @@ async fn a_prompt_of_dash_dash_version_reaches_the_model_as_text() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     let outcome =
-        run_spec(build_turn(&common(&env, &mock), &turn(&env, "--version")).unwrap()).await;
+        run_spec(build_turn(&common(&env, &mock), turn(&env, "--version")).unwrap()).await;
     completed(&outcome);
     let reqs = mock.responses_requests();
     assert_eq!(reqs.len(), 1);
@@ -114,12 +114,12 @@ async fn a_config_flag_smuggled_in_the_prompt_spawns_nothing_on_new_and_resumed_
     let big_task = format!("{token}\n{}", "please refactor everything. ".repeat(20_000));
     let c = common(&env, &mock);
 
-    let first = run_spec(build_turn(&c, &turn(&env, &big_task)).unwrap()).await;
+    let first = run_spec(build_turn(&c, turn(&env, &big_task)).unwrap()).await;
     completed(&first);
     let mut req = turn(&env, &token);
     req.resume = first.output.thread_id;
     assert!(req.resume.is_some());
-    let second = run_spec(build_turn(&c, &req).unwrap()).await;
+    let second = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&second);
     assert_eq!(second.output.thread_id, first.output.thread_id);
     assert!(!m.exists(), "the smuggled MCP server ran");
@@ -155,10 +155,10 @@ async fn a_model_with_a_quote_and_newline_stays_a_literal_model_name() {
     let c = common(&env, &mock);
     let mut req = turn(&env, "hello");
     req.model = Some(evil.into());
-    let first = run_spec(build_turn(&c, &req).unwrap()).await;
+    let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     req.resume = first.output.thread_id;
-    let second = run_spec(build_turn(&c, &req).unwrap()).await;
+    let second = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&second);
     for r in mock.responses_requests() {
         assert_eq!(r.model(), Some(evil));
@@ -220,13 +220,13 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
     let mut req = turn(&env, "first");
     req.model = Some("gpt-5.5".into());
     req.reasoning_effort = Some(ReasoningEffort::Low);
-    let first = run_spec(build_turn(&c, &req).unwrap()).await;
+    let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     let thread = first.output.thread_id.unwrap();
     assert_pinned(&recorded(&env, &thread), "read-only");
     req.resume = Some(thread);
     req.prompt = "second".into();
-    completed(&run_spec(build_turn(&c, &req).unwrap()).await);
+    completed(&run_spec(build_turn(&c, req.clone()).unwrap()).await);
     assert_pinned(&recorded(&env, &thread), "read-only");
 
     // query and search are ephemeral (no rollout): judge them on the request's permissions text
@@ -237,8 +237,8 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
         reasoning_effort: Some(ReasoningEffort::Low),
         cwd: confine_dir(tmp.path()),
     };
-    completed(&run_spec(build_query(&c, &one).unwrap()).await);
-    completed(&run_spec(build_search(&c, &one).unwrap()).await);
+    completed(&run_spec(build_query(&c, one.clone()).unwrap()).await);
+    completed(&run_spec(build_search(&c, one.clone()).unwrap()).await);
     let reqs = mock.responses_requests();
     assert_eq!(reqs.len(), 4);
     for r in [&reqs[0], &reqs[2], &reqs[3]] {
@@ -337,11 +337,11 @@ async fn a_resumed_turn_without_a_level_runs_read_only_even_in_a_trusted_directo
     let mut req = turn(&env, "write things");
     req.model = Some("gpt-5.5".into());
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
-    let first = run_spec(build_turn(&c, &req).unwrap()).await;
+    let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     req.sandbox = None;
     req.resume = first.output.thread_id;
-    let second = run_spec(build_turn(&c, &req).unwrap()).await;
+    let second = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&second);
     let reqs = mock.responses_requests();
     assert!(reqs[0].body_contains(WORKSPACE_WRITE_TEXT));
@@ -485,7 +485,7 @@ async fn codex_and_its_commands_see_only_the_allowlist_and_results_are_redacted(
     let mut req = turn(&env, "print the environment");
     req.model = Some("gpt-5.5".into());
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
-    let spec = build_turn(&c, &req).unwrap();
+    let spec = build_turn(&c, req.clone()).unwrap();
     let work = env.work().canonicalize().unwrap();
     let handle = tokio::spawn(run_spec(spec));
     mock.wait_for_responses(2, LIMIT).await;
@@ -556,7 +556,7 @@ fn danger_turn(env: &TestEnv, mock: &MockApi, cmd: &str, then: Reply) -> SpawnSp
     let mut req = turn(env, "start a job");
     req.model = Some("gpt-5.5".into());
     req.sandbox = Some(SandboxLevel::DangerFullAccess);
-    build_turn(&c, &req).unwrap()
+    build_turn(&c, req.clone()).unwrap()
 }
 
 /// Wait until a process whose command line starts with `prefix` runs.
@@ -713,7 +713,7 @@ async fn a_missing_codex_binary_gives_the_install_hint() {
     let mock = MockApi::start().await;
     let mut c = common(&env, &mock);
     c.program = env.root().join("no-such-codex");
-    let spec = build_turn(&c, &turn(&env, "hi")).unwrap();
+    let spec = build_turn(&c, turn(&env, "hi")).unwrap();
     let err = codex_mcp_bridge::codex::process::run(
         spec,
         RunOptions::new(LIMIT, Limits::default()),
@@ -752,11 +752,11 @@ async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_writte
     let c = common(&env, &mock);
     let mut req = turn(&env, "edit");
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
-    let first = run_spec(build_turn(&c, &req).unwrap()).await;
+    let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     req.sandbox = Some(SandboxLevel::ReadOnly);
     req.resume = first.output.thread_id;
-    completed(&run_spec(build_turn(&c, &req).unwrap()).await);
+    completed(&run_spec(build_turn(&c, req.clone()).unwrap()).await);
     let review = build_review(
         &c,
         &ReviewRequest {
@@ -854,7 +854,7 @@ async fn a_subdirectory_of_a_repository_the_user_trusts_still_loads_no_project_c
     req.cwd = confine_dir(&sub);
     for level in [SandboxLevel::ReadOnly, SandboxLevel::WorkspaceWrite] {
         req.sandbox = Some(level);
-        completed(&run_spec(build_turn(&c, &req).unwrap()).await);
+        completed(&run_spec(build_turn(&c, req.clone()).unwrap()).await);
     }
     assert!(!m.exists(), "the trusted repository's MCP server started");
 }
@@ -874,8 +874,7 @@ fn a_turn_outlives_idle_blocking_threads_because_codex_is_spawned_from_a_long_li
         let mock = MockApi::start().await;
         mock.push(Reply::message("late").with_delay(Duration::from_millis(1500)));
         tokio::task::spawn_blocking(|| ()).await.unwrap();
-        let outcome =
-            run_spec(build_turn(&common(&env, &mock), &turn(&env, "slow")).unwrap()).await;
+        let outcome = run_spec(build_turn(&common(&env, &mock), turn(&env, "slow")).unwrap()).await;
         completed(&outcome);
         assert_eq!(outcome.output.message.as_deref(), Some("late"));
     });
@@ -888,14 +887,14 @@ async fn usage_is_reported_per_turn_and_per_thread() {
     mock.push(Reply::message("one").with_usage(100, 10));
     mock.push(Reply::message("two").with_usage(150, 20));
     let c = common(&env, &mock);
-    let first = run_spec(build_turn(&c, &turn(&env, "a")).unwrap()).await;
+    let first = run_spec(build_turn(&c, turn(&env, "a")).unwrap()).await;
     completed(&first);
     let t1 = first.output.thread_usage.unwrap();
     let mut req = turn(&env, "b");
     req.resume = first.output.thread_id;
     let mut opts = RunOptions::new(LIMIT, Limits::default());
     opts.prior_thread_usage = t1;
-    let second = run_spec_with(build_turn(&c, &req).unwrap(), opts).await;
+    let second = run_spec_with(build_turn(&c, req.clone()).unwrap(), opts).await;
     completed(&second);
     let t2 = second.output.thread_usage.unwrap();
     assert!(t2.input_tokens >= t1.input_tokens + 150, "{t1:?} {t2:?}");
@@ -911,7 +910,7 @@ async fn a_failed_turn_is_classified_and_redacted() {
         401,
         "Incorrect API key provided: sk-proj-abcdefghijklmnopqrstuvwxyz0123",
     ));
-    let outcome = run_spec(build_turn(&common(&env, &mock), &turn(&env, "a")).unwrap()).await;
+    let outcome = run_spec(build_turn(&common(&env, &mock), turn(&env, "a")).unwrap()).await;
     match &outcome.ending {
         Ending::Failed { kind, message } => {
             assert_eq!(

@@ -34,7 +34,7 @@ fn sh(env: &TestEnv, script: &str, stdin: Option<&str>) -> SpawnSpec {
         disable_mcp_servers: vec![],
     };
     // a script that does not read its stdin ignores the one-byte prompt
-    build_turn(&common, &turn(env, stdin.unwrap_or("p"))).unwrap()
+    build_turn(&common, turn(env, stdin.unwrap_or("p"))).unwrap()
 }
 
 fn plain_turn_lines() -> String {

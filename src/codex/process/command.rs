@@ -1,7 +1,9 @@
 //! Short codex commands (`codex --version`, `codex delete --force THREAD`), spawned like a turn:
 //! by the spawner thread, in a process group of their own, with a parent-death signal, an
 //! empty environment plus the given one, null stdin, piped and capped stdout and stderr, and a
-//! time limit past which the whole group is killed. Dropping the future kills them too.
+//! time limit past which the whole group is killed. Dropping the future kills them too. Like a
+//! turn's, the process is announced to a [`SpawnHook`] once it runs (pid, start time, argv
+//! hash), so that its owner can keep it on record for the crash sweep.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -14,6 +16,7 @@ use super::error::ProcessError;
 use super::kill::{KillGuard, signal_group};
 use super::read::read_head;
 use super::spawn::{contain, spawn};
+use super::{SpawnHook, SpawnInfo, argv_hash, start_ticks};
 use crate::security::ids::ThreadId;
 
 /// Most bytes kept of a short command's stdout and of its stderr.
@@ -69,14 +72,18 @@ impl CommandOutput {
     }
 }
 
-/// Run a short codex command to its end (or its time limit) with `program` and exactly `env`.
+/// Run a short codex command to its end (or its time limit) with `program` and exactly `env`;
+/// `on_spawn` is told what identifies the process once it runs (no cgroup: a short command
+/// gets none).
 pub async fn run_command(
     program: &Path,
     env: &[(String, String)],
     command: &CodexCommand,
+    on_spawn: Option<&SpawnHook>,
 ) -> Result<CommandOutput, ProcessError> {
+    let args = command.args();
     let mut cmd = Command::new(program);
-    cmd.args(command.args())
+    cmd.args(&args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
@@ -87,6 +94,14 @@ pub async fn run_command(
     let pid = child.id().map(|p| p as i32);
     // dropped early (the caller gave up, the server shuts down): the group dies with it
     let mut guard = KillGuard::new(pid);
+    if let (Some(hook), Some(pid)) = (on_spawn, pid) {
+        hook(&SpawnInfo {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+            argv_hash: argv_hash(program, &args),
+            cgroup: None,
+        });
+    }
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let ran = async {
@@ -133,9 +148,14 @@ pub async fn run_command(
     })
 }
 
-/// `codex --version` (e.g. `codex-cli 0.145.0`), or `None` when codex cannot be run.
-pub async fn codex_version(program: &Path, env: &[(String, String)]) -> Option<String> {
-    let out = run_command(program, env, &CodexCommand::Version)
+/// `codex --version` (e.g. `codex-cli 0.145.0`), or `None` when codex cannot be run;
+/// `on_spawn` as for [`run_command`].
+pub async fn codex_version(
+    program: &Path,
+    env: &[(String, String)],
+    on_spawn: Option<&SpawnHook>,
+) -> Option<String> {
+    let out = run_command(program, env, &CodexCommand::Version, on_spawn)
         .await
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
@@ -179,10 +199,11 @@ mod tests {
         let codex = fake_codex(dir.path());
         let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
         assert_eq!(
-            codex_version(&codex, &env).await.as_deref(),
+            codex_version(&codex, &env, None).await.as_deref(),
             Some("codex-cli 9.9.9")
         );
-        let missing = run_command(&dir.path().join("nope"), &env, &CodexCommand::Version).await;
+        let missing =
+            run_command(&dir.path().join("nope"), &env, &CodexCommand::Version, None).await;
         assert!(matches!(missing, Err(ProcessError::CodexNotFound { .. })));
     }
 
@@ -198,7 +219,12 @@ mod tests {
         let thread = ThreadId::parse("550e8400-e29b-41d4-a716-446655440000").unwrap();
         let command = CodexCommand::DeleteThread(thread);
         // boxed, so that dropping it drops the future itself
-        let mut running = Box::pin(run_command(&codex, &env, &command));
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let record = seen.clone();
+        let hook: SpawnHook = std::sync::Arc::new(move |info: &SpawnInfo| {
+            *record.lock().unwrap() = Some(info.clone());
+        });
+        let mut running = Box::pin(run_command(&codex, &env, &command, Some(&hook)));
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         let (shell, sleeper) = loop {
             tokio::select! {
@@ -214,6 +240,14 @@ mod tests {
                 "the fake delete never ran"
             );
         };
+        let info = seen
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the hook saw the delete");
+        assert_eq!(info.pid, shell);
+        assert_eq!(Some(info.start_ticks), start_ticks(shell));
+        assert_eq!(info.argv_hash, argv_hash(&codex, &command.args()));
         let group = getpgid(Some(Pid::from_raw(shell))).unwrap();
         assert_eq!(group.as_raw(), shell, "not a process group of its own");
         assert_ne!(group, getpgid(None).unwrap());

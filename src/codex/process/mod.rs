@@ -219,7 +219,7 @@ impl TurnOutcome {
 /// Errors only when nothing could be started (codex missing, a path that changed); every
 /// ending after the spawn is a [`TurnOutcome`].
 pub async fn run(
-    spec: SpawnSpec,
+    mut spec: SpawnSpec,
     opts: RunOptions,
     mut on_event: impl FnMut(&Event) + Send,
 ) -> Result<TurnOutcome> {
@@ -236,7 +236,9 @@ pub async fn run(
     let mut guard = KillGuard::new(pid);
     tracing::debug!(pid, kind = ?spec.kind(), sandbox = spec.sandbox().as_arg(), "codex spawned");
     announce(&spec, &opts, pid, cgroup.as_ref());
-    let (stdout, stderr) = start_io(&mut child, &spec, cgroup.as_ref(), pid)?;
+    // the prompt's bytes move to the writer: no copy (see `argv::build_turn`)
+    let prompt = spec.take_stdin();
+    let (stdout, stderr) = start_io(&mut child, prompt, cgroup.as_ref(), pid)?;
     // more than the tail is read, so that the tail is redacted with what precedes it
     let stderr_task = tokio::spawn(read_tail(
         stderr,
@@ -306,7 +308,7 @@ fn announce(spec: &SpawnSpec, opts: &RunOptions, pid: Option<i32>, cgroup: Optio
     }
 }
 
-/// Start feeding stdin and hand back stdout and stderr.
+/// Start feeding stdin (`prompt`, moved into the writing task) and hand back stdout and stderr.
 ///
 /// Codex reads stdin to EOF before it does anything, so it waits there while it is moved
 /// into the turn's cgroup (moving a process costs the kernel an RCU grace period, ~10-15 ms:
@@ -314,18 +316,17 @@ fn announce(spec: &SpawnSpec, opts: &RunOptions, pid: Option<i32>, cgroup: Optio
 /// written in full and closed.
 fn start_io(
     child: &mut Child,
-    spec: &SpawnSpec,
+    prompt: Option<Vec<u8>>,
     cgroup: Option<&TurnCgroup>,
     pid: Option<i32>,
 ) -> std::result::Result<(ChildStdout, ChildStderr), ProcessError> {
     let mover = cgroup.and_then(|c| c.procs.try_clone().ok()).zip(pid);
     if let Some(mut stdin) = child.stdin.take() {
-        let bytes = spec.stdin().map(<[u8]>::to_vec);
         tokio::spawn(async move {
             if let Some((fd, pid)) = mover {
                 let _ = tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)).await;
             }
-            if let Some(bytes) = bytes {
+            if let Some(bytes) = prompt {
                 let _ = stdin.write_all(&bytes).await;
             }
             let _ = stdin.shutdown().await;
