@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use arbitrary::Arbitrary;
 use codex_mcp_bridge::codex::argv::{
-    Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, OneShotRequest, PathKind, ReasoningEffort,
+    Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, OneShotRequest, PathKind, ReasoningEffort, ReviewMode,
     ReviewRequest, ReviewTarget, SandboxLevel, SpawnSpec, TurnRequest, build_query, build_review,
     build_search, build_turn, pins, review_target,
 };
@@ -141,12 +141,14 @@ fn thread_id(b: [u8; 16]) -> ThreadId {
 }
 
 fn confined(path: PathBuf, within: &Path, kind: Kind, field: &str) -> Confined {
-    Confined {
-        path,
-        within: within.to_path_buf(),
+    // paths that exist nowhere: the builders are pure, and this constructor exists only in a
+    // build with `--cfg fuzzing` (cargo-fuzz's)
+    Confined::unchecked(
+        &path.to_string_lossy(),
+        &within.to_string_lossy(),
         kind,
-        field: field.to_owned(),
-    }
+        field,
+    )
 }
 
 fn model_ok(m: &str) -> bool {
@@ -335,12 +337,18 @@ fuzz_target!(|input: Input| {
             title,
             model,
         } => {
-            let Ok(target) = review_target(
-                mode.as_deref(),
-                base.as_deref(),
-                commit.as_deref(),
-                title.as_deref(),
-            ) else {
+            // a mode is parsed as the tool's schema parses it (one of the spellings, else refused)
+            let mode = match mode
+                .as_deref()
+                .map(|m| ReviewMode::parse("mode", m))
+                .transpose()
+            {
+                Ok(m) => m,
+                Err(_) => return,
+            };
+            let Ok(target) =
+                review_target(mode, base.as_deref(), commit.as_deref(), title.as_deref())
+            else {
                 return;
             };
             let req = ReviewRequest {
@@ -395,9 +403,9 @@ enum Token<'a> {
 }
 
 fn check(spec: &SpawnSpec, exp: &Expected, overrides: &[Override], common: &Common, cwd: &Path) {
-    let args = &spec.args;
-    assert_eq!(spec.kind, exp.kind, "{args:?}");
-    assert_eq!(spec.sandbox, exp.sandbox, "{args:?}");
+    let args = spec.args();
+    assert_eq!(spec.kind(), exp.kind, "{args:?}");
+    assert_eq!(spec.sandbox(), exp.sandbox, "{args:?}");
     assert!(
         args.iter().all(|a| !a.contains('\0')),
         "a NUL cannot reach argv: {args:?}"
@@ -561,11 +569,11 @@ fn check(spec: &SpawnSpec, exp: &Expected, overrides: &[Override], common: &Comm
     match &exp.prompt {
         Some(p) => {
             assert_eq!(&args[end..], ["--", "-"], "{args:?}");
-            assert_eq!(spec.stdin.as_deref(), Some(p.as_bytes()));
+            assert_eq!(spec.stdin(), Some(p.as_bytes()));
         }
         None => {
             assert_eq!(end, args.len(), "{args:?}");
-            assert!(spec.stdin.is_none());
+            assert!(spec.stdin().is_none());
         }
     }
 }

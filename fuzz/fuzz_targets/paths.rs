@@ -22,7 +22,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
 
 use arbitrary::Arbitrary;
-use codex_mcp_bridge::security::paths::{Kind, is_within, parse_file_ref, recheck, resolve};
+use codex_mcp_bridge::confine::{recheck, resolve};
+use codex_mcp_bridge::security::paths::{Kind, is_within, parse_file_ref};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -233,9 +234,9 @@ fuzz_target!(|input: Input| {
         }
         match resolve(field, &raw, &scope, &containers, kind) {
             Ok(c) => {
-                let p = &c.path;
+                let p = c.path();
                 assert!(
-                    containers.contains(&c.within) && is_within(p, &c.within),
+                    containers.iter().any(|k| k == c.within()) && is_within(p, c.within()),
                     "{raw:?} from {scope:?} resolved to {p:?}, outside {containers:?}"
                 );
                 assert!(
@@ -258,7 +259,7 @@ fuzz_target!(|input: Input| {
                         "{s:?}"
                     );
                 }
-                assert_eq!(c.kind, kind);
+                assert_eq!(c.kind(), kind);
                 recheck(&c).unwrap_or_else(|e| panic!("recheck of {p:?} failed: {e}"));
             }
             Err(e) => {

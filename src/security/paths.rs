@@ -59,9 +59,11 @@ impl Confined {
         &self.field
     }
 
-    /// A `Confined` that passed no check, for unit tests of its users only.
-    #[cfg(test)]
-    pub(crate) fn unchecked(path: &str, within: &str, kind: Kind, field: &str) -> Confined {
+    /// A `Confined` that passed no check, for unit tests of its users and the argv fuzz target
+    /// only: it exists in no build but `cargo test` and cargo-fuzz's (`--cfg fuzzing`).
+    #[cfg(any(test, fuzzing))]
+    #[doc(hidden)]
+    pub fn unchecked(path: &str, within: &str, kind: Kind, field: &str) -> Confined {
         Confined {
             path: path.into(),
             within: within.into(),
