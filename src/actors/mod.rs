@@ -542,3 +542,14 @@ pub(crate) fn stored_thread(rec: &SessionRecord) -> Option<ThreadId> {
         .as_deref()
         .and_then(|t| ThreadId::parse(t).ok())
 }
+
+/// The record of a spawned codex process that the takeover sweep needs to find and kill it.
+pub(crate) fn inflight_of(info: crate::codex::process::SpawnInfo) -> crate::store::InflightTurn {
+    crate::store::InflightTurn {
+        pid: info.pid,
+        start_ticks: info.start_ticks,
+        argv_hash: info.argv_hash,
+        started_ms: crate::store::now_ms(),
+        cgroup: info.cgroup,
+    }
+}

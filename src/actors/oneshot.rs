@@ -33,7 +33,6 @@ use crate::codex::process::{
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::{Confined, Kind};
-use crate::store::{InflightTurn, now_ms};
 
 /// What a one-shot actor runs: given the hook that records codex's process and the token that
 /// stops it, a future that answers its caller itself.
@@ -187,13 +186,7 @@ impl Actor for OneShotActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             OneShotMessage::Spawned { info } => {
-                let t = InflightTurn {
-                    pid: info.pid,
-                    start_ticks: info.start_ticks,
-                    argv_hash: info.argv_hash,
-                    started_ms: now_ms(),
-                    cgroup: info.cgroup,
-                };
+                let t = crate::actors::inflight_of(info);
                 if let Err(e) = st.shared.store.put_inflight(&st.key, &t) {
                     tracing::error!(error = %e, "could not record the one-shot turn in flight");
                 }

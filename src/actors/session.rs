@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
-use crate::store::{InflightTurn, SessionRecord, TurnStatus, now_ms};
+use crate::store::{SessionRecord, TurnStatus, now_ms};
 
 /// The prompt that makes a session actor panic when fault injection is on (tests only).
 pub const PANIC_PROMPT: &str = "__codex_mcp_bridge_fault__:panic";
@@ -202,13 +202,7 @@ impl Actor for SessionActor {
                 }
             }
             SessionMessage::Spawned { info } => {
-                let t = InflightTurn {
-                    pid: info.pid,
-                    start_ticks: info.start_ticks,
-                    argv_hash: info.argv_hash,
-                    started_ms: now_ms(),
-                    cgroup: info.cgroup,
-                };
+                let t = crate::actors::inflight_of(info);
                 if let Err(e) = st.shared.store.put_inflight(&st.id, &t) {
                     tracing::error!(error = %e, "could not record the turn in flight");
                 }
