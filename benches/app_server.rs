@@ -26,7 +26,6 @@ use std::time::{Duration, Instant};
 use codex_mcp_bridge::codex::app_server::protocol::{self, ThreadRef, TurnParams};
 use codex_mcp_bridge::codex::argv::{SpawnSpec, build_turn};
 use codex_mcp_bridge::security::ids::ThreadId;
-use tokio::io::AsyncWriteExt;
 
 use support::app_server::{AppServer, read_turn};
 use support::bridge::{common, turn};
@@ -77,23 +76,9 @@ fn main() {
 
 async fn exec_turn(spec: &SpawnSpec) -> (f64, String) {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(spec.program())
-        .args(spec.args())
-        .env_clear()
-        .envs(spec.env().iter().map(|(k, v)| (k, v)))
-        .current_dir(spec.cwd().path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn codex exec");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(spec.stdin().unwrap_or_default())
+    let child = support::process::spawn_bare(spec, Stdio::null())
         .await
-        .expect("write prompt");
-    drop(stdin);
+        .expect("spawn codex exec");
     let out = tokio::time::timeout(LIMIT, child.wait_with_output())
         .await
         .expect("exec in time")

@@ -28,7 +28,7 @@ use codex_mcp_bridge::codex::argv::{Common, SpawnSpec, TurnRequest, build_turn};
 use codex_mcp_bridge::codex::process::{self, Ending, RunOptions};
 use codex_mcp_bridge::config::Limits;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
 use support::bridge::{common, turn};
 use support::{MockApi, TestEnv};
@@ -230,23 +230,7 @@ async fn bridge_turn(common: &Common, req: &TurnRequest) -> Result<Timing, Strin
 /// stdout and stderr read to the end, the exit waited for.
 async fn bare_turn(spec: &SpawnSpec) -> Result<Timing, String> {
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(spec.program())
-        .args(spec.args())
-        .env_clear()
-        .envs(spec.env().iter().map(|(k, v)| (k, v)))
-        .current_dir(spec.cwd().path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("spawn {}: {e}", spec.program().display()))?;
-    let mut stdin = child.stdin.take().ok_or("stdin not piped")?;
-    stdin
-        .write_all(spec.stdin().unwrap_or_default())
-        .await
-        .map_err(|e| format!("write stdin: {e}"))?;
-    drop(stdin);
+    let mut child = support::process::spawn_bare(spec, Stdio::piped()).await?;
     let stdout = child.stdout.take().ok_or("stdout not piped")?;
     let mut stderr = child.stderr.take().ok_or("stderr not piped")?;
     let stderr_task = tokio::spawn(async move {

@@ -75,3 +75,31 @@ pub async fn wait_exit(pid: u32) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Spawn a built codex invocation without the bridge, for the benches' side-by-side runs: the
+/// same program, argv, environment and cwd, stdout piped, stderr as given; the prompt is
+/// written to stdin and stdin closed before this returns.
+pub async fn spawn_bare(
+    spec: &codex_mcp_bridge::codex::argv::SpawnSpec,
+    stderr: std::process::Stdio,
+) -> Result<tokio::process::Child, String> {
+    use tokio::io::AsyncWriteExt;
+    let mut child = Command::new(spec.program())
+        .args(spec.args())
+        .env_clear()
+        .envs(spec.env().iter().map(|(k, v)| (k, v)))
+        .current_dir(spec.cwd().path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn {}: {e}", spec.program().display()))?;
+    let mut stdin = child.stdin.take().ok_or("stdin not piped")?;
+    stdin
+        .write_all(spec.stdin().unwrap_or_default())
+        .await
+        .map_err(|e| format!("write stdin: {e}"))?;
+    drop(stdin);
+    Ok(child)
+}
