@@ -144,6 +144,17 @@ pub struct Settings {
     )]
     pub nested_mcp: Option<NestedMcp>,
 
+    /// How a session's turns run: `app-server` (each warm session keeps a `codex app-server`
+    /// process with its thread loaded) or `exec` (a `codex exec` process per turn). Default:
+    /// `exec`.
+    #[arg(long, env = "CODEX_BRIDGE_BACKEND", value_name = "BACKEND", value_enum)]
+    pub backend: Option<Backend>,
+
+    /// Most warm `codex app-server` processes at once (default: 16); past it the least
+    /// recently used idle one is closed. Each costs about 23 MB PSS.
+    #[arg(long, env = "CODEX_BRIDGE_MAX_WARM", value_name = "N")]
+    pub max_warm: Option<usize>,
+
     /// Interval of progress heartbeats while Codex is quiet, in milliseconds (default: 10000).
     #[arg(long, env = "CODEX_BRIDGE_HEARTBEAT_MS", value_name = "MS")]
     pub heartbeat_ms: Option<u64>,
@@ -184,6 +195,37 @@ pub enum NestedMcp {
     Disable,
 }
 
+/// How a session's turns run. Spelled once, like [`NestedMcp`].
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// A `codex exec` (or `exec resume`) process per turn.
+    #[default]
+    Exec,
+    /// A warm `codex app-server` process per live session, its thread loaded.
+    AppServer,
+}
+
+/// The value's one spelling (`exec`, `app-server`), from its clap name.
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match clap::ValueEnum::to_possible_value(self) {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The value's one spelling (`keep`, `disable`), from its clap name.
 impl std::fmt::Display for NestedMcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -204,6 +246,9 @@ fn one_of<E: clap::ValueEnum>() -> String {
     names.join(" or ")
 }
 
+/// Default cap on warm app-server processes.
+pub const DEFAULT_MAX_WARM: usize = 16;
+
 /// Validated operator settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -223,6 +268,10 @@ pub struct Config {
     /// [`NestedMcp::Disable`]: non-required nested MCP servers are off on every call, not only
     /// `query`/`search`.
     pub nested_mcp: NestedMcp,
+    /// How a session's turns run.
+    pub backend: Backend,
+    /// Most warm app-server processes at once.
+    pub max_warm: usize,
     /// Progress heartbeat interval.
     pub heartbeat: Duration,
     /// Sessions unused for longer are forgotten; `None` keeps them forever.
@@ -332,6 +381,13 @@ impl Config {
         let limits = limits(s)?;
         let (queue_timeout, idle_timeout) = queue_and_idle(s)?;
         let heartbeat = heartbeat(s)?;
+        let max_warm = s.max_warm.unwrap_or(DEFAULT_MAX_WARM);
+        if max_warm == 0 {
+            return Err(Error::invalid(
+                "CODEX_BRIDGE_MAX_WARM (--max-warm)",
+                "must be at least 1 (use CODEX_BRIDGE_BACKEND=exec for no warm processes)",
+            ));
+        }
         let session_ttl = session_ttl(s)?;
         let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
         Ok(Config {
@@ -347,6 +403,8 @@ impl Config {
             queue_timeout,
             idle_timeout,
             nested_mcp: s.nested_mcp.unwrap_or_default(),
+            backend: s.backend.unwrap_or_default(),
+            max_warm,
             heartbeat,
             session_ttl,
             http,
@@ -580,6 +638,8 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "queue_timeout_ms",
     "idle_timeout_ms",
     "nested_mcp",
+    "backend",
+    "max_warm",
     "heartbeat_ms",
     "session_ttl_days",
     "http_listen",
@@ -735,6 +795,8 @@ struct FileKeys {
     queue_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
     nested_mcp: Option<String>,
+    backend: Option<String>,
+    max_warm: Option<usize>,
     heartbeat_ms: Option<u64>,
     session_ttl_days: Option<u64>,
     http_listen: Option<String>,
@@ -748,9 +810,10 @@ fn expected(key: &str) -> String {
         "allow_danger" => "true or false".into(),
         "log_format" => one_of::<LogFormat>(),
         "nested_mcp" => one_of::<NestedMcp>(),
+        "backend" => one_of::<Backend>(),
         "max_concurrent" | "default_timeout_ms" | "max_timeout_ms" | "max_line_bytes"
         | "max_output_bytes" | "queue_timeout_ms" | "idle_timeout_ms" | "heartbeat_ms"
-        | "session_ttl_days" => "a non-negative integer".into(),
+        | "session_ttl_days" | "max_warm" => "a non-negative integer".into(),
         _ => "a string".into(),
     }
 }
@@ -800,6 +863,12 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
                 .map_err(|_| wrong_type("nested_mcp"))
         })
         .transpose()?;
+    let backend = keys
+        .backend
+        .map(|v| {
+            <Backend as clap::ValueEnum>::from_str(&v, false).map_err(|_| wrong_type("backend"))
+        })
+        .transpose()?;
     Ok(FileSettings {
         settings: Settings {
             codex_bin: keys.codex_bin,
@@ -818,6 +887,8 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             queue_timeout_ms: keys.queue_timeout_ms,
             idle_timeout_ms: keys.idle_timeout_ms,
             nested_mcp,
+            backend,
+            max_warm: keys.max_warm,
             heartbeat_ms: keys.heartbeat_ms,
             session_ttl_days: keys.session_ttl_days,
             http_listen: keys.http_listen,
@@ -845,6 +916,8 @@ impl Settings {
             queue_timeout_ms,
             idle_timeout_ms,
             nested_mcp,
+            backend,
+            max_warm,
             heartbeat_ms,
             session_ttl_days,
             http_listen,
@@ -869,6 +942,8 @@ impl Settings {
         or(&mut self.queue_timeout_ms, queue_timeout_ms);
         or(&mut self.idle_timeout_ms, idle_timeout_ms);
         or(&mut self.nested_mcp, nested_mcp);
+        or(&mut self.backend, backend);
+        or(&mut self.max_warm, max_warm);
         or(&mut self.heartbeat_ms, heartbeat_ms);
         or(&mut self.session_ttl_days, session_ttl_days);
         or(&mut self.http_listen, http_listen);

@@ -20,6 +20,7 @@ pub mod registry;
 pub mod schema;
 pub mod session;
 pub mod structured;
+pub mod warm;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -140,6 +141,8 @@ pub struct Shared {
     pub fault_injection: bool,
     /// Live session actors by session id.
     pub live: DashMap<SessionId, ActorRef<SessionMessage>>,
+    /// The cap on warm app-server processes, and who holds one.
+    pub warm: warm::WarmPool,
 }
 
 impl Shared {
@@ -526,7 +529,11 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
             turn.cgroup.as_deref(),
         );
         tracing::warn!(session = %id, pid = turn.pid, killed, "a turn was interrupted by a server crash");
-        if let Some(mut rec) = store.get(&id)? {
+        // a warm app-server is recorded while it lives, between turns too: only a session
+        // whose turn was running has an interrupted turn
+        if let Some(mut rec) = store.get(&id)?
+            && rec.last_status == Some(TurnStatus::Running)
+        {
             rec.last_status = Some(TurnStatus::Interrupted);
             rec.last_error = Some("the server stopped while this turn ran".into());
             store.put(&rec)?;

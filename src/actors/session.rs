@@ -20,11 +20,17 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::calls::WorkDir;
+use crate::actors::warm::Acquired;
 use crate::actors::{ClientContext, Shared, TurnCall, TurnReport, stored_thread};
-use crate::codex::argv::{SandboxLevel, SpawnSpec, TurnRequest, build_turn};
+use crate::codex::argv::{
+    SandboxLevel, SpawnSpec, TurnRequest, WarmTurn, build_app_server, build_turn, build_warm_turn,
+};
 use crate::codex::events::{Event, FailureKind, Usage, describe};
-use crate::codex::process::{Ending, RunOptions, SpawnInfo, TurnOutcome, run};
+use crate::codex::process::{
+    Ending, RunOptions, SpawnInfo, ThreadWanted, TurnOutcome, WarmProcess, key_of, run,
+};
 use crate::codex::rollout::{TurnContext, last_turn_context};
+use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::{Confined, Kind};
@@ -61,11 +67,16 @@ pub enum SessionMessage {
     },
     /// Stop if idle long enough.
     IdleCheck,
+    /// Close the warm app-server process if the session is idle (the cap on warm processes
+    /// was reached and this session was the least recently used).
+    CloseWarm,
 }
 
 /// What a turn task sends back.
 pub struct Finished {
     result: Result<(TurnOutcome, Option<TurnContext>)>,
+    /// The warm app-server, handed back when it may serve the next turn.
+    warm: Option<WarmProcess>,
     queued: Duration,
     call: CallMeta,
     reply: oneshot::Sender<Result<TurnReport>>,
@@ -112,10 +123,15 @@ pub struct SessionState {
     pending: VecDeque<(Box<TurnCall>, oneshot::Sender<Result<TurnReport>>, Instant)>,
     last_activity: Instant,
     idle_timer: Option<JoinHandle<()>>,
+    /// The warm app-server between turns (during a turn its task holds it).
+    warm: Option<WarmProcess>,
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
+        // a warm process dropped here is killed with everything it started
+        self.warm = None;
+        self.shared.warm.release(&self.id);
         if let Some(t) = &self.idle_timer {
             t.abort();
         }
@@ -151,7 +167,17 @@ impl Actor for SessionActor {
             pending: VecDeque::new(),
             last_activity: Instant::now(),
             idle_timer,
+            warm: None,
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        st: &mut SessionState,
+    ) -> Result<(), ActorProcessingErr> {
+        close_warm(st).await;
+        Ok(())
     }
 
     async fn handle(
@@ -210,7 +236,7 @@ impl Actor for SessionActor {
             }
             SessionMessage::TurnFinished { finished } => {
                 st.current = None;
-                finish(st, *finished).await;
+                finish(&myself, st, *finished).await;
                 start_next(&myself, st).await;
             }
             SessionMessage::Close {
@@ -224,6 +250,11 @@ impl Actor for SessionActor {
                     .as_ref()
                     .map(|r| crate::actors::SessionView::of(r, true));
                 let _ = reply.send(Ok(view));
+            }
+            SessionMessage::CloseWarm => {
+                if st.current.is_none() {
+                    close_warm(st).await;
+                }
             }
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
@@ -282,6 +313,10 @@ async fn close(
         return;
     }
     st.current = None; // cancels and kills the running turn
+    if let Some(w) = st.warm.take() {
+        st.shared.warm.release(&st.id);
+        tokio::spawn(w.close());
+    }
     for (_, r, _) in st.pending.drain(..) {
         let _ = r.send(Err(Error::Cancelled { partial: None }));
     }
@@ -384,7 +419,7 @@ async fn start(
     reply: oneshot::Sender<Result<TurnReport>>,
     since: Instant,
 ) {
-    match prepare(st, &mut call).await {
+    match prepare(myself, st, &mut call).await {
         Ok(prepared) => launch(myself, st, &call, prepared, reply, since),
         Err(e) => {
             let _ = reply.send(Err(e));
@@ -395,9 +430,32 @@ async fn start(
 /// A turn ready to run: codex's invocation and what the actor needs when it ends.
 struct Prepared {
     client: Arc<ClientContext>,
-    spec: SpawnSpec,
+    run: Backed,
     meta: CallMeta,
     prior_usage: Usage,
+}
+
+/// How a prepared turn runs.
+enum Backed {
+    /// A `codex exec` process for this turn.
+    Exec(SpawnSpec),
+    /// A turn on the session's warm app-server (`server` starts one when it has none, or one
+    /// of another key).
+    Warm {
+        server: SpawnSpec,
+        turn: WarmTurn,
+        wanted: ThreadWanted,
+    },
+}
+
+/// Close the warm app-server between turns (EOF first), forget its process record, and give
+/// its place in the cap back.
+async fn close_warm(st: &mut SessionState) {
+    if let Some(w) = st.warm.take() {
+        st.shared.warm.release(&st.id);
+        w.close().await;
+        let _ = st.shared.store.clear_inflight(&st.id);
+    }
 }
 
 /// The working directory of a call on this session: the one it is bound to (a caller naming
@@ -453,7 +511,11 @@ pub(crate) fn compose(
 
 /// Check a call against the session and build codex's invocation; only then mark the record
 /// running (stored and flushed), so that a call that cannot be built leaves it as it was.
-async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared> {
+async fn prepare(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    call: &mut TurnCall,
+) -> Result<Prepared> {
     let client = call
         .client
         .clone()
@@ -466,6 +528,11 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
     };
     let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
     let dir = cwd.path().to_path_buf();
+    // a turn with images, or one that finds every warm process busy at the cap, runs with
+    // `codex exec` (after the session's own warm process, if any, is closed: one writer)
+    let warm = st.shared.config.backend == Backend::AppServer
+        && images.is_empty()
+        && matches!(st.shared.warm.acquire(&st.id, myself), Acquired::Granted);
     let req = TurnRequest {
         prompt,
         sandbox: call.sandbox,
@@ -477,9 +544,16 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
         output_schema: None,
         output_last_message: None,
     };
-    // the prompt moves into the spec (see `build_turn`)
-    let spec = build_turn(&client.common_for(false), req)?;
-
+    let common = client.common_for(false);
+    let built = build_backed(&common, req, resume, warm);
+    if warm && built.is_err() {
+        if st.warm.is_some() {
+            st.shared.warm.idle(&st.id, myself);
+        } else {
+            st.shared.warm.release(&st.id);
+        }
+    }
+    let run = built?;
     let created = st.record.is_none();
     let record = st
         .record
@@ -497,18 +571,49 @@ async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared>
     let stored = st.shared.store.put(record);
     let flushed = st.shared.store.flush().await;
     stored.and(flushed)?;
+    let sandbox = match &run {
+        Backed::Exec(spec) => spec.sandbox(),
+        Backed::Warm { turn, .. } => turn.sandbox(),
+    };
     Ok(Prepared {
         meta: CallMeta {
-            sandbox: spec.sandbox(),
+            sandbox,
             model: call.model.clone(),
             resumed: resume.is_some(),
             created,
             reset: call.reset,
         },
         client,
-        spec,
+        run,
         prior_usage,
     })
+}
+
+/// Codex's invocation for a prepared turn: a warm turn (and the app-server to run it on) or an
+/// exec spec.
+fn build_backed(
+    common: &crate::codex::argv::Common,
+    req: TurnRequest,
+    resume: Option<crate::security::ids::ThreadId>,
+    warm: bool,
+) -> Result<Backed> {
+    if warm {
+        let server = build_app_server(common, req.cwd.clone())?;
+        let wanted = match resume {
+            Some(t) => ThreadWanted::Resume(t),
+            None => ThreadWanted::Start,
+        };
+        // the prompt moves into the turn
+        let turn = build_warm_turn(common, req)?;
+        Ok(Backed::Warm {
+            server,
+            turn,
+            wanted,
+        })
+    } else {
+        // the prompt moves into the spec (see `build_turn`)
+        Ok(Backed::Exec(build_turn(common, req)?))
+    }
 }
 
 /// Run a prepared turn in a task that reports back with `TurnFinished`.
@@ -526,13 +631,14 @@ fn launch(
     let progress = call.progress.clone();
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
+    let warm = st.warm.take();
     // one span per turn, with the session id, so a user can follow a call through the logs
     let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
             let Prepared {
                 client,
-                spec,
+                run,
                 meta,
                 prior_usage,
             } = prepared;
@@ -548,19 +654,31 @@ fn launch(
                 })
                 .await;
             let queued = since.elapsed();
-            let result = match slot {
-                Err(e) => Err(e),
+            let turn = TurnEnv {
+                me: &me,
+                client: &client,
+                timeout,
+                prior_usage,
+                cancel: &task_cancel,
+                progress,
+            };
+            let (result, warm) = match slot {
+                Err(e) => (Err(e), warm),
                 Ok(slot) => {
-                    let run = run_turn(
-                        &me,
-                        &client,
-                        spec,
-                        timeout,
-                        prior_usage,
-                        &task_cancel,
-                        progress,
-                    );
-                    let outcome = run.await;
+                    let outcome = match run {
+                        Backed::Exec(spec) => {
+                            // one writer per thread: the warm process lets go of it first
+                            if let Some(w) = warm {
+                                w.close().await;
+                            }
+                            (run_turn(&turn, spec).await, None)
+                        }
+                        Backed::Warm {
+                            server,
+                            turn: t,
+                            wanted,
+                        } => run_warm(&turn, warm, server, t, wanted).await,
+                    };
                     drop(slot);
                     outcome
                 }
@@ -568,6 +686,7 @@ fn launch(
             let _ = me.cast(SessionMessage::TurnFinished {
                 finished: Box::new(Finished {
                     result,
+                    warm,
                     queued,
                     call: meta,
                     reply,
@@ -579,49 +698,113 @@ fn launch(
     st.current = Some(TurnGuard { cancel, task });
 }
 
+/// What a turn's task runs with.
+struct TurnEnv<'a> {
+    me: &'a ActorRef<SessionMessage>,
+    client: &'a ClientContext,
+    timeout: Duration,
+    prior_usage: Usage,
+    cancel: &'a CancellationToken,
+    progress: Option<crate::actors::Progress>,
+}
+
+impl TurnEnv<'_> {
+    /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
+    /// records its process for the crash sweep.
+    fn options(&self) -> RunOptions {
+        let mut opts = RunOptions::new(self.timeout, self.client.config.limits);
+        opts.cancel = self.cancel.clone();
+        opts.prior_thread_usage = self.prior_usage;
+        opts.secrets = self.client.secrets.clone();
+        let me_spawn = self.me.clone();
+        opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
+            let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
+        }));
+        opts
+    }
+
+    /// Every event: a thread id goes to the actor (stored at once), a description to the
+    /// caller's progress, redacted.
+    fn on_event(&self) -> impl FnMut(&Event) + Send + use<> {
+        let me_ev = self.me.clone();
+        let secrets = self.client.secrets.clone();
+        let progress = self.progress.clone();
+        move |ev: &Event| {
+            if let Event::ThreadStarted { thread_id } = ev
+                && let Ok(thread) = ThreadId::parse(thread_id)
+            {
+                let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+            }
+            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
+                p(secrets.redact(&line).into_owned());
+            }
+        }
+    }
+}
+
 /// Run codex for a turn: its process and thread id reported to the actor as they appear, its
 /// events as progress; then what codex recorded of the turn.
 async fn run_turn(
-    me: &ActorRef<SessionMessage>,
-    client: &ClientContext,
+    turn: &TurnEnv<'_>,
     spec: SpawnSpec,
-    timeout: Duration,
-    prior_usage: Usage,
-    cancel: &CancellationToken,
-    progress: Option<crate::actors::Progress>,
 ) -> Result<(TurnOutcome, Option<TurnContext>)> {
-    let mut opts = RunOptions::new(timeout, client.config.limits);
-    opts.cancel = cancel.clone();
-    opts.prior_thread_usage = prior_usage;
-    opts.secrets = client.secrets.clone();
-    let me_spawn = me.clone();
-    opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
-        let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
-    }));
-    let me_ev = me.clone();
-    let secrets = client.secrets.clone();
-    let on_event = move |ev: &Event| {
-        if let Event::ThreadStarted { thread_id } = ev
-            && let Ok(thread) = ThreadId::parse(thread_id)
-        {
-            let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
-        }
-        if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-            p(secrets.redact(&line).into_owned());
-        }
-    };
-    let outcome = run(spec, opts, on_event).await?;
+    let outcome = run(spec, turn.options(), turn.on_event()).await?;
+    log_finished(&outcome);
+    let recorded = outcome
+        .output
+        .thread_id
+        .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
+    Ok((outcome, recorded))
+}
+
+fn log_finished(outcome: &TurnOutcome) {
     tracing::info!(
         ending = %outcome.ending,
         duration_ms = outcome.output.duration.as_millis() as u64,
         commands = outcome.output.commands.len(),
         "turn finished"
     );
+}
+
+/// Run a turn on the session's warm app-server: the one it has when it was started the same
+/// way (same client environment, CODEX_HOME, binary and pins) and may be reused, else a new
+/// one (the old one closed first). Hands the process back when it may serve the next turn.
+async fn run_warm(
+    turn: &TurnEnv<'_>,
+    warm: Option<WarmProcess>,
+    server: SpawnSpec,
+    t: WarmTurn,
+    wanted: ThreadWanted,
+) -> (
+    Result<(TurnOutcome, Option<TurnContext>)>,
+    Option<WarmProcess>,
+) {
+    let opts = turn.options();
+    let mut process = match warm {
+        Some(w) if w.reusable() && w.key() == key_of(&server) => w,
+        other => {
+            if let Some(w) = other {
+                w.close().await;
+            }
+            let spawned = tokio::select! {
+                biased;
+                _ = turn.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
+                w = WarmProcess::spawn(&server, opts.on_spawn.clone()) => w,
+            };
+            match spawned {
+                Ok(w) => w,
+                Err(e) => return (Err(e), None),
+            }
+        }
+    };
+    let outcome = process.run_turn(wanted, &t, &opts, turn.on_event()).await;
+    log_finished(&outcome);
     let recorded = outcome
         .output
         .thread_id
-        .and_then(|t| last_turn_context(&client.codex_home, &t));
-    Ok((outcome, recorded))
+        .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
+    let keep = process.reusable().then_some(process);
+    (Ok((outcome, recorded)), keep)
 }
 
 /// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
@@ -648,9 +831,19 @@ pub fn check_recorded(
 }
 
 /// Fold a finished turn into the record, store it (flushed), and answer the caller.
-async fn finish(st: &mut SessionState, f: Finished) {
+async fn finish(myself: &ActorRef<SessionMessage>, st: &mut SessionState, f: Finished) {
     let store = &st.shared.store;
-    let _ = store.clear_inflight(&st.id);
+    match f.warm {
+        // the warm app-server stays on record (for the crash sweep) while it lives
+        Some(w) => {
+            st.warm = Some(w);
+            st.shared.warm.idle(&st.id, myself);
+        }
+        None => {
+            let _ = store.clear_inflight(&st.id);
+            st.shared.warm.release(&st.id);
+        }
+    }
     let Some(rec) = st.record.as_mut() else {
         let _ = f.reply.send(Err(Error::SessionFailed(
             "the session was closed during the turn".into(),

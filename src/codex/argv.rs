@@ -141,6 +141,8 @@ pub enum PathKind {
     Query,
     Search,
     Review,
+    /// A long-lived `codex app-server` (its turns are JSON-RPC messages, not argv).
+    AppServer,
 }
 
 /// Settings shared by every invocation: from the operator's config and the connection.
@@ -495,6 +497,93 @@ pub fn build_turn(common: &Common, req: TurnRequest) -> Result<SpawnSpec> {
         stdin: Some(req.prompt.into_bytes()),
         sandbox,
         kind,
+    })
+}
+
+/// The pin that makes an app-server's own default read-only (defence in depth only: every
+/// `turn/start` carries its `sandboxPolicy`).
+pub const APP_SERVER_SANDBOX_PIN: &str = "sandbox_mode=\"read-only\"";
+
+/// Build a warm session's `codex app-server`: `-c …` (operator overrides, disabled nested MCP
+/// servers, the pins for `cwd`, `sandbox_mode="read-only"`) `app-server`, stdin kept open
+/// (EOF is its clean shutdown). The env, CODEX_HOME and binary are the client's and are fixed
+/// for the process's life; the projects pin fixes its working directory.
+pub fn build_app_server(common: &Common, cwd: Confined) -> Result<SpawnSpec> {
+    let dir = cwd_str(&cwd)?;
+    let mut deep = Deepest::new(common);
+    deep.push(APP_SERVER_SANDBOX_PIN.to_owned());
+    let mut args = Vec::new();
+    deep.emit(&mut args, dir);
+    args.push("app-server".into());
+    Ok(SpawnSpec {
+        program: common.program.clone(),
+        args,
+        env: common.env.clone(),
+        cwd,
+        checked: vec![],
+        stdin: None,
+        sandbox: SandboxLevel::ReadOnly,
+        kind: PathKind::AppServer,
+    })
+}
+
+/// A turn for a warm app-server, checked like [`build_turn`]: the prompt (moved), the resolved
+/// sandbox level (read-only when none was asked for, danger only when the operator allows
+/// it), a bounded model id, the effort and the confined cwd. Fields are private: only this
+/// function makes one.
+#[derive(Debug, Clone)]
+pub struct WarmTurn {
+    prompt: String,
+    sandbox: SandboxLevel,
+    model: Option<String>,
+    effort: Option<ReasoningEffort>,
+    cwd: Confined,
+}
+
+impl WarmTurn {
+    /// The caller's text.
+    pub fn prompt(&self) -> &str {
+        &self.prompt
+    }
+    /// The level this turn runs at.
+    pub fn sandbox(&self) -> SandboxLevel {
+        self.sandbox
+    }
+    /// The model asked for.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+    /// The reasoning effort asked for.
+    pub fn effort(&self) -> Option<ReasoningEffort> {
+        self.effort
+    }
+    /// The confined working directory.
+    pub fn cwd(&self) -> &Confined {
+        &self.cwd
+    }
+}
+
+/// Check a turn for a warm app-server (see [`WarmTurn`]). Image attachments are not carried:
+/// the caller runs such a turn through [`build_turn`].
+pub fn build_warm_turn(common: &Common, req: TurnRequest) -> Result<WarmTurn> {
+    validate_prompt("prompt", &req.prompt)?;
+    if let Some(m) = &req.model {
+        validate_model("model", m)?;
+    }
+    if !req.images.is_empty() {
+        return Err(Error::invalid(
+            "files",
+            "images go through codex exec, not a warm app-server",
+        ));
+    }
+    let sandbox = resolve_sandbox(common, req.sandbox)?;
+    cwd_str(&req.cwd)?;
+    Ok(WarmTurn {
+        prompt: req.prompt,
+        sandbox,
+        model: req.model,
+        effort: req.reasoning_effort,
+        cwd: req.cwd,
     })
 }
 

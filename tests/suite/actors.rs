@@ -592,28 +592,31 @@ sleep 600;
     path
 }
 
-/// Waits (up to 20 s) for exactly one process on record in `inflight`, and for it to show the
-/// command line `program` gives it (the stand-in rewrites its own after perl started); its pid.
+/// Waits (up to 20 s) for the process on record in `inflight` that shows the command line
+/// `program` gives it (the stand-in rewrites its own after perl started; a warm session's
+/// app-server may be on record beside it); its pid.
 async fn the_one_inflight(
     store: &codex_mcp_bridge::store::Store,
     program: &std::path::Path,
 ) -> i32 {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while store.inflight().unwrap().is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let inflight = store.inflight().unwrap();
-    assert_eq!(inflight.len(), 1, "{inflight:?}");
-    let pid = inflight[0].1.pid;
-    let shown = || {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|c| c.starts_with(program.as_os_str().as_encoded_bytes()))
+    let find = || {
+        store.inflight().unwrap().into_iter().find_map(|(_, t)| {
+            std::fs::read(format!("/proc/{}/cmdline", t.pid))
+                .is_ok_and(|c| c.starts_with(program.as_os_str().as_encoded_bytes()))
+                .then_some(t.pid)
+        })
     };
-    while !shown() && Instant::now() < deadline {
+    while find().is_none() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(shown(), "the stand-in never rewrote its command line");
-    pid
+    let pid = find();
+    assert!(
+        pid.is_some(),
+        "the stand-in never showed on record with its command line: {:?}",
+        store.inflight().unwrap()
+    );
+    pid.unwrap()
 }
 
 /// Whether `pid` is gone within 5 s (a SIGKILL takes effect when the process is next

@@ -19,3 +19,4 @@ mod smoke;
 mod tasks;
 mod terminal;
 mod ts_sdk;
+mod warm;

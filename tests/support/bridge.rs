@@ -200,6 +200,10 @@ pub async fn start_bridge(
         roots: Some(env.root().to_string_lossy().into_owned()),
         store: Some(env.root().join("store")),
         max_concurrent: Some(o.max_concurrent),
+        backend: super::mcp::backend_under_test().map(|b| {
+            <codex_mcp_bridge::config::Backend as clap::ValueEnum>::from_str(&b, false)
+                .expect("BRIDGE_BACKEND_UNDER_TEST is exec or app-server")
+        }),
         ..Default::default()
     };
     let vars: Vec<(String, String)> = env
@@ -217,6 +221,7 @@ pub async fn start_bridge(
     let mut c = common(env, mock);
     c.allow_danger = o.allow_danger;
     let shared = Shared {
+        warm: codex_mcp_bridge::actors::warm::WarmPool::new(config.max_warm),
         limiter: Limiter::new(config.max_concurrent),
         config: std::sync::Arc::new(config),
         store,

@@ -125,7 +125,18 @@ pub fn server_env(env: &TestEnv, mock: &MockApi) -> Vec<(String, String)> {
         mock.provider_overrides().join("\n"),
     ));
     v.push(("RUST_LOG".into(), "warn,codex_mcp_bridge=info".into()));
+    if let Some(b) = backend_under_test() {
+        v.push(("CODEX_BRIDGE_BACKEND".into(), b));
+    }
     v
+}
+
+/// The backend the suite runs the bridge with: `BRIDGE_BACKEND_UNDER_TEST` (`exec` or
+/// `app-server`), else the bridge's default. `.ci/run` runs the suite once per backend.
+pub fn backend_under_test() -> Option<String> {
+    std::env::var("BRIDGE_BACKEND_UNDER_TEST")
+        .ok()
+        .filter(|b| !b.is_empty())
 }
 
 /// The built server binary.

@@ -55,6 +55,12 @@ pub fn describe_output(out: &Output) -> String {
 }
 
 /// Whether process `pid` exists and is not a zombie.
+/// Whether `pid` is a `codex app-server` (a warm session's process).
+pub fn is_app_server(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"app-server".as_slice()))
+}
+
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
 }

@@ -26,6 +26,7 @@ mod error;
 mod kill;
 mod outcome;
 mod read;
+mod server;
 mod spawn;
 
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ pub use cgroup::{CGROUP_PREFIX, containment};
 pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
 pub use kill::{argv_hash, descendants, kill_leftover, start_ticks};
+pub use server::{ThreadWanted, WarmProcess, key_of};
 
 use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{CommandRun, Event, FailureKind, Transcript, Usage};

@@ -1,0 +1,146 @@
+//! What an app-server notification means in the exec path's terms (pure): items become the
+//! [`Event`]s that `codex exec --json` prints, so a warm turn folds into the same
+//! [`crate::codex::events::Transcript`] and shows the same progress lines, results and
+//! redaction as an exec turn.
+
+use super::protocol::{Item, ItemStatus, TokenUsage};
+use crate::codex::events::{self, Event, Usage};
+
+/// The exec item of an app-server item; `None` for items the exec path does not report
+/// (user messages, and kinds the bridge does not read).
+pub fn item(item: &Item) -> Option<events::Item> {
+    Some(match item {
+        Item::AgentMessage { id, text } => events::Item::AgentMessage {
+            id: id.clone(),
+            text: text.clone(),
+        },
+        Item::CommandExecution {
+            id,
+            command,
+            status,
+            exit_code,
+            output,
+        } => events::Item::CommandExecution {
+            id: id.clone(),
+            command: command.clone(),
+            aggregated_output: output.clone().unwrap_or_default(),
+            exit_code: *exit_code,
+            status: status_name(*status).to_owned(),
+        },
+        Item::FileChange { id, status, paths } => events::Item::FileChange {
+            id: id.clone(),
+            changes: paths
+                .iter()
+                .map(|p| events::FileChange {
+                    path: p.clone(),
+                    kind: String::new(),
+                })
+                .collect(),
+            status: status_name(*status).to_owned(),
+        },
+        Item::Other { kind, id } if kind == "reasoning" => events::Item::Reasoning {
+            id: id.clone(),
+            text: String::new(),
+        },
+        Item::Other { .. } => return None,
+    })
+}
+
+/// `item/started` as exec's `item.started`.
+pub fn started(i: &Item) -> Option<Event> {
+    item(i).map(|item| Event::ItemStarted { item })
+}
+
+/// `item/completed` as exec's `item.completed`.
+pub fn completed(i: &Item) -> Option<Event> {
+    item(i).map(|item| Event::ItemCompleted { item })
+}
+
+/// The exec spelling of an item's state.
+fn status_name(s: ItemStatus) -> &'static str {
+    match s {
+        ItemStatus::InProgress => "in_progress",
+        ItemStatus::Completed => "completed",
+        ItemStatus::Failed => "failed",
+        ItemStatus::Declined => "declined",
+        ItemStatus::Unknown => "unknown",
+    }
+}
+
+/// A `thread/tokenUsage/updated` count as the bridge's [`Usage`].
+pub fn usage(t: &TokenUsage) -> Usage {
+    Usage {
+        input_tokens: t.input,
+        cached_input_tokens: t.cached_input,
+        cache_write_input_tokens: 0,
+        output_tokens: t.output,
+        reasoning_output_tokens: t.reasoning_output,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codex::events::{Transcript, describe};
+
+    #[test]
+    fn warm_items_fold_and_read_like_exec_items() {
+        let cmd = Item::CommandExecution {
+            id: "c".into(),
+            command: "ls -la".into(),
+            status: ItemStatus::Completed,
+            exit_code: Some(0),
+            output: Some("x\n".into()),
+        };
+        let msg = Item::AgentMessage {
+            id: "m".into(),
+            text: "done".into(),
+        };
+        let edit = Item::FileChange {
+            id: "f".into(),
+            status: ItemStatus::Completed,
+            paths: vec!["a.rs".into()],
+        };
+        let mut t = Transcript::default();
+        for i in [&cmd, &edit, &msg] {
+            t.apply_event(&completed(i).unwrap());
+        }
+        assert_eq!(t.last_message.as_deref(), Some("done"));
+        assert_eq!(t.commands[0].command, "ls -la");
+        assert_eq!(t.commands[0].status, "completed");
+        assert_eq!(t.files_changed, vec!["a.rs".to_owned()]);
+        assert_eq!(
+            describe(&started(&cmd).unwrap()).as_deref(),
+            Some("running: ls -la")
+        );
+        assert_eq!(
+            describe(&completed(&cmd).unwrap()).as_deref(),
+            Some("ran: ls -la (exit 0)")
+        );
+        let user = Item::Other {
+            kind: "userMessage".into(),
+            id: "u".into(),
+        };
+        assert!(completed(&user).is_none());
+    }
+
+    #[test]
+    fn usage_maps_every_count() {
+        let u = usage(&TokenUsage {
+            input: 10,
+            cached_input: 2,
+            output: 5,
+            reasoning_output: 1,
+            total: 15,
+        });
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.cached_input_tokens,
+                u.output_tokens,
+                u.reasoning_output_tokens
+            ),
+            (10, 2, 5, 1)
+        );
+    }
+}

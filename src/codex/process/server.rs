@@ -1,0 +1,599 @@
+//! A warm `codex app-server`: one long-lived child per warm session, spawned like every codex
+//! child (the one spawner thread, the allowlisted environment only, a process group of its own,
+//! the parent-death signal, a cgroup where the machine has one), driven through the
+//! app-server [`Client`], and ended by its owner. Its turns end in the same [`TurnOutcome`] as
+//! an exec turn: items are folded into the exec [`Transcript`] (`app_server::translate`), so
+//! progress lines, results and redaction are the same.
+//!
+//! - Every thread is opened from the fixed templates and its reported policy checked
+//!   (read-only, approval `never`, reviewer `user`, the cwd); every turn carries its
+//!   `sandboxPolicy`, and the policy codex reports for it is checked at `turn/started`. A
+//!   mismatch fails the turn closed and kills the process.
+//! - A cancel or a timeout sends `turn/interrupt` and `thread/backgroundTerminals/clean` (each
+//!   bounded), then kills the process, its group, every descendant and its cgroup: an
+//!   interrupt alone leaves a running command alive. The process is not reused after that
+//!   (the next turn resumes the thread in a new one, about 0.1 s).
+//! - Closing sends EOF on stdin (the app-server's clean shutdown), then kills what is left.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::cgroup::{TurnCgroup, move_into_cgroup};
+use super::kill::{KillGuard, argv_hash, kill_tree, start_ticks};
+use super::outcome::{finish, judge};
+use super::{Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, TurnOutcome, spawn};
+use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
+use crate::codex::app_server::protocol::{
+    self, Notification, PolicyWatch, ThreadOpened, ThreadRef, TurnParams, TurnRef, TurnStatus,
+};
+use crate::codex::app_server::translate;
+use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
+use crate::codex::events::{self, FailureKind, Transcript, describe, is_transient};
+use crate::confine;
+use crate::error::{Error, Result};
+use crate::security::ids::ThreadId;
+
+/// How long the app-server may take to answer `initialize`.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long each of `turn/interrupt` and `thread/backgroundTerminals/clean` may take on a
+/// cancel or a timeout, before the process is killed anyway (the two fit in the 1 s budget).
+pub const STOP_STEP: Duration = Duration::from_millis(300);
+/// How long a closing app-server may take to exit after EOF before it is killed.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// The tail of stderr kept for error messages.
+const STDERR_TAIL: usize = 16 * 1024;
+
+/// Which thread a turn runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadWanted {
+    /// A new thread.
+    Start,
+    /// The session's stored thread (loaded already, or resumed from its rollout).
+    Resume(ThreadId),
+}
+
+/// The thread a process has loaded, and the policy codex last reported for it.
+struct Loaded {
+    thread: ThreadRef,
+    watch: PolicyWatch,
+}
+
+/// A running `codex app-server` and its client. Dropping it kills the process, its group,
+/// its descendants and its cgroup; [`WarmProcess::close`] ends it cleanly first.
+pub struct WarmProcess {
+    child: Child,
+    pid: i32,
+    cgroup: Option<TurnCgroup>,
+    guard: KillGuard,
+    /// `None` once closed.
+    client: Option<Client<ChildStdin>>,
+    events: UnboundedReceiver<Event>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    key: u64,
+    info: SpawnInfo,
+    loaded: Option<Loaded>,
+    /// Killed, crashed or distrusted: never used again.
+    spent: bool,
+}
+
+/// What identifies the process a spec would start: program, argv and environment. A turn
+/// whose spec has another key (another client's env or CODEX_HOME, another nested-MCP choice)
+/// needs a process of its own.
+pub fn key_of(spec: &SpawnSpec) -> u64 {
+    let mut parts: Vec<String> = spec.args().to_vec();
+    for (k, v) in spec.env() {
+        parts.push(format!("{k}={v}"));
+    }
+    argv_hash(spec.program(), &parts)
+}
+
+impl WarmProcess {
+    /// Spawn `codex app-server` from a spec made by `argv::build_app_server` and complete the
+    /// handshake. `on_spawn` learns what identifies the process (the owner records it for the
+    /// crash sweep) before anything is sent to it.
+    pub async fn spawn(spec: &SpawnSpec, on_spawn: Option<SpawnHook>) -> Result<WarmProcess> {
+        if spec.kind() != PathKind::AppServer {
+            return Err(Error::invalid(
+                "backend",
+                "a warm process needs an app-server invocation",
+            ));
+        }
+        confine::recheck(spec.cwd())?;
+        let cgroup = TurnCgroup::create();
+        let mut cmd = Command::new(spec.program());
+        cmd.args(spec.args())
+            .env_clear()
+            .envs(spec.env().iter().map(|(k, v)| (k, v)))
+            .current_dir(spec.cwd().path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        spawn::contain(&mut cmd);
+        let mut child = spawn::spawn(cmd, spec.program()).await?;
+        let pid = child
+            .id()
+            .map(|p| p as i32)
+            .ok_or(ProcessError::NotPiped("process id"))?;
+        let guard = KillGuard::new(Some(pid));
+        if let Some(fd) = cgroup.as_ref().and_then(|c| c.procs.try_clone().ok()) {
+            let _ = tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)).await;
+        }
+        let info = SpawnInfo {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+            argv_hash: argv_hash(spec.program(), spec.args()),
+            cgroup: cgroup.as_ref().map(|c| c.dir.clone()),
+        };
+        if let Some(hook) = &on_spawn {
+            hook(&info);
+        }
+        let stdin = child.stdin.take().ok_or(ProcessError::NotPiped("input"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or(ProcessError::NotPiped("output"))?;
+        let stderr_pipe = child
+            .stderr
+            .take()
+            .ok_or(ProcessError::NotPiped("error output"))?;
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn(keep_tail(stderr_pipe, stderr.clone()));
+        let (client, events) = Client::new(stdout, stdin, DEFAULT_MAX_LINE_BYTES);
+        let mut warm = WarmProcess {
+            child,
+            pid,
+            cgroup,
+            guard,
+            client: Some(client),
+            events,
+            stderr,
+            key: key_of(spec),
+            info,
+            loaded: None,
+            spent: false,
+        };
+        let version = env!("CARGO_PKG_VERSION");
+        let handshake = async {
+            match &warm.client {
+                Some(c) => c.handshake(version).await,
+                None => Err(ClientError::Closed),
+            }
+        };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+            Ok(Ok(_)) => {
+                tracing::debug!(pid, "codex app-server ready");
+                Ok(warm)
+            }
+            Ok(Err(e)) => {
+                let message = warm.failure(&format!("codex app-server did not start: {e}"));
+                warm.kill().await;
+                Err(Error::Codex {
+                    kind: FailureKind::Crashed,
+                    message,
+                })
+            }
+            Err(_) => {
+                warm.kill().await;
+                Err(Error::Codex {
+                    kind: FailureKind::Crashed,
+                    message: format!(
+                        "codex app-server did not answer `initialize` within {}s",
+                        HANDSHAKE_TIMEOUT.as_secs()
+                    ),
+                })
+            }
+        }
+    }
+
+    /// What identifies the process (see [`key_of`]).
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// What the crash sweep needs to find and kill it.
+    pub fn info(&self) -> &SpawnInfo {
+        &self.info
+    }
+
+    /// Whether it may run another turn: alive, not killed, nothing reported amiss.
+    pub fn reusable(&self) -> bool {
+        !self.spent
+    }
+
+    /// The thread it has loaded, if any.
+    pub fn loaded_thread(&self) -> Option<&str> {
+        self.loaded.as_ref().map(|l| l.thread.as_str())
+    }
+
+    /// A failure message with the last of stderr (codex's own lines), redacted by the caller.
+    fn failure(&self, what: &str) -> String {
+        let tail = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
+        let tail = String::from_utf8_lossy(&tail);
+        let tail = tail.trim();
+        if tail.is_empty() {
+            what.to_owned()
+        } else {
+            let start = tail.len().saturating_sub(2000);
+            let start = (start..tail.len())
+                .find(|i| tail.is_char_boundary(*i))
+                .unwrap_or(tail.len());
+            format!("{what}: {}", &tail[start..])
+        }
+    }
+
+    /// Run one turn on `wanted`: open the thread if it is not the loaded one, start the turn,
+    /// fold its notifications until `turn/completed`, a cancel, the deadline or the end of the
+    /// process. Every ending after the spawn is a [`TurnOutcome`]; afterwards check
+    /// [`WarmProcess::reusable`].
+    pub async fn run_turn(
+        &mut self,
+        wanted: ThreadWanted,
+        turn: &WarmTurn,
+        opts: &RunOptions,
+        mut on_event: impl FnMut(&events::Event) + Send,
+    ) -> TurnOutcome {
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + opts.timeout;
+        let mut t = Transcript::default();
+        let ending = match self
+            .drive(wanted, turn, opts, deadline, &mut t, &mut on_event)
+            .await
+        {
+            Ok(()) => judge(&t, Some(0), "", &opts.secrets),
+            Err(stop) => self.stop(stop, opts).await,
+        };
+        let ending = match ending {
+            Ending::Failed { kind, message } => Ending::Failed {
+                kind,
+                message: opts.secrets.redact(&message).into_owned(),
+            },
+            other => other,
+        };
+        let containment = super::containment();
+        let mut output = finish(t, opts, started.elapsed(), None, String::new(), containment);
+        // a warm turn's usage: codex's per-call counts summed (a resumed process's running
+        // total may not include the turns of earlier processes)
+        output.turn_usage = output
+            .thread_usage
+            .map(|u| u.delta(&opts.prior_thread_usage));
+        TurnOutcome { ending, output }
+    }
+
+    async fn drive(
+        &mut self,
+        wanted: ThreadWanted,
+        turn: &WarmTurn,
+        opts: &RunOptions,
+        deadline: tokio::time::Instant,
+        t: &mut Transcript,
+        on_event: &mut (impl FnMut(&events::Event) + Send),
+    ) -> std::result::Result<(), Stop> {
+        confine::recheck(turn.cwd()).map_err(|e| Stop::Refused(e.to_string()))?;
+        let cwd = turn.cwd().path();
+        let thread = self.open(wanted, turn, opts, deadline).await?;
+        let opened = events::Event::ThreadStarted {
+            thread_id: thread.as_str().to_owned(),
+        };
+        t.apply_event(&opened);
+        on_event(&opened);
+        let params = TurnParams {
+            thread: &thread,
+            prompt: turn.prompt(),
+            sandbox: Some(turn.sandbox()),
+            cwd,
+            model: turn.model(),
+            effort: turn.effort(),
+        };
+        let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
+        let turn_id = bounded(opts, deadline, client.start_turn(&params)).await?;
+        let mut usage = opts.prior_thread_usage;
+        loop {
+            let ev = tokio::select! {
+                biased;
+                _ = opts.cancel.cancelled() => return Err(Stop::Cancelled(Some(turn_id))),
+                _ = tokio::time::sleep_until(deadline) => return Err(Stop::TimedOut(Some(turn_id))),
+                ev = self.events.recv() => ev,
+            };
+            let n = match ev {
+                Some(Event::Notification(n)) => n,
+                Some(Event::Declined(req)) => {
+                    tracing::warn!(method = %req.method, "declined a request from codex app-server");
+                    continue;
+                }
+                Some(Event::Closed(e)) => return Err(Stop::Closed(e.flatten_closed())),
+                None => return Err(Stop::Closed(None)),
+            };
+            let loaded = self
+                .loaded
+                .as_mut()
+                .ok_or_else(|| Stop::Refused("no thread is loaded".into()))?;
+            loaded.watch.observe(&n);
+            let ours = |th: &str, tu: &str| th == thread.as_str() && tu == turn_id.as_str();
+            match &n {
+                Notification::TurnStarted {
+                    thread_id,
+                    turn_id: tu,
+                } if ours(thread_id, tu) => {
+                    if let Err(m) = loaded.watch.check(turn.sandbox(), cwd) {
+                        return Err(Stop::Policy(m.to_string(), Some(turn_id)));
+                    }
+                    let ev = events::Event::TurnStarted;
+                    on_event(&ev);
+                }
+                Notification::TokenUsage {
+                    thread_id,
+                    turn_id: tu,
+                    last,
+                    ..
+                } if ours(thread_id, tu) => {
+                    usage = usage.plus(&translate::usage(last));
+                }
+                Notification::ItemStarted {
+                    thread_id,
+                    turn_id: tu,
+                    item,
+                } if ours(thread_id, tu) => {
+                    if let Some(ev) = translate::started(item) {
+                        t.apply_event(&ev);
+                        on_event(&ev);
+                    }
+                }
+                Notification::ItemCompleted {
+                    thread_id,
+                    turn_id: tu,
+                    item,
+                } if ours(thread_id, tu) => {
+                    if let Some(ev) = translate::completed(item) {
+                        t.apply_event(&ev);
+                        on_event(&ev);
+                    }
+                }
+                Notification::Error {
+                    thread_id,
+                    turn_id: tu,
+                    message,
+                    will_retry,
+                } if ours(thread_id, tu) => {
+                    let ev = events::Event::Error {
+                        message: if *will_retry && !is_transient(message) {
+                            format!("Reconnecting... {message}")
+                        } else {
+                            message.clone()
+                        },
+                    };
+                    t.apply_event(&ev);
+                    if describe(&ev).is_some() {
+                        on_event(&ev);
+                    }
+                }
+                Notification::TurnCompleted {
+                    thread_id,
+                    turn_id: tu,
+                    status,
+                    error,
+                } if ours(thread_id, tu) => {
+                    match status {
+                        TurnStatus::Completed => {
+                            let ev = events::Event::TurnCompleted { usage };
+                            t.apply_event(&ev);
+                            on_event(&ev);
+                        }
+                        _ => {
+                            let ev = events::Event::TurnFailed {
+                                error: events::ErrorPayload {
+                                    message: error.clone().unwrap_or_else(|| {
+                                        format!("codex ended the turn as {status:?}")
+                                    }),
+                                },
+                            };
+                            t.thread_usage = Some(usage);
+                            t.apply_event(&ev);
+                        }
+                    }
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The thread a turn runs on: the loaded one when it is the one wanted, else opened from
+    /// the templates, its reported policy checked.
+    async fn open(
+        &mut self,
+        wanted: ThreadWanted,
+        turn: &WarmTurn,
+        opts: &RunOptions,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<ThreadRef, Stop> {
+        let cwd = turn.cwd().path();
+        let msg = match wanted {
+            ThreadWanted::Resume(id) => {
+                let thread =
+                    ThreadRef::parse(&id.to_string()).map_err(|e| Stop::Refused(e.to_string()))?;
+                if let Some(l) = &self.loaded
+                    && l.thread == thread
+                {
+                    return Ok(thread);
+                }
+                protocol::thread_resume(&thread, cwd, turn.model())
+            }
+            ThreadWanted::Start => protocol::thread_start(cwd, turn.model(), false),
+        }
+        .map_err(|e| Stop::Refused(e.to_string()))?;
+        let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
+        let opened: ThreadOpened = bounded(opts, deadline, client.open_thread(&msg)).await?;
+        if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd) {
+            return Err(Stop::Policy(m.to_string(), None));
+        }
+        let thread = opened.thread.clone();
+        self.loaded = Some(Loaded {
+            thread: thread.clone(),
+            watch: PolicyWatch::new(&opened),
+        });
+        Ok(thread)
+    }
+
+    /// End a turn that did not complete: interrupt it and clean its background terminals
+    /// (each bounded), then kill the process and everything it started.
+    async fn stop(&mut self, stop: Stop, opts: &RunOptions) -> Ending {
+        let turn = match &stop {
+            Stop::Cancelled(t) | Stop::TimedOut(t) | Stop::Policy(_, t) => t.clone(),
+            _ => None,
+        };
+        if let (Some(turn), Some(l), Some(client)) = (turn, &self.loaded, &self.client) {
+            let thread = &l.thread;
+            let _ = tokio::time::timeout(
+                STOP_STEP,
+                client.request(&protocol::turn_interrupt(thread, &turn)),
+            )
+            .await;
+            let _ = tokio::time::timeout(
+                STOP_STEP,
+                client.request(&protocol::clean_background_terminals(thread)),
+            )
+            .await;
+        }
+        let ending = match stop {
+            Stop::Cancelled(_) => Ending::Cancelled,
+            Stop::TimedOut(_) => Ending::TimedOut {
+                after: opts.timeout,
+            },
+            Stop::Policy(message, _) => {
+                tracing::error!("{message}");
+                Ending::Failed {
+                    kind: FailureKind::PolicyMismatch,
+                    message: format!("{message}; the turn was stopped and its result withheld"),
+                }
+            }
+            Stop::Refused(message) => Ending::Failed {
+                kind: FailureKind::TurnFailed,
+                message,
+            },
+            Stop::Closed(e) => {
+                // give the exit a moment, for its status and its last stderr lines
+                let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait())
+                    .await
+                    .ok()
+                    .and_then(|s| s.ok());
+                let how = match status {
+                    Some(s) => {
+                        match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+                            (Some(c), _) => format!("exited with status {c}"),
+                            (None, Some(sig)) => format!("was killed by a signal ({sig})"),
+                            _ => "exited".to_owned(),
+                        }
+                    }
+                    None => "closed its output".to_owned(),
+                };
+                let what = match e {
+                    Some(e) => format!("codex app-server {how} during the turn: {e}"),
+                    None => format!("codex app-server {how} during the turn"),
+                };
+                Ending::Failed {
+                    kind: FailureKind::Crashed,
+                    message: self.failure(&what),
+                }
+            }
+        };
+        self.kill().await;
+        ending
+    }
+
+    /// Kill the process, its group, its descendants and its cgroup, and reap it.
+    pub async fn kill(&mut self) {
+        self.spent = true;
+        kill_tree(self.pid);
+        if let Some(cg) = &self.cgroup {
+            cg.kill();
+        }
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        self.guard.disarm();
+    }
+
+    /// End it cleanly: EOF on stdin, up to [`CLOSE_GRACE`] to exit, then kill whatever is left
+    /// (its descendants included).
+    pub async fn close(mut self) {
+        // the client's close waits for stdout to end; the process exits on EOF
+        if let Some(client) = self.client.take() {
+            let _ = tokio::time::timeout(CLOSE_GRACE, client.close()).await;
+        }
+        self.kill().await;
+    }
+}
+
+impl Drop for WarmProcess {
+    fn drop(&mut self) {
+        if !self.spent {
+            // an owner that stopped without closing (a panic, an abort): nothing outlives it
+            kill_tree(self.pid);
+        }
+    }
+}
+
+/// Why a turn did not run to `turn/completed`.
+enum Stop {
+    Cancelled(Option<TurnRef>),
+    TimedOut(Option<TurnRef>),
+    /// The policy codex reports is not the one sent.
+    Policy(String, Option<TurnRef>),
+    /// Codex refused a request, or the bridge refused to send one.
+    Refused(String),
+    /// The process ended (or its output could not be read).
+    Closed(Option<ClientError>),
+}
+
+/// `Closed(Some(ClientError::Closed))` is the plain end of output.
+trait FlattenClosed {
+    fn flatten_closed(self) -> Option<ClientError>;
+}
+
+impl FlattenClosed for Option<ClientError> {
+    fn flatten_closed(self) -> Option<ClientError> {
+        match self {
+            Some(ClientError::Closed) | None => None,
+            other => other,
+        }
+    }
+}
+
+/// Keep the last [`STDERR_TAIL`] bytes of stderr; drained so codex never blocks on a full
+/// pipe.
+async fn keep_tail(mut pipe: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<u8>>>) {
+    let mut buf = vec![0u8; 4096];
+    while let Ok(n) = pipe.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut t) = tail.lock() {
+            t.extend_from_slice(&buf[..n]);
+            if t.len() > 2 * STDERR_TAIL {
+                let cut = t.len() - STDERR_TAIL;
+                t.drain(..cut);
+            }
+        }
+    }
+}
+
+/// A request's answer, unless a cancel, the deadline or the end of the process comes first.
+async fn bounded<T>(
+    opts: &RunOptions,
+    deadline: tokio::time::Instant,
+    fut: impl std::future::Future<Output = std::result::Result<T, ClientError>>,
+) -> std::result::Result<T, Stop> {
+    tokio::select! {
+        biased;
+        _ = opts.cancel.cancelled() => Err(Stop::Cancelled(None)),
+        _ = tokio::time::sleep_until(deadline) => Err(Stop::TimedOut(None)),
+        r = fut => r.map_err(|e| match e {
+            ClientError::Closed => Stop::Closed(None),
+            ClientError::Refused { .. } => Stop::Refused(e.to_string()),
+            other => Stop::Closed(Some(other)),
+        }),
+    }
+}

@@ -1,0 +1,167 @@
+//! The app-server backend through a real MCP client (rmcp's) and the real codex: a warm
+//! session keeps one `codex app-server` across its turns, nothing sticks between turns, the cap
+//! and the idle timeout close processes, and a cancel leaves nothing running.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
+use crate::support::process::{alive, is_app_server};
+use crate::support::{MockApi, Reply, TestEnv};
+
+/// The bridge with the app-server backend (whatever the suite's default) and `extra` settings.
+async fn warm_server(env: &TestEnv, mock: &MockApi, extra: &[(&str, &str)]) -> Server {
+    let mut vars = server_env(env, mock);
+    vars.retain(|(k, _)| k != "CODEX_BRIDGE_BACKEND");
+    vars.push(("CODEX_BRIDGE_BACKEND".into(), "app-server".into()));
+    for (k, v) in extra {
+        vars.push(((*k).into(), (*v).into()));
+    }
+    connect_with(&vars, env.root(), Protocol::Legacy).await
+}
+
+/// The server's `codex app-server` children.
+fn app_servers(server_pid: u32) -> Vec<i32> {
+    codex_mcp_bridge::codex::process::descendants(server_pid as i32)
+        .into_iter()
+        .filter(|p| is_app_server(*p))
+        .collect()
+}
+
+async fn wait_until(limit: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    cond()
+}
+
+fn write_file_reply(name: &str) -> Reply {
+    Reply::exec_command(&format!("echo {name} > {name}; echo exit=$?"))
+}
+
+#[tokio::test]
+async fn a_warm_session_keeps_one_app_server_and_nothing_sticks_between_turns() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[]).await;
+    let work = env.work().canonicalize().unwrap();
+
+    // a workspace-write turn writes
+    mock.push_all([write_file_reply("one.txt"), Reply::message("wrote OSPREY")]);
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "write one", "sessionId": "w", "workingDirectory": work,
+                   "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert!(work.join("one.txt").exists(), "{}", text(&r));
+    let servers = app_servers(s.pid);
+    assert_eq!(servers.len(), 1, "one warm app-server: {servers:?}");
+
+    // the next turn names no sandbox: read-only, on the same process, with the history
+    mock.push_all([write_file_reply("two.txt"), Reply::message("tried two")]);
+    let r = s
+        .call("codex", json!({"prompt": "write two", "sessionId": "w"}))
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
+    assert!(
+        !work.join("two.txt").exists(),
+        "a turn without a sandbox wrote: {}",
+        text(&r)
+    );
+    assert_eq!(app_servers(s.pid), servers, "the same warm process");
+    let reqs = mock.responses_requests();
+    assert!(
+        reqs.last().unwrap().body_contains("OSPREY"),
+        "the model sees the first turn's history"
+    );
+    let got = s.call("getSession", json!({"sessionId": "w"})).await;
+    assert_eq!(
+        structured(&got)["session"]["turnCount"],
+        2,
+        "{}",
+        text(&got)
+    );
+}
+
+#[tokio::test]
+async fn the_warm_cap_closes_the_least_recently_used_process_and_its_session_resumes() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_MAX_WARM", "1")]).await;
+    let work = env.work().canonicalize().unwrap();
+    mock.push(Reply::message("a says KESTREL"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "a1", "sessionId": "a", "workingDirectory": work}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let first = app_servers(s.pid);
+    assert_eq!(first.len(), 1);
+    mock.push(Reply::message("b one"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "b1", "sessionId": "b", "workingDirectory": work}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert!(
+        wait_until(Duration::from_secs(5), || !alive(first[0])).await,
+        "the least recently used warm process was closed"
+    );
+    assert_eq!(app_servers(s.pid).len(), 1, "at most max_warm processes");
+    // session a comes back: its thread resumed in a new process, its history intact
+    mock.push(Reply::message("a two"));
+    let r = s
+        .call("codex", json!({"prompt": "a2", "sessionId": "a"}))
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert_eq!(structured(&r)["resumed"], true);
+    assert!(
+        mock.responses_requests()
+            .last()
+            .unwrap()
+            .body_contains("KESTREL")
+    );
+}
+
+#[tokio::test]
+async fn an_idle_warm_process_is_closed_after_the_idle_timeout() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_IDLE_TIMEOUT_MS", "400")]).await;
+    mock.push(Reply::message("hello"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "hi", "sessionId": "idle", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let servers = app_servers(s.pid);
+    assert_eq!(servers.len(), 1);
+    assert!(
+        wait_until(Duration::from_secs(10), || !servers
+            .iter()
+            .any(|p| alive(*p)))
+        .await,
+        "the idle warm process was closed"
+    );
+    // and the session continues
+    mock.push(Reply::message("again"));
+    let r = s
+        .call("codex", json!({"prompt": "again", "sessionId": "idle"}))
+        .await;
+    assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
+}
