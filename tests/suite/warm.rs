@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::support::bridge::pids_with_cmdline;
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
 use crate::support::process::{alive, is_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -164,4 +165,95 @@ async fn an_idle_warm_process_is_closed_after_the_idle_timeout() {
         .call("codex", json!({"prompt": "again", "sessionId": "idle"}))
         .await;
     assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
+}
+
+/// The bridge with the app-server backend and danger-full-access allowed.
+async fn danger_server(env: &TestEnv, mock: &MockApi) -> Server {
+    warm_server(env, mock, &[("CODEX_BRIDGE_ALLOW_DANGER", "1")]).await
+}
+
+async fn gone_within(needle: &str, limit: Duration) -> Vec<i32> {
+    wait_until(limit, || pids_with_cmdline(needle).is_empty()).await;
+    pids_with_cmdline(needle)
+}
+
+fn kill_matching(needle: &str) {
+    for p in pids_with_cmdline(needle) {
+        // SAFETY: signals only.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_escapes_into_its_own_session_dies_with_the_warm_turn() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = danger_server(&env, &mock).await;
+    let job = "setsid sleep 987104 > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started";
+    mock.push(Reply::exec_command(job));
+    mock.push(Reply::message("done").with_delay(Duration::from_millis(300)));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "start a job", "sessionId": "job", "workingDirectory": env.work(),
+                   "sandbox": "danger-full-access"}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let left = gone_within("sleep 987104", Duration::from_millis(500)).await;
+    kill_matching("sleep 987104");
+    assert!(
+        left.is_empty(),
+        "the escaped job outlived the turn: {left:?}"
+    );
+    assert_eq!(app_servers(s.pid).len(), 1, "the warm process stays");
+}
+
+#[tokio::test]
+async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_session_resumes() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = danger_server(&env, &mock).await;
+    mock.push(Reply::message("first"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "c", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    mock.push(Reply::exec_command("sleep 987105; echo done"));
+    mock.push(Reply::message("never sent"));
+    let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
+        json!({"prompt": "sleep", "sessionId": "c", "sandbox": "danger-full-access"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let call = s.client.call_tool(params);
+    let running = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::select! {
+            _ = call => panic!("the sleeping call returned"),
+            _ = async {
+                while pids_with_cmdline("sleep 987105").is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            } => {}
+        }
+    })
+    .await;
+    assert!(running.is_ok(), "the command ran");
+    // dropping the call future sent notifications/cancelled
+    let t = Instant::now();
+    let left = gone_within("sleep 987105", Duration::from_secs(1)).await;
+    let took = t.elapsed();
+    kill_matching("sleep 987105");
+    assert!(left.is_empty(), "the command survived the cancel: {left:?}");
+    assert!(took < Duration::from_millis(1500), "cancel took {took:?}");
+    mock.push(Reply::message("after"));
+    let r = s
+        .call("codex", json!({"prompt": "again", "sessionId": "c"}))
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert_eq!(structured(&r)["resumed"], true);
 }

@@ -105,7 +105,7 @@ impl TurnCgroup {
         })
     }
 
-    fn pids(&self) -> Vec<i32> {
+    pub(super) fn pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.dir.join("cgroup.procs"))
             .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()

@@ -23,7 +23,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::cgroup::{TurnCgroup, move_into_cgroup};
-use super::kill::{KillGuard, argv_hash, kill_tree, start_ticks};
+use super::kill::{KillGuard, argv_hash, descendants, kill_tree, signal_pid, start_ticks};
 use super::outcome::{finish, judge};
 use super::{Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, TurnOutcome, spawn};
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
@@ -44,6 +44,8 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const STOP_STEP: Duration = Duration::from_millis(300);
 /// How long a closing app-server may take to exit after EOF before it is killed.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// How often a start-up that could not open codex's state is retried.
+const START_RETRIES: u64 = 3;
 /// The tail of stderr kept for error messages.
 const STDERR_TAIL: usize = 16 * 1024;
 
@@ -96,6 +98,34 @@ impl WarmProcess {
     /// handshake. `on_spawn` learns what identifies the process (the owner records it for the
     /// crash sweep) before anything is sent to it.
     pub async fn spawn(spec: &SpawnSpec, on_spawn: Option<SpawnHook>) -> Result<WarmProcess> {
+        // Codex 0.145.0's app-server fails to start ("failed to initialize sqlite state
+        // runtime") when another one initialises the same CODEX_HOME at the same moment
+        // (measured with 16 sessions starting at once): start-ups are serialised, and one
+        // that fails so is retried.
+        static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let mut attempt = 0;
+        loop {
+            let started = {
+                let _one_at_a_time = STARTING.lock().await;
+                Self::spawn_once(spec, on_spawn.clone()).await
+            };
+            match started {
+                Err(Error::Codex { message, .. })
+                    if attempt < START_RETRIES && message.contains("state runtime") =>
+                {
+                    attempt += 1;
+                    tracing::info!(
+                        attempt,
+                        "codex app-server could not open its state; retrying"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn spawn_once(spec: &SpawnSpec, on_spawn: Option<SpawnHook>) -> Result<WarmProcess> {
         if spec.kind() != PathKind::AppServer {
             return Err(Error::invalid(
                 "backend",
@@ -243,7 +273,10 @@ impl WarmProcess {
             .drive(wanted, turn, opts, deadline, &mut t, &mut on_event)
             .await
         {
-            Ok(()) => judge(&t, Some(0), "", &opts.secrets),
+            Ok(()) => {
+                self.settle().await;
+                judge(&t, Some(0), "", &opts.secrets)
+            }
             Err(stop) => self.stop(stop, opts).await,
         };
         let ending = match ending {
@@ -502,6 +535,32 @@ impl WarmProcess {
         };
         self.kill().await;
         ending
+    }
+
+    /// After a turn completed: nothing the turn started outlives it, as with an exec turn.
+    /// Commands left in background terminals are cleaned (bounded), and every process in the
+    /// cgroup that is neither the app-server nor one of its descendants (a job that escaped
+    /// into a session of its own, re-parented away) is killed. The app-server's own children
+    /// (nested MCP servers) stay.
+    async fn settle(&mut self) {
+        if let (Some(l), Some(client)) = (&self.loaded, &self.client) {
+            let _ = tokio::time::timeout(
+                STOP_STEP,
+                client.request(&protocol::clean_background_terminals(&l.thread)),
+            )
+            .await;
+        }
+        if let Some(cg) = &self.cgroup {
+            // the cgroup first: a process started after it was read is not judged
+            let members = cg.pids();
+            let own = descendants(self.pid);
+            for p in members {
+                if p != self.pid && !own.contains(&p) {
+                    tracing::info!(pid = p, "killing a process a turn left behind");
+                    signal_pid(p, nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+        }
     }
 
     /// Kill the process, its group, its descendants and its cgroup, and reap it.
