@@ -781,14 +781,18 @@ pub async fn doctor_checks(
     checks.push(credentials_check(var("OPENAI_API_KEY").is_some(), &home));
     checks.push(sandbox_check(var("PATH")));
     // settings, as the server validates them
-    checks.push(match Config::from_settings(settings, start_dir, vars) {
-        Ok(c) => Check::ok("settings", describe(&c)),
+    let config = Config::from_settings(settings, start_dir, vars);
+    checks.push(match &config {
+        Ok(c) => Check::ok("settings", describe(c)),
         Err(e) => Check::fail(
             "settings",
             e.to_string(),
             "correct the setting named (flag, environment variable or config file)",
         ),
     });
+    if let Ok(c) = config {
+        checks.push(backend_check(c, vars).await);
+    }
     checks.push(store_check(settings, vars));
     checks.push(nested_check(&home));
     checks
@@ -980,7 +984,7 @@ fn describe(c: &Config) -> String {
     format!(
         "roots={} max_concurrent={} default_timeout_ms={} max_timeout_ms={} \
          queue_timeout_ms={} idle_timeout_ms={} heartbeat_ms={} allow_danger={} nested_mcp={} \
-         max_line_bytes={} max_output_bytes={} codex_config={} override(s)",
+         backend={} max_warm={} max_line_bytes={} max_output_bytes={} codex_config={} override(s)",
         roots.join(":"),
         c.max_concurrent,
         c.default_timeout.as_millis(),
@@ -990,10 +994,39 @@ fn describe(c: &Config) -> String {
         c.heartbeat.as_millis(),
         c.allow_danger,
         c.nested_mcp,
+        c.backend,
+        c.max_warm,
         c.limits.max_line_bytes,
         c.limits.max_output_bytes,
         c.codex_overrides.len(),
     )
+}
+
+/// How session turns will run: with `app-server` set, a probe starts one (in a scratch
+/// directory, with the server's codex and environment) and closes it.
+async fn backend_check(c: Config, vars: &[(String, String)]) -> Check {
+    match c.backend {
+        crate::config::Backend::Exec => Check::ok("backend", "exec: a codex exec process per turn"),
+        crate::config::Backend::AppServer => {
+            let max_warm = c.max_warm;
+            let client = crate::actors::ClientContext::new(c, vars);
+            match crate::actors::warm::probe(&client.common).await {
+                Ok(()) => Check::ok(
+                    "backend",
+                    format!(
+                        "app-server: codex app-server starts and answers; at most {max_warm} warm processes"
+                    ),
+                ),
+                Err(why) => Check::warn(
+                    "backend",
+                    format!(
+                        "app-server is set, but codex has no usable app-server ({why}); session turns will run with codex exec"
+                    ),
+                    "upgrade codex to a supported version, or set CODEX_BRIDGE_BACKEND=exec",
+                ),
+            }
+        }
+    }
 }
 
 fn is_executable(p: &Path) -> bool {

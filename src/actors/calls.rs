@@ -229,4 +229,23 @@ pub struct Status {
     /// How a turn's processes are contained (`cgroup` or `process-group`).
     pub containment: String,
     pub counts: super::Counts,
+    /// The backend set, the one session turns use, and why they differ.
+    pub backend: BackendStatus,
+}
+
+/// How session turns run: the operator's setting, what is in effect, and a warning when the
+/// two differ (codex has no usable app-server).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendStatus {
+    /// `exec` or `app-server`, as set.
+    pub configured: String,
+    /// The one session turns use now.
+    pub effective: String,
+    /// Why they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    /// Warm app-server processes now, and the cap.
+    pub warm_processes: usize,
+    pub max_warm: usize,
 }

@@ -41,7 +41,8 @@ use crate::security::redact::ClientSecrets;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use calls::{
-    Answer, Finding, OneShot, OneShotCall, SessionPage, SessionStatus, SessionView, Status, WorkDir,
+    Answer, BackendStatus, Finding, OneShot, OneShotCall, SessionPage, SessionStatus, SessionView,
+    Status, WorkDir,
 };
 pub use limiter::Limiter;
 use oneshot::Job;
@@ -351,6 +352,35 @@ impl Bridge {
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             counts: self.counts(),
+            backend: self.backend_status(client).await,
+        }
+    }
+
+    /// The backend set and the one in effect: with `app-server` set and nothing started yet,
+    /// a probe (an app-server started and closed) tells whether this codex has a usable one.
+    pub async fn backend_status(&self, client: &ClientContext) -> BackendStatus {
+        let configured = self.shared.config.backend;
+        let pool = &self.shared.warm;
+        if configured == crate::config::Backend::AppServer && !pool.known() {
+            pool.record(warm::probe(&client.common).await);
+        }
+        let warning = match configured {
+            crate::config::Backend::AppServer => pool.unusable().map(|why| {
+                format!("backend app-server is set, but codex has no usable app-server ({why}); session turns run with codex exec")
+            }),
+            crate::config::Backend::Exec => None,
+        };
+        let effective = if warning.is_some() {
+            crate::config::Backend::Exec
+        } else {
+            configured
+        };
+        BackendStatus {
+            configured: configured.to_string(),
+            effective: effective.to_string(),
+            warning,
+            warm_processes: pool.len(),
+            max_warm: pool.max(),
         }
     }
 
@@ -452,11 +482,13 @@ impl Bridge {
     pub async fn shutdown(&self) {
         let actors: Vec<ActorRef<SessionMessage>> =
             self.shared.live.iter().map(|e| e.value().clone()).collect();
-        for a in actors {
-            let _ = a
-                .stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))
-                .await;
-        }
+        // at once: each closes its warm app-server, if any (EOF, then a kill)
+        futures::future::join_all(
+            actors
+                .iter()
+                .map(|a| a.stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))),
+        )
+        .await;
         // the one-shots (and any session started meanwhile)
         self.registry
             .stop_children_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))

@@ -375,7 +375,7 @@ fn non_empty(field: &str, text: &str) -> Result<()> {
 }
 
 /// A fresh empty directory for a `query` or `search`, confined inside itself.
-fn scratch_dir() -> Result<(tempfile::TempDir, Confined)> {
+pub(crate) fn scratch_dir() -> Result<(tempfile::TempDir, Confined)> {
     let dir = tempfile::Builder::new()
         .prefix("codex-mcp-bridge-")
         .tempdir()

@@ -532,6 +532,7 @@ async fn prepare(
     // `codex exec` (after the session's own warm process, if any, is closed: one writer)
     let warm = st.shared.config.backend == Backend::AppServer
         && images.is_empty()
+        && st.shared.warm.unusable().is_none()
         && matches!(st.shared.warm.acquire(&st.id, myself), Acquired::Granted);
     let req = TurnRequest {
         prompt,
@@ -655,6 +656,7 @@ fn launch(
                 .await;
             let queued = since.elapsed();
             let turn = TurnEnv {
+                shared: &shared,
                 me: &me,
                 client: &client,
                 timeout,
@@ -700,6 +702,7 @@ fn launch(
 
 /// What a turn's task runs with.
 struct TurnEnv<'a> {
+    shared: &'a Shared,
     me: &'a ActorRef<SessionMessage>,
     client: &'a ClientContext,
     timeout: Duration,
@@ -792,8 +795,28 @@ async fn run_warm(
                 w = WarmProcess::spawn(&server, opts.on_spawn.clone()) => w,
             };
             match spawned {
-                Ok(w) => w,
-                Err(e) => return (Err(e), None),
+                Ok(w) => {
+                    if !turn.shared.warm.known() {
+                        turn.shared.warm.record(Ok(()));
+                    }
+                    w
+                }
+                Err(e @ Error::Cancelled { .. }) => return (Err(e), None),
+                Err(e) => {
+                    // no usable app-server: this turn, and the next ones, run with codex exec
+                    turn.shared
+                        .warm
+                        .record(Err(redact(&e.to_string()).into_owned()));
+                    let resume = match wanted {
+                        ThreadWanted::Resume(t) => Some(t),
+                        ThreadWanted::Start => None,
+                    };
+                    let spec = build_turn(&turn.client.common_for(false), t.into_request(resume));
+                    return match spec {
+                        Ok(spec) => (run_turn(turn, spec).await, None),
+                        Err(e) => (Err(e), None),
+                    };
+                }
             }
         }
     };

@@ -31,6 +31,9 @@ pub enum Acquired {
 pub struct WarmPool {
     max: usize,
     entries: Mutex<Vec<Entry>>,
+    /// Whether this codex has a usable app-server, once known: the first warm start (or a
+    /// probe) tells. `Err` holds why not; turns then run with `codex exec`.
+    health: Mutex<Option<std::result::Result<(), String>>>,
 }
 
 impl WarmPool {
@@ -39,7 +42,34 @@ impl WarmPool {
         WarmPool {
             max: max.max(1),
             entries: Mutex::new(Vec::new()),
+            health: Mutex::new(None),
         }
+    }
+
+    /// Whether the app-server is known to be unusable (then turns run with `codex exec`).
+    pub fn unusable(&self) -> Option<String> {
+        match &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Err(why)) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether a start (or a probe) has been seen yet.
+    pub fn known(&self) -> bool {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Record what a warm start (or a probe) found.
+    pub fn record(&self, found: std::result::Result<(), String>) {
+        if let Err(why) = &found {
+            tracing::warn!(
+                "codex has no usable app-server ({why}); session turns run with codex exec"
+            );
+        }
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
@@ -117,5 +147,19 @@ impl WarmPool {
     /// The cap.
     pub fn max(&self) -> usize {
         self.max
+    }
+}
+
+/// Start a `codex app-server` with `common` in a scratch directory, complete the handshake and
+/// close it: whether this codex binary has a usable app-server (for `ping` and `doctor`).
+pub async fn probe(common: &crate::codex::argv::Common) -> std::result::Result<(), String> {
+    let (_dir, cwd) = crate::actors::oneshot::scratch_dir().map_err(|e| e.to_string())?;
+    let spec = crate::codex::argv::build_app_server(common, cwd).map_err(|e| e.to_string())?;
+    match crate::codex::process::WarmProcess::spawn(&spec, None).await {
+        Ok(w) => {
+            w.close().await;
+            Ok(())
+        }
+        Err(e) => Err(crate::security::redact::redact(&e.to_string()).into_owned()),
     }
 }

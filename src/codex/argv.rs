@@ -561,6 +561,21 @@ impl WarmTurn {
     pub fn cwd(&self) -> &Confined {
         &self.cwd
     }
+
+    /// The same turn for `codex exec` (the prompt moves back), when no app-server can run it.
+    pub fn into_request(self, resume: Option<ThreadId>) -> TurnRequest {
+        TurnRequest {
+            prompt: self.prompt,
+            sandbox: Some(self.sandbox),
+            model: self.model,
+            reasoning_effort: self.effort,
+            cwd: self.cwd,
+            images: vec![],
+            resume,
+            output_schema: None,
+            output_last_message: None,
+        }
+    }
 }
 
 /// Check a turn for a warm app-server (see [`WarmTurn`]). Image attachments are not carried:

@@ -201,6 +201,8 @@ pub struct PingResult {
     pub containment: String,
     /// Nested MCP servers configured for codex (`$CODEX_HOME/config.toml`).
     pub nested_mcp_servers: Vec<NestedServer>,
+    /// How session turns run (`exec` or `app-server`): as set, in effect, and why they differ.
+    pub backend: crate::actors::BackendStatus,
 }
 
 /// One nested MCP server from codex's config.

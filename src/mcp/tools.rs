@@ -410,6 +410,7 @@ impl McpServer {
             max_timeout_ms: self.client.config.max_timeout.as_millis() as u64,
             allow_danger: self.client.config.allow_danger,
             containment: status.containment,
+            backend: status.backend,
             nested_mcp_servers: nested_servers(&self.client.codex_home)
                 .into_iter()
                 .map(|s| NestedServer {

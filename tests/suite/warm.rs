@@ -257,3 +257,83 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
     assert!(r.is_error != Some(true), "{}", text(&r));
     assert_eq!(structured(&r)["resumed"], true);
 }
+
+/// A codex whose `app-server` subcommand does not exist (an older or a broken build): every
+/// other command is the real codex.
+fn codex_without_app_server(env: &TestEnv) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.root().join("codex-no-app-server");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = app-server ] && {{ echo \"error: unrecognized subcommand 'app-server'\" >&2; exit 2; }}; done\nexec '{}' \"$@\"\n",
+            crate::support::codex_bin().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn without_a_usable_app_server_turns_fall_back_to_exec_with_a_warning_in_ping_and_doctor() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let fake = codex_without_app_server(&env);
+    let fake_str = fake.display().to_string();
+    let s = warm_server(&env, &mock, &[("CODEX_BIN", fake_str.as_str())]).await;
+    mock.push(Reply::message("served by exec"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "hi", "sessionId": "fb", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert!(text(&r).contains("served by exec"), "{}", text(&r));
+    let ping = s.call("ping", json!({})).await;
+    let backend = &structured(&ping)["backend"];
+    assert_eq!(backend["configured"], "app-server", "{backend}");
+    assert_eq!(backend["effective"], "exec", "{backend}");
+    assert!(
+        backend["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("no usable app-server")),
+        "{backend}"
+    );
+    assert!(app_servers(s.pid).is_empty());
+    // a second turn goes straight to exec
+    mock.push(Reply::message("again by exec"));
+    let r = s
+        .call("codex", json!({"prompt": "again", "sessionId": "fb"}))
+        .await;
+    assert_eq!(structured(&r)["resumed"], true, "{}", text(&r));
+
+    // doctor says so too, and says the real codex's app-server works
+    let doctor = |bin: &std::path::Path| {
+        let mut cmd = tokio::process::Command::new(crate::support::mcp::server_bin());
+        cmd.arg("doctor")
+            .env_clear()
+            .envs(server_env(&env, &mock))
+            .env("CODEX_BIN", bin)
+            .env("CODEX_BRIDGE_BACKEND", "app-server")
+            .current_dir(env.root());
+        cmd
+    };
+    let out = doctor(&fake).output().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.lines().any(|l| l.starts_with("warn")
+            && l.contains("backend")
+            && l.contains("no usable app-server")),
+        "{said}"
+    );
+    let out = doctor(&crate::support::codex_bin()).output().await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.lines().any(|l| l.starts_with("ok")
+            && l.contains("backend")
+            && l.contains("starts and answers")),
+        "{said}"
+    );
+}
