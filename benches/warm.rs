@@ -19,8 +19,11 @@
 //!   `CODEX_BRIDGE_NESTED_MCP=keep`, the setting that lets codex start it;
 //! - the bridge process's own RSS (`VmRSS`, children excluded) after the same turns, per
 //!   backend; target: app-server at most 4 MiB above exec;
-//! - the memory of a warm session: the PSS (`/proc/PID/smaps_rollup`) of each `codex
-//!   app-server` the bridge holds, summed over its process tree (reported).
+//! - the memory of a warm session: the PSS (`/proc/PID/smaps_rollup`) of the `codex
+//!   app-server` process trees the bridge holds, and its anonymous part (`Pss_Anon`; the rest
+//!   is mostly codex's executable, shared with every other codex process), per session, with
+//!   one warm session, with one per new session of the first-turn rounds, and in the nested
+//!   session (reported).
 //!
 //! The app-server backend counts as available when, after a `codex` turn, the bridge started
 //! with `CODEX_BRIDGE_BACKEND=app-server` holds a `codex app-server` among its descendants. When
@@ -213,10 +216,36 @@ struct Report {
     /// The bridges' own `VmRSS`, KiB, after the same turns.
     rss_exec_kib: u64,
     rss_app_kib: Option<u64>,
-    /// PSS (KiB) of each warm app-server tree the bridge held after the continuing turns, and
-    /// in the nested session (with the nested server).
-    pss_warm_kib: Vec<u64>,
-    pss_nested_kib: Vec<u64>,
+    /// The warm app-server trees the bridge held after the continuing turns (one session),
+    /// after the first turns (one per session then), and in the nested session (with the
+    /// nested server).
+    pss_one: Option<Pss>,
+    pss_many: Option<Pss>,
+    pss_nested: Option<Pss>,
+}
+
+/// The memory of the warm app-server process trees a bridge holds: PSS and its anonymous part
+/// (`Pss_Anon`; the rest is mostly codex's executable, shared by every codex process), summed
+/// over each tree and over the trees.
+#[derive(Clone, Copy)]
+struct Pss {
+    trees: usize,
+    pss_kib: u64,
+    anon_kib: u64,
+}
+
+impl Pss {
+    fn per_tree(&self) -> (f64, f64) {
+        let n = self.trees.max(1) as f64;
+        (mib(self.pss_kib) / n, mib(self.anon_kib) / n)
+    }
+
+    fn json(p: Option<Pss>) -> Value {
+        p.map_or(
+            Value::Null,
+            |p| json!({"trees": p.trees, "pss_kib": p.pss_kib, "pss_anon_kib": p.anon_kib}),
+        )
+    }
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -350,22 +379,26 @@ impl Report {
                 mib(self.rss_exec_kib)
             ));
         }
-        let pss = |v: &[u64]| {
-            if v.is_empty() {
-                "n/a".to_owned()
-            } else {
-                let each: Vec<String> = v.iter().map(|k| format!("{:.1}", mib(*k))).collect();
-                format!("{} (each: {})", each.len(), each.join(", "))
-            }
-        };
         println!(
-            "  PSS per warm session (MiB, app-server process tree): {}",
-            pss(&self.pss_warm_kib)
+            "  memory of a warm session (its app-server process tree; PSS, of which anonymous):"
         );
-        println!(
-            "  PSS per warm session with the nested server (MiB): {}",
-            pss(&self.pss_nested_kib)
-        );
+        for (label, p) in [
+            ("after the continuing turns", self.pss_one),
+            ("after the first turns of new sessions", self.pss_many),
+            (
+                "in the nested session, with the nested server",
+                self.pss_nested,
+            ),
+        ] {
+            let cell = p.map_or("n/a".to_owned(), |p| {
+                let (pss, anon) = p.per_tree();
+                format!(
+                    "{pss:6.1} MiB (anonymous {anon:5.1} MiB) per session, {} warm",
+                    p.trees
+                )
+            });
+            println!("    {label:<48} {cell}");
+        }
         failures
     }
 
@@ -397,8 +430,11 @@ impl Report {
             "nested": row(&self.nested),
             "nested_starts": {"bare": self.starts.0, "exec": self.starts.1, "app_server": self.starts.2},
             "bridge_rss_kib": {"exec": self.rss_exec_kib, "app_server": self.rss_app_kib},
-            "warm_session_pss_kib": self.pss_warm_kib,
-            "warm_session_with_nested_pss_kib": self.pss_nested_kib,
+            "warm_sessions_memory": {
+                "after_continuing": Pss::json(self.pss_one),
+                "after_first_turns": Pss::json(self.pss_many),
+                "nested": Pss::json(self.pss_nested),
+            },
             "targets": {
                 "continuing": s.target_continue,
                 "first_turn": s.target_first,
@@ -599,18 +635,23 @@ fn rss_kib(pid: u32) -> Result<u64, String> {
         .ok_or_else(|| format!("no VmRSS for the bridge (pid {pid})"))
 }
 
-/// The PSS of each warm app-server tree `bridge` holds, summed over the tree.
-fn warm_pss_kib(bridge: u32) -> Vec<u64> {
+/// The memory of the warm app-server trees `bridge` holds.
+fn warm_pss(bridge: u32) -> Pss {
     let table = parents();
-    app_servers(bridge)
-        .into_iter()
-        .map(|a| {
-            tree(a, &table)
-                .into_iter()
-                .filter_map(|p| proc_kib(&format!("/proc/{p}/smaps_rollup"), "Pss:"))
-                .sum()
-        })
-        .collect()
+    let mut p = Pss {
+        trees: 0,
+        pss_kib: 0,
+        anon_kib: 0,
+    };
+    for a in app_servers(bridge) {
+        p.trees += 1;
+        for pid in tree(a, &table) {
+            let rollup = format!("/proc/{pid}/smaps_rollup");
+            p.pss_kib += proc_kib(&rollup, "Pss:").unwrap_or(0);
+            p.anon_kib += proc_kib(&rollup, "Pss_Anon:").unwrap_or(0);
+        }
+    }
+    p
 }
 
 /// Lines in a nested server's marker: its starts.
@@ -693,7 +734,7 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
             }
         );
     }
-    let pss_warm_kib = app.as_ref().map_or(vec![], |a| warm_pss_kib(a.pid));
+    let pss_one = app.as_ref().map(|a| warm_pss(a.pid));
 
     // 2. the first turn of a new session
     let mut first = Row {
@@ -724,6 +765,7 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
             }
         );
     }
+    let pss_many = app.as_ref().map(|a| warm_pss(a.pid));
     let rss_exec_kib = rss_kib(exec.pid)?;
     let rss_app_kib = app.as_ref().map(|a| rss_kib(a.pid)).transpose()?;
     drop(exec);
@@ -798,7 +840,7 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
             }
         );
     }
-    let pss_nested_kib = napp.as_ref().map_or(vec![], |a| warm_pss_kib(a.pid));
+    let pss_nested = napp.as_ref().map(|a| warm_pss(a.pid));
     let report = Report {
         app_unavailable,
         continuing,
@@ -811,8 +853,9 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
         ),
         rss_exec_kib,
         rss_app_kib,
-        pss_warm_kib,
-        pss_nested_kib,
+        pss_one,
+        pss_many,
+        pss_nested,
     };
     // every timed turn reached the model once: bare and exec run every turn, app-server every
     // turn or only its first when it is not available
