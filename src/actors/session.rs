@@ -789,11 +789,16 @@ async fn run_warm(
             if let Some(w) = other {
                 w.close().await;
             }
+            let t0 = Instant::now();
             let spawned = tokio::select! {
                 biased;
                 _ = turn.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
                 w = WarmProcess::spawn(&server, opts.on_spawn.clone()) => w,
             };
+            tracing::debug!(
+                spawn_ms = t0.elapsed().as_millis() as u64,
+                "warm process start"
+            );
             match spawned {
                 Ok(w) => {
                     if !turn.shared.warm.known() {

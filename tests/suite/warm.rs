@@ -49,7 +49,8 @@ fn write_file_reply(name: &str) -> Reply {
 async fn a_warm_session_keeps_one_app_server_and_nothing_sticks_between_turns() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let s = warm_server(&env, &mock, &[]).await;
+    let log = std::env::var("WARM_TEST_LOG").unwrap_or_else(|_| "warn".into());
+    let s = warm_server(&env, &mock, &[("RUST_LOG", log.as_str())]).await;
     let work = env.work().canonicalize().unwrap();
 
     // a workspace-write turn writes

@@ -274,7 +274,13 @@ impl WarmProcess {
             .await
         {
             Ok(()) => {
+                let ran = started.elapsed();
                 self.settle().await;
+                tracing::debug!(
+                    turn_ms = ran.as_millis() as u64,
+                    settle_ms = (started.elapsed() - ran).as_millis() as u64,
+                    "warm turn timings"
+                );
                 judge(&t, Some(0), "", &opts.secrets)
             }
             Err(stop) => self.stop(stop, opts).await,
@@ -307,7 +313,12 @@ impl WarmProcess {
     ) -> std::result::Result<(), Stop> {
         confine::recheck(turn.cwd()).map_err(|e| Stop::Refused(e.to_string()))?;
         let cwd = turn.cwd().path();
+        let t0 = Instant::now();
         let thread = self.open(wanted, turn, opts, deadline).await?;
+        tracing::debug!(
+            open_ms = t0.elapsed().as_millis() as u64,
+            "warm thread open"
+        );
         let opened = events::Event::ThreadStarted {
             thread_id: thread.as_str().to_owned(),
         };
