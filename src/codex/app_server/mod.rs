@@ -2,5 +2,6 @@
 //! conversations): the typed, whitelisted protocol (pure) and a client over the pipes of a child
 //! that the process layer spawned. Nothing here spawns a process.
 
+pub mod approval;
 pub mod client;
 pub mod protocol;
