@@ -154,6 +154,17 @@ pub struct Settings {
     /// recently used idle one is closed. Each costs about 23 MB PSS.
     #[arg(long, env = "CODEX_BRIDGE_MAX_WARM", value_name = "N")]
     pub max_warm: Option<usize>,
+    /// Codex's approval requests (escalations, file changes, permissions, questions): `decline`
+    /// (default: every one is declined at once) or `ask` (the person behind an MCP client that
+    /// declared form elicitation is asked, once per request; anything but their accept is a
+    /// decline).
+    #[arg(
+        long,
+        env = "CODEX_BRIDGE_APPROVALS",
+        value_name = "POLICY",
+        value_enum
+    )]
+    pub approvals: Option<ApprovalMode>,
 
     /// Interval of progress heartbeats while Codex is quiet, in milliseconds (default: 10000).
     #[arg(long, env = "CODEX_BRIDGE_HEARTBEAT_MS", value_name = "MS")]
@@ -236,6 +247,38 @@ impl std::fmt::Display for NestedMcp {
     }
 }
 
+/// What happens to codex's approval requests (and its questions). Spelled once, here, as
+/// [`NestedMcp`] is.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalMode {
+    /// Decline every one at once (the default).
+    #[default]
+    Decline,
+    /// Ask the person behind the client connection that started the turn (MCP elicitation).
+    Ask,
+}
+
+/// The value's one spelling (`decline`, `ask`), from its clap name.
+impl std::fmt::Display for ApprovalMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match clap::ValueEnum::to_possible_value(self) {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The accepted values of a [`clap::ValueEnum`], for a message: "`a` or `b`".
 fn one_of<E: clap::ValueEnum>() -> String {
     let names: Vec<String> = E::value_variants()
@@ -272,6 +315,8 @@ pub struct Config {
     pub backend: Backend,
     /// Most warm app-server processes at once.
     pub max_warm: usize,
+    /// [`ApprovalMode::Ask`]: codex's approval requests are asked of a person.
+    pub approvals: ApprovalMode,
     /// Progress heartbeat interval.
     pub heartbeat: Duration,
     /// Sessions unused for longer are forgotten; `None` keeps them forever.
@@ -405,6 +450,7 @@ impl Config {
             nested_mcp: s.nested_mcp.unwrap_or_default(),
             backend: s.backend.unwrap_or_default(),
             max_warm,
+            approvals: s.approvals.unwrap_or_default(),
             heartbeat,
             session_ttl,
             http,
@@ -640,6 +686,7 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "nested_mcp",
     "backend",
     "max_warm",
+    "approvals",
     "heartbeat_ms",
     "session_ttl_days",
     "http_listen",
@@ -797,6 +844,7 @@ struct FileKeys {
     nested_mcp: Option<String>,
     backend: Option<String>,
     max_warm: Option<usize>,
+    approvals: Option<String>,
     heartbeat_ms: Option<u64>,
     session_ttl_days: Option<u64>,
     http_listen: Option<String>,
@@ -811,6 +859,7 @@ fn expected(key: &str) -> String {
         "log_format" => one_of::<LogFormat>(),
         "nested_mcp" => one_of::<NestedMcp>(),
         "backend" => one_of::<Backend>(),
+        "approvals" => one_of::<ApprovalMode>(),
         "max_concurrent" | "default_timeout_ms" | "max_timeout_ms" | "max_line_bytes"
         | "max_output_bytes" | "queue_timeout_ms" | "idle_timeout_ms" | "heartbeat_ms"
         | "session_ttl_days" | "max_warm" => "a non-negative integer".into(),
@@ -869,6 +918,13 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             <Backend as clap::ValueEnum>::from_str(&v, false).map_err(|_| wrong_type("backend"))
         })
         .transpose()?;
+    let approvals = keys
+        .approvals
+        .map(|v| {
+            <ApprovalMode as clap::ValueEnum>::from_str(&v, false)
+                .map_err(|_| wrong_type("approvals"))
+        })
+        .transpose()?;
     Ok(FileSettings {
         settings: Settings {
             codex_bin: keys.codex_bin,
@@ -889,6 +945,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             nested_mcp,
             backend,
             max_warm: keys.max_warm,
+            approvals,
             heartbeat_ms: keys.heartbeat_ms,
             session_ttl_days: keys.session_ttl_days,
             http_listen: keys.http_listen,
@@ -918,6 +975,7 @@ impl Settings {
             nested_mcp,
             backend,
             max_warm,
+            approvals,
             heartbeat_ms,
             session_ttl_days,
             http_listen,
@@ -944,6 +1002,7 @@ impl Settings {
         or(&mut self.nested_mcp, nested_mcp);
         or(&mut self.backend, backend);
         or(&mut self.max_warm, max_warm);
+        or(&mut self.approvals, approvals);
         or(&mut self.heartbeat_ms, heartbeat_ms);
         or(&mut self.session_ttl_days, session_ttl_days);
         or(&mut self.http_listen, http_listen);
@@ -1171,6 +1230,7 @@ max_output_bytes = 20000
 queue_timeout_ms = 1000
 idle_timeout_ms = 2000
 nested_mcp = "disable"
+approvals = "ask"
 heartbeat_ms = 500
 log_format = "json"
 "#;
@@ -1191,6 +1251,22 @@ log_format = "json"
     }
 
     #[test]
+    fn approvals_default_to_decline_and_a_bad_value_names_the_key() {
+        assert_eq!(ApprovalMode::default(), ApprovalMode::Decline);
+        let err = parse_config_file(Path::new("/c.toml"), "approvals = \"always\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("approvals"), "{err}");
+        assert!(err.contains("`decline` or `ask`"), "{err}");
+        assert!(!err.contains("always"), "the value is never echoed: {err}");
+        for v in [ApprovalMode::Decline, ApprovalMode::Ask] {
+            let text = format!("approvals = \"{v}\"");
+            let f = parse_config_file(Path::new("/c.toml"), &text).unwrap();
+            assert_eq!(f.settings.approvals, Some(v));
+        }
+    }
+
+    #[test]
     fn a_config_file_sets_every_setting() {
         let f = parse_config_file(Path::new("/c.toml"), FULL_FILE).unwrap();
         let s = &f.settings;
@@ -1207,6 +1283,7 @@ log_format = "json"
         assert_eq!(s.queue_timeout_ms, Some(1000));
         assert_eq!(s.idle_timeout_ms, Some(2000));
         assert_eq!(s.nested_mcp, Some(NestedMcp::Disable));
+        assert_eq!(s.approvals, Some(ApprovalMode::Ask));
         assert_eq!(s.heartbeat_ms, Some(500));
         assert_eq!(f.log_format, Some(LogFormat::Json));
         // roots may also be an array

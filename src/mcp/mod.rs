@@ -5,6 +5,7 @@
 //! Architecture invariant: this module knows nothing of processes or sled; it validates
 //! arguments, resolves paths, and calls [`Bridge`].
 
+pub mod elicit;
 pub mod framing;
 pub mod params;
 pub mod results;

@@ -1006,6 +1006,7 @@ fn server_json_documents_every_environment_variable_with_its_default() {
             c.limits.max_output_bytes.to_string(),
         ),
         ("CODEX_BRIDGE_NESTED_MCP", "keep".into()),
+        ("CODEX_BRIDGE_APPROVALS", c.approvals.to_string()),
         ("CODEX_BRIDGE_LOG_FORMAT", "text".into()),
     ];
     for (n, want) in expected {

@@ -8,6 +8,10 @@
 //! - Every request from codex is answered by the reader task itself, at once, with the
 //!   protocol's [`ServerRequest::decline`], before the event is passed on: an unanswered request
 //!   blocks the turn forever, so no consumer can forget one.
+//! - Opt-in ([`Client::with_answerer`]): a request a person may answer (see
+//!   [`approval::Question`]) is handed over as an [`Asked`] on a second stream instead; a task
+//!   of its own writes the answer, or the decline when the deadline passes or the [`Asked`] is
+//!   dropped, so it is still never left unanswered. Every other request is declined at once.
 //! - Notifications (and a record of each declined request) go to one event stream, in order.
 //! - [`Client::close`] closes stdin (EOF is the app-server's clean shutdown) and waits for
 //!   stdout to end. Killing the process and its descendants is the process layer's job.
@@ -18,6 +22,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -25,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
+use super::approval::{self, Asked, ChangeBook, Question};
 use super::protocol::{
     self, Incoming, Notification, Outgoing, ProtocolError, RequestId, RpcError, ServerRequest,
     ThreadOpened, TurnParams, TurnRef,
@@ -67,6 +73,13 @@ pub enum Event {
     Closed(Option<ClientError>),
 }
 
+/// Where the reader hands the requests a person may answer, and how long they may take.
+struct Answerer {
+    asked: mpsc::UnboundedSender<Asked>,
+    deadline: Duration,
+    book: ChangeBook,
+}
+
 type Pending =
     Arc<std::sync::Mutex<Option<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>>>;
 
@@ -90,6 +103,47 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
     where
         R: AsyncRead + Unpin + Send + 'static,
     {
+        Self::build(stdout, stdin, max_line_bytes, None)
+    }
+
+    /// [`Client::new`], and each request a person may answer (an approval, a question, a nested
+    /// server's elicitation: whatever [`Question::parse`] reads) comes on the second stream as
+    /// an [`Asked`] instead of being declined at once. Codex gets the decline if no answer came
+    /// within `deadline`, if the [`Asked`] (or the stream) is dropped, or if the request is not
+    /// a question. The consumer answers only a question of the turn it runs, from the client
+    /// connection that started that turn.
+    pub fn with_answerer<R>(
+        stdout: R,
+        stdin: W,
+        max_line_bytes: usize,
+        deadline: Duration,
+    ) -> (
+        Self,
+        mpsc::UnboundedReceiver<Event>,
+        mpsc::UnboundedReceiver<Asked>,
+    )
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let (asked, asked_rx) = mpsc::unbounded_channel();
+        let answerer = Answerer {
+            asked,
+            deadline,
+            book: ChangeBook::default(),
+        };
+        let (client, events) = Self::build(stdout, stdin, max_line_bytes, Some(answerer));
+        (client, events, asked_rx)
+    }
+
+    fn build<R>(
+        stdout: R,
+        stdin: W,
+        max_line_bytes: usize,
+        answerer: Option<Answerer>,
+    ) -> (Self, mpsc::UnboundedReceiver<Event>)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
         let writer = Arc::new(Mutex::new(Some(stdin)));
         let pending: Pending = Arc::new(std::sync::Mutex::new(Some(HashMap::new())));
         let (events, rx) = mpsc::unbounded_channel();
@@ -99,6 +153,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
             writer.clone(),
             pending.clone(),
             events,
+            answerer,
         ));
         let client = Client {
             writer,
@@ -196,9 +251,10 @@ async fn read_loop<R, W>(
     writer: Arc<Mutex<Option<W>>>,
     pending: Pending,
     events: mpsc::UnboundedSender<Event>,
+    mut answerer: Option<Answerer>,
 ) where
     R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
     let end = loop {
         let line = match lines.next().await {
@@ -213,6 +269,9 @@ async fn read_loop<R, W>(
         };
         if line.trim().is_empty() {
             continue;
+        }
+        if let Some(a) = answerer.as_mut() {
+            a.book.observe_line(&line);
         }
         match protocol::parse_line(&line) {
             Ok(Incoming::Response { id, result }) => {
@@ -231,6 +290,19 @@ async fn read_loop<R, W>(
                     None => tracing::warn!(?id, "codex app-server answered a request never sent"),
                 }
             }
+            Ok(Incoming::Request(req)) if answerer.is_some() => {
+                let a = answerer.as_ref().expect("checked");
+                match Question::parse(&req, &a.book) {
+                    Ok(question) => hand_over(a, &writer, req, question),
+                    Err(why) => {
+                        tracing::info!(method = %req.method, %why, "codex app-server request declined");
+                        if let Err(e) = write_to(&writer, req.decline()).await {
+                            tracing::warn!(method = %req.method, error = %e, "could not answer codex app-server");
+                        }
+                        let _ = events.send(Event::Declined(req));
+                    }
+                }
+            }
             Ok(Incoming::Request(req)) => {
                 // answered here, before anything else is read: never left pending
                 if let Err(e) = write_to(&writer, req.decline()).await {
@@ -247,6 +319,38 @@ async fn read_loop<R, W>(
     // every waiter learns that no answer will come; later requests fail at once
     pending.lock().unwrap_or_else(|p| p.into_inner()).take();
     let _ = events.send(Event::Closed(end));
+}
+
+/// Hand `question` to the answerer; a task of its own writes the answer, or the decline at the
+/// deadline or when the [`Asked`] is dropped (the reader goes on reading meanwhile).
+fn hand_over<W>(
+    a: &Answerer,
+    writer: &Arc<Mutex<Option<W>>>,
+    req: ServerRequest,
+    question: Question,
+) where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let deadline = Instant::now() + a.deadline;
+    let decline = approval::Answer::decline(&req);
+    let method = req.method.clone();
+    let (asked, rx) = Asked::new(req, question, deadline);
+    // a closed stream drops the Asked at once: the task below sends the decline
+    let _ = a.asked.send(asked);
+    let writer = writer.clone();
+    tokio::spawn(async move {
+        let answer = match tokio::time::timeout_at(deadline.into(), rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => decline,
+            Err(_) => {
+                tracing::info!(%method, "no answer in time: codex app-server request declined");
+                decline
+            }
+        };
+        if let Err(e) = write_to(&writer, answer.line().to_owned()).await {
+            tracing::warn!(%method, error = %e, "could not answer codex app-server");
+        }
+    });
 }
 
 #[cfg(test)]
@@ -277,6 +381,95 @@ mod tests {
     async fn send(w: &mut tokio::io::DuplexStream, v: &str) {
         w.write_all(v.as_bytes()).await.unwrap();
         w.write_all(b"\n").await.unwrap();
+    }
+
+    /// The client's end of [`answering_pair`], and the scripted server's.
+    type AnsweringPair = (
+        Client<tokio::io::DuplexStream>,
+        mpsc::UnboundedReceiver<Event>,
+        mpsc::UnboundedReceiver<Asked>,
+        tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+        tokio::io::DuplexStream,
+    );
+
+    /// A scripted app-server like [`pair`], with the answerer on.
+    fn answering_pair(deadline: Duration) -> AnsweringPair {
+        let (client_out, server_in) = duplex(1 << 16);
+        let (server_out, client_in) = duplex(1 << 16);
+        let (client, events, asked) = Client::with_answerer(client_in, client_out, 4096, deadline);
+        (
+            client,
+            events,
+            asked,
+            BufReader::new(server_in).lines(),
+            server_out,
+        )
+    }
+
+    fn approval(id: i64) -> String {
+        json!({"method": "item/commandExecution/requestApproval", "id": id,
+            "params": {"threadId": "T", "turnId": "U", "itemId": "c", "command": "touch /x", "cwd": "/w"}})
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_handed_request_gets_the_answer_given_and_others_are_declined_at_once() {
+        let (_client, mut events, mut asked, mut from_client, mut to_client) =
+            answering_pair(Duration::from_secs(60));
+        send(&mut to_client, &approval(0)).await;
+        // a kind no person answers is still declined at once, while the first one waits
+        send(
+            &mut to_client,
+            r#"{"method":"item/tool/call","id":1,"params":{"threadId":"T"}}"#,
+        )
+        .await;
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":1,"result":{"contentItems":[],"success":false}}"#
+        );
+        assert!(
+            matches!(events.recv().await, Some(Event::Declined(r)) if r.id == RequestId::Int(1))
+        );
+        let a = asked.recv().await.unwrap();
+        assert!(matches!(&a.question, Question::Command { command, .. } if command == "touch /x"));
+        assert_eq!(
+            a.answer(approval::Decision::AcceptOnce, None),
+            approval::Decision::AcceptOnce
+        );
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":0,"result":{"decision":"accept"}}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_or_late_answerer_declines() {
+        let (_client, _events, mut asked, mut from_client, mut to_client) =
+            answering_pair(Duration::from_millis(300));
+        send(&mut to_client, &approval(0)).await;
+        drop(asked.recv().await.unwrap());
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":0,"result":{"decision":"decline"}}"#
+        );
+        send(&mut to_client, &approval(1)).await;
+        let kept = asked.recv().await.unwrap();
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":1,"result":{"decision":"decline"}}"#
+        );
+        // too late: the decline already went
+        assert_eq!(
+            kept.answer(approval::Decision::AcceptOnce, None),
+            approval::Decision::Decline
+        );
+        // nobody reads the handed stream any more: declined all the same
+        drop(asked);
+        send(&mut to_client, &approval(2)).await;
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":2,"result":{"decision":"decline"}}"#
+        );
     }
 
     #[tokio::test]

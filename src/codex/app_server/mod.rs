@@ -2,6 +2,7 @@
 //! protocol (pure), its items in the exec path's terms (pure), and a client over the pipes of
 //! a child that the process layer spawned. Nothing here spawns a process.
 
+pub mod approval;
 pub mod client;
 pub mod protocol;
 pub mod translate;

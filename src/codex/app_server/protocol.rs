@@ -9,7 +9,8 @@
 //! - **A whitelist of methods.** [`Outgoing`] can only be built by the functions of this module:
 //!   `initialize` + `initialized`, `thread/start`, `thread/resume`, `turn/start`,
 //!   `turn/interrupt` and `thread/backgroundTerminals/clean` (present on 0.145.0 and 0.171.0
-//!   behind `capabilities.experimentalApi`, which `initialize` therefore declares). Nothing else
+//!   behind `capabilities.experimentalApi`, which `initialize` therefore declares), and
+//!   `thread/fork` / `turn/steer` (both versions; fork under the thread-level template). Nothing else
 //!   (`thread/shellCommand`, `command/exec`, `fs/*`, `config/*`) can be sent.
 //! - **Fixed templates, no caller keys.** `thread/start` / `thread/resume` carry `cwd`,
 //!   `sandbox: "read-only"`, `approvalPolicy: "never"`, `approvalsReviewer: "user"` (and an
@@ -75,6 +76,10 @@ pub enum Method {
     TurnInterrupt,
     /// `thread/backgroundTerminals/clean`: kills the commands an interrupted turn left running.
     CleanBackgroundTerminals,
+    /// `thread/fork`: a new thread with a copy of a stored thread's history.
+    ThreadFork,
+    /// `turn/steer`: more input for the running turn.
+    TurnSteer,
 }
 
 impl Method {
@@ -88,6 +93,8 @@ impl Method {
             Method::TurnStart => "turn/start",
             Method::TurnInterrupt => "turn/interrupt",
             Method::CleanBackgroundTerminals => "thread/backgroundTerminals/clean",
+            Method::ThreadFork => "thread/fork",
+            Method::TurnSteer => "turn/steer",
         }
     }
 
@@ -822,6 +829,8 @@ pub struct ServerRequest {
     pub kind: RequestKind,
     /// `params.threadId`, when the request names one.
     pub thread_id: Option<String>,
+    /// The params as codex sent them (read by [`super::approval::Question::parse`]).
+    pub params: Value,
 }
 
 /// The JSON-RPC error code of the answer to a request the bridge does not serve.
@@ -850,6 +859,7 @@ impl ServerRequest {
                 .as_str()
                 .or_else(|| p["conversationId"].as_str())
                 .map(str::to_owned),
+            params: p.clone(),
         }
     }
 
@@ -916,6 +926,115 @@ pub fn parse_line(line: &str) -> Result<Incoming, ProtocolError> {
             Ok(Incoming::Response { id, result })
         }
         (None, None) => Err(ProtocolError::Malformed("no `id` and no `method`".into())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A person in the loop: fork, steer, and turns that may ask
+
+/// `thread/fork` of a stored thread: a new, stored thread that starts with a copy of its
+/// history. The fixed thread-level template of `thread/start` (`cwd`, `sandbox: "read-only"`,
+/// `approvalPolicy: "never"`, `approvalsReviewer: "user"`, never `config`); the fork's turns
+/// carry their own sandbox like any turn. Parse the result with [`parse_thread_opened`] (the
+/// same shape on 0.145.0 and 0.171.0). Give the thread's own `model`: a fork to another model
+/// hands the history over as a summary, which costs a model call (measured on both versions).
+pub fn thread_fork(
+    thread: &ThreadRef,
+    cwd: &Path,
+    model: Option<&str>,
+) -> Result<Outgoing, ProtocolError> {
+    let mut p = thread_params(cwd, model)?;
+    p.insert("threadId".into(), Value::from(thread.as_str()));
+    Ok(Outgoing {
+        method: Method::ThreadFork,
+        params: Some(Value::Object(p)),
+    })
+}
+
+/// `turn/steer`: `text` joins the running turn `turn` of `thread` (codex refuses it when that
+/// turn is not the one running). Nothing else: no sandbox, policy or cwd travels with a steer.
+pub fn turn_steer(
+    thread: &ThreadRef,
+    turn: &TurnRef,
+    text: &str,
+) -> Result<Outgoing, ProtocolError> {
+    if text.trim().is_empty() {
+        return Err(invalid("input", "must not be empty"));
+    }
+    Ok(Outgoing {
+        method: Method::TurnSteer,
+        params: Some(json!({
+            "threadId": thread.as_str(),
+            "expectedTurnId": turn.as_str(),
+            "input": [{"type": "text", "text": text}],
+        })),
+    })
+}
+
+/// Read a `turn/steer` result: the turn the input joined.
+pub fn parse_steered(result: &Value) -> Result<TurnRef, ProtocolError> {
+    let id = result["turnId"]
+        .as_str()
+        .ok_or_else(|| ProtocolError::Malformed("no `turnId` in the result".into()))?;
+    TurnRef::parse(id)
+}
+
+/// The approval policy a turn is sent with. `Never` is the default; `OnRequest` lets codex ask
+/// the client (only for the `approvals = ask` setting, with an answerer that a person stands
+/// behind). The reviewer stays `user` either way: no model approves an escalation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Approvals {
+    #[default]
+    Never,
+    OnRequest,
+}
+
+impl Approvals {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approvals::Never => "never",
+            Approvals::OnRequest => "on-request",
+        }
+    }
+}
+
+/// [`turn_start`] with the approval policy `approvals` (every other key as there).
+pub fn turn_start_with(
+    t: &TurnParams<'_>,
+    approvals: Approvals,
+) -> Result<Outgoing, ProtocolError> {
+    let mut o = turn_start(t)?;
+    if let Some(Value::Object(p)) = o.params.as_mut() {
+        p.insert("approvalPolicy".into(), Value::from(approvals.as_str()));
+    }
+    Ok(o)
+}
+
+impl EffectivePolicy {
+    /// [`EffectivePolicy::check`] for a turn sent with `approvals`.
+    pub fn check_with(
+        &self,
+        level: SandboxLevel,
+        cwd: &Path,
+        approvals: Approvals,
+    ) -> Result<(), PolicyMismatch> {
+        if self.approval_policy != approvals.as_str() {
+            let mut others = self.clone();
+            others.approval_policy = Approvals::Never.as_str().to_owned();
+            let mut diffs = vec![format!(
+                "approval policy is {}, expected {}",
+                self.approval_policy,
+                approvals.as_str()
+            )];
+            if let Err(PolicyMismatch(d)) = others.check(level, cwd) {
+                diffs.push(d);
+            }
+            return Err(PolicyMismatch(diffs.join("; ")));
+        }
+        let mut same = self.clone();
+        same.approval_policy = Approvals::Never.as_str().to_owned();
+        same.check(level, cwd)
     }
 }
 
@@ -1107,6 +1226,71 @@ mod tests {
             line(&all[5], 4),
             json!({"method": "turn/interrupt", "id": 4, "params": {"threadId": THREAD, "turnId": TURN}})
         );
+    }
+
+    #[test]
+    fn fork_and_steer_are_fixed_templates_and_a_turn_may_ask_only_on_request() {
+        let t = thread();
+        let turn = TurnRef::parse(TURN).unwrap();
+        let fork = thread_fork(&t, Path::new("/w"), None).unwrap();
+        assert_eq!(
+            line(&fork, 5),
+            json!({"method": "thread/fork", "id": 5, "params": {"threadId": THREAD, "cwd": "/w",
+                "sandbox": "read-only", "approvalPolicy": "never", "approvalsReviewer": "user"}})
+        );
+        let steer = turn_steer(&t, &turn, "also check b").unwrap();
+        assert_eq!(
+            line(&steer, 6),
+            json!({"method": "turn/steer", "id": 6, "params": {"threadId": THREAD,
+                "expectedTurnId": TURN, "input": [{"type": "text", "text": "also check b"}]}})
+        );
+        assert!(matches!(
+            turn_steer(&t, &turn, " "),
+            Err(ProtocolError::Invalid { field: "input", .. })
+        ));
+        assert_eq!(parse_steered(&json!({"turnId": TURN})).unwrap(), turn);
+        let base = TurnParams {
+            thread: &t,
+            prompt: "x",
+            sandbox: None,
+            cwd: Path::new("/w"),
+            model: None,
+            effort: None,
+        };
+        let asking = turn_start_with(&base, Approvals::OnRequest).unwrap();
+        let mut plain = turn_start(&base).unwrap().params().unwrap().clone();
+        plain["approvalPolicy"] = json!("on-request");
+        assert_eq!(asking.params().unwrap(), &plain);
+        assert_eq!(
+            turn_start_with(&base, Approvals::Never).unwrap(),
+            turn_start(&base).unwrap()
+        );
+        let policy = EffectivePolicy {
+            sandbox: ReportedSandbox::ReadOnly { network: false },
+            approval_policy: "on-request".into(),
+            approvals_reviewer: "user".into(),
+            cwd: "/w".into(),
+        };
+        let ro = SandboxLevel::ReadOnly;
+        assert_eq!(
+            policy.check_with(ro, Path::new("/w"), Approvals::OnRequest),
+            Ok(())
+        );
+        assert!(
+            policy
+                .check_with(ro, Path::new("/w"), Approvals::Never)
+                .is_err()
+        );
+        assert!(policy.check(ro, Path::new("/w")).is_err());
+        let reviewer = EffectivePolicy {
+            approvals_reviewer: "auto_review".into(),
+            ..policy
+        };
+        let err = reviewer
+            .check_with(ro, Path::new("/w"), Approvals::OnRequest)
+            .unwrap_err()
+            .0;
+        assert!(err.contains("reviewer"), "{err}");
     }
 
     // Lines as measured (0.145.0 / 0.171.0), trimmed of fields the parser ignores.

@@ -1,0 +1,830 @@
+//! What codex asks a person, typed, and the only answers the bridge can give. Pure: serde and a
+//! oneshot, no IO.
+//!
+//! - [`Question::parse`] reads codex's requests that a person may answer:
+//!   `item/commandExecution/requestApproval` (the exact command, its cwd, codex's reason, a
+//!   network host), `item/fileChange/requestApproval` (the files and a diff summary, taken from
+//!   the `fileChange` item that codex announced before asking, see [`ChangeBook`]),
+//!   `item/permissions/requestApproval` (the filesystem and network permissions asked),
+//!   `item/tool/requestUserInput` (the questions) and `mcpServer/elicitation/request` (a nested
+//!   MCP server's form). Field names are those of 0.145.0 and 0.171.0 (checked against
+//!   `codex app-server generate-json-schema` of both). Nothing here is redacted: the MCP side
+//!   redacts every string before a person sees it ([`Question::lines`]).
+//! - [`Decision`] has two values, accept once and decline. An [`Answer`] is built only from a
+//!   decision (or a person's typed input), so an answer that persists cannot be written:
+//!   never `acceptForSession`, `acceptWithExecpolicyAmendment`, `applyNetworkPolicyAmendment`,
+//!   a `session`-scoped permission grant, or `cancel`.
+//! - [`Asked`] is a question handed to an answerer with a deadline. Every way it can end
+//!   answers codex: an answer, [`Asked::decline`], a drop, or the deadline (the client's task
+//!   then sends the decline).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use super::protocol::{RequestId, RequestKind, ServerRequest};
+
+/// Longest text kept from one field of a request (a command, a reason, a message).
+pub const MAX_FIELD_CHARS: usize = 8 * 1024;
+/// Most files, questions or permission entries kept from one request.
+pub const MAX_ENTRIES: usize = 64;
+
+fn capped(s: &str) -> String {
+    match s.char_indices().nth(MAX_FIELD_CHARS) {
+        None => s.to_owned(),
+        Some((cut, _)) => format!("{}… [cut at {MAX_FIELD_CHARS} characters]", &s[..cut]),
+    }
+}
+
+fn opt_str(v: &Value) -> Option<String> {
+    v.as_str().filter(|s| !s.is_empty()).map(capped)
+}
+
+/// How one file changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSummary {
+    pub path: String,
+    /// `add`, `delete` or `update` (`update → NEW` when moved).
+    pub kind: String,
+    pub added: usize,
+    pub removed: usize,
+}
+
+impl FileSummary {
+    fn from_change(c: &Value) -> Option<Self> {
+        let path = c["path"].as_str()?;
+        let kind = c["kind"]["type"].as_str().unwrap_or("update");
+        let diff = c["diff"].as_str().unwrap_or_default();
+        let (added, removed) = match kind {
+            "add" => (diff.lines().count(), 0),
+            "delete" => (0, diff.lines().count()),
+            _ => diff.lines().fold((0, 0), |(a, r), l| {
+                if l.starts_with('+') && !l.starts_with("+++") {
+                    (a + 1, r)
+                } else if l.starts_with('-') && !l.starts_with("---") {
+                    (a, r + 1)
+                } else {
+                    (a, r)
+                }
+            }),
+        };
+        let kind = match c["kind"]["move_path"].as_str() {
+            Some(to) => format!("{kind} → {}", capped(to)),
+            None => kind.to_owned(),
+        };
+        Some(FileSummary {
+            path: capped(path),
+            kind,
+            added,
+            removed,
+        })
+    }
+}
+
+/// The `fileChange` items codex announced (`item/started`), by item id: codex's file-change
+/// approval names only the item, so the files and diff come from here.
+#[derive(Debug, Default)]
+pub struct ChangeBook {
+    items: HashMap<String, Vec<FileSummary>>,
+}
+
+impl ChangeBook {
+    /// Take in one line from codex (anything but a `fileChange` item is ignored).
+    pub fn observe_line(&mut self, line: &str) {
+        if !line.contains("\"fileChange\"") {
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            return;
+        };
+        if !matches!(
+            v["method"].as_str(),
+            Some("item/started" | "item/completed")
+        ) {
+            return;
+        }
+        let item = &v["params"]["item"];
+        if item["type"] != "fileChange" {
+            return;
+        }
+        let Some(id) = item["id"].as_str() else {
+            return;
+        };
+        if v["method"] == "item/completed" {
+            self.items.remove(id);
+            return;
+        }
+        let files = item["changes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .take(MAX_ENTRIES)
+                    .filter_map(FileSummary::from_change)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if self.items.len() >= 1024 {
+            self.items.clear();
+        }
+        self.items.insert(id.to_owned(), files);
+    }
+
+    /// The files of item `id`, if codex announced it.
+    pub fn files(&self, id: &str) -> Option<&[FileSummary]> {
+        self.items.get(id).map(Vec::as_slice)
+    }
+}
+
+/// One question of `item/tool/requestUserInput`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputQuestion {
+    pub id: String,
+    pub header: String,
+    pub question: String,
+    /// The labels offered (the person may also write their own answer when `other` is set).
+    pub options: Vec<String>,
+    pub other: bool,
+    /// Codex marks the answer secret (a password): it is never logged.
+    pub secret: bool,
+}
+
+/// What a person is asked to decide.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Question {
+    /// Run a command outside the sandbox (once).
+    Command {
+        command: String,
+        cwd: Option<String>,
+        reason: Option<String>,
+        /// The host of a network access codex asks about, if that is the question.
+        network_host: Option<String>,
+    },
+    /// Apply file changes.
+    FileChange {
+        reason: Option<String>,
+        /// A directory codex asks write access to for the rest of the session: never granted
+        /// (an accept covers only these changes).
+        grant_root: Option<String>,
+        /// The files, when codex announced the item before asking; `None` if it did not.
+        files: Option<Vec<FileSummary>>,
+    },
+    /// Extra permissions for this turn.
+    Permissions {
+        cwd: String,
+        reason: Option<String>,
+        read: Vec<String>,
+        write: Vec<String>,
+        network: bool,
+        /// The profile asked for, echoed back on an accept (`fileSystem`, `network`).
+        requested: Value,
+    },
+    /// Questions the model asks the user.
+    UserInput { questions: Vec<InputQuestion> },
+    /// A nested MCP server's elicitation.
+    McpElicitation {
+        server: String,
+        message: String,
+        /// The form's JSON schema (`form` mode); `None` for a URL or an `openai/form`.
+        form: Option<Value>,
+        url: Option<String>,
+    },
+}
+
+/// Why a request is not a question for a person.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAQuestion {
+    /// A kind that is always declined (dynamic tools, v1 approvals, unknown methods).
+    #[error("codex's `{0}` is not asked of a person")]
+    Kind(String),
+    /// The params lack a field the question needs.
+    #[error("codex's `{method}` has no usable `{field}`")]
+    Missing { method: String, field: &'static str },
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .take(MAX_ENTRIES)
+                .map(|x| match x.as_str() {
+                    Some(s) => capped(s),
+                    None => capped(&x.to_string()),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Question {
+    /// Read `req` as a question, with the files of `book` for a file-change approval.
+    pub fn parse(req: &ServerRequest, book: &ChangeBook) -> Result<Self, NotAQuestion> {
+        let p = &req.params;
+        let missing = |field| NotAQuestion::Missing {
+            method: req.method.clone(),
+            field,
+        };
+        Ok(match &req.kind {
+            RequestKind::CommandApproval { .. } => {
+                // 0.171.0's `kind`: `writeStdin` (input to a running terminal) or
+                // `humanCommand` (needs a capability the bridge does not declare) are not
+                // commands a person can judge from this form.
+                match p["kind"].as_str() {
+                    None | Some("command") => {}
+                    Some(other) => {
+                        return Err(NotAQuestion::Kind(format!("{} ({other})", req.method)));
+                    }
+                }
+                let network_host = opt_str(&p["networkApprovalContext"]["host"]);
+                let command = match opt_str(&p["command"]) {
+                    Some(c) => c,
+                    None if network_host.is_some() => String::new(),
+                    None => return Err(missing("command")),
+                };
+                Question::Command {
+                    command,
+                    cwd: opt_str(&p["cwd"]),
+                    reason: opt_str(&p["reason"]),
+                    network_host,
+                }
+            }
+            RequestKind::FileChangeApproval => Question::FileChange {
+                reason: opt_str(&p["reason"]),
+                grant_root: opt_str(&p["grantRoot"]),
+                files: p["itemId"]
+                    .as_str()
+                    .and_then(|id| book.files(id))
+                    .map(<[FileSummary]>::to_vec),
+            },
+            RequestKind::PermissionsApproval => {
+                let perms = &p["permissions"];
+                if !perms.is_object() {
+                    return Err(missing("permissions"));
+                }
+                let fs = &perms["fileSystem"];
+                let mut read = strings(&fs["read"]);
+                let mut write = strings(&fs["write"]);
+                for e in fs["entries"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .take(MAX_ENTRIES)
+                {
+                    let path = match &e["path"] {
+                        Value::String(s) => capped(s),
+                        other => capped(&other.to_string()),
+                    };
+                    match e["access"].as_str() {
+                        Some("write") => write.push(path),
+                        Some("read") => read.push(path),
+                        Some(other) => write.push(format!("{path} ({other})")),
+                        None => write.push(path),
+                    }
+                }
+                let mut requested = Map::new();
+                for k in ["fileSystem", "network"] {
+                    if let Some(v) = perms.get(k).filter(|v| !v.is_null()) {
+                        requested.insert(k.into(), v.clone());
+                    }
+                }
+                Question::Permissions {
+                    cwd: opt_str(&p["cwd"]).ok_or_else(|| missing("cwd"))?,
+                    reason: opt_str(&p["reason"]),
+                    read,
+                    write,
+                    network: perms["network"]["enabled"].as_bool().unwrap_or(false),
+                    requested: Value::Object(requested),
+                }
+            }
+            RequestKind::UserInput => {
+                let qs = p["questions"]
+                    .as_array()
+                    .ok_or_else(|| missing("questions"))?;
+                let questions: Vec<InputQuestion> = qs
+                    .iter()
+                    .take(MAX_ENTRIES)
+                    .filter_map(|q| {
+                        Some(InputQuestion {
+                            id: q["id"].as_str()?.to_owned(),
+                            header: capped(q["header"].as_str().unwrap_or_default()),
+                            question: capped(q["question"].as_str().unwrap_or_default()),
+                            options: q["options"]
+                                .as_array()
+                                .map(|o| {
+                                    o.iter()
+                                        .take(MAX_ENTRIES)
+                                        .filter_map(|x| x["label"].as_str().map(capped))
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
+                            other: q["isOther"].as_bool().unwrap_or(false),
+                            secret: q["isSecret"].as_bool().unwrap_or(false),
+                        })
+                    })
+                    .collect();
+                if questions.is_empty() {
+                    return Err(missing("questions"));
+                }
+                Question::UserInput { questions }
+            }
+            RequestKind::Elicitation => Question::McpElicitation {
+                server: opt_str(&p["serverName"]).ok_or_else(|| missing("serverName"))?,
+                message: opt_str(&p["message"]).unwrap_or_default(),
+                form: (p["mode"] == "form"
+                    || (p["mode"].is_null() && p["requestedSchema"].is_object()))
+                .then(|| p["requestedSchema"].clone())
+                .filter(Value::is_object),
+                url: opt_str(&p["url"]),
+            },
+            RequestKind::DynamicToolCall
+            | RequestKind::LegacyExecApproval
+            | RequestKind::LegacyPatchApproval
+            | RequestKind::Unknown(_) => return Err(NotAQuestion::Kind(req.method.clone())),
+        })
+    }
+
+    /// A short title for the question.
+    pub fn title(&self) -> &'static str {
+        match self {
+            Question::Command {
+                network_host: Some(_),
+                command,
+                ..
+            } if command.is_empty() => "Codex asks for network access",
+            Question::Command { .. } => "Codex asks to run a command outside its sandbox",
+            Question::FileChange { .. } => "Codex asks to change files",
+            Question::Permissions { .. } => "Codex asks for more permissions for this turn",
+            Question::UserInput { .. } => "Codex asks you a question",
+            Question::McpElicitation { .. } => "A nested MCP server asks for input",
+        }
+    }
+
+    /// What a person must see to decide, as (label, text) pairs, unredacted: redact every text
+    /// before it leaves the bridge.
+    pub fn lines(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let mut push = |label, v: &Option<String>| {
+            if let Some(v) = v {
+                out.push((label, v.clone()));
+            }
+        };
+        match self {
+            Question::Command {
+                command,
+                cwd,
+                reason,
+                network_host,
+            } => {
+                if !command.is_empty() {
+                    push("Command", &Some(command.clone()));
+                }
+                push("Network host", network_host);
+                push("Working directory", cwd);
+                push("Codex's reason", reason);
+            }
+            Question::FileChange {
+                reason,
+                grant_root,
+                files,
+            } => {
+                push("Codex's reason", reason);
+                let listed = match files {
+                    None => "(codex did not say which files)".to_owned(),
+                    Some(f) if f.is_empty() => "(none listed)".to_owned(),
+                    Some(f) => f
+                        .iter()
+                        .map(|f| format!("{} ({}, +{} -{})", f.path, f.kind, f.added, f.removed))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                };
+                push("Files", &Some(listed));
+                push(
+                    "Not granted",
+                    &grant_root
+                        .as_ref()
+                        .map(|r| format!("write access to {r} for the rest of the session")),
+                );
+            }
+            Question::Permissions {
+                cwd,
+                reason,
+                read,
+                write,
+                network,
+                ..
+            } => {
+                push("Working directory", &Some(cwd.clone()));
+                push("Codex's reason", reason);
+                push("Read", &(!read.is_empty()).then(|| read.join("\n")));
+                push("Write", &(!write.is_empty()).then(|| write.join("\n")));
+                push("Network", &network.then(|| "enabled".to_owned()));
+            }
+            Question::UserInput { questions } => {
+                for q in questions {
+                    let mut text = format!("{}: {}", q.header, q.question);
+                    if !q.options.is_empty() {
+                        text.push_str(&format!(" [{}]", q.options.join(" | ")));
+                    }
+                    out.push(("Question", text));
+                }
+            }
+            Question::McpElicitation {
+                server,
+                message,
+                url,
+                ..
+            } => {
+                push("Server", &Some(server.clone()));
+                push("Message", &Some(message.clone()));
+                push("Link", url);
+            }
+        }
+        out
+    }
+
+    /// Whether the person's accept needs input (answers, form content), not only a yes.
+    pub fn needs_input(&self) -> bool {
+        matches!(
+            self,
+            Question::UserInput { .. } | Question::McpElicitation { .. }
+        )
+    }
+}
+
+/// The only two decisions: there is no "always".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Decision {
+    /// This request only, this time.
+    AcceptOnce,
+    Decline,
+}
+
+/// What a person typed, for the questions that need input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// Answers of `item/tool/requestUserInput`, by question id.
+    Answers(BTreeMap<String, String>),
+    /// The content of a nested server's form: primitive values only.
+    Form(Map<String, Value>),
+}
+
+/// One answer line for codex, built only from a [`Decision`] (and [`Input`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    line: String,
+    decision: Decision,
+}
+
+impl Answer {
+    /// The JSON line (without the newline).
+    pub fn line(&self) -> &str {
+        &self.line
+    }
+
+    /// What it decides.
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    fn of(id: &RequestId, result: Value, decision: Decision) -> Self {
+        Answer {
+            line: json!({"id": id, "result": result}).to_string(),
+            decision,
+        }
+    }
+
+    /// The decline of `req` (the protocol's refusal).
+    pub fn decline(req: &ServerRequest) -> Self {
+        Answer {
+            line: req.decline(),
+            decision: Decision::Decline,
+        }
+    }
+
+    /// `decision` on `req` read as `question`. An accept of a question that needs input, or
+    /// with input that does not fit it, is a decline.
+    pub fn new(
+        req: &ServerRequest,
+        question: &Question,
+        decision: Decision,
+        input: Option<Input>,
+    ) -> Self {
+        if decision == Decision::Decline {
+            return Answer::decline(req);
+        }
+        let accept = |result| Answer::of(&req.id, result, Decision::AcceptOnce);
+        match (question, input) {
+            (Question::Command { .. } | Question::FileChange { .. }, None) => {
+                accept(json!({"decision": "accept"}))
+            }
+            (Question::Permissions { requested, .. }, None) => {
+                accept(json!({"permissions": requested, "scope": "turn"}))
+            }
+            (Question::UserInput { questions }, Some(Input::Answers(given))) => {
+                let mut answers = Map::new();
+                for q in questions {
+                    if let Some(a) = given.get(&q.id).filter(|a| !a.trim().is_empty()) {
+                        answers.insert(q.id.clone(), json!({"answers": [capped(a)]}));
+                    }
+                }
+                if answers.is_empty() {
+                    return Answer::decline(req);
+                }
+                accept(json!({"answers": answers}))
+            }
+            (Question::McpElicitation { form: Some(_), .. }, Some(Input::Form(content)))
+                if content
+                    .values()
+                    .all(|v| v.is_string() || v.is_number() || v.is_boolean()) =>
+            {
+                accept(json!({"action": "accept", "content": content}))
+            }
+            _ => Answer::decline(req),
+        }
+    }
+}
+
+/// A question handed to an answerer. Answer it before [`Asked::deadline`]; after it, or if this
+/// is dropped, codex gets the decline.
+#[derive(Debug)]
+pub struct Asked {
+    pub request: ServerRequest,
+    pub question: Question,
+    /// `params.turnId`: the turn that asks (answer only if that turn is still running).
+    pub turn_id: Option<String>,
+    deadline: Instant,
+    reply: oneshot::Sender<Answer>,
+}
+
+impl Asked {
+    /// Hand `question` over; the client's answering task keeps the other end.
+    pub fn new(
+        request: ServerRequest,
+        question: Question,
+        deadline: Instant,
+    ) -> (Self, oneshot::Receiver<Answer>) {
+        let (reply, rx) = oneshot::channel();
+        let turn_id = request.params["turnId"].as_str().map(str::to_owned);
+        (
+            Asked {
+                request,
+                question,
+                turn_id,
+                deadline,
+                reply,
+            },
+            rx,
+        )
+    }
+
+    /// When codex gets the decline if no answer came.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Answer with `decision` (and `input` for a question that needs it). Returns what was
+    /// decided (`Decline` also when the deadline passed first and codex already got it).
+    pub fn answer(self, decision: Decision, input: Option<Input>) -> Decision {
+        let answer = Answer::new(&self.request, &self.question, decision, input);
+        let decided = answer.decision();
+        if Instant::now() >= self.deadline {
+            return Decision::Decline;
+        }
+        match self.reply.send(answer) {
+            Ok(()) => decided,
+            Err(_) => Decision::Decline,
+        }
+    }
+
+    /// Decline now.
+    pub fn decline(self) {
+        let _ = self.answer(Decision::Decline, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codex::app_server::protocol::{Incoming, parse_line};
+
+    fn req(line: &str) -> ServerRequest {
+        match parse_line(line).unwrap() {
+            Incoming::Request(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn answers(r: &ServerRequest, q: &Question) -> Vec<Value> {
+        let inputs = [
+            None,
+            Some(Input::Answers(BTreeMap::from([(
+                "q1".into(),
+                "yes".into(),
+            )]))),
+            Some(Input::Form(Map::from_iter([("ok".into(), json!(true))]))),
+        ];
+        let mut out = vec![];
+        for d in [Decision::AcceptOnce, Decision::Decline] {
+            for i in inputs.clone() {
+                out.push(serde_json::from_str(Answer::new(r, q, d, i).line()).unwrap());
+            }
+        }
+        out
+    }
+
+    /// Measured on 0.145.0 (0.171.0 adds `kind: "command"` and more nulls).
+    const COMMAND: &str = r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"call_2","startedAtMs":1,"environmentId":"local","reason":"Write out.txt?","command":"/bin/bash -lc 'echo hi > out.txt; echo exit=$?'","cwd":"/w","commandActions":[{"type":"unknown","command":"echo hi > out.txt; echo exit=$?"}],"proposedExecpolicyAmendment":["/bin/bash","-lc","echo hi > out.txt; echo exit=$?"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":[]}},"cancel"]}}"#;
+
+    #[test]
+    fn a_command_approval_reads_the_command_cwd_and_reason_and_answers_once() {
+        let r = req(COMMAND);
+        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        assert_eq!(
+            q,
+            Question::Command {
+                command: "/bin/bash -lc 'echo hi > out.txt; echo exit=$?'".into(),
+                cwd: Some("/w".into()),
+                reason: Some("Write out.txt?".into()),
+                network_host: None,
+            }
+        );
+        assert_eq!(
+            Answer::new(&r, &q, Decision::AcceptOnce, None).line(),
+            r#"{"id":0,"result":{"decision":"accept"}}"#
+        );
+        assert_eq!(
+            Answer::new(&r, &q, Decision::Decline, None).line(),
+            r#"{"id":0,"result":{"decision":"decline"}}"#
+        );
+        let mut v171: Value = serde_json::from_str(COMMAND).unwrap();
+        v171["params"]["kind"] = json!("command");
+        assert!(Question::parse(&req(&v171.to_string()), &ChangeBook::default()).is_ok());
+        for other in ["writeStdin", "humanCommand"] {
+            v171["params"]["kind"] = json!(other);
+            assert!(matches!(
+                Question::parse(&req(&v171.to_string()), &ChangeBook::default()),
+                Err(NotAQuestion::Kind(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn no_answer_that_can_be_built_persists() {
+        let mut book = ChangeBook::default();
+        book.observe_line(r#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"p1","changes":[{"path":"/w/a.txt","kind":{"type":"update","move_path":null},"diff":"@@\n-a\n+b\n+c\n"}],"status":"inProgress"},"threadId":"T","turnId":"U"}}"#);
+        let lines = [
+            COMMAND.to_owned(),
+            r#"{"method":"item/fileChange/requestApproval","id":1,"params":{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"reason":"edit","grantRoot":"/w"}}"#.to_owned(),
+            r#"{"method":"item/permissions/requestApproval","id":2,"params":{"threadId":"T","turnId":"U","itemId":"i","startedAtMs":1,"cwd":"/w","reason":"net","permissions":{"network":{"enabled":true},"fileSystem":{"write":["/w/out"]}}}}"#.to_owned(),
+            r#"{"method":"item/tool/requestUserInput","id":3,"params":{"threadId":"T","turnId":"U","itemId":"i","isBlocking":true,"questions":[{"id":"q1","header":"H","question":"Which?","options":[{"label":"a","description":"d"}]}]}}"#.to_owned(),
+            r#"{"method":"mcpServer/elicitation/request","id":4,"params":{"threadId":"T","turnId":"U","serverName":"s","mode":"form","message":"ok?","requestedSchema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}}"#.to_owned(),
+        ];
+        for l in lines {
+            let r = req(&l);
+            let q = Question::parse(&r, &book).unwrap();
+            for a in answers(&r, &q) {
+                let text = a.to_string();
+                for forbidden in [
+                    "acceptForSession",
+                    "Execpolicy",
+                    "NetworkPolicy",
+                    "session",
+                    "cancel",
+                    "always",
+                ] {
+                    assert!(!text.contains(forbidden), "{text}");
+                }
+                assert_eq!(a["id"], serde_json::to_value(&r.id).unwrap());
+                assert!(a.get("result").is_some(), "{text}");
+            }
+        }
+        // the file-change question lists the files codex announced, and never grants the root
+        let r = req(
+            r#"{"method":"item/fileChange/requestApproval","id":1,"params":{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"grantRoot":"/w"}}"#,
+        );
+        let q = Question::parse(&r, &book).unwrap();
+        let shown = q.lines();
+        assert!(
+            shown
+                .iter()
+                .any(|(l, t)| *l == "Files" && t == "/w/a.txt (update, +2 -1)"),
+            "{shown:?}"
+        );
+        assert!(
+            shown
+                .iter()
+                .any(|(l, t)| *l == "Not granted" && t.contains("/w"))
+        );
+        assert_eq!(
+            Answer::new(&r, &q, Decision::AcceptOnce, None).line(),
+            r#"{"id":1,"result":{"decision":"accept"}}"#
+        );
+    }
+
+    #[test]
+    fn permissions_are_granted_for_the_turn_only_and_input_must_fit() {
+        let r = req(
+            r#"{"method":"item/permissions/requestApproval","id":2,"params":{"threadId":"T","turnId":"U","itemId":"i","startedAtMs":1,"cwd":"/w","permissions":{"network":{"enabled":true},"fileSystem":null}}}"#,
+        );
+        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let a: Value =
+            serde_json::from_str(Answer::new(&r, &q, Decision::AcceptOnce, None).line()).unwrap();
+        assert_eq!(
+            a,
+            json!({"id": 2, "result": {"permissions": {"network": {"enabled": true}}, "scope": "turn"}})
+        );
+        let d: Value =
+            serde_json::from_str(Answer::new(&r, &q, Decision::Decline, None).line()).unwrap();
+        assert_eq!(d["result"], json!({"permissions": {}, "scope": "turn"}));
+
+        let r = req(
+            r#"{"method":"item/tool/requestUserInput","id":3,"params":{"threadId":"T","turnId":"U","itemId":"i","questions":[{"id":"q1","header":"H","question":"Which?"}]}}"#,
+        );
+        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        assert!(q.needs_input());
+        // an accept without input, or with the wrong kind, is a decline
+        for input in [None, Some(Input::Form(Map::new()))] {
+            let a = Answer::new(&r, &q, Decision::AcceptOnce, input);
+            assert_eq!(a.decision(), Decision::Decline);
+            assert_eq!(a.line(), r#"{"id":3,"result":{"answers":{}}}"#);
+        }
+        let a = Answer::new(
+            &r,
+            &q,
+            Decision::AcceptOnce,
+            Some(Input::Answers(BTreeMap::from([
+                ("q1".into(), "the first".into()),
+                ("q9".into(), "not asked".into()),
+            ]))),
+        );
+        assert_eq!(
+            a.line(),
+            r#"{"id":3,"result":{"answers":{"q1":{"answers":["the first"]}}}}"#
+        );
+
+        let r = req(
+            r#"{"method":"mcpServer/elicitation/request","id":"e","params":{"threadId":"T","serverName":"s","mode":"form","message":"ok?","requestedSchema":{"type":"object","properties":{"n":{"type":"string"}}}}}"#,
+        );
+        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let nested = Map::from_iter([("n".into(), json!({"deep": 1}))]);
+        assert_eq!(
+            Answer::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(nested))).decision(),
+            Decision::Decline
+        );
+        let flat = Map::from_iter([("n".into(), json!("x"))]);
+        assert_eq!(
+            Answer::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(flat))).line(),
+            r#"{"id":"e","result":{"action":"accept","content":{"n":"x"}}}"#
+        );
+    }
+
+    #[test]
+    fn kinds_a_person_is_not_asked_and_requests_without_their_fields() {
+        for l in [
+            r#"{"method":"item/tool/call","id":1,"params":{"threadId":"T"}}"#,
+            r#"{"method":"execCommandApproval","id":1,"params":{}}"#,
+            r#"{"method":"future/thing","id":1,"params":{}}"#,
+            r#"{"method":"item/commandExecution/requestApproval","id":1,"params":{"threadId":"T"}}"#,
+            r#"{"method":"item/permissions/requestApproval","id":1,"params":{"cwd":"/w"}}"#,
+            r#"{"method":"item/tool/requestUserInput","id":1,"params":{"questions":[]}}"#,
+        ] {
+            assert!(
+                Question::parse(&req(l), &ChangeBook::default()).is_err(),
+                "{l}"
+            );
+        }
+        let long = "x".repeat(MAX_FIELD_CHARS + 10);
+        let l = json!({"method": "item/commandExecution/requestApproval", "id": 1,
+            "params": {"command": long, "turnId": "U"}});
+        let q = Question::parse(&req(&l.to_string()), &ChangeBook::default()).unwrap();
+        let Question::Command { command, .. } = q else {
+            panic!()
+        };
+        assert!(command.len() < MAX_FIELD_CHARS + 64 && command.ends_with("characters]"));
+    }
+
+    #[tokio::test]
+    async fn an_asked_question_answers_once_and_a_drop_or_late_answer_is_a_decline() {
+        let r = req(COMMAND);
+        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let later = Instant::now() + std::time::Duration::from_secs(60);
+        let (asked, rx) = Asked::new(r.clone(), q.clone(), later);
+        assert_eq!(asked.turn_id.as_deref(), Some("U"));
+        assert_eq!(
+            asked.answer(Decision::AcceptOnce, None),
+            Decision::AcceptOnce
+        );
+        assert_eq!(
+            rx.await.unwrap().line(),
+            r#"{"id":0,"result":{"decision":"accept"}}"#
+        );
+        let (asked, rx) = Asked::new(r.clone(), q.clone(), later);
+        drop(asked);
+        assert!(rx.await.is_err(), "a drop leaves the decline to the client");
+        let (asked, rx) = Asked::new(r, q, Instant::now());
+        assert_eq!(asked.answer(Decision::AcceptOnce, None), Decision::Decline);
+        assert!(rx.await.is_err());
+    }
+}

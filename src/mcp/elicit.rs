@@ -1,0 +1,370 @@
+//! Asking a person through MCP elicitation (`elicitation/create`, form mode): codex's question
+//! becomes a form on the client connection that started the turn; whatever does not come back
+//! as an explicit accept is a decline.
+//!
+//! - [`form`] (pure) builds the request: a message with every field the person needs (the exact
+//!   command, working directory and codex's reason; or the files and a diff summary; or the
+//!   permissions asked), each redacted with the connection's redactor, and a schema whose only
+//!   field is the yes/no `approve` (default no). Questions that need input (codex's
+//!   `requestUserInput`, a nested MCP server's form) get their own fields instead.
+//! - [`ask`] asks it on a peer, bounded by a timeout. A client that did not declare form
+//!   elicitation is never asked; its decline, its cancel, no answer in time, a transport error
+//!   or an answer that does not fit the form all mean decline.
+//! - [`answer`] asks an [`Asked`] and answers codex with the outcome; [`DecisionRecord`] is what
+//!   the turn's structured result lists (`approvals`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    ElicitRequestParams, ElicitationAction, ElicitationSchema, PrimitiveSchemaDefinition,
+    StringSchema,
+};
+use rmcp::service::ElicitationMode;
+use rmcp::{Peer, RoleServer};
+use serde_json::{Map, Value};
+
+use crate::codex::app_server::approval::{Asked, Decision, Input, Question};
+use crate::security::redact::ClientSecrets;
+
+/// How long a person has to answer, unless the setting says otherwise: long enough to read a
+/// command, short enough that a forgotten question does not hold a turn for long.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The field of an approval form.
+pub const APPROVE_FIELD: &str = "approve";
+/// Longest message sent to a client (the fields are capped one by one before this).
+pub const MAX_MESSAGE_CHARS: usize = 16 * 1024;
+/// Longest `asked` text kept in a [`DecisionRecord`].
+pub const MAX_RECORD_CHARS: usize = 2 * 1024;
+
+/// What was asked and decided, for the turn's structured result and the log.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    /// The question as the person saw it (redacted, cut).
+    pub asked: String,
+    pub decision: Decision,
+    /// Whether a person decided (an accept, a decline or a dismissal), not a timeout, an error
+    /// or a client that cannot be asked.
+    pub by_person: bool,
+    /// Why it is a decline when no person decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_owned(),
+        Some((i, _)) => format!("{}…", &s[..i]),
+    }
+}
+
+/// The message a person reads: the question's title and fields, each redacted.
+pub fn message(question: &Question, secrets: &ClientSecrets) -> String {
+    let mut text = question.title().to_owned();
+    for (label, value) in question.lines() {
+        let value = secrets.redact(&value);
+        if value.contains('\n') {
+            text.push_str(&format!("\n\n{label}:\n{value}"));
+        } else {
+            text.push_str(&format!("\n{label}: {value}"));
+        }
+    }
+    if !question.needs_input() {
+        text.push_str(
+            "\n\nApproving allows this one request, once. Nothing is remembered for later requests.",
+        );
+    }
+    cut(&text, MAX_MESSAGE_CHARS)
+}
+
+fn approval_schema() -> ElicitationSchema {
+    ElicitationSchema::builder()
+        .required_bool_with(APPROVE_FIELD, |b| {
+            b.title("Allow this once")
+                .description("Leave unchecked (or decline) to refuse.")
+                .with_default(false)
+        })
+        // its one required field is among its properties
+        .build_unchecked()
+}
+
+/// The form of a question: the message, and the schema of what the person fills in. `None` when
+/// no form can carry it (a nested server's URL elicitation, or a form schema that is not the
+/// flat object MCP allows): decline without asking.
+pub fn form(question: &Question, secrets: &ClientSecrets) -> Option<ElicitRequestParams> {
+    let schema = match question {
+        Question::UserInput { questions } => {
+            let mut b = ElicitationSchema::builder();
+            for q in questions {
+                let title = secrets.redact(&q.header).into_owned();
+                let mut desc = secrets.redact(&q.question).into_owned();
+                if !q.options.is_empty() {
+                    desc.push_str(&format!(
+                        " (one of: {})",
+                        secrets.redact(&q.options.join(", "))
+                    ));
+                }
+                b = b.property(
+                    q.id.clone(),
+                    PrimitiveSchemaDefinition::String(
+                        StringSchema::new().title(title).description(desc),
+                    ),
+                );
+            }
+            b.build_unchecked()
+        }
+        Question::McpElicitation { form: None, .. } => return None,
+        Question::McpElicitation {
+            form: Some(schema), ..
+        } => {
+            let mut schema = schema.clone();
+            secrets.redact_json(&mut schema);
+            let Value::Object(obj) = schema else {
+                return None;
+            };
+            ElicitationSchema::from_json_schema(obj).ok()?
+        }
+        _ => approval_schema(),
+    };
+    Some(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: message(question, secrets),
+        requested_schema: schema,
+    })
+}
+
+/// Whether `peer` declared form elicitation.
+pub fn can_ask(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+}
+
+/// The outcome of asking: the decision, the person's input (for questions that need it), and
+/// the record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asking {
+    pub decision: Decision,
+    pub input: Option<Input>,
+    pub record: DecisionRecord,
+}
+
+/// Ask `question` on `peer` (the connection that started the turn), waiting at most `timeout`.
+pub async fn ask(
+    peer: &Peer<RoleServer>,
+    question: &Question,
+    secrets: &ClientSecrets,
+    timeout: Duration,
+) -> Asking {
+    let asked = cut(&message(question, secrets), MAX_RECORD_CHARS);
+    let declined = |by_person, reason| Asking {
+        decision: Decision::Decline,
+        input: None,
+        record: DecisionRecord {
+            asked: asked.clone(),
+            decision: Decision::Decline,
+            by_person,
+            reason,
+        },
+    };
+    if !can_ask(peer) {
+        return declined(
+            false,
+            Some("the client cannot be asked (no form elicitation)"),
+        );
+    }
+    let Some(params) = form(question, secrets) else {
+        return declined(false, Some("the question has no form a client can show"));
+    };
+    let result = match tokio::time::timeout(
+        timeout,
+        peer.create_elicitation_with_timeout(params, Some(timeout)),
+    )
+    .await
+    {
+        Err(_) => return declined(false, Some("no answer in time")),
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "elicitation failed: declined");
+            return declined(false, Some("the client could not be asked"));
+        }
+        Ok(Ok(r)) => r,
+    };
+    let content = result.content.unwrap_or(Value::Null);
+    match result.action {
+        ElicitationAction::Accept => {}
+        _ => return declined(true, None),
+    }
+    let input = match question {
+        Question::UserInput { questions } => {
+            let answers: BTreeMap<String, String> = questions
+                .iter()
+                .filter_map(|q| {
+                    let a = content.get(&q.id)?.as_str()?;
+                    Some((q.id.clone(), a.to_owned()))
+                })
+                .collect();
+            if answers.is_empty() {
+                return declined(true, Some("accepted without an answer"));
+            }
+            Some(Input::Answers(answers))
+        }
+        Question::McpElicitation { .. } => match content {
+            Value::Object(m) => Some(Input::Form(m)),
+            _ => Some(Input::Form(Map::new())),
+        },
+        _ => {
+            if content.get(APPROVE_FIELD) != Some(&Value::Bool(true)) {
+                return declined(true, Some("accepted without checking approve"));
+            }
+            None
+        }
+    };
+    Asking {
+        decision: Decision::AcceptOnce,
+        input,
+        record: DecisionRecord {
+            asked,
+            decision: Decision::AcceptOnce,
+            by_person: true,
+            reason: None,
+        },
+    }
+}
+
+/// Ask `asked` on `peer` within `timeout` (and before codex's own deadline for it), answer
+/// codex, log and return the record. The decision in the record is what codex got.
+pub async fn answer(
+    peer: &Peer<RoleServer>,
+    asked: Asked,
+    secrets: &ClientSecrets,
+    timeout: Duration,
+) -> DecisionRecord {
+    // leave the client's answering task a moment to write before its own deadline
+    let left = asked
+        .deadline()
+        .saturating_duration_since(Instant::now())
+        .saturating_sub(Duration::from_millis(250));
+    let outcome = ask(peer, &asked.question, secrets, timeout.min(left)).await;
+    let mut record = outcome.record;
+    let sent = asked.answer(outcome.decision, outcome.input);
+    if sent != record.decision {
+        record.decision = sent;
+        record.reason = Some("the answer came after codex's deadline");
+    }
+    tracing::info!(
+        asked = %record.asked,
+        decision = ?record.decision,
+        by_person = record.by_person,
+        reason = record.reason.unwrap_or(""),
+        "approval request answered"
+    );
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codex::app_server::approval::InputQuestion;
+
+    fn command() -> Question {
+        Question::Command {
+            command: "curl -H 'Authorization: Bearer sk-proj-abcdefghijklmnopqrstuvwxyz0123' x"
+                .into(),
+            cwd: Some("/w".into()),
+            reason: Some("fetch it".into()),
+            network_host: None,
+        }
+    }
+
+    #[test]
+    fn an_approval_form_shows_the_redacted_fields_and_one_yes_no() {
+        let secrets = ClientSecrets::default();
+        let Some(ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        }) = form(&command(), &secrets)
+        else {
+            panic!("a form")
+        };
+        assert!(message.starts_with("Codex asks to run a command outside its sandbox"));
+        assert!(message.contains("Working directory: /w") && message.contains("fetch it"));
+        assert!(
+            !message.contains("sk-proj-abcdefghijklmnopqrstuvwxyz0123"),
+            "{message}"
+        );
+        assert!(message.contains("once"), "{message}");
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        assert_eq!(
+            schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            [APPROVE_FIELD]
+        );
+        assert_eq!(schema["properties"][APPROVE_FIELD]["type"], "boolean");
+        assert_eq!(schema["properties"][APPROVE_FIELD]["default"], false);
+        assert_eq!(schema["required"], serde_json::json!([APPROVE_FIELD]));
+    }
+
+    #[test]
+    fn questions_get_a_field_each_and_a_url_elicitation_no_form() {
+        let secrets = ClientSecrets::default();
+        let q = Question::UserInput {
+            questions: vec![InputQuestion {
+                id: "q1".into(),
+                header: "Branch".into(),
+                question: "Which branch?".into(),
+                options: vec!["main".into(), "dev".into()],
+                other: true,
+                secret: false,
+            }],
+        };
+        let Some(ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        }) = form(&q, &secrets)
+        else {
+            panic!()
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap();
+        assert_eq!(schema["properties"]["q1"]["type"], "string");
+        assert!(
+            schema["properties"]["q1"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("main, dev")
+        );
+        let url = Question::McpElicitation {
+            server: "s".into(),
+            message: "go there".into(),
+            form: None,
+            url: Some("https://example.com".into()),
+        };
+        assert!(form(&url, &secrets).is_none());
+        let nested = Question::McpElicitation {
+            server: "s".into(),
+            message: "name?".into(),
+            form: Some(
+                serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+            ),
+            url: None,
+        };
+        assert!(form(&nested, &secrets).is_some());
+    }
+
+    #[test]
+    fn a_record_serializes_as_the_result_lists_it() {
+        let r = DecisionRecord {
+            asked: "Codex asks".into(),
+            decision: Decision::Decline,
+            by_person: false,
+            reason: Some("no answer in time"),
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({"asked": "Codex asks", "decision": "decline", "byPerson": false,
+                "reason": "no answer in time"})
+        );
+    }
+}
