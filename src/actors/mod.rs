@@ -489,6 +489,7 @@ impl Bridge {
                 .map(|a| a.stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))),
         )
         .await;
+        self.shared.warm.close_spare().await;
         // the one-shots (and any session started meanwhile)
         self.registry
             .stop_children_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))

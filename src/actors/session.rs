@@ -702,7 +702,7 @@ fn launch(
 
 /// What a turn's task runs with.
 struct TurnEnv<'a> {
-    shared: &'a Shared,
+    shared: &'a Arc<Shared>,
     me: &'a ActorRef<SessionMessage>,
     client: &'a ClientContext,
     timeout: Duration,
@@ -783,11 +783,21 @@ async fn run_warm(
     Option<WarmProcess>,
 ) {
     let opts = turn.options();
-    let mut process = match warm {
-        Some(w) if w.reusable() && w.key() == key_of(&server) => w,
+    let key = key_of(&server);
+    let process = match warm {
+        Some(w) if w.reusable() && w.key() == key => w,
         other => {
             if let Some(w) = other {
                 w.close().await;
+            }
+            // a spare started the same way for this directory and client: no start-up wait;
+            // then the next spare starts (a host's next new session here finds one too)
+            if let Some(w) = turn.shared.warm.take_spare(key).await {
+                crate::actors::warm::refill(turn.shared, server.clone());
+                let _ = turn.me.cast(SessionMessage::Spawned {
+                    info: w.info().clone(),
+                });
+                return finish_warm(turn, w, wanted, t, &opts).await;
             }
             let t0 = Instant::now();
             let spawned = tokio::select! {
@@ -804,6 +814,7 @@ async fn run_warm(
                     if !turn.shared.warm.known() {
                         turn.shared.warm.record(Ok(()));
                     }
+                    crate::actors::warm::refill(turn.shared, server.clone());
                     w
                 }
                 Err(e @ Error::Cancelled { .. }) => return (Err(e), None),
@@ -825,7 +836,21 @@ async fn run_warm(
             }
         }
     };
-    let outcome = process.run_turn(wanted, &t, &opts, turn.on_event()).await;
+    finish_warm(turn, process, wanted, t, &opts).await
+}
+
+/// Run the turn on `process` and hand the process back when it may serve the next turn.
+async fn finish_warm(
+    turn: &TurnEnv<'_>,
+    mut process: WarmProcess,
+    wanted: ThreadWanted,
+    t: WarmTurn,
+    opts: &RunOptions,
+) -> (
+    Result<(TurnOutcome, Option<TurnContext>)>,
+    Option<WarmProcess>,
+) {
+    let outcome = process.run_turn(wanted, &t, opts, turn.on_event()).await;
     log_finished(&outcome);
     let recorded = outcome
         .output

@@ -30,6 +30,10 @@ pub enum Acquired {
 /// The warm processes of all sessions, for the cap.
 pub struct WarmPool {
     max: usize,
+    /// One app-server started ahead, for the next new session in the directory (and with the
+    /// client) of the last one started: its key and the process. Owned here until a session
+    /// takes it; closed after the idle timeout unused, and at shutdown.
+    spare: tokio::sync::Mutex<Option<(u64, crate::codex::process::WarmProcess)>>,
     entries: Mutex<Vec<Entry>>,
     /// Whether this codex has a usable app-server, once known: the first warm start (or a
     /// probe) tells. `Err` holds why not; turns then run with `codex exec`.
@@ -41,8 +45,30 @@ impl WarmPool {
     pub fn new(max: usize) -> Self {
         WarmPool {
             max: max.max(1),
+            spare: tokio::sync::Mutex::new(None),
             entries: Mutex::new(Vec::new()),
             health: Mutex::new(None),
+        }
+    }
+
+    /// The spare, when it was started with `key` (the same invocation: directory, client
+    /// environment, CODEX_HOME, binary, pins) and is fit to use.
+    pub async fn take_spare(&self, key: u64) -> Option<crate::codex::process::WarmProcess> {
+        let mut spare = self.spare.lock().await;
+        match spare.take() {
+            Some((k, w)) if k == key && w.reusable() => Some(w),
+            other => {
+                *spare = other;
+                None
+            }
+        }
+    }
+
+    /// Close the spare (shutdown).
+    pub async fn close_spare(&self) {
+        let spare = self.spare.lock().await.take();
+        if let Some((_, w)) = spare {
+            w.close().await;
         }
     }
 
@@ -162,4 +188,43 @@ pub async fn probe(common: &crate::codex::argv::Common) -> std::result::Result<(
         }
         Err(e) => Err(crate::security::redact::redact(&e.to_string()).into_owned()),
     }
+}
+
+/// Start a spare app-server from `spec` in the background, replacing the one there (closed);
+/// it closes itself after the idle timeout if no session took it.
+/// The task holds the shared state weakly: a stopped server's store is not kept open by it.
+pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex::argv::SpawnSpec) {
+    // the spare counts against the cap: none when the warm sessions fill it
+    if shared.warm.len() >= shared.warm.max() {
+        return;
+    }
+    let key = crate::codex::process::key_of(&spec);
+    let idle = shared.idle_timeout;
+    let weak = std::sync::Arc::downgrade(shared);
+    tokio::spawn(async move {
+        let Ok(w) = crate::codex::process::WarmProcess::spawn(&spec, None).await else {
+            return;
+        };
+        let pid = w.info().pid;
+        let Some(shared) = weak.upgrade() else {
+            w.close().await;
+            return;
+        };
+        let old = shared.warm.spare.lock().await.replace((key, w));
+        drop(shared);
+        if let Some((_, old)) = old {
+            old.close().await;
+        }
+        tokio::time::sleep(idle).await;
+        let Some(shared) = weak.upgrade() else {
+            return;
+        };
+        let mut spare = shared.warm.spare.lock().await;
+        if spare.as_ref().is_some_and(|(_, w)| w.info().pid == pid)
+            && let Some((_, w)) = spare.take()
+        {
+            drop(spare);
+            w.close().await;
+        }
+    });
 }

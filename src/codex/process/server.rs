@@ -78,6 +78,8 @@ pub struct WarmProcess {
     key: u64,
     info: SpawnInfo,
     loaded: Option<Loaded>,
+    /// The move into the cgroup, until it is done.
+    moving: Option<tokio::task::JoinHandle<()>>,
     /// Killed, crashed or distrusted: never used again.
     spent: bool,
 }
@@ -149,9 +151,12 @@ impl WarmProcess {
             .map(|p| p as i32)
             .ok_or(ProcessError::NotPiped("process id"))?;
         let guard = KillGuard::new(Some(pid));
-        if let Some(fd) = cgroup.as_ref().and_then(|c| c.procs.try_clone().ok()) {
-            let _ = tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)).await;
-        }
+        // moving a process costs the kernel an RCU grace period (~10-15 ms): done beside the
+        // handshake, and awaited before the first thread is opened (nothing runs before that)
+        let moving = cgroup
+            .as_ref()
+            .and_then(|c| c.procs.try_clone().ok())
+            .map(|fd| tokio::task::spawn_blocking(move || move_into_cgroup(fd, pid)));
         let info = SpawnInfo {
             pid,
             start_ticks: start_ticks(pid).unwrap_or(0),
@@ -184,6 +189,7 @@ impl WarmProcess {
             key: key_of(spec),
             info,
             loaded: None,
+            moving,
             spent: false,
         };
         let version = env!("CARGO_PKG_VERSION");
@@ -455,6 +461,9 @@ impl WarmProcess {
         deadline: tokio::time::Instant,
     ) -> std::result::Result<ThreadRef, Stop> {
         let cwd = turn.cwd().path();
+        if let Some(moving) = self.moving.take() {
+            let _ = moving.await;
+        }
         let msg = match wanted {
             ThreadWanted::Resume(id) => {
                 let thread =
