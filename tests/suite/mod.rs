@@ -12,6 +12,7 @@ mod http;
 mod hub;
 mod hub_in_process;
 mod mcp;
+mod proofs;
 mod review;
 mod runner;
 mod runner_fake;
