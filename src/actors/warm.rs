@@ -56,7 +56,14 @@ impl WarmPool {
     pub async fn take_spare(&self, key: u64) -> Option<crate::codex::process::WarmProcess> {
         let mut spare = self.spare.lock().await;
         match spare.take() {
-            Some((k, w)) if k == key && w.reusable() => Some(w),
+            Some((k, mut w)) if k == key => {
+                if w.reusable() && !w.exited() {
+                    Some(w)
+                } else {
+                    // dead or distrusted: dropped (and killed, if anything is left of it)
+                    None
+                }
+            }
             other => {
                 *spare = other;
                 None
@@ -215,16 +222,27 @@ pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex
         if let Some((_, old)) = old {
             old.close().await;
         }
-        tokio::time::sleep(idle).await;
-        let Some(shared) = weak.upgrade() else {
-            return;
-        };
-        let mut spare = shared.warm.spare.lock().await;
-        if spare.as_ref().is_some_and(|(_, w)| w.info().pid == pid)
-            && let Some((_, w)) = spare.take()
-        {
-            drop(spare);
-            w.close().await;
+        // until a session takes it: closed once idle too long, forgotten (and reaped) as soon
+        // as it exits by itself
+        let until = tokio::time::Instant::now() + idle;
+        loop {
+            let now = tokio::time::Instant::now();
+            tokio::time::sleep_until((now + std::time::Duration::from_secs(1)).min(until)).await;
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            let mut spare = shared.warm.spare.lock().await;
+            let Some((_, w)) = spare.as_mut().filter(|(_, w)| w.info().pid == pid) else {
+                return;
+            };
+            let gone = w.exited();
+            if gone || tokio::time::Instant::now() >= until {
+                if let Some((_, w)) = spare.take() {
+                    drop(spare);
+                    w.close().await;
+                }
+                return;
+            }
         }
     });
 }

@@ -49,7 +49,20 @@ async fn assert_no_process_left(s: &Tapped) {
     while !left().is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let left = left();
+    let left: Vec<(i32, String)> = left()
+        .into_iter()
+        .map(|p| {
+            let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            (
+                p,
+                format!(
+                    "{} {stat}",
+                    String::from_utf8_lossy(&cmd).replace('\0', " ")
+                ),
+            )
+        })
+        .collect();
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 
@@ -172,7 +185,9 @@ async fn codex_killed_mid_turn_fails_the_call_clearly_and_the_session_resumes() 
     mock.push(Reply::message("first answer"));
     mock.push(Reply::hang());
     mock.push(Reply::message("third answer"));
-    let mut s = start(&env, &server_env(&env, &mock)).await;
+    // every codex process under the server is killed below: no spare beside the session's
+    let vars = crate::support::mcp::no_spare(server_env(&env, &mock));
+    let mut s = start(&env, &vars).await;
     let r1 = tool(
         &s,
         "codex",

@@ -301,7 +301,12 @@ async fn a_cancelled_call_kills_codex_frees_its_slot_and_the_session_resumes_und
     let mock = MockApi::start().await;
     mock.push(Reply::message("first"));
     mock.push(Reply::hang());
-    let s = connect(&env, &mock, protocol).await;
+    let s = connect_with(
+        &crate::support::mcp::no_spare(server_env(&env, &mock)),
+        env.root(),
+        protocol,
+    )
+    .await;
     let r = s
         .call(
             "codex",

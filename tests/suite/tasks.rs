@@ -9,7 +9,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
-use crate::support::mcp::{Protocol, Server, connect, connect_tasks, structured, text};
+use crate::support::mcp::{Protocol, Server, connect, connect_tasks, server_env, structured, text};
 use crate::support::{MockApi, Reply, TestEnv};
 
 fn params(tool: &str, args: Value) -> CallToolRequestParams {
@@ -120,7 +120,15 @@ async fn cancelling_a_task_kills_codex_and_the_session_resumes() {
     let mock = MockApi::start().await;
     mock.push(Reply::message("first"));
     mock.push(Reply::hang());
-    let s = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    let s = crate::support::mcp::connect_with_capabilities(
+        &crate::support::mcp::no_spare(server_env(&env, &mock)),
+        env.root(),
+        Protocol::Legacy,
+        rmcp::model::ClientCapabilities::builder()
+            .enable_tasks()
+            .build(),
+    )
+    .await;
     let id = start_task(
         &s,
         "codex",

@@ -131,6 +131,13 @@ pub fn server_env(env: &TestEnv, mock: &MockApi) -> Vec<(String, String)> {
     v
 }
 
+/// `vars` with at most one warm app-server (so no spare is started beside a session's own):
+/// for tests that count the server's codex processes.
+pub fn no_spare(mut vars: Vec<(String, String)>) -> Vec<(String, String)> {
+    vars.push(("CODEX_BRIDGE_MAX_WARM".into(), "1".into()));
+    vars
+}
+
 /// The backend the suite runs the bridge with: `BRIDGE_BACKEND_UNDER_TEST` (`exec` or
 /// `app-server`), else the bridge's default. `.ci/run` runs the suite once per backend.
 pub fn backend_under_test() -> Option<String> {

@@ -235,6 +235,11 @@ impl WarmProcess {
         &self.info
     }
 
+    /// Whether the process has exited (it is reaped then).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Whether it may run another turn: alive, not killed, nothing reported amiss.
     pub fn reusable(&self) -> bool {
         !self.spent
@@ -591,7 +596,8 @@ impl WarmProcess {
             cg.kill();
         }
         let _ = self.child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        let waited = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        tracing::debug!(pid = self.pid, reaped = ?waited.as_ref().map(|r| r.is_ok()), "codex app-server ended");
         self.guard.disarm();
     }
 
