@@ -9,9 +9,8 @@
 //!   (read-only, approval `never`, reviewer `user`, the cwd); every turn carries its
 //!   `sandboxPolicy`, and the policy codex reports for it is checked at `turn/started`. A
 //!   mismatch fails the turn closed and kills the process.
-//! - A cancel or a timeout sends `turn/interrupt` and `thread/backgroundTerminals/clean` (each
-//!   bounded), then kills the process, its group, every descendant and its cgroup: an
-//!   interrupt alone leaves a running command alive. The process is not reused after that
+//! - A cancel or a timeout sends `turn/interrupt` (bounded), then kills the process, its group,
+//!   every descendant and its cgroup: an interrupt alone leaves a running command alive. The process is not reused after that
 //!   (the next turn resumes the thread in a new one, about 0.1 s).
 //! - Closing sends EOF on stdin (the app-server's clean shutdown), then kills what is left.
 
@@ -39,9 +38,10 @@ use crate::security::ids::ThreadId;
 
 /// How long the app-server may take to answer `initialize`.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long each of `turn/interrupt` and `thread/backgroundTerminals/clean` may take on a
-/// cancel or a timeout, before the process is killed anyway (the two fit in the 1 s budget).
-pub const STOP_STEP: Duration = Duration::from_millis(300);
+/// How long `turn/interrupt` may take on a cancel or a timeout before the process is killed
+/// anyway (well within the 1 s a cancel has), and how long the `thread/backgroundTerminals/clean`
+/// after a completed turn may take.
+pub const STOP_STEP: Duration = Duration::from_millis(200);
 /// How long a closing app-server may take to exit after EOF before it is killed.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How often a start-up that could not open codex's state is retried.
@@ -503,16 +503,13 @@ impl WarmProcess {
             Stop::Cancelled(t) | Stop::TimedOut(t) | Stop::Policy(_, t) => t.clone(),
             _ => None,
         };
+        // the interrupt lets codex record the turn as interrupted; the kill that follows takes
+        // every process of the turn (its group, descendants and cgroup), background terminals
+        // included, so no `thread/backgroundTerminals/clean` is waited for here
         if let (Some(turn), Some(l), Some(client)) = (turn, &self.loaded, &self.client) {
-            let thread = &l.thread;
             let _ = tokio::time::timeout(
                 STOP_STEP,
-                client.request(&protocol::turn_interrupt(thread, &turn)),
-            )
-            .await;
-            let _ = tokio::time::timeout(
-                STOP_STEP,
-                client.request(&protocol::clean_background_terminals(thread)),
+                client.request(&protocol::turn_interrupt(&l.thread, &turn)),
             )
             .await;
         }
