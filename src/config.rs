@@ -144,9 +144,8 @@ pub struct Settings {
     )]
     pub nested_mcp: Option<NestedMcp>,
 
-    /// How a session's turns run: `app-server` (each warm session keeps a `codex app-server`
-    /// process with its thread loaded) or `exec` (a `codex exec` process per turn). Default:
-    /// `exec`.
+    /// How a session's turns run: `app-server` (default: each live session keeps a `codex
+    /// app-server` process with its thread loaded) or `exec` (a `codex exec` process per turn).
     #[arg(long, env = "CODEX_BRIDGE_BACKEND", value_name = "BACKEND", value_enum)]
     pub backend: Option<Backend>,
 
@@ -221,9 +220,9 @@ pub enum NestedMcp {
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// A `codex exec` (or `exec resume`) process per turn.
-    #[default]
     Exec,
-    /// A warm `codex app-server` process per live session, its thread loaded.
+    /// A warm `codex app-server` process per live session, its thread loaded (the default).
+    #[default]
     AppServer,
 }
 
