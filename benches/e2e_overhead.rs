@@ -20,7 +20,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -329,21 +328,6 @@ fn print_summary(s: &Summary, bin: &std::path::Path) {
     );
 }
 
-/// `$CARGO_TARGET_DIR`, else the target dir this binary was built into, else `<repo>/target`.
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    // <target>/<profile>/deps/<bench>-<hash>
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            let deps = exe.parent()?;
-            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(PathBuf::from))?
-        })
-        .unwrap_or_else(|| support::repo_root().join("target"))
-}
-
 fn write_json(s: &Summary, bin: &std::path::Path) {
     let round = |v: f64| (v * 1000.0).round() / 1000.0;
     let rounded = |v: &[f64]| v.iter().copied().map(round).collect::<Vec<f64>>();
@@ -375,7 +359,7 @@ fn write_json(s: &Summary, bin: &std::path::Path) {
         "bare_ms": rounded(&s.bare.iter().map(|t| ms(t.total)).collect::<Vec<_>>()),
         "diff_ms": rounded(&s.diff_ms),
     });
-    let path = target_dir().join("e2e-overhead.json");
+    let path = support::target_dir().join("e2e-overhead.json");
     let text = serde_json::to_string_pretty(&doc).expect("serialize summary");
     match std::fs::write(&path, text + "\n") {
         Ok(()) => println!("  written to {}", path.display()),

@@ -29,7 +29,6 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -511,21 +510,6 @@ fn print_report(r: &Report) {
     );
 }
 
-/// `$CARGO_TARGET_DIR`, else the target dir this binary was built into, else `<repo>/target`.
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    // <target>/<profile>/deps/<bench>-<hash>
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            let deps = exe.parent()?;
-            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(PathBuf::from))?
-        })
-        .unwrap_or_else(|| support::repo_root().join("target"))
-}
-
 fn write_json(r: &Report) {
     let l = &r.latencies_ms;
     let round = |v: f64| (v * 100.0).round() / 100.0;
@@ -564,7 +548,7 @@ fn write_json(r: &Report) {
         "server_anon_kb": {"before": r.anon_before_kb, "after": r.anon_after_kb, "idle": r.anon_idle_kb},
         "failures": r.failures,
     });
-    let path = target_dir().join("load-report.json");
+    let path = support::target_dir().join("load-report.json");
     let text = serde_json::to_string_pretty(&doc).expect("serialize report");
     match std::fs::write(&path, text + "\n") {
         Ok(()) => println!("  written to {}", path.display()),

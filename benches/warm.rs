@@ -444,28 +444,13 @@ impl Report {
             },
             "failures": failures,
         });
-        let path = target_dir().join("warm-report.json");
+        let path = support::target_dir().join("warm-report.json");
         let text = serde_json::to_string_pretty(&doc).expect("serialize the report");
         match std::fs::write(&path, text + "\n") {
             Ok(()) => println!("  written to {}", path.display()),
             Err(e) => eprintln!("warm: cannot write {}: {e}", path.display()),
         }
     }
-}
-
-/// `$CARGO_TARGET_DIR`, else the target dir this binary was built into, else `<repo>/target`.
-fn target_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    // <target>/<profile>/deps/<bench>-<hash>
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            let deps = exe.parent()?;
-            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(PathBuf::from))?
-        })
-        .unwrap_or_else(|| support::repo_root().join("target"))
 }
 
 // ---- the columns --------------------------------------------------------------------------

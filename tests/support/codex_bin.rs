@@ -86,6 +86,23 @@ pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `$CARGO_TARGET_DIR`, else the target dir this binary was built into, else `<repo>/target`
+/// (where the benches write their reports).
+pub fn target_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        return std::path::PathBuf::from(dir);
+    }
+    // <target>/<profile>/deps/<bench>-<hash>
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            let deps = exe.parent()?;
+            (deps.file_name()? == "deps")
+                .then(|| deps.parent()?.parent().map(std::path::PathBuf::from))?
+        })
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
 /// `<repo>/.test-work`: git-ignored scratch space for tests (outside `/tmp`, which codex
 /// refuses for its helper binaries). Created on first use.
 pub fn test_work_dir() -> PathBuf {

@@ -10,7 +10,9 @@ pub mod mcp;
 pub mod mock_api;
 pub mod process;
 
-pub use codex_bin::{Codex, codex_bin, codex_version, repo_root, test_work_dir, under_test};
+pub use codex_bin::{
+    Codex, codex_bin, codex_version, repo_root, target_dir, test_work_dir, under_test,
+};
 pub use env::{TEST_API_KEY, TestEnv, git, init_git_repo};
 pub use mock_api::{MockApi, RecordedRequest, Reply, function_call_item, message_item};
 pub use process::{completed_items, describe_output, events_of_type, jsonl, run_with_timeout};
