@@ -362,7 +362,12 @@ impl Bridge {
         let configured = self.shared.config.backend;
         let pool = &self.shared.warm;
         if configured == crate::config::Backend::AppServer && !pool.known() {
-            pool.record(warm::probe(&client.common).await);
+            // the details go to the log (redacted for this client); every client sees the
+            // bare reason
+            pool.record(warm::probe(&client.common).await.map_err(|why| {
+                tracing::warn!(error = %client.secrets.redact(&why), "codex app-server did not start");
+                "codex app-server did not start or answer (the server log says why)".to_owned()
+            }));
         }
         let warning = match configured {
             crate::config::Backend::AppServer => pool.unusable().map(|why| {

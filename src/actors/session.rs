@@ -782,17 +782,45 @@ async fn run_warm(
     Result<(TurnOutcome, Option<TurnContext>)>,
     Option<WarmProcess>,
 ) {
-    let opts = turn.options();
+    let mut opts = turn.options();
     let key = key_of(&server);
-    let process = match warm {
-        Some(w) if w.reusable() && w.key() == key => w,
-        other => {
-            if let Some(w) = other {
+    // the session's own process, when it was started the same way and is alive
+    let reused = match warm {
+        Some(mut w) => {
+            if w.reusable() && w.key() == &key && !w.exited() {
+                Some(w)
+            } else {
                 w.close().await;
+                None
             }
+        }
+        None => None,
+    };
+    let process = match reused {
+        Some(mut w) => {
+            let outcome = w.run_turn(wanted, &t, &opts, turn.on_event()).await;
+            let ended = matches!(
+                outcome.ending,
+                Ending::Failed {
+                    kind: FailureKind::Crashed,
+                    ..
+                }
+            );
+            if w.reusable() || w.accepted() || !ended {
+                return conclude(turn, w, outcome);
+            }
+            // it had ended (killed, crashed) before the turn reached it: a new one runs it
+            tracing::info!("the warm codex app-server had ended; starting a new one");
+            None
+        }
+        None => None,
+    };
+    let process = match process {
+        Some(w) => w,
+        None => {
             // a spare started the same way for this directory and client: no start-up wait;
             // then the next spare starts (a host's next new session here finds one too)
-            if let Some(w) = turn.shared.warm.take_spare(key).await {
+            if let Some(w) = turn.shared.warm.take_spare(&key) {
                 crate::actors::warm::refill(turn.shared, server.clone());
                 let _ = turn.me.cast(SessionMessage::Spawned {
                     info: w.info().clone(),
@@ -800,9 +828,14 @@ async fn run_warm(
                 return finish_warm(turn, w, wanted, t, &opts).await;
             }
             let t0 = Instant::now();
+            // the start-up counts against the call's timeout
             let spawned = tokio::select! {
                 biased;
                 _ = turn.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
+                _ = tokio::time::sleep(turn.timeout) => Err(Error::TimedOut {
+                    after: turn.timeout,
+                    partial: None,
+                }),
                 w = WarmProcess::spawn(&server, opts.on_spawn.clone()) => w,
             };
             tracing::debug!(
@@ -815,14 +848,27 @@ async fn run_warm(
                         turn.shared.warm.record(Ok(()));
                     }
                     crate::actors::warm::refill(turn.shared, server.clone());
+                    // what is left of the call's time
+                    opts.timeout = turn
+                        .timeout
+                        .saturating_sub(t0.elapsed())
+                        .max(Duration::from_millis(1));
                     w
                 }
-                Err(e @ Error::Cancelled { .. }) => return (Err(e), None),
-                Err(e) => {
-                    // no usable app-server: this turn, and the next ones, run with codex exec
-                    turn.shared
-                        .warm
-                        .record(Err(redact(&e.to_string()).into_owned()));
+                Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {
+                    return (Err(e), None);
+                }
+                // the binary's app-server failed to start or to answer: this turn, and the
+                // next ones, run with codex exec (the details go to the log only, redacted
+                // for this client: other clients see the bare reason)
+                Err(e @ (Error::Codex { .. } | Error::Process(_))) => {
+                    tracing::warn!(
+                        error = %turn.client.secrets.redact(&redact(&e.to_string())),
+                        "codex app-server did not start"
+                    );
+                    turn.shared.warm.record(Err(
+                        "codex app-server did not start or answer (the server log says why)".into(),
+                    ));
                     let resume = match wanted {
                         ThreadWanted::Resume(t) => Some(t),
                         ThreadWanted::Start => None,
@@ -833,6 +879,9 @@ async fn run_warm(
                         Err(e) => (Err(e), None),
                     };
                 }
+                // the session's directory changed under it, or the machine is out of processes:
+                // this turn fails, the backend stays
+                Err(e) => return (Err(e), None),
             }
         }
     };
@@ -851,6 +900,19 @@ async fn finish_warm(
     Option<WarmProcess>,
 ) {
     let outcome = process.run_turn(wanted, &t, opts, turn.on_event()).await;
+    conclude(turn, process, outcome)
+}
+
+/// A warm turn's answer (with what codex recorded of it), and the process when it may serve
+/// the next turn.
+fn conclude(
+    turn: &TurnEnv<'_>,
+    process: WarmProcess,
+    outcome: TurnOutcome,
+) -> (
+    Result<(TurnOutcome, Option<TurnContext>)>,
+    Option<WarmProcess>,
+) {
     log_finished(&outcome);
     let recorded = outcome
         .output

@@ -9,6 +9,7 @@ use std::time::Instant;
 use ractor::ActorRef;
 
 use crate::actors::session::SessionMessage;
+use crate::codex::process::WarmKey;
 use crate::security::ids::SessionId;
 
 struct Entry {
@@ -33,7 +34,7 @@ pub struct WarmPool {
     /// One app-server started ahead, for the next new session in the directory (and with the
     /// client) of the last one started: its key and the process. Owned here until a session
     /// takes it; closed after the idle timeout unused, and at shutdown.
-    spare: tokio::sync::Mutex<Option<(u64, crate::codex::process::WarmProcess)>>,
+    spare: Mutex<Option<(WarmKey, crate::codex::process::WarmProcess)>>,
     entries: Mutex<Vec<Entry>>,
     /// Whether this codex has a usable app-server, once known: the first warm start (or a
     /// probe) tells. `Err` holds why not; turns then run with `codex exec`.
@@ -45,7 +46,7 @@ impl WarmPool {
     pub fn new(max: usize) -> Self {
         WarmPool {
             max: max.max(1),
-            spare: tokio::sync::Mutex::new(None),
+            spare: Mutex::new(None),
             entries: Mutex::new(Vec::new()),
             health: Mutex::new(None),
         }
@@ -53,10 +54,10 @@ impl WarmPool {
 
     /// The spare, when it was started with `key` (the same invocation: directory, client
     /// environment, CODEX_HOME, binary, pins) and is fit to use.
-    pub async fn take_spare(&self, key: u64) -> Option<crate::codex::process::WarmProcess> {
-        let mut spare = self.spare.lock().await;
+    pub fn take_spare(&self, key: &WarmKey) -> Option<crate::codex::process::WarmProcess> {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         match spare.take() {
-            Some((k, mut w)) if k == key => {
+            Some((k, mut w)) if &k == key => {
                 if w.reusable() && !w.exited() {
                     Some(w)
                 } else {
@@ -71,9 +72,30 @@ impl WarmPool {
         }
     }
 
+    /// Keep `w` as the spare for `key`; returns the one it replaces (to be closed).
+    fn put_spare(
+        &self,
+        key: WarmKey,
+        w: crate::codex::process::WarmProcess,
+    ) -> Option<crate::codex::process::WarmProcess> {
+        self.spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace((key, w))
+            .map(|(_, old)| old)
+    }
+
+    /// Whether a spare is kept.
+    fn has_spare(&self) -> bool {
+        self.spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// Close the spare (shutdown).
     pub async fn close_spare(&self) {
-        let spare = self.spare.lock().await.take();
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some((_, w)) = spare {
             w.close().await;
         }
@@ -118,6 +140,13 @@ impl WarmPool {
             e.busy = true;
             e.last_used = Instant::now();
             return Acquired::Granted;
+        }
+        // the spare counts against the cap, and goes first
+        if entries.len() + usize::from(self.has_spare()) >= self.max {
+            let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some((_, w)) = spare {
+                tokio::spawn(w.close());
+            }
         }
         if entries.len() >= self.max {
             let victim = entries
@@ -217,9 +246,15 @@ pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex
             w.close().await;
             return;
         };
-        let old = shared.warm.spare.lock().await.replace((key, w));
+        // the sessions may have filled the cap while it started
+        if shared.warm.len() >= shared.warm.max() {
+            drop(shared);
+            w.close().await;
+            return;
+        }
+        let old = shared.warm.put_spare(key, w);
         drop(shared);
-        if let Some((_, old)) = old {
+        if let Some(old) = old {
             old.close().await;
         }
         // until a session takes it: closed once idle too long, forgotten (and reaped) as soon
@@ -231,17 +266,27 @@ pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex
             let Some(shared) = weak.upgrade() else {
                 return;
             };
-            let mut spare = shared.warm.spare.lock().await;
-            let Some((_, w)) = spare.as_mut().filter(|(_, w)| w.info().pid == pid) else {
-                return;
-            };
-            let gone = w.exited();
-            if gone || tokio::time::Instant::now() >= until {
-                if let Some((_, w)) = spare.take() {
-                    drop(spare);
-                    w.close().await;
+            let done = {
+                let mut spare = shared.warm.spare.lock().unwrap_or_else(|p| p.into_inner());
+                match spare.as_mut() {
+                    Some((_, w)) if w.info().pid == pid => {
+                        if w.exited() || tokio::time::Instant::now() >= until {
+                            Some(spare.take())
+                        } else {
+                            None
+                        }
+                    }
+                    // taken by a session, or replaced
+                    _ => Some(None),
                 }
-                return;
+            };
+            match done {
+                None => continue,
+                Some(Some((_, w))) => {
+                    w.close().await;
+                    return;
+                }
+                Some(None) => return,
             }
         }
     });

@@ -400,3 +400,72 @@ async fn a_new_session_where_one_ran_before_takes_a_spare_started_the_same_way()
         "the second session saw the first one's history"
     );
 }
+
+#[tokio::test]
+async fn a_warm_process_that_died_between_turns_is_replaced_and_the_turn_runs() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_MAX_WARM", "1")]).await;
+    mock.push(Reply::message("before ROBIN"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "died", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let servers = app_servers(s.pid);
+    assert_eq!(servers.len(), 1);
+    // SAFETY: signals only.
+    unsafe { libc::kill(servers[0], libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(5), || !alive(servers[0])).await);
+    mock.push(Reply::message("after"));
+    let r = s
+        .call("codex", json!({"prompt": "two", "sessionId": "died"}))
+        .await;
+    assert!(r.is_error != Some(true), "the turn ran: {}", text(&r));
+    assert_eq!(structured(&r)["resumed"], true);
+    assert!(
+        mock.responses_requests()
+            .last()
+            .unwrap()
+            .body_contains("ROBIN")
+    );
+}
+
+#[tokio::test]
+async fn the_spare_counts_against_the_cap() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_MAX_WARM", "2")]).await;
+    let a = env.work().join("a");
+    let b = env.work().join("b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    mock.push(Reply::message("in a"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "a", "sessionId": "ca", "workingDirectory": a}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    // the spare for a starts beside a's own process
+    wait_until(Duration::from_secs(30), || app_servers(s.pid).len() == 2).await;
+    mock.push(Reply::message("in b"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "b", "sessionId": "cb", "workingDirectory": b}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert!(
+        wait_until(Duration::from_secs(5), || app_servers(s.pid).len() <= 2).await,
+        "more warm processes than max_warm: {:?}",
+        app_servers(s.pid)
+    );
+    // and stays within it once the background starts settle
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(app_servers(s.pid).len() <= 2, "{:?}", app_servers(s.pid));
+}

@@ -41,7 +41,7 @@ pub use cgroup::{CGROUP_PREFIX, containment};
 pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
 pub use kill::{argv_hash, descendants, kill_leftover, start_ticks};
-pub use server::{ThreadWanted, WarmProcess, key_of};
+pub use server::{ThreadWanted, WarmKey, WarmProcess, key_of};
 
 use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{CommandRun, Event, FailureKind, Transcript, Usage};

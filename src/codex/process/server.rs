@@ -75,24 +75,35 @@ pub struct WarmProcess {
     client: Option<Client<ChildStdin>>,
     events: UnboundedReceiver<Event>,
     stderr: Arc<Mutex<Vec<u8>>>,
-    key: u64,
+    key: WarmKey,
     info: SpawnInfo,
     loaded: Option<Loaded>,
     /// The move into the cgroup, until it is done.
     moving: Option<tokio::task::JoinHandle<()>>,
+    /// Whether codex accepted the last turn (`turn/start` answered).
+    accepted: bool,
     /// Killed, crashed or distrusted: never used again.
     spent: bool,
 }
 
-/// What identifies the process a spec would start: program, argv and environment. A turn
-/// whose spec has another key (another client's env or CODEX_HOME, another nested-MCP choice)
-/// needs a process of its own.
-pub fn key_of(spec: &SpawnSpec) -> u64 {
-    let mut parts: Vec<String> = spec.args().to_vec();
-    for (k, v) in spec.env() {
-        parts.push(format!("{k}={v}"));
+/// What identifies the process a spec would start: program, argv (the pins name the working
+/// directory) and environment, compared whole (not a hash: no collision can hand one client's
+/// process to another). A turn whose spec has another key (another client's env or CODEX_HOME,
+/// another nested-MCP choice, another directory) needs a process of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmKey {
+    program: std::path::PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+/// The [`WarmKey`] of a spec.
+pub fn key_of(spec: &SpawnSpec) -> WarmKey {
+    WarmKey {
+        program: spec.program().to_path_buf(),
+        args: spec.args().to_vec(),
+        env: spec.env().to_vec(),
     }
-    argv_hash(spec.program(), &parts)
 }
 
 impl WarmProcess {
@@ -190,6 +201,7 @@ impl WarmProcess {
             info,
             loaded: None,
             moving,
+            accepted: false,
             spent: false,
         };
         let version = env!("CARGO_PKG_VERSION");
@@ -226,8 +238,8 @@ impl WarmProcess {
     }
 
     /// What identifies the process (see [`key_of`]).
-    pub fn key(&self) -> u64 {
-        self.key
+    pub fn key(&self) -> &WarmKey {
+        &self.key
     }
 
     /// What the crash sweep needs to find and kill it.
@@ -235,9 +247,30 @@ impl WarmProcess {
         &self.info
     }
 
-    /// Whether the process has exited (it is reaped then).
+    /// Whether the process has exited or its output ended (it is reaped if it exited). What
+    /// came from it since the last turn is taken in first: a late notification updates the
+    /// policy watch, an end of output marks it spent.
     pub fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
+        while let Ok(ev) = self.events.try_recv() {
+            match ev {
+                Event::Notification(n) => {
+                    if let Some(l) = &mut self.loaded {
+                        l.watch.observe(&n);
+                    }
+                }
+                Event::Declined(req) => {
+                    tracing::warn!(method = %req.method, "declined a request from codex app-server between turns");
+                }
+                Event::Closed(_) => self.spent = true,
+            }
+        }
+        self.spent || matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Whether codex accepted the last turn: when not, and the process is spent, the turn never
+    /// reached codex (the process had ended) and may run on a new one.
+    pub fn accepted(&self) -> bool {
+        self.accepted
     }
 
     /// Whether it may run another turn: alive, not killed, nothing reported amiss.
@@ -278,6 +311,7 @@ impl WarmProcess {
         mut on_event: impl FnMut(&events::Event) + Send,
     ) -> TurnOutcome {
         let started = Instant::now();
+        self.accepted = false;
         let deadline = tokio::time::Instant::now() + opts.timeout;
         let mut t = Transcript::default();
         let ending = match self
@@ -345,6 +379,7 @@ impl WarmProcess {
         };
         let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
         let turn_id = bounded(opts, deadline, client.start_turn(&params)).await?;
+        self.accepted = true;
         let mut usage = opts.prior_thread_usage;
         loop {
             let ev = tokio::select! {
@@ -431,6 +466,11 @@ impl WarmProcess {
                     status,
                     error,
                 } if ours(thread_id, tu) => {
+                    // checked again at the end: a `turn/started` that never came (or came in
+                    // a shape not read), or a settings change after it, fails closed here
+                    if let Err(m) = loaded.watch.check(turn.sandbox(), cwd) {
+                        return Err(Stop::Policy(m.to_string(), None));
+                    }
                     match status {
                         TurnStatus::Completed => {
                             let ev = events::Event::TurnCompleted { usage };
