@@ -332,11 +332,19 @@ async fn run(turns: usize, sessions: usize, bench_mode: bool) -> Report {
         }
     }
 
+    // after the turns, nothing runs under the server but the warm sessions' `codex app-server`
+    // processes (the app-server backend keeps them, and a spare, until the idle timeout)
+    let turn_processes = || -> Vec<i32> {
+        codex_mcp_bridge::codex::process::descendants(pid as i32)
+            .into_iter()
+            .filter(|p| !support::process::is_app_server(*p))
+            .collect()
+    };
     let deadline = Instant::now() + Duration::from_secs(5);
-    let mut leftover_processes = codex_mcp_bridge::codex::process::descendants(pid as i32);
+    let mut leftover_processes = turn_processes();
     while !leftover_processes.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        leftover_processes = codex_mcp_bridge::codex::process::descendants(pid as i32);
+        leftover_processes = turn_processes();
     }
     if !leftover_processes.is_empty() {
         failures.push(format!(
@@ -365,6 +373,17 @@ async fn run(turns: usize, sessions: usize, bench_mode: bool) -> Report {
         failures.push(format!(
             "{live} sessions still live {:?} past the idle timeout",
             Duration::from_secs(30)
+        ));
+    }
+    // once every session is idle, their warm processes and the spare are closed too
+    let mut warm_left = codex_mcp_bridge::codex::process::descendants(pid as i32);
+    while !warm_left.is_empty() && Instant::now() < idle_deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        warm_left = codex_mcp_bridge::codex::process::descendants(pid as i32);
+    }
+    if !warm_left.is_empty() {
+        failures.push(format!(
+            "processes left under the server once every session is idle: {warm_left:?}"
         ));
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
