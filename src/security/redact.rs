@@ -543,8 +543,9 @@ const PATTERN_SOURCES: &[&str] = &[
     r"(?-u:\b)(?P<aws>(?:AKIA|ASIA)[A-Z0-9]{16})(?-u:\b)",
     // HTTP auth schemes: keep the scheme word.
     r"(?-u:\b)(?i-u:bearer)[ \t]+(?P<bearer>[A-Za-z0-9._~+/=-]+)",
-    // a JWT after `Basic ` is taken whole (the base64 alphabet has no `.`)
-    r"(?-u:\b)(?i-u:basic)[ \t]+(?P<basic>eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)?|[A-Za-z0-9+/=_-]+)",
+    // a JWT after `Basic ` is taken whole (the base64 alphabet has no `.`), also when base64
+    // runs into it (`Basic xxxx/eyJ….eyJ….sig`): a credential runs over `.`-joined segments
+    r"(?-u:\b)(?i-u:basic)[ \t]+(?P<basic>eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]*)?|[A-Za-z0-9+/=_-]+(?:\.[A-Za-z0-9+/=_-]+)*)",
     // Credentials in a URL: keep the user name.
     r#"://[^\x00-\x20:/@"'<>\\]*:(?P<url>[^\x00-\x20/@"'<>\\]+)@"#,
     // Secret-named command-line flags with a separate value.
@@ -977,6 +978,9 @@ mod tests {
             "Authorization: Basic [REDACTED] next"
         );
         assert_kept("basic authentication. Basic auth is weaker.");
+        // found by fuzzing too: base64 running into a JWT kept the JWT's last two segments
+        let text = "Basic DDDDDDDDDD/eyJ--Q7--------.eyJ--Q7--------.-------EAAAAAAAFBBBBBBBGQ7CCCCCCCH\"DDDD";
+        assert_eq!(r(text), "Basic [REDACTED]\"DDDD");
     }
 
     #[test]
