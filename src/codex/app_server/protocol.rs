@@ -258,10 +258,21 @@ pub fn thread_resume(
     cwd: &Path,
     model: Option<&str>,
 ) -> Result<Outgoing, ProtocolError> {
+    on_thread(Method::ThreadResume, thread, cwd, model)
+}
+
+/// The thread-level template of `thread/start` for an existing thread (`thread/resume`,
+/// `thread/fork`): `threadId` beside the fixed keys, nothing a caller names.
+fn on_thread(
+    method: Method,
+    thread: &ThreadRef,
+    cwd: &Path,
+    model: Option<&str>,
+) -> Result<Outgoing, ProtocolError> {
     let mut p = thread_params(cwd, model)?;
     p.insert("threadId".into(), Value::from(thread.as_str()));
     Ok(Outgoing {
-        method: Method::ThreadResume,
+        method,
         params: Some(Value::Object(p)),
     })
 }
@@ -943,12 +954,7 @@ pub fn thread_fork(
     cwd: &Path,
     model: Option<&str>,
 ) -> Result<Outgoing, ProtocolError> {
-    let mut p = thread_params(cwd, model)?;
-    p.insert("threadId".into(), Value::from(thread.as_str()));
-    Ok(Outgoing {
-        method: Method::ThreadFork,
-        params: Some(Value::Object(p)),
-    })
+    on_thread(Method::ThreadFork, thread, cwd, model)
 }
 
 /// `turn/steer`: `text` joins the running turn `turn` of `thread` (codex refuses it when that
