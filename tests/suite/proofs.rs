@@ -5,7 +5,7 @@
 //! does without each rule) are shown in `runner.rs` and `escalation.rs`; here every proof is
 //! also a failing test when its rule is taken out of the backend under test.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use codex_mcp_bridge::codex::rollout::{TurnContext, last_turn_context};
@@ -371,26 +371,11 @@ async fn codex_and_its_commands_see_only_the_allowlist_and_results_are_redacted(
     );
 }
 
-/// A `.codex/config.toml` at `at` whose MCP server touches a marker when codex starts it.
-fn repo_with_marker_server(env: &TestEnv, at: &Path) -> PathBuf {
-    let m = marker(env, "repo-mcp");
-    std::fs::create_dir_all(at.join(".codex")).unwrap();
-    std::fs::write(
-        at.join(".codex/config.toml"),
-        format!(
-            "[mcp_servers.x]\ncommand = \"touch\"\nargs = [\"{}\"]\n",
-            m.display()
-        ),
-    )
-    .unwrap();
-    m
-}
-
 #[tokio::test]
 async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_written() {
     let env = TestEnv::with_git();
     let mock = MockApi::start().await;
-    let m = repo_with_marker_server(&env, env.work());
+    let m = crate::support::bridge::repo_with_marker_server(&env, env.work());
     let s = serve(&env, &mock, &[]).await;
     for args in [
         json!({"prompt": "edit", "sessionId": "repo", "workingDirectory": env.work(),
@@ -415,7 +400,7 @@ async fn a_subdirectory_of_a_repository_the_user_trusts_still_loads_no_project_c
     let work = env.work().canonicalize().unwrap();
     let sub = work.join("sub");
     std::fs::create_dir_all(&sub).unwrap();
-    let m = repo_with_marker_server(&env, &work);
+    let m = crate::support::bridge::repo_with_marker_server(&env, &work);
     trust(&env, &work);
     let before = std::fs::read_to_string(env.codex_home().join("config.toml")).unwrap();
     let s = serve(&env, &mock, &[]).await;

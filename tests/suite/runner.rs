@@ -730,25 +730,11 @@ async fn a_missing_codex_binary_gives_the_install_hint() {
     );
 }
 
-fn repo_with_marker_server(env: &TestEnv, at: &Path) -> std::path::PathBuf {
-    let m = marker(env, "repo-mcp");
-    std::fs::create_dir_all(at.join(".codex")).unwrap();
-    std::fs::write(
-        at.join(".codex/config.toml"),
-        format!(
-            "[mcp_servers.x]\ncommand = \"touch\"\nargs = [\"{}\"]\n",
-            m.display()
-        ),
-    )
-    .unwrap();
-    m
-}
-
 #[tokio::test]
 async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_written() {
     let env = TestEnv::with_git();
     let mock = MockApi::start().await;
-    let m = repo_with_marker_server(&env, env.work());
+    let m = crate::support::bridge::repo_with_marker_server(&env, env.work());
     let c = common(&env, &mock);
     let mut req = turn(&env, "edit");
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
@@ -841,7 +827,7 @@ async fn a_subdirectory_of_a_repository_the_user_trusts_still_loads_no_project_c
     let work = env.work().canonicalize().unwrap();
     let sub = work.join("sub");
     std::fs::create_dir_all(&sub).unwrap();
-    let m = repo_with_marker_server(&env, &work);
+    let m = crate::support::bridge::repo_with_marker_server(&env, &work);
     write_user_config(
         &env,
         &format!(

@@ -164,6 +164,22 @@ pub fn environ_of(pid: i32) -> Vec<(String, String)> {
 }
 
 /// A path under the test's root that no test creates by accident.
+/// A `.codex/config.toml` at `at` whose MCP server touches a marker when codex starts it (a
+/// repository's own config, which must never load); the marker's path.
+pub fn repo_with_marker_server(env: &TestEnv, at: &std::path::Path) -> PathBuf {
+    let m = marker(env, "repo-mcp");
+    std::fs::create_dir_all(at.join(".codex")).unwrap();
+    std::fs::write(
+        at.join(".codex/config.toml"),
+        format!(
+            "[mcp_servers.x]\ncommand = \"touch\"\nargs = [\"{}\"]\n",
+            m.display()
+        ),
+    )
+    .unwrap();
+    m
+}
+
 pub fn marker(env: &TestEnv, name: &str) -> PathBuf {
     env.root().join(format!("marker-{name}"))
 }
