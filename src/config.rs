@@ -164,6 +164,10 @@ pub struct Settings {
         value_enum
     )]
     pub approvals: Option<ApprovalMode>,
+    /// How long a person has to answer one of codex's questions under `approvals = ask`, in
+    /// milliseconds (default: 120000; at most 600000). No answer in time is a decline.
+    #[arg(long, env = "CODEX_BRIDGE_APPROVAL_TIMEOUT_MS", value_name = "MS")]
+    pub approval_timeout_ms: Option<u64>,
 
     /// Interval of progress heartbeats while Codex is quiet, in milliseconds (default: 10000).
     #[arg(long, env = "CODEX_BRIDGE_HEARTBEAT_MS", value_name = "MS")]
@@ -316,6 +320,8 @@ pub struct Config {
     pub max_warm: usize,
     /// [`ApprovalMode::Ask`]: codex's approval requests are asked of a person.
     pub approvals: ApprovalMode,
+    /// How long a person has to answer one question.
+    pub approval_timeout: Duration,
     /// Progress heartbeat interval.
     pub heartbeat: Duration,
     /// Sessions unused for longer are forgotten; `None` keeps them forever.
@@ -432,6 +438,7 @@ impl Config {
                 "must be at least 1 (use CODEX_BRIDGE_BACKEND=exec for no warm processes)",
             ));
         }
+        let approval_timeout = approval_timeout(s)?;
         let session_ttl = session_ttl(s)?;
         let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
         Ok(Config {
@@ -450,6 +457,7 @@ impl Config {
             backend: s.backend.unwrap_or_default(),
             max_warm,
             approvals: s.approvals.unwrap_or_default(),
+            approval_timeout,
             heartbeat,
             session_ttl,
             http,
@@ -556,6 +564,19 @@ fn queue_and_idle(s: &Settings) -> Result<(Duration, Duration)> {
         ));
     }
     Ok((queue_timeout, idle_timeout))
+}
+
+/// How long a person has to answer one of codex's questions.
+fn approval_timeout(s: &Settings) -> Result<Duration> {
+    let t = Duration::from_millis(s.approval_timeout_ms.unwrap_or(120_000));
+    let longest = crate::codex::app_server::approval::LONGEST_WAIT;
+    if t < Duration::from_secs(1) || t > longest {
+        return Err(Error::invalid(
+            "CODEX_BRIDGE_APPROVAL_TIMEOUT_MS (--approval-timeout-ms)",
+            format!("must be between 1000 and {} ms", longest.as_millis()),
+        ));
+    }
+    Ok(t)
 }
 
 /// The interval of progress heartbeats.
@@ -686,6 +707,7 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "backend",
     "max_warm",
     "approvals",
+    "approval_timeout_ms",
     "heartbeat_ms",
     "session_ttl_days",
     "http_listen",
@@ -844,6 +866,7 @@ struct FileKeys {
     backend: Option<String>,
     max_warm: Option<usize>,
     approvals: Option<String>,
+    approval_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
     session_ttl_days: Option<u64>,
     http_listen: Option<String>,
@@ -859,9 +882,17 @@ fn expected(key: &str) -> String {
         "nested_mcp" => one_of::<NestedMcp>(),
         "backend" => one_of::<Backend>(),
         "approvals" => one_of::<ApprovalMode>(),
-        "max_concurrent" | "default_timeout_ms" | "max_timeout_ms" | "max_line_bytes"
-        | "max_output_bytes" | "queue_timeout_ms" | "idle_timeout_ms" | "heartbeat_ms"
-        | "session_ttl_days" | "max_warm" => "a non-negative integer".into(),
+        "max_concurrent"
+        | "default_timeout_ms"
+        | "max_timeout_ms"
+        | "max_line_bytes"
+        | "max_output_bytes"
+        | "queue_timeout_ms"
+        | "idle_timeout_ms"
+        | "heartbeat_ms"
+        | "session_ttl_days"
+        | "max_warm"
+        | "approval_timeout_ms" => "a non-negative integer".into(),
         _ => "a string".into(),
     }
 }
@@ -945,6 +976,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             backend,
             max_warm: keys.max_warm,
             approvals,
+            approval_timeout_ms: keys.approval_timeout_ms,
             heartbeat_ms: keys.heartbeat_ms,
             session_ttl_days: keys.session_ttl_days,
             http_listen: keys.http_listen,
@@ -975,6 +1007,7 @@ impl Settings {
             backend,
             max_warm,
             approvals,
+            approval_timeout_ms,
             heartbeat_ms,
             session_ttl_days,
             http_listen,
@@ -1002,6 +1035,7 @@ impl Settings {
         or(&mut self.backend, backend);
         or(&mut self.max_warm, max_warm);
         or(&mut self.approvals, approvals);
+        or(&mut self.approval_timeout_ms, approval_timeout_ms);
         or(&mut self.heartbeat_ms, heartbeat_ms);
         or(&mut self.session_ttl_days, session_ttl_days);
         or(&mut self.http_listen, http_listen);

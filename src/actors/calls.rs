@@ -117,6 +117,10 @@ pub struct Answer {
     pub findings: Option<Vec<Finding>>,
     /// Why the call failed, with this answer as its partial result; `None`: it succeeded.
     pub error: Option<Error>,
+    /// Codex's questions during the turn and what was decided.
+    pub approvals: Vec<crate::codex::app_server::approval::DecisionRecord>,
+    /// Messages that joined the running turn (`steer`).
+    pub steered: Vec<String>,
 }
 
 impl Answer {
@@ -140,6 +144,8 @@ impl Answer {
             timed_out,
             commands: o.commands.clone(),
             files_changed: o.files_changed.clone(),
+            approvals: o.approvals.clone(),
+            steered: o.steered.clone(),
             sandbox: Some(sandbox),
             recorded,
             model,

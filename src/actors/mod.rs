@@ -180,6 +180,9 @@ pub struct TurnCall {
     pub progress: Option<Progress>,
     /// The asking connection's context; `None`: the owning process's own.
     pub client: Option<Arc<ClientContext>>,
+    /// Asks codex's questions of this turn of the person behind the connection that started it
+    /// (`approvals = ask`, a client that can be asked); `None`: every question is declined.
+    pub asker: Option<crate::codex::app_server::approval::Asker>,
 }
 
 /// What a turn did, for the MCP layer.
@@ -387,6 +390,48 @@ impl Bridge {
             warm_processes: pool.len(),
             max_warm: pool.max(),
         }
+    }
+
+    /// Add `text` to the session's running turn (`turn/steer`); answered once codex took it.
+    /// Refused when no turn runs on it (a session without a live actor runs none).
+    pub async fn steer(&self, id: &SessionId, text: String) -> Result<()> {
+        crate::codex::argv::validate_prompt("prompt", &text)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.registry
+            .cast(RegistryMessage::Steer {
+                id: id.clone(),
+                text,
+                reply: tx,
+            })
+            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::SessionFailed(
+                "the session's actor stopped before it answered".into(),
+            ))
+        })
+    }
+
+    /// Fork a session into a new one at its current state (see the session actor's `Fork`).
+    pub async fn fork(
+        &self,
+        id: &SessionId,
+        client: Arc<ClientContext>,
+        timeout: Duration,
+    ) -> Result<SessionView> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.registry
+            .cast(RegistryMessage::Fork {
+                id: id.clone(),
+                client,
+                timeout,
+                reply: tx,
+            })
+            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::SessionFailed(
+                "the session's actor stopped before it answered".into(),
+            ))
+        })
     }
 
     /// A session, as the session tools show it: a live session's record is its actor's, so the

@@ -39,6 +39,19 @@ pub enum RegistryMessage {
         client: Arc<crate::actors::ClientContext>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
+    /// Add a message to a live session's running turn.
+    Steer {
+        id: SessionId,
+        text: String,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// Fork a session (its actor is started from the store when it is not live).
+    Fork {
+        id: SessionId,
+        client: Arc<crate::actors::ClientContext>,
+        timeout: std::time::Duration,
+        reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+    },
 }
 
 /// The registry's behaviour (stateless; see [`Shared`]).
@@ -140,6 +153,62 @@ impl Actor for RegistryActor {
                 client,
                 reply,
             } => close(&myself, shared, id, delete_thread, client, reply),
+            RegistryMessage::Steer { id, text, reply } => {
+                let live = shared.live.get(&id).map(|e| e.value().clone());
+                let unsent = match live {
+                    Some(actor) => match actor.cast(SessionMessage::Steer { text, reply }) {
+                        Ok(()) => None,
+                        Err(ractor::MessagingErr::SendErr(SessionMessage::Steer {
+                            reply, ..
+                        })) => Some(reply),
+                        Err(_) => None,
+                    },
+                    None => Some(reply),
+                };
+                if let Some(reply) = unsent {
+                    let _ = reply.send(Err(Error::invalid(
+                        "sessionId",
+                        format!(
+                            "no turn is running on session {id}; send the message as a new turn \
+                             with the `codex` tool"
+                        ),
+                    )));
+                }
+            }
+            RegistryMessage::Fork {
+                id,
+                client,
+                timeout,
+                reply,
+            } => {
+                if shared.live.get(&id).is_none() && !matches!(shared.store.get(&id), Ok(Some(_))) {
+                    let _ = reply.send(Err(Error::invalid(
+                        "sessionId",
+                        format!("no session {id}; start one with the `codex` tool"),
+                    )));
+                    return Ok(());
+                }
+                match self.session(&myself, shared, &id).await {
+                    Ok(actor) => {
+                        if let Err(ractor::MessagingErr::SendErr(SessionMessage::Fork {
+                            reply,
+                            ..
+                        })) = actor.cast(SessionMessage::Fork {
+                            client,
+                            timeout,
+                            reply,
+                        }) {
+                            shared.live.remove(&id);
+                            let _ = reply.send(Err(Error::Busy(format!(
+                                "session {id} was stopping; fork it again"
+                            ))));
+                        }
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
         }
         Ok(())
     }

@@ -27,7 +27,8 @@ use crate::codex::argv::{
 };
 use crate::codex::events::{Event, FailureKind, Usage, describe};
 use crate::codex::process::{
-    Ending, RunOptions, SpawnInfo, ThreadWanted, TurnOutcome, WarmProcess, key_of, run,
+    Ending, RunOptions, SpawnInfo, Steer, ThreadWanted, TurnControl, TurnOutcome, WarmProcess,
+    key_of, run,
 };
 use crate::codex::rollout::{TurnContext, last_turn_context};
 use crate::config::Backend;
@@ -70,6 +71,18 @@ pub enum SessionMessage {
     /// Close the warm app-server process if the session is idle (the cap on warm processes
     /// was reached and this session was the least recently used).
     CloseWarm,
+    /// Add a message to the running turn (`turn/steer`); answered once codex took it.
+    Steer {
+        text: String,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// Fork the session's thread into a new session (same working directory, a thread of its
+    /// own from `thread/fork`); answered with the new session.
+    Fork {
+        client: Arc<ClientContext>,
+        timeout: Duration,
+        reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+    },
 }
 
 /// What a turn task sends back.
@@ -89,6 +102,8 @@ struct CallMeta {
     resumed: bool,
     created: bool,
     reset: bool,
+    /// The turn may be sent with approval policy `on-request` (its caller can be asked).
+    may_ask: bool,
 }
 
 /// Arguments of a session actor.
@@ -125,6 +140,8 @@ pub struct SessionState {
     idle_timer: Option<JoinHandle<()>>,
     /// The warm app-server between turns (during a turn its task holds it).
     warm: Option<WarmProcess>,
+    /// The running warm turn's steer inbox.
+    steer: Option<tokio::sync::mpsc::UnboundedSender<Steer>>,
 }
 
 impl Drop for SessionState {
@@ -168,6 +185,7 @@ impl Actor for SessionActor {
             last_activity: Instant::now(),
             idle_timer,
             warm: None,
+            steer: None,
         })
     }
 
@@ -236,6 +254,7 @@ impl Actor for SessionActor {
             }
             SessionMessage::TurnFinished { finished } => {
                 st.current = None;
+                st.steer = None;
                 finish(&myself, st, *finished).await;
                 start_next(&myself, st).await;
             }
@@ -256,6 +275,12 @@ impl Actor for SessionActor {
                     close_warm(st).await;
                 }
             }
+            SessionMessage::Steer { text, reply } => steer(st, text, reply),
+            SessionMessage::Fork {
+                client,
+                timeout,
+                reply,
+            } => fork(st, client, timeout, reply),
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
                     && st.pending.is_empty()
@@ -313,6 +338,7 @@ async fn close(
         return;
     }
     st.current = None; // cancels and kills the running turn
+    st.steer = None;
     if let Some(w) = st.warm.take() {
         st.shared.warm.release(&st.id);
         tokio::spawn(w.close());
@@ -448,6 +474,134 @@ enum Backed {
     },
 }
 
+/// Add `text` to the running turn. Refused when no turn runs, or when it runs with `codex
+/// exec` (which cannot take a message mid-turn); answered once codex took it.
+fn steer(st: &mut SessionState, text: String, reply: oneshot::Sender<Result<()>>) {
+    let Some(inbox) = st.steer.as_ref().filter(|_| st.current.is_some()) else {
+        let why = if st.current.is_some() {
+            format!(
+                "session {}'s running turn runs with `codex exec` (the exec backend, image \
+                 attachments, or every warm process busy), which cannot take a message mid-turn; \
+                 wait for it or cancel it",
+                st.id
+            )
+        } else {
+            format!(
+                "no turn is running on session {}; send the message as a new turn with the \
+                 `codex` tool",
+                st.id
+            )
+        };
+        let _ = reply.send(Err(Error::invalid("sessionId", why)));
+        return;
+    };
+    let (taken, answer) = oneshot::channel();
+    if inbox.send(Steer { text, reply: taken }).is_err() {
+        let _ = reply.send(Err(Error::invalid(
+            "sessionId",
+            "the turn ended before the message reached it; send it as a new turn",
+        )));
+        return;
+    }
+    tokio::spawn(async move {
+        let _ = reply.send(match answer.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(Error::Codex {
+                kind: FailureKind::TurnFailed,
+                message,
+            }),
+            Err(_) => Err(Error::invalid(
+                "sessionId",
+                "the turn ended before the message reached it; send it as a new turn",
+            )),
+        });
+    });
+}
+
+/// Fork the session's thread into a new session: same working directory and CODEX_HOME, a
+/// thread of its own from `thread/fork` on a one-off app-server (so that no two processes
+/// write one thread), its record written once before its id is returned. Refused while a turn
+/// runs or waits, and for a session without a thread.
+fn fork(
+    st: &mut SessionState,
+    client: Arc<ClientContext>,
+    timeout: Duration,
+    reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+) {
+    let prepared = (|| {
+        let Some(rec) = &st.record else {
+            return Err(Error::invalid(
+                "sessionId",
+                format!("no session {}; start one with the `codex` tool", st.id),
+            ));
+        };
+        if st.current.is_some() || !st.pending.is_empty() {
+            return Err(Error::Busy(format!(
+                "session {} is running a turn; fork it once the turn has ended",
+                st.id
+            )));
+        }
+        let thread = stored_thread(rec).ok_or_else(|| {
+            Error::invalid(
+                "sessionId",
+                format!(
+                    "session {} has no conversation yet (no turn started its thread): nothing \
+                     to fork",
+                    st.id
+                ),
+            )
+        })?;
+        client.check_codex_home(rec)?;
+        let cwd = record_dir(&client, rec)?;
+        let server = build_app_server(&client.common_for(false), cwd.clone())?;
+        Ok((rec.clone(), thread, cwd, server))
+    })();
+    let (parent, thread, cwd, server) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+            return;
+        }
+    };
+    let shared = st.shared.clone();
+    let span = tracing::info_span!("fork", session = %st.id);
+    tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let forked = async {
+                let cancel = CancellationToken::new();
+                let _slot = shared
+                    .limiter
+                    .acquire(shared.queue_timeout, &cancel, |_| {})
+                    .await?;
+                let mut process = tokio::time::timeout(timeout, WarmProcess::spawn(&server, None))
+                    .await
+                    .map_err(|_| Error::TimedOut {
+                        after: timeout,
+                        partial: None,
+                    })??;
+                let forked = process
+                    .fork(thread, &cwd, parent.model.as_deref(), timeout)
+                    .await;
+                process.close().await;
+                let forked = forked?;
+                let mut rec =
+                    SessionRecord::new(SessionId::generate(), cwd.path().to_path_buf(), now_ms());
+                rec.codex_home = parent.codex_home.clone();
+                rec.model = parent.model.clone();
+                rec.thread_id = Some(forked.to_string());
+                // the fork starts with the parent's history, and codex's running total with it
+                rec.thread_usage = parent.thread_usage;
+                shared.store.put(&rec)?;
+                shared.store.flush().await?;
+                tracing::info!(from = %thread, to = %forked, new_session = %rec.session_id, "forked");
+                Ok(crate::actors::SessionView::of(&rec, false))
+            };
+            let _ = reply.send(forked.await);
+        },
+        span,
+    ));
+}
+
 /// Close the warm app-server between turns (EOF first), forget its process record, and give
 /// its place in the cap back.
 async fn close_warm(st: &mut SessionState) {
@@ -476,21 +630,24 @@ fn session_dir(st: &SessionState, client: &ClientContext, dir: &WorkDir) -> Resu
             ),
         )),
         WorkDir::Given(c) => Ok(c.clone()),
-        WorkDir::Default(_) => {
-            let roots = &client.config.roots;
-            let first = roots
-                .first()
-                .map(PathBuf::as_path)
-                .unwrap_or(Path::new("/"));
-            crate::confine::resolve(
-                "workingDirectory",
-                &rec.working_directory.to_string_lossy(),
-                first,
-                roots,
-                Kind::Dir,
-            )
-        }
+        WorkDir::Default(_) => record_dir(client, rec),
     }
+}
+
+/// A stored session's working directory, checked again against the client's roots.
+fn record_dir(client: &ClientContext, rec: &SessionRecord) -> Result<Confined> {
+    let roots = &client.config.roots;
+    let first = roots
+        .first()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new("/"));
+    crate::confine::resolve(
+        "workingDirectory",
+        &rec.working_directory.to_string_lossy(),
+        first,
+        roots,
+        Kind::Dir,
+    )
 }
 
 /// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
@@ -583,6 +740,7 @@ async fn prepare(
             resumed: resume.is_some(),
             created,
             reset: call.reset,
+            may_ask: call.asker.is_some() && matches!(run, Backed::Warm { .. }),
         },
         client,
         run,
@@ -633,6 +791,14 @@ fn launch(
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
     let warm = st.warm.take();
+    // a warm turn can be steered, and asks its caller's person when it can
+    let mut control = TurnControl::default();
+    if matches!(prepared.run, Backed::Warm { .. }) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        st.steer = Some(tx);
+        control.steers = Some(rx);
+        control.asker = call.asker.clone();
+    }
     // one span per turn, with the session id, so a user can follow a call through the logs
     let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
     let task = tokio::spawn(tracing::Instrument::instrument(
@@ -663,6 +829,7 @@ fn launch(
                 prior_usage,
                 cancel: &task_cancel,
                 progress,
+                control: std::sync::Mutex::new(control),
             };
             let (result, warm) = match slot {
                 Err(e) => (Err(e), warm),
@@ -709,6 +876,8 @@ struct TurnEnv<'a> {
     prior_usage: Usage,
     cancel: &'a CancellationToken,
     progress: Option<crate::actors::Progress>,
+    /// The warm turn's asker and steer inbox (taken by the run that reaches codex).
+    control: std::sync::Mutex<TurnControl>,
 }
 
 impl TurnEnv<'_> {
@@ -724,6 +893,23 @@ impl TurnEnv<'_> {
             let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
         }));
         opts
+    }
+
+    /// Run the turn on a warm process, with the turn's asker and steer inbox (kept for a run on
+    /// another process when this one had ended before the turn reached it).
+    async fn run_on(
+        &self,
+        process: &mut WarmProcess,
+        wanted: ThreadWanted,
+        t: &WarmTurn,
+        opts: &RunOptions,
+    ) -> TurnOutcome {
+        let mut ctl = std::mem::take(&mut *self.control.lock().unwrap_or_else(|p| p.into_inner()));
+        let outcome = process
+            .run_turn(wanted, t, opts, &mut ctl, self.on_event())
+            .await;
+        *self.control.lock().unwrap_or_else(|p| p.into_inner()) = ctl;
+        outcome
     }
 
     /// Every event: a thread id goes to the actor (stored at once), a description to the
@@ -798,7 +984,7 @@ async fn run_warm(
     };
     let process = match reused {
         Some(mut w) => {
-            let outcome = w.run_turn(wanted, &t, &opts, turn.on_event()).await;
+            let outcome = turn.run_on(&mut w, wanted, &t, &opts).await;
             let ended = matches!(
                 outcome.ending,
                 Ending::Failed {
@@ -899,7 +1085,7 @@ async fn finish_warm(
     Result<(TurnOutcome, Option<TurnContext>)>,
     Option<WarmProcess>,
 ) {
-    let outcome = process.run_turn(wanted, &t, opts, turn.on_event()).await;
+    let outcome = turn.run_on(&mut process, wanted, &t, opts).await;
     conclude(turn, process, outcome)
 }
 
@@ -927,10 +1113,13 @@ fn conclude(
 pub fn check_recorded(
     asked: SandboxLevel,
     recorded: &TurnContext,
+    may_ask: bool,
 ) -> std::result::Result<(), String> {
-    let ok = recorded.approval_policy == "never"
-        && recorded.approvals_reviewer == "user"
-        && recorded.sandbox == asked.as_arg();
+    // `on-request` only for a turn whose questions go to the person who started it
+    let approval_ok = recorded.approval_policy == "never"
+        || (may_ask && recorded.approval_policy == "on-request");
+    let ok =
+        approval_ok && recorded.approvals_reviewer == "user" && recorded.sandbox == asked.as_arg();
     if ok {
         Ok(())
     } else {
@@ -1000,7 +1189,7 @@ fn fold(
     recorded: Option<TurnContext>,
 ) -> TurnReport {
     if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
-        && let Err(msg) = check_recorded(call.sandbox, ctx)
+        && let Err(msg) = check_recorded(call.sandbox, ctx, call.may_ask)
     {
         tracing::error!(session = %id, "{msg}");
         outcome.ending = Ending::Failed {

@@ -14,17 +14,22 @@
 //!   the turn's structured result lists (`approvals`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    ElicitRequestParams, ElicitationAction, ElicitationSchema, PrimitiveSchemaDefinition,
-    StringSchema,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, PrimitiveSchemaDefinition, ProtocolVersion, StringSchema,
 };
-use rmcp::service::ElicitationMode;
+use rmcp::service::{ElicitationMode, RequestContext};
+use rmcp::task_manager::TaskContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value};
 
-use crate::codex::app_server::approval::{Asked, Decision, Input, Question};
+use crate::actors::Progress;
+pub use crate::codex::app_server::approval::DecisionRecord;
+use crate::codex::app_server::approval::{Asked, Asker, Decision, Input, Question};
 use crate::security::redact::ClientSecrets;
 
 /// How long a person has to answer, unless the setting says otherwise: long enough to read a
@@ -36,21 +41,6 @@ pub const APPROVE_FIELD: &str = "approve";
 pub const MAX_MESSAGE_CHARS: usize = 16 * 1024;
 /// Longest `asked` text kept in a [`DecisionRecord`].
 pub const MAX_RECORD_CHARS: usize = 2 * 1024;
-
-/// What was asked and decided, for the turn's structured result and the log.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DecisionRecord {
-    /// The question as the person saw it (redacted, cut).
-    pub asked: String,
-    pub decision: Decision,
-    /// Whether a person decided (an accept, a decline or a dismissal), not a timeout, an error
-    /// or a client that cannot be asked.
-    pub by_person: bool,
-    /// Why it is a decline when no person decided.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
-}
 
 fn cut(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
@@ -140,6 +130,73 @@ pub fn can_ask(peer: &Peer<RoleServer>) -> bool {
         .contains(&ElicitationMode::Form)
 }
 
+/// Where the person behind a call is asked.
+#[derive(Clone)]
+pub enum Channel {
+    /// `elicitation/create` on the connection that made the call (a plain call, on a protocol
+    /// before 2026-07-28, which forbids requests from the server).
+    Peer(Peer<RoleServer>),
+    /// The call's task: it reports `input_required` with the form in `inputRequests` while the
+    /// question is open; the connection that started the task answers with `tasks/update`.
+    Task(TaskContext, Arc<AtomicU64>),
+}
+
+/// Whether the request's client declared form elicitation.
+pub fn declares_form(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+impl Channel {
+    /// The channel of a plain call: its connection, when the client declared form elicitation
+    /// and its protocol lets the server ask mid-call.
+    pub fn of_request(ctx: &RequestContext<RoleServer>) -> Option<Channel> {
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        (declares_form(ctx) && !modern).then(|| Channel::Peer(ctx.peer.clone()))
+    }
+
+    /// The channel of a call that runs as a task whose client declared form elicitation.
+    pub fn of_task(task: TaskContext) -> Channel {
+        Channel::Task(task, Arc::new(AtomicU64::new(0)))
+    }
+}
+
+/// The [`Asker`] of one call: each question of its turn asked on `channel` within `timeout`,
+/// with a progress line while it is open, answered, logged and recorded.
+pub fn asker(
+    channel: Channel,
+    secrets: ClientSecrets,
+    timeout: Duration,
+    progress: Option<Progress>,
+) -> Asker {
+    Arc::new(move |asked: Asked| {
+        let (channel, secrets, progress) = (channel.clone(), secrets.clone(), progress.clone());
+        Box::pin(async move {
+            if let Some(p) = &progress {
+                p(format!(
+                    "waiting for a person to answer: {}",
+                    asked.question.title()
+                ));
+            }
+            let record = answer_on(&channel, asked, &secrets, timeout).await;
+            if let Some(p) = &progress {
+                p(match (record.decision, record.by_person) {
+                    (Decision::AcceptOnce, _) => "a person allowed it once; codex continues".into(),
+                    (Decision::Decline, true) => "a person declined; codex continues".into(),
+                    (Decision::Decline, false) => format!(
+                        "declined ({}); codex continues",
+                        record.reason.unwrap_or("no answer")
+                    ),
+                });
+            }
+            record
+        })
+    })
+}
+
 /// The outcome of asking: the decision, the person's input (for questions that need it), and
 /// the record.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,6 +213,16 @@ pub async fn ask(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> Asking {
+    ask_on(&Channel::Peer(peer.clone()), question, secrets, timeout).await
+}
+
+/// Ask `question` on `channel`, waiting at most `timeout`.
+pub async fn ask_on(
+    channel: &Channel,
+    question: &Question,
+    secrets: &ClientSecrets,
+    timeout: Duration,
+) -> Asking {
     let asked = cut(&message(question, secrets), MAX_RECORD_CHARS);
     let declined = |by_person, reason| Asking {
         decision: Decision::Decline,
@@ -167,7 +234,9 @@ pub async fn ask(
             reason,
         },
     };
-    if !can_ask(peer) {
+    if let Channel::Peer(peer) = channel
+        && !can_ask(peer)
+    {
         return declined(
             false,
             Some("the client cannot be asked (no form elicitation)"),
@@ -176,18 +245,36 @@ pub async fn ask(
     let Some(params) = form(question, secrets) else {
         return declined(false, Some("the question has no form a client can show"));
     };
-    let result = match tokio::time::timeout(
-        timeout,
-        peer.create_elicitation_with_timeout(params, Some(timeout)),
-    )
-    .await
-    {
-        Err(_) => return declined(false, Some("no answer in time")),
-        Ok(Err(e)) => {
-            tracing::info!(error = %e, "elicitation failed: declined");
-            return declined(false, Some("the client could not be asked"));
+    let result = match channel {
+        Channel::Peer(peer) => {
+            match tokio::time::timeout(
+                timeout,
+                peer.create_elicitation_with_timeout(params, Some(timeout)),
+            )
+            .await
+            {
+                Err(_) => return declined(false, Some("no answer in time")),
+                Ok(Err(e)) => {
+                    tracing::info!(error = %e, "elicitation failed: declined");
+                    return declined(false, Some("the client could not be asked"));
+                }
+                Ok(Ok(r)) => r,
+            }
         }
-        Ok(Ok(r)) => r,
+        Channel::Task(task, seq) => {
+            let key = format!("question-{}", seq.fetch_add(1, Ordering::Relaxed) + 1);
+            let request = InputRequest::Elicitation(ElicitRequest::new(params));
+            match tokio::time::timeout(timeout, task.request_input(key, request)).await {
+                Err(_) => return declined(false, Some("no answer in time")),
+                Ok(Err(_)) => return declined(false, Some("the task was cancelled")),
+                Ok(Ok(v)) => match serde_json::from_value::<ElicitResult>(v) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return declined(false, Some("the answer was not an elicitation result"));
+                    }
+                },
+            }
+        }
     };
     let content = result.content.unwrap_or(Value::Null);
     match result.action {
@@ -239,12 +326,22 @@ pub async fn answer(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> DecisionRecord {
+    answer_on(&Channel::Peer(peer.clone()), asked, secrets, timeout).await
+}
+
+/// [`answer`] on `channel`.
+pub async fn answer_on(
+    channel: &Channel,
+    asked: Asked,
+    secrets: &ClientSecrets,
+    timeout: Duration,
+) -> DecisionRecord {
     // leave the client's answering task a moment to write before its own deadline
     let left = asked
         .deadline()
         .saturating_duration_since(Instant::now())
         .saturating_sub(Duration::from_millis(250));
-    let outcome = ask(peer, &asked.question, secrets, timeout.min(left)).await;
+    let outcome = ask_on(channel, &asked.question, secrets, timeout.min(left)).await;
     let mut record = outcome.record;
     let sent = asked.answer(outcome.decision, outcome.input);
     if sent != record.decision {

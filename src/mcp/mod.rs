@@ -377,6 +377,30 @@ const TOOLS: &[ToolEntry] = {
             run: |s, args, _| Box::pin(s.close_session(args)),
         },
         ToolEntry {
+            name: "forkSession",
+            title: "Fork session",
+            description: "Fork a session between turns into a new session with a copy of its \
+                          conversation (same working directory), to try another direction; \
+                          both then go on separately.",
+            hints: [false, false, false, false],
+            input: schema::<ForkSessionParams>,
+            output: schema::<ForkResult>,
+            task: false,
+            run: |s, args, _| Box::pin(s.fork_session(args)),
+        },
+        ToolEntry {
+            name: "steer",
+            title: "Steer a running turn",
+            description: "Add a message (e.g. a correction) to a session's running Codex turn \
+                          without cancelling it; returns once Codex took it. The turn's result \
+                          lists it under `steered`.",
+            hints: [false, false, false, false],
+            input: schema::<SteerParams>,
+            output: schema::<SteerResult>,
+            task: false,
+            run: |s, args, _| Box::pin(s.steer(args)),
+        },
+        ToolEntry {
             name: "ping",
             title: "Ping",
             description: "Health: codex version, store, sessions, running and queued turns, \
@@ -598,6 +622,8 @@ pub(crate) struct CallCtx {
     pub progress: Option<ProgressTarget>,
     /// The client to ask for its roots, when it declares the roots capability.
     pub roots: Option<rmcp::Peer<RoleServer>>,
+    /// Where the person behind the call can be asked (`approvals = ask`), when they can.
+    pub ask: Option<elicit::Channel>,
 }
 
 /// The peer of a request whose client declares the roots capability.
@@ -620,6 +646,7 @@ impl CallCtx {
                     token,
                 }),
             roots: roots_peer(ctx),
+            ask: elicit::Channel::of_request(ctx),
         }
     }
 }
@@ -712,6 +739,7 @@ impl McpServer {
         args: rmcp::model::JsonObject,
         span: tracing::Span,
         roots: Option<rmcp::Peer<RoleServer>>,
+        elicits: bool,
         owner: TaskOwner,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
@@ -738,6 +766,7 @@ impl McpServer {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
                         roots,
+                        ask: elicits.then(|| elicit::Channel::of_task(task.clone())),
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
@@ -858,7 +887,8 @@ impl ServerHandler for McpServer {
                 .is_some_and(|c| c.supports_tasks());
         if as_task {
             let owner = self.scope.owner(&context);
-            let task = self.spawn_task(name, args, span, roots_peer(&context), owner);
+            let elicits = elicit::declares_form(&context);
+            let task = self.spawn_task(name, args, span, roots_peer(&context), elicits, owner);
             tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                 task,
@@ -894,7 +924,8 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.own_task(&request.task_id, &context)?;
-        // no tool asks for input mid-task; the manager answers for unknown ids and keys
+        // a `codex` task asks codex's questions here (`approvals = ask`); the manager answers
+        // for unknown ids and keys
         self.tasks
             .manager
             .update_task(&request.task_id, request.input_responses)
@@ -1089,8 +1120,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 36,
-            "9 tools, an input and an output schema each, both settings"
+            seen, 44,
+            "11 tools, an input and an output schema each, both settings"
         );
     }
 

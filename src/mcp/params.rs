@@ -164,6 +164,25 @@ pub struct CloseSessionParams {
     pub delete_thread: Option<bool>,
 }
 
+/// `forkSession`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkSessionParams {
+    /// The session to fork, between turns. The fork gets a new sessionId, the same working
+    /// directory and a copy of the conversation so far; each then goes its own way.
+    pub session_id: String,
+}
+
+/// `steer`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SteerParams {
+    /// The session whose running turn takes the message (the turn must be running).
+    pub session_id: String,
+    /// What to add to the running turn, e.g. a correction; the turn goes on with it.
+    pub prompt: String,
+}
+
 /// `ping`: no arguments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

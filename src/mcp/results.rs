@@ -52,9 +52,31 @@ pub struct TurnResult {
     /// The validated JSON answer (`structured` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
+    /// Codex's questions during the turn (approvals, input) and what was decided, in order
+    /// (`approvals = ask`; without it every question is declined and none is listed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvals: Option<Vec<ApprovalReport>>,
+    /// The messages that joined this turn while it ran (`steer`), in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steered: Option<Vec<String>>,
     /// What went wrong, on an error result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorReport>,
+}
+
+/// One of codex's questions and its answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalReport {
+    /// The question as the person saw it (redacted, cut).
+    pub asked: String,
+    /// `acceptOnce` or `decline`: there is no lasting approval.
+    pub decision: String,
+    /// Whether a person decided (not a timeout, an error, or a client that cannot be asked).
+    pub by_person: bool,
+    /// Why it is a decline when no person decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Token usage of the turn and of the whole thread.
@@ -163,6 +185,26 @@ pub struct SessionResult {
     /// `closeSession`: the session was forgotten.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed: Option<bool>,
+}
+
+/// `forkSession`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkResult {
+    /// The new session: continue it with `codex` and this sessionId.
+    pub session_id: String,
+    /// The session it was forked from (which goes on as before).
+    pub forked_from: String,
+    pub session: SessionInfo,
+}
+
+/// `steer`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerResult {
+    pub session_id: String,
+    /// Codex took the message into the running turn (its result lists it under `steered`).
+    pub steered: bool,
 }
 
 /// `ping`.

@@ -11,14 +11,17 @@ use rmcp::model::{CallToolResult, JsonObject};
 
 use crate::actors::schema;
 use crate::actors::{Answer, OneShot, OneShotCall, SessionView, TurnCall, WorkDir};
+use crate::codex::app_server::approval::Decision;
 use crate::codex::argv::review_target;
 use crate::codex::home::nested_servers;
-use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
+use crate::config::{
+    ApprovalMode, CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION,
+};
 use crate::error::{Error, Result};
 use crate::mcp::params::*;
 use crate::mcp::results::*;
 use crate::mcp::{
-    CallCtx, McpServer, error_result, ok_result, parse_args, plain_error, progress_for,
+    CallCtx, McpServer, elicit, error_result, ok_result, parse_args, plain_error, progress_for,
 };
 use crate::security::ids::SessionId;
 use crate::security::paths::{Confined, Kind};
@@ -75,6 +78,22 @@ fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<Error>) {
                 .collect()
         }),
         data: a.data,
+        approvals: (!a.approvals.is_empty()).then(|| {
+            a.approvals
+                .into_iter()
+                .map(|r| ApprovalReport {
+                    asked: r.asked,
+                    decision: match r.decision {
+                        Decision::AcceptOnce => "acceptOnce",
+                        Decision::Decline => "decline",
+                    }
+                    .to_owned(),
+                    by_person: r.by_person,
+                    reason: r.reason.map(str::to_owned),
+                })
+                .collect()
+        }),
+        steered: (!a.steered.is_empty()).then_some(a.steered),
         ..Default::default()
     };
     (value, a.error)
@@ -173,6 +192,15 @@ impl McpServer {
             None => WorkDir::Default(self.default_dir(ctx).await?),
         };
         let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
+        let asker = match (&self.client.config.approvals, &ctx.ask) {
+            (ApprovalMode::Ask, Some(channel)) => Some(elicit::asker(
+                channel.clone(),
+                self.client.secrets.clone(),
+                self.client.config.approval_timeout,
+                progress.clone(),
+            )),
+            _ => None,
+        };
         let call = TurnCall {
             session_id,
             reset: p.reset_session.unwrap_or(false),
@@ -187,6 +215,7 @@ impl McpServer {
             cancel: ctx.ct.child_token(),
             progress,
             client: Some(self.client.clone()),
+            asker,
         };
         let report = self.bridge.turn(call).await?;
         let (session_id, resumed) = (report.session_id.to_string(), report.resumed);
@@ -332,6 +361,48 @@ impl McpServer {
             ))
         };
         run().unwrap_or_else(|e| plain_error(&e))
+    }
+
+    pub(crate) async fn fork_session(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
+            let p: ForkSessionParams = parse_args(args)?;
+            let id = SessionId::parse("sessionId", &p.session_id)?;
+            let timeout = self.client.config.timeout_for(None)?;
+            let forked = self
+                .bridge
+                .fork(&id, self.client.clone(), timeout)
+                .await
+                .map(session_info)?;
+            Ok(ok_result(
+                format!(
+                    "Forked session {id} into {}: continue the fork with that sessionId; {id} \
+                     goes on as before.",
+                    forked.session_id
+                ),
+                ForkResult {
+                    session_id: forked.session_id.clone(),
+                    forked_from: id.to_string(),
+                    session: forked,
+                },
+            ))
+        };
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+    }
+
+    pub(crate) async fn steer(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
+            let p: SteerParams = parse_args(args)?;
+            let id = SessionId::parse("sessionId", &p.session_id)?;
+            self.bridge.steer(&id, p.prompt).await?;
+            Ok(ok_result(
+                format!("Codex took the message into session {id}'s running turn."),
+                SteerResult {
+                    session_id: id.to_string(),
+                    steered: true,
+                },
+            ))
+        };
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
     }
 
     pub(crate) async fn get_session(&self, args: JsonObject) -> CallToolResult {

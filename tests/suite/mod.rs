@@ -13,6 +13,7 @@ mod hub;
 mod hub_in_process;
 mod mcp;
 mod person;
+mod person_bridge;
 mod proofs;
 mod review;
 mod runner;

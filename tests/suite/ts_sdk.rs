@@ -67,8 +67,15 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
             "Looks risky.\n\nReview comment:\n\n- [P1] Broke the readme — README.md:1-1\n  It changed.",
         ),
         Reply::api_error(400, "the mock refuses this prompt"),
+        // a turn long enough to be steered (the fork before it asks the model nothing)
+        Reply::exec_command("sleep 3; echo slept"),
+        Reply::message("steered answer"),
     ]);
-    let bridge_env: serde_json::Map<String, Value> = server_env(&env, &mock)
+    // `steer` needs a warm turn: the app-server backend, whatever the suite runs
+    let mut vars = server_env(&env, &mock);
+    vars.retain(|(k, _)| k != "CODEX_BRIDGE_BACKEND");
+    vars.push(("CODEX_BRIDGE_BACKEND".into(), "app-server".into()));
+    let bridge_env: serde_json::Map<String, Value> = vars
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
         .collect();
@@ -140,5 +147,6 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
             .contains("the mock refuses this prompt"),
         "{refused}"
     );
-    assert_eq!(mock.responses_count(), 6, "one request per turn");
+    // one request per turn, and two for the steered one (its command, then its answer)
+    assert_eq!(mock.responses_count(), 8);
 }

@@ -272,5 +272,6 @@ pub fn call(
         cancel: tokio_util::sync::CancellationToken::new(),
         progress: None,
         client: None,
+        asker: None,
     }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    GetTaskParams, Implementation, ProgressNotificationParam, ProtocolVersion, TaskPayload,
+    ElicitRequestParams, ElicitResult, ElicitationAction, GetTaskParams, Implementation,
+    InputRequest, ProgressNotificationParam, ProtocolVersion, TaskPayload, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -18,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 9] = [
+pub const TOOL_NAMES: [&str; 11] = [
     "codex",
     "query",
     "search",
@@ -27,6 +28,8 @@ pub const TOOL_NAMES: [&str; 9] = [
     "listSessions",
     "getSession",
     "closeSession",
+    "forkSession",
+    "steer",
     "ping",
 ];
 
@@ -39,12 +42,84 @@ pub enum Protocol {
     Modern,
 }
 
-/// Collects progress notifications; answers `roots/list` with [`ClientRoots`]' URIs.
+/// Collects progress notifications; answers `roots/list` with [`ClientRoots`]' URIs and
+/// `elicitation/create` (or a task's elicitation input request) as [`Person`] says.
 #[derive(Clone)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     pub roots: ClientRoots,
+    pub person: Person,
     config: ClientConfig,
+}
+
+/// How the person behind a test client answers a form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Accept, with the approve box checked (`true`) or not.
+    Accept(bool),
+    Decline,
+    /// Never answers.
+    Silent,
+}
+
+/// The person behind a test client: how they answer, and the messages they were shown.
+#[derive(Clone)]
+pub struct Person {
+    pub answer: Arc<Mutex<Answer>>,
+    pub seen: Arc<Mutex<Vec<String>>>,
+    keys: Arc<Mutex<std::collections::HashSet<String>>>,
+    tasks: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Default for Person {
+    fn default() -> Self {
+        Person {
+            answer: Arc::new(Mutex::new(Answer::Silent)),
+            seen: Arc::default(),
+            keys: Arc::default(),
+            tasks: Arc::default(),
+        }
+    }
+}
+
+impl Person {
+    /// A person who answers every form with `answer`.
+    pub fn answering(answer: Answer) -> Person {
+        let p = Person::default();
+        *p.answer.lock().unwrap() = answer;
+        p
+    }
+
+    /// Whether the task input request `key` was seen already (marks it seen).
+    fn answered_key(&self, key: &str) -> bool {
+        let mut seen = self.keys.lock().unwrap();
+        !seen.insert(key.to_owned())
+    }
+
+    /// How many forms came as a task's input request (`input_required`).
+    pub fn via_task(&self) -> usize {
+        self.tasks.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How many forms they were shown.
+    pub fn asked(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// Their answer to a form (`None`: none, ever).
+    fn answer(&self, request: &ElicitRequestParams) -> Option<ElicitResult> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.seen.lock().unwrap().push(message.clone());
+        }
+        match *self.answer.lock().unwrap() {
+            Answer::Accept(approve) => Some(
+                ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(serde_json::json!({ "approve": approve })),
+            ),
+            Answer::Decline => Some(ElicitResult::new(ElicitationAction::Decline)),
+            Answer::Silent => None,
+        }
+    }
 }
 
 /// The roots a test client lists (`file://` URIs), and how often the server asked for them.
@@ -83,6 +158,16 @@ impl ClientHandler for Client {
             .collect();
         Ok(rmcp::model::ListRootsResult::new(roots))
     }
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        match self.person.answer(&request) {
+            Some(r) => Ok(r),
+            None => std::future::pending().await,
+        }
+    }
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
     }
@@ -92,6 +177,8 @@ impl ClientHandler for Client {
 pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// The person behind the client (asked only when it declares elicitation).
+    pub person: Person,
     /// What the client lists as its roots (only asked when it declares the capability).
     pub roots: ClientRoots,
     pub pid: u32,
@@ -175,9 +262,16 @@ pub async fn connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Server {
-    try_connect_full(vars, cwd, protocol, capabilities, ClientRoots::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
+    try_connect_full(
+        vars,
+        cwd,
+        protocol,
+        capabilities,
+        ClientRoots::default(),
+        Person::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// [`connect_with_capabilities`], with a failure to connect as an error.
@@ -187,7 +281,15 @@ pub async fn try_connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Result<Server, String> {
-    try_connect_full(vars, cwd, protocol, capabilities, ClientRoots::default()).await
+    try_connect_full(
+        vars,
+        cwd,
+        protocol,
+        capabilities,
+        ClientRoots::default(),
+        Person::default(),
+    )
+    .await
 }
 
 /// Start the server for `env` and `mock` and connect a client (2025-11-25) that declares the
@@ -204,6 +306,28 @@ pub async fn connect_with_roots(env: &TestEnv, mock: &MockApi, roots: ClientRoot
             .enable_roots_list_changed()
             .build(),
         roots,
+        Person::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Start the server with `vars` and connect a client with `capabilities` behind which
+/// `person` answers forms.
+pub async fn connect_person(
+    vars: &[(String, String)],
+    cwd: &Path,
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+    person: Person,
+) -> Server {
+    try_connect_full(
+        vars,
+        cwd,
+        protocol,
+        capabilities,
+        ClientRoots::default(),
+        person,
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"))
@@ -215,6 +339,7 @@ async fn try_connect_full(
     protocol: Protocol,
     capabilities: ClientCapabilities,
     roots: ClientRoots,
+    person: Person,
 ) -> Result<Server, String> {
     let mut cmd = tokio::process::Command::new(server_bin());
     cmd.env_clear()
@@ -235,6 +360,7 @@ async fn try_connect_full(
             let c = Client {
                 progress: progress.clone(),
                 roots: roots.clone(),
+                person: person.clone(),
                 config: base.with_protocol_version(ProtocolVersion::V_2025_11_25),
             };
             tokio::time::timeout(Duration::from_secs(30), c.serve(transport))
@@ -246,6 +372,7 @@ async fn try_connect_full(
             let c = Client {
                 progress: progress.clone(),
                 roots: roots.clone(),
+                person: person.clone(),
                 config: base,
             };
             tokio::time::timeout(
@@ -270,6 +397,7 @@ async fn try_connect_full(
     Ok(Server {
         client,
         progress,
+        person,
         roots,
         pid,
         store,
@@ -294,7 +422,8 @@ impl Server {
                 .expect("tool call answered")
             {
                 CallToolResponse::Complete(r) => r,
-                // a client that declares the tasks extension: poll the task to its end
+                // a client that declares the tasks extension: poll the task to its end,
+                // answering its input requests as the person does
                 CallToolResponse::Task(t) => loop {
                     let got = self
                         .client
@@ -303,6 +432,32 @@ impl Server {
                         .expect("tasks/get answered");
                     match got.task.payload {
                         TaskPayload::Working => tokio::time::sleep(Duration::from_millis(50)).await,
+                        TaskPayload::InputRequired { input_requests } => {
+                            let mut answers = std::collections::BTreeMap::new();
+                            for (key, req) in input_requests {
+                                if !self.person.answered_key(&key)
+                                    && let InputRequest::Elicitation(e) = req
+                                    && let Some(r) = {
+                                        self.person
+                                            .tasks
+                                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                        self.person.answer(&e.params)
+                                    }
+                                {
+                                    answers.insert(key, serde_json::to_value(r).unwrap());
+                                }
+                            }
+                            if !answers.is_empty() {
+                                self.client
+                                    .update_task(UpdateTaskParams::new(
+                                        t.task.task_id.clone(),
+                                        answers,
+                                    ))
+                                    .await
+                                    .expect("tasks/update answered");
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await
+                        }
                         TaskPayload::Completed { result } => {
                             break serde_json::from_value(Value::Object(result))
                                 .expect("a tool result");

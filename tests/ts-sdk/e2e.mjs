@@ -117,11 +117,26 @@ try {
     expectError(refused, 'the mock refuses this prompt');
     check(refused.structured?.error?.kind !== undefined, `codex failure: no error kind: ${JSON.stringify(refused.structured)}`);
 
+    // fork the session; steer a running turn of it (retried until the turn runs)
+    const forked = await call('forkSession', { sessionId });
+    expectOk(forked, (e) => e.structured?.forkedFrom === sessionId && !!e.structured?.sessionId && e.structured?.sessionId !== sessionId);
+    const running = call('codex', { prompt: 'a long task', sessionId });
+    let steered;
+    for (let i = 0; i < 50; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        steered = await call('steer', { sessionId, prompt: 'STEER: say hello' });
+        if (!steered.isError) break;
+    }
+    expectOk(steered, (e) => e.structured?.steered === true);
+    expectOk(await running, (e) => e.structured?.steered?.[0] === 'STEER: say hello');
+
     // bad arguments: every tool answers with its own sentence
     expectError(await call('listSessions', { limit: '2' }), 'invalid argument `limit`: invalid type: string "2", expected u32');
     expectError(await call('listSessions', { limit: 0 }), 'invalid argument `limit`: must be between 1 and 200');
     expectError(await call('getSession', { sessionId: 'a b' }), 'invalid argument `sessionId`');
     expectError(await call('closeSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
+    expectError(await call('forkSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
+    expectError(await call('steer', { sessionId }), 'invalid argument `prompt`: missing field `prompt`');
     expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
     expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');
     expectError(await call('query', { prompt: 'x', timeout: 0 }), 'invalid argument `timeout`');

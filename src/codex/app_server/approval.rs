@@ -30,6 +30,8 @@ use super::protocol::{RequestId, RequestKind, ServerRequest};
 pub const MAX_FIELD_CHARS: usize = 8 * 1024;
 /// Most files, questions or permission entries kept from one request.
 pub const MAX_ENTRIES: usize = 64;
+/// The longest a question may wait for a person (the `approval_timeout_ms` setting's maximum).
+pub const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 fn capped(s: &str) -> String {
     match s.char_indices().nth(MAX_FIELD_CHARS) {
@@ -460,6 +462,30 @@ pub enum Decision {
     AcceptOnce,
     Decline,
 }
+
+/// What was asked and decided, for the turn's structured result (`approvals`) and the log.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    /// The question as the person saw it (redacted, cut).
+    pub asked: String,
+    pub decision: Decision,
+    /// Whether a person decided (an accept, a decline or a dismissal), not a timeout, an error
+    /// or a client that cannot be asked.
+    pub by_person: bool,
+    /// Why it is a decline when no person decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+/// Who answers the questions of one turn: the person behind the client connection that started
+/// it (built by the MCP layer). It answers codex through the [`Asked`] and resolves to the
+/// record of what was decided.
+pub type Asker = std::sync::Arc<
+    dyn Fn(Asked) -> std::pin::Pin<Box<dyn std::future::Future<Output = DecisionRecord> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// What a person typed, for the questions that need input.
 #[derive(Debug, Clone, PartialEq)]

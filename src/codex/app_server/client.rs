@@ -223,6 +223,18 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         Ok(protocol::parse_turn_started(&result)?)
     }
 
+    /// `turn/start` with the approval policy `approvals` (see [`protocol::turn_start_with`]).
+    pub async fn start_turn_with(
+        &self,
+        turn: &TurnParams<'_>,
+        approvals: protocol::Approvals,
+    ) -> Result<TurnRef, ClientError> {
+        let result = self
+            .request(&protocol::turn_start_with(turn, approvals)?)
+            .await?;
+        Ok(protocol::parse_turn_started(&result)?)
+    }
+
     /// Close stdin (the app-server's clean shutdown) and wait until its stdout ends. Wrap this
     /// in a timeout, then kill: a stuck process keeps stdout open.
     pub async fn close(self) {

@@ -41,7 +41,7 @@ pub use cgroup::{CGROUP_PREFIX, containment};
 pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
 pub use kill::{argv_hash, descendants, kill_leftover, start_ticks};
-pub use server::{ThreadWanted, WarmKey, WarmProcess, key_of};
+pub use server::{Steer, ThreadWanted, TurnControl, WarmKey, WarmProcess, key_of};
 
 use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{CommandRun, Event, FailureKind, Transcript, Usage};
@@ -175,6 +175,11 @@ pub struct TurnOutput {
     pub retries: u64,
     /// Which containment the turn ran under.
     pub containment: Containment,
+    /// Codex's questions during the turn and what was decided (warm turns whose caller can be
+    /// asked; otherwise none are asked).
+    pub approvals: Vec<crate::codex::app_server::approval::DecisionRecord>,
+    /// The messages that joined the running turn (`steer`), redacted.
+    pub steered: Vec<String>,
 }
 
 /// How the turn's processes were contained.

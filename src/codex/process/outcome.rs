@@ -108,6 +108,8 @@ pub(super) fn finish(
         malformed_lines: t.malformed_lines,
         retries: t.retries,
         containment,
+        approvals: Vec::new(),
+        steered: Vec::new(),
     }
 }
 

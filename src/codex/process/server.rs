@@ -25,9 +25,15 @@ use super::cgroup::{TurnCgroup, move_into_cgroup};
 use super::kill::{KillGuard, argv_hash, descendants, kill_tree, signal_pid, start_ticks};
 use super::outcome::{finish, judge};
 use super::{Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, TurnOutcome, spawn};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::mpsc;
+
+use crate::codex::app_server::approval::{Asked, Asker, DecisionRecord, LONGEST_WAIT};
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
 use crate::codex::app_server::protocol::{
-    self, Notification, PolicyWatch, ThreadOpened, ThreadRef, TurnParams, TurnRef, TurnStatus,
+    self, Approvals, Notification, PolicyWatch, ThreadOpened, ThreadRef, TurnParams, TurnRef,
+    TurnStatus,
 };
 use crate::codex::app_server::translate;
 use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
@@ -48,6 +54,37 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const START_RETRIES: u64 = 3;
 /// The tail of stderr kept for error messages.
 const STDERR_TAIL: usize = 16 * 1024;
+/// How long codex's `turn/steer` may take to be accepted.
+pub const STEER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a question may stay with its answerer before the client's task declines it:
+/// longer than any person's timeout, so that the answerer's own timeout decides.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(LONGEST_WAIT.as_secs() + 10);
+
+/// A message to add to the running turn, and where to say whether codex took it.
+pub struct Steer {
+    pub text: String,
+    pub reply: tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
+}
+
+/// What reaches a warm turn while it runs, besides codex's own events.
+#[derive(Default)]
+pub struct TurnControl {
+    /// Answers codex's questions of this turn, and makes the turn go with approval policy
+    /// `on-request`. `None`: the turn goes with `never`, and any question is declined at once.
+    pub asker: Option<Asker>,
+    /// Messages for `turn/steer`, taken once codex has started the turn.
+    pub steers: Option<mpsc::UnboundedReceiver<Steer>>,
+}
+
+impl TurnControl {
+    /// The approval policy the turn is sent with.
+    pub fn approvals(&self) -> Approvals {
+        match self.asker {
+            Some(_) => Approvals::OnRequest,
+            None => Approvals::Never,
+        }
+    }
+}
 
 /// Which thread a turn runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +111,9 @@ pub struct WarmProcess {
     /// `None` once closed.
     client: Option<Client<ChildStdin>>,
     events: UnboundedReceiver<Event>,
+    /// Codex's questions (approvals, input, nested servers' forms): answered only by the
+    /// running turn's asker, else declined.
+    asked: UnboundedReceiver<Asked>,
     stderr: Arc<Mutex<Vec<u8>>>,
     key: WarmKey,
     info: SpawnInfo,
@@ -188,7 +228,8 @@ impl WarmProcess {
             .ok_or(ProcessError::NotPiped("error output"))?;
         let stderr = Arc::new(Mutex::new(Vec::new()));
         tokio::spawn(keep_tail(stderr_pipe, stderr.clone()));
-        let (client, events) = Client::new(stdout, stdin, DEFAULT_MAX_LINE_BYTES);
+        let (client, events, asked) =
+            Client::with_answerer(stdout, stdin, DEFAULT_MAX_LINE_BYTES, ANSWER_DEADLINE);
         let mut warm = WarmProcess {
             child,
             pid,
@@ -196,6 +237,7 @@ impl WarmProcess {
             guard,
             client: Some(client),
             events,
+            asked,
             stderr,
             key: key_of(spec),
             info,
@@ -264,6 +306,11 @@ impl WarmProcess {
                 Event::Closed(_) => self.spent = true,
             }
         }
+        // a question that came while no turn ran: no turn of this process is waiting for it
+        while let Ok(asked) = self.asked.try_recv() {
+            tracing::info!(method = %asked.request.method, "declined a question from codex app-server between turns");
+            asked.decline();
+        }
         self.spent || matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
@@ -308,14 +355,24 @@ impl WarmProcess {
         wanted: ThreadWanted,
         turn: &WarmTurn,
         opts: &RunOptions,
+        ctl: &mut TurnControl,
         mut on_event: impl FnMut(&events::Event) + Send,
     ) -> TurnOutcome {
         let started = Instant::now();
         self.accepted = false;
         let deadline = tokio::time::Instant::now() + opts.timeout;
         let mut t = Transcript::default();
+        let mut asks = Asks::default();
         let ending = match self
-            .drive(wanted, turn, opts, deadline, &mut t, &mut on_event)
+            .drive(
+                wanted,
+                turn,
+                opts,
+                deadline,
+                (ctl, &mut asks),
+                &mut t,
+                &mut on_event,
+            )
             .await
         {
             Ok(()) => {
@@ -344,15 +401,23 @@ impl WarmProcess {
         output.turn_usage = output
             .thread_usage
             .map(|u| u.delta(&opts.prior_thread_usage));
+        output.approvals = asks.records;
+        output.steered = asks
+            .steered
+            .iter()
+            .map(|m| opts.secrets.redact(m).into_owned())
+            .collect();
         TurnOutcome { ending, output }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn drive(
         &mut self,
         wanted: ThreadWanted,
         turn: &WarmTurn,
         opts: &RunOptions,
         deadline: tokio::time::Instant,
+        (ctl, asks): (&mut TurnControl, &mut Asks),
         t: &mut Transcript,
         on_event: &mut (impl FnMut(&events::Event) + Send),
     ) -> std::result::Result<(), Stop> {
@@ -377,15 +442,42 @@ impl WarmProcess {
             model: turn.model(),
             effort: turn.effort(),
         };
+        let approvals = ctl.approvals();
         let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
-        let turn_id = bounded(opts, deadline, client.start_turn(&params)).await?;
+        let turn_id = bounded(opts, deadline, client.start_turn_with(&params, approvals)).await?;
         self.accepted = true;
         let mut usage = opts.prior_thread_usage;
+        let mut answering = FuturesUnordered::new();
         loop {
             let ev = tokio::select! {
                 biased;
                 _ = opts.cancel.cancelled() => return Err(Stop::Cancelled(Some(turn_id))),
                 _ = tokio::time::sleep_until(deadline) => return Err(Stop::TimedOut(Some(turn_id))),
+                Some(record) = answering.next(), if !answering.is_empty() => {
+                    asks.records.push(record);
+                    continue;
+                }
+                Some(asked) = self.asked.recv() => {
+                    // only a question of this turn, while it runs, goes to its asker
+                    let ours = asked.turn_id.as_deref().is_none_or(|tu| tu == turn_id.as_str());
+                    match (&ctl.asker, ours) {
+                        (Some(ask), true) => answering.push(ask(asked)),
+                        _ => {
+                            tracing::info!(method = %asked.request.method, ours, "declined a question from codex app-server");
+                            asked.decline();
+                        }
+                    }
+                    continue;
+                }
+                Some(steer) = next_steer(&mut ctl.steers) => {
+                    let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
+                    let taken = steer_turn(client, &thread, &turn_id, &steer.text).await;
+                    if taken.is_ok() {
+                        asks.steered.push(steer.text);
+                    }
+                    let _ = steer.reply.send(taken);
+                    continue;
+                }
                 ev = self.events.recv() => ev,
             };
             let n = match ev {
@@ -408,7 +500,12 @@ impl WarmProcess {
                     thread_id,
                     turn_id: tu,
                 } if ours(thread_id, tu) => {
-                    if let Err(m) = loaded.watch.check(turn.sandbox(), cwd) {
+                    if let Err(m) =
+                        loaded
+                            .watch
+                            .current()
+                            .check_with(turn.sandbox(), cwd, approvals)
+                    {
                         return Err(Stop::Policy(m.to_string(), Some(turn_id)));
                     }
                     let ev = events::Event::TurnStarted;
@@ -468,7 +565,12 @@ impl WarmProcess {
                 } if ours(thread_id, tu) => {
                     // checked again at the end: a `turn/started` that never came (or came in
                     // a shape not read), or a settings change after it, fails closed here
-                    if let Err(m) = loaded.watch.check(turn.sandbox(), cwd) {
+                    if let Err(m) =
+                        loaded
+                            .watch
+                            .current()
+                            .check_with(turn.sandbox(), cwd, approvals)
+                    {
                         return Err(Stop::Policy(m.to_string(), None));
                     }
                     match status {
@@ -534,6 +636,59 @@ impl WarmProcess {
             watch: PolicyWatch::new(&opened),
         });
         Ok(thread)
+    }
+
+    /// Fork the stored `thread` (`thread/fork`): a new thread that starts with a copy of its
+    /// history, opened from the thread-level template and its reported policy checked
+    /// (read-only, approval `never`, reviewer `user`, the cwd). `model` should be the thread's
+    /// own (another hands the history over as a summary, which costs a model call). The fork
+    /// is loaded in this process afterwards.
+    pub async fn fork(
+        &mut self,
+        thread: ThreadId,
+        cwd: &crate::security::paths::Confined,
+        model: Option<&str>,
+        timeout: Duration,
+    ) -> Result<ThreadId> {
+        confine::recheck(cwd)?;
+        if let Some(moving) = self.moving.take() {
+            let _ = moving.await;
+        }
+        let refused = |message: String| Error::Codex {
+            kind: FailureKind::TurnFailed,
+            message,
+        };
+        let from = ThreadRef::parse(&thread.to_string()).map_err(|e| refused(e.to_string()))?;
+        let msg =
+            protocol::thread_fork(&from, cwd.path(), model).map_err(|e| refused(e.to_string()))?;
+        let client = self.client.as_ref().ok_or(Error::Codex {
+            kind: FailureKind::Crashed,
+            message: "codex app-server is closed".into(),
+        })?;
+        let opened = match tokio::time::timeout(timeout, client.open_thread(&msg)).await {
+            Err(_) => {
+                return Err(Error::TimedOut {
+                    after: timeout,
+                    partial: None,
+                });
+            }
+            Ok(Err(e)) => return Err(refused(format!("codex could not fork the thread: {e}"))),
+            Ok(Ok(o)) => o,
+        };
+        if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd.path()) {
+            self.kill().await;
+            return Err(Error::Codex {
+                kind: FailureKind::PolicyMismatch,
+                message: m.to_string(),
+            });
+        }
+        let forked = ThreadId::parse(opened.thread.as_str())
+            .map_err(|_| refused("codex named the fork with an id that is not a UUID".into()))?;
+        self.loaded = Some(Loaded {
+            thread: opened.thread.clone(),
+            watch: PolicyWatch::new(&opened),
+        });
+        Ok(forked)
     }
 
     /// End a turn that did not complete: interrupt it and clean its background terminals
@@ -655,6 +810,45 @@ impl Drop for WarmProcess {
             // an owner that stopped without closing (a panic, an abort): nothing outlives it
             kill_tree(self.pid);
         }
+    }
+}
+
+/// What a turn's questions and steers left for its result.
+#[derive(Default)]
+struct Asks {
+    records: Vec<DecisionRecord>,
+    steered: Vec<String>,
+}
+
+/// The next steer, when the turn has a steer inbox (never, otherwise).
+async fn next_steer(steers: &mut Option<mpsc::UnboundedReceiver<Steer>>) -> Option<Steer> {
+    match steers {
+        Some(rx) => match rx.recv().await {
+            Some(s) => Some(s),
+            None => {
+                *steers = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// `turn/steer` on the running turn, bounded; codex's refusal as a sentence.
+async fn steer_turn<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
+    client: &Client<W>,
+    thread: &ThreadRef,
+    turn: &TurnRef,
+    text: &str,
+) -> std::result::Result<(), String> {
+    let msg = protocol::turn_steer(thread, turn, text).map_err(|e| e.to_string())?;
+    match tokio::time::timeout(STEER_TIMEOUT, client.request(&msg)).await {
+        Err(_) => Err(format!(
+            "codex did not take the message within {}s",
+            STEER_TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("codex refused the message: {e}")),
+        Ok(Ok(_)) => Ok(()),
     }
 }
 

@@ -1,0 +1,386 @@
+//! A person in the loop through the bridge (issue 16): the built server on the app-server
+//! backend, the real codex of the version under test against the mock, and rmcp's real client,
+//! which declares form elicitation (or not) and answers as its [`Person`] says.
+//!
+//! - `approvals = ask`: an escalated `echo > FILE` outside the read-only sandbox is written
+//!   after the person accepts, not after a decline or no answer in time, and not when the
+//!   client cannot be asked (which is then never asked); every decision is in the result.
+//! - `approvals = decline`: the person is never asked and nothing is written.
+//! - A second connection on the same store is never asked the first one's question.
+//! - Over a task, the question is an `input_required` input request answered by `tasks/update`.
+//! - `forkSession` continues the history in a new session while the original keeps its own;
+//!   `steer` reaches the model within the running turn, which completes once.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ClientCapabilities};
+use serde_json::{Value, json};
+
+use crate::support::mcp::{
+    Answer, Person, Protocol, Server, connect_person, server_env, structured, text,
+};
+use crate::support::{MockApi, Reply, TestEnv};
+
+/// A model with the classic tool shape (`exec_command`).
+const MODEL: &str = "gpt-5.5";
+const REASON: &str = "I need to write this file outside the sandbox";
+
+/// The bridge on the app-server backend with `extra` settings, and a client with
+/// `capabilities` behind which `person` answers.
+async fn serve(
+    env: &TestEnv,
+    mock: &MockApi,
+    extra: &[(&str, &str)],
+    capabilities: ClientCapabilities,
+    person: Person,
+) -> Server {
+    let mut vars = server_env(env, mock);
+    let mut set = vec![("CODEX_BRIDGE_BACKEND", "app-server")];
+    set.extend_from_slice(extra);
+    for (k, v) in set {
+        vars.retain(|(key, _)| key != k);
+        vars.push((k.into(), v.into()));
+    }
+    connect_person(&vars, env.root(), Protocol::Legacy, capabilities, person).await
+}
+
+fn eliciting() -> ClientCapabilities {
+    ClientCapabilities::builder().enable_elicitation().build()
+}
+
+const ASK: (&str, &str) = ("CODEX_BRIDGE_APPROVALS", "ask");
+const SHORT: (&str, &str) = ("CODEX_BRIDGE_APPROVAL_TIMEOUT_MS", "2000");
+
+/// A file outside the session's working directory (and so outside any sandbox it gets).
+fn outside(env: &TestEnv, name: &str) -> PathBuf {
+    let p = env.root().canonicalize().unwrap().join(name);
+    assert!(!p.starts_with(env.work().canonicalize().unwrap()));
+    p
+}
+
+/// One turn of session `session` scripted to escalate a write of `target`; its structured
+/// result (the turn itself must complete).
+async fn escalate(
+    env: &TestEnv,
+    mock: &MockApi,
+    s: &Server,
+    session: &str,
+    target: &Path,
+) -> Value {
+    mock.push_all([
+        Reply::function_call(
+            "exec_command",
+            json!({"cmd": format!("echo pwned > '{}'", target.display()),
+                   "sandbox_permissions": "require_escalated",
+                   "justification": REASON}),
+        ),
+        Reply::message("done"),
+    ]);
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "please write", "sessionId": session, "model": MODEL,
+                   "workingDirectory": env.work()}),
+        )
+        .await;
+    ok(&r)
+}
+
+fn ok(r: &CallToolResult) -> Value {
+    assert!(r.is_error != Some(true), "{}", text(r));
+    structured(r)
+}
+
+/// The one decision the result lists.
+fn the_decision(v: &Value) -> &Value {
+    match v["approvals"].as_array().map(Vec::as_slice) {
+        Some([one]) => one,
+        _ => panic!("expected one decision: {v}"),
+    }
+}
+
+#[tokio::test]
+async fn an_escalation_is_written_only_after_the_person_accepts() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, &[ASK, SHORT], eliciting(), person.clone()).await;
+
+    // accepted: written once, and listed as a person's decision
+    let target = outside(&env, "accepted.txt");
+    let v = escalate(&env, &mock, &s, "p", &target).await;
+    assert!(
+        target.exists(),
+        "the accepted escalation wrote nothing: {v}"
+    );
+    let d = the_decision(&v);
+    assert_eq!(d["decision"], "acceptOnce", "{v}");
+    assert_eq!(d["byPerson"], true, "{v}");
+    let asked = d["asked"].as_str().unwrap();
+    assert!(
+        asked.contains("echo pwned >") && asked.contains(REASON),
+        "{asked}"
+    );
+    // the person saw the exact command, the working directory and codex's reason
+    let seen = person.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].contains(&format!("echo pwned > '{}'", target.display()))
+            && seen[0].contains(&env.work().canonicalize().unwrap().display().to_string())
+            && seen[0].contains(REASON),
+        "{}",
+        seen[0]
+    );
+    // codex recorded the turn as asked for: on-request, the reviewer a user, read-only
+    assert_eq!(v["approval"], "on-request", "{v}");
+    assert_eq!(v["approvalsReviewer"], "user", "{v}");
+    assert_eq!(v["sandbox"], "read-only", "{v}");
+
+    // declined: nothing written
+    *person.answer.lock().unwrap() = Answer::Decline;
+    let target = outside(&env, "declined.txt");
+    let v = escalate(&env, &mock, &s, "p", &target).await;
+    assert!(!target.exists(), "a declined escalation was written");
+    let d = the_decision(&v);
+    assert_eq!(
+        (&d["decision"], &d["byPerson"]),
+        (&json!("decline"), &json!(true)),
+        "{v}"
+    );
+
+    // an accept without the box checked is a decline
+    *person.answer.lock().unwrap() = Answer::Accept(false);
+    let target = outside(&env, "unchecked.txt");
+    let v = escalate(&env, &mock, &s, "p", &target).await;
+    assert!(!target.exists(), "an unchecked accept was written");
+    assert_eq!(the_decision(&v)["decision"], "decline", "{v}");
+
+    // no answer within the timeout: declined, and the turn goes on
+    *person.answer.lock().unwrap() = Answer::Silent;
+    let target = outside(&env, "silent.txt");
+    let v = escalate(&env, &mock, &s, "p", &target).await;
+    assert!(!target.exists(), "an unanswered escalation was written");
+    let d = the_decision(&v);
+    assert_eq!(
+        (&d["decision"], &d["byPerson"]),
+        (&json!("decline"), &json!(false)),
+        "{v}"
+    );
+    assert_eq!(d["reason"], "no answer in time", "{v}");
+    assert_eq!(person.asked(), 4);
+}
+
+#[tokio::test]
+async fn a_client_that_cannot_be_asked_or_the_decline_setting_asks_nobody_and_writes_nothing() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    // `ask`, but the client did not declare elicitation
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(
+        &env,
+        &mock,
+        &[ASK],
+        ClientCapabilities::default(),
+        person.clone(),
+    )
+    .await;
+    let target = outside(&env, "no-capability.txt");
+    let v = escalate(&env, &mock, &s, "n", &target).await;
+    assert!(
+        !target.exists(),
+        "written for a client that cannot be asked"
+    );
+    assert_eq!(person.asked(), 0);
+    assert_eq!(
+        v["approval"], "never",
+        "nobody can answer: codex may not ask: {v}"
+    );
+    drop(s);
+
+    // the default `decline`, with a client that would accept
+    let env = TestEnv::new();
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, &[], eliciting(), person.clone()).await;
+    let target = outside(&env, "decline-setting.txt");
+    let v = escalate(&env, &mock, &s, "d", &target).await;
+    assert!(!target.exists(), "written under approvals = decline");
+    assert_eq!(person.asked(), 0, "asked under approvals = decline");
+    assert_eq!(v["approval"], "never", "{v}");
+    assert!(v.get("approvals").is_none(), "{v}");
+}
+
+#[tokio::test]
+async fn a_second_connection_is_never_asked_the_first_ones_question() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let first = Person::answering(Answer::Silent);
+    let a = serve(&env, &mock, &[ASK, SHORT], eliciting(), first.clone()).await;
+    // a second host on the same store, whose person would accept anything
+    let second = Person::answering(Answer::Accept(true));
+    let b = serve(&env, &mock, &[ASK, SHORT], eliciting(), second.clone()).await;
+    let target = outside(&env, "other-connection.txt");
+    let v = escalate(&env, &mock, &a, "shared", &target).await;
+    assert!(!target.exists(), "another connection answered: {v}");
+    assert_eq!(first.asked(), 1);
+    assert_eq!(second.asked(), 0, "the second connection was asked");
+    assert_eq!(the_decision(&v)["reason"], "no answer in time", "{v}");
+    // the same session, continued from the second connection: its own person is asked now
+    let target = outside(&env, "second-asks.txt");
+    let v = escalate(&env, &mock, &b, "shared", &target).await;
+    assert!(target.exists(), "{v}");
+    assert_eq!((first.asked(), second.asked()), (1, 1));
+}
+
+#[tokio::test]
+async fn over_a_task_the_question_is_an_input_request_of_the_task() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let caps = ClientCapabilities::builder()
+        .enable_tasks()
+        .enable_elicitation()
+        .build();
+    let s = serve(&env, &mock, &[ASK, SHORT], caps, person.clone()).await;
+    let target = outside(&env, "task.txt");
+    let v = escalate(&env, &mock, &s, "t", &target).await;
+    assert!(target.exists(), "{v}");
+    assert_eq!(the_decision(&v)["decision"], "acceptOnce", "{v}");
+    assert_eq!(
+        person.via_task(),
+        1,
+        "the task did not report input_required with the question"
+    );
+}
+
+#[tokio::test]
+async fn a_fork_continues_the_history_in_a_new_session_while_the_original_keeps_its_own() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(
+        &env,
+        &mock,
+        &[],
+        ClientCapabilities::default(),
+        Person::default(),
+    )
+    .await;
+    mock.push(Reply::message("answer one"));
+    let one = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "prompt one", "sessionId": "orig", "model": MODEL,
+                   "workingDirectory": env.work()}),
+        )
+        .await);
+
+    let r = s.call("forkSession", json!({"sessionId": "orig"})).await;
+    let fork = ok(&r);
+    let fork_id = fork["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(fork_id, "orig");
+    assert_eq!(fork["forkedFrom"], "orig");
+    assert_eq!(
+        fork["session"]["workingDirectory"],
+        json!(env.work().canonicalize().unwrap().display().to_string())
+    );
+    assert_ne!(fork["session"]["threadId"], one["threadId"], "{fork}");
+
+    mock.push_for_user_text("prompt two in the fork", Reply::message("answer two"));
+    let two = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "prompt two in the fork", "sessionId": fork_id, "model": MODEL}),
+        )
+        .await);
+    assert_eq!(two["response"], "answer two", "{two}");
+    assert_eq!(two["resumed"], true, "{two}");
+    assert_eq!(two["threadId"], fork["session"]["threadId"], "{two}");
+    let req = mock.responses_requests().last().unwrap().clone();
+    assert!(
+        req.user_text_contains("prompt one") && req.user_text_contains("prompt two in the fork"),
+        "{:?}",
+        req.user_texts()
+    );
+
+    mock.push_for_user_text("prompt three", Reply::message("answer three"));
+    let three = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "prompt three", "sessionId": "orig", "model": MODEL}),
+        )
+        .await);
+    assert_eq!(three["threadId"], one["threadId"], "{three}");
+    let req = mock.responses_requests().last().unwrap().clone();
+    assert!(
+        req.user_text_contains("prompt one") && !req.user_text_contains("prompt two in the fork"),
+        "the original saw the fork's turn: {:?}",
+        req.user_texts()
+    );
+
+    // nothing to fork: an unknown session, a session with no thread yet
+    let r = s.call("forkSession", json!({"sessionId": "nobody"})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(
+        text(&r).contains("sessionId") && text(&r).contains("no session"),
+        "{}",
+        text(&r)
+    );
+}
+
+#[tokio::test]
+async fn a_steer_reaches_the_model_within_the_running_turn_which_completes_once() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(
+        &env,
+        &mock,
+        &[],
+        ClientCapabilities::default(),
+        Person::default(),
+    )
+    .await;
+    // nothing runs yet: refused, naming the field
+    let r = s
+        .call("steer", json!({"sessionId": "st", "prompt": "too early"}))
+        .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("no turn is running"), "{}", text(&r));
+
+    mock.push_all([
+        Reply::exec_command("sleep 3; echo slept"),
+        Reply::message("steered answer"),
+    ]);
+    let turn = s.call(
+        "codex",
+        json!({"prompt": "a long task", "sessionId": "st", "model": MODEL}),
+    );
+    let steer = async {
+        mock.wait_for_responses(1, Duration::from_secs(60)).await;
+        s.call(
+            "steer",
+            json!({"sessionId": "st", "prompt": "STEER: also say hello"}),
+        )
+        .await
+    };
+    let (turn, steer) = tokio::join!(turn, steer);
+    let st = ok(&steer);
+    assert_eq!(st["steered"], true, "{st}");
+    let v = ok(&turn);
+    assert_eq!(v["response"], "steered answer", "{v}");
+    assert_eq!(v["steered"], json!(["STEER: also say hello"]), "{v}");
+    let reqs = mock.responses_requests();
+    assert_eq!(reqs.len(), 2, "one turn, two model calls");
+    assert!(
+        reqs[1].user_text_contains("STEER: also say hello"),
+        "{:?}",
+        reqs[1].user_texts()
+    );
+    // the turn is over: refused again, and nothing more reached the model
+    let r = s
+        .call("steer", json!({"sessionId": "st", "prompt": "too late"}))
+        .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("no turn is running"), "{}", text(&r));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mock.responses_requests().len(), 2);
+}
