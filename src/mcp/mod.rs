@@ -959,6 +959,8 @@ pub(crate) fn log_client(peer: &rmcp::Peer<RoleServer>) {
             client = %info.client_info.name,
             client_version = %info.client_info.version,
             protocol = %info.protocol_version,
+            // whether `approvals = ask` can reach a person through it
+            elicitation = info.capabilities.elicitation.is_some(),
             "MCP client connected"
         ),
         None => tracing::info!("MCP client connected"),

@@ -285,3 +285,64 @@ async fn without_nested_mcp_disable_the_nested_codex_would_start_the_bridge_agai
         inner[0].tool_names()
     );
 }
+
+/// Codex as the host declares form elicitation (0.145.0 and 0.171.0 both send
+/// `"elicitation": {"form": {}, "url": {}}`), so under `approvals = ask` the bridge asks it.
+/// What `codex exec` does with the question is pinned here: it declines it at once (measured on
+/// both versions), so an escalation of the nested turn is not approved without a person.
+#[tokio::test]
+async fn codex_exec_as_the_host_is_asked_under_ask_and_approves_nothing_without_a_person() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let work = env.work().canonicalize().unwrap().display().to_string();
+    let target = env
+        .root()
+        .canonicalize()
+        .unwrap()
+        .join("host-escalated.txt");
+    let ns = namespace(&readme_codex_snippet().0);
+    mock.push_for_user_text(
+        OUTER,
+        Reply::namespaced_call(
+            "call_codex",
+            &ns,
+            "codex",
+            json!({"prompt": INNER, "workingDirectory": work, "model": "gpt-5.5"}),
+        ),
+    );
+    mock.push_for_user_text(OUTER, Reply::message("outer done"));
+    mock.push_for_user_text(
+        INNER,
+        Reply::function_call(
+            "exec_command",
+            json!({"cmd": format!("echo pwned > '{}'", target.display()),
+                   "sandbox_permissions": "require_escalated",
+                   "justification": "I need to write this file outside the sandbox"}),
+        ),
+    );
+    mock.push_for_user_text(INNER, Reply::message(ANSWER));
+    let home = outer_home(&env, &mock, |server| {
+        let env = server
+            .get_mut("env")
+            .and_then(|e| e.as_table_mut())
+            .expect("the snippet's env");
+        env.insert("CODEX_BRIDGE_APPROVALS".into(), "ask".into());
+        env.insert("CODEX_BRIDGE_APPROVAL_TIMEOUT_MS".into(), "5000".into());
+        env.insert("CODEX_BRIDGE_BACKEND".into(), "app-server".into());
+    });
+    let out = outer_exec(&env, &home).await;
+    let dump = describe_output(&out);
+    assert!(out.status.success(), "{dump}");
+    let answer = output_for(&mock, "call_codex");
+    assert!(answer.contains(ANSWER), "{answer}\n{dump}");
+    assert!(
+        !target.exists(),
+        "codex exec as the host approved the escalation: {answer}\n{dump}"
+    );
+    // the question reached the host, and `codex exec` (no person behind it) declined it at
+    // once: the bridge sees a client's decline, which it cannot tell from a person's
+    assert!(
+        answer.contains("\"approvals\"") && answer.contains("\"decision\":\"decline\""),
+        "{answer}\n{dump}"
+    );
+}
