@@ -8,6 +8,9 @@
 //! - `approvals = decline`: the person is never asked and nothing is written.
 //! - A second connection on the same store is never asked the first one's question.
 //! - Over a task, the question is an `input_required` input request answered by `tasks/update`.
+//! - A nested MCP server's `elicitation/create` reaches the person under `ask` (codex declines
+//!   it by itself under `decline`); `request_user_input` is refused by codex outside its Plan
+//!   mode, so nobody is asked.
 //! - `forkSession` continues the history in a new session while the original keeps its own;
 //!   `steer` reaches the model within the running turn, which completes once.
 
@@ -383,4 +386,137 @@ async fn a_steer_reaches_the_model_within_the_running_turn_which_completes_once(
     assert!(text(&r).contains("no turn is running"), "{}", text(&r));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(mock.responses_requests().len(), 2);
+}
+
+/// A nested MCP server (bash, no dependencies) whose read-only tool `ask_name` asks its client
+/// (codex) for a name through `elicitation/create`, and answers with what came back.
+const ASKER_SH: &str = r#"#!/usr/bin/env bash
+call=""
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"id":"e1"'*)
+      case "$line" in
+        *'"action":"accept"'*'"name":"Ada"'*|*'"name":"Ada"'*'"action":"accept"'*) verdict="NESTED-ACCEPTED" ;;
+        *) verdict="NESTED-DECLINED" ;;
+      esac
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"%s"}]}}\n' "$call" "$verdict" ;;
+    *'"method":"initialize"'*)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"asker","version":"0"}}}\n' "$id" ;;
+    *'"method":"tools/list"'*)
+      printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"ask_name","description":"Asks the user for a name.","inputSchema":{"type":"object","properties":{}},"annotations":{"readOnlyHint":true}}]}}\n' "$id" ;;
+    *'"method":"tools/call"'*)
+      call=$id
+      printf '{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"message":"Which name shall I use?","requestedSchema":{"type":"object","properties":{"name":{"type":"string","title":"Name"}},"required":["name"]}}}\n' ;;
+    *'"method"'*) [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+  esac
+done
+"#;
+
+/// `env`'s codex home with the eliciting nested server configured.
+fn with_asker(env: &TestEnv) {
+    let script = env.root().join("asker.sh");
+    std::fs::write(&script, ASKER_SH).unwrap();
+    std::fs::write(
+        env.codex_home().join("config.toml"),
+        format!(
+            "[mcp_servers.asker]\ncommand = \"bash\"\nargs = [\"{}\"]\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// A turn whose model calls the nested server's `ask_name`; what the tool answered, and the
+/// turn's result.
+async fn ask_nested(env: &TestEnv, mock: &MockApi, s: &Server, tag: &str) -> (String, Value) {
+    let call_id = format!("call_{tag}");
+    mock.push(Reply::namespaced_call(
+        &call_id,
+        "mcp__asker",
+        "ask_name",
+        json!({}),
+    ));
+    mock.push(Reply::message("named"));
+    let v = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": format!("name it {tag}"), "sessionId": tag,
+                   "model": "mock-model", "workingDirectory": env.work()}),
+        )
+        .await);
+    let out = mock
+        .responses_requests()
+        .iter()
+        .find_map(|r| r.tool_output(&call_id))
+        .unwrap_or_else(|| panic!("no output of the nested tool: {v}"));
+    (out, v)
+}
+
+#[tokio::test]
+async fn a_nested_servers_question_goes_to_the_person_under_ask_only() {
+    let env = TestEnv::new();
+    with_asker(&env);
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, &[ASK, SHORT], eliciting(), person.clone()).await;
+    let (out, v) = ask_nested(&env, &mock, &s, "accept").await;
+    assert!(out.contains("NESTED-ACCEPTED"), "{out}\n{v}");
+    let d = the_decision(&v);
+    assert_eq!(d["decision"], "acceptOnce", "{v}");
+    assert!(
+        d["asked"]
+            .as_str()
+            .unwrap()
+            .contains("Which name shall I use?"),
+        "{v}"
+    );
+    *person.answer.lock().unwrap() = Answer::Decline;
+    let (out, v) = ask_nested(&env, &mock, &s, "decline").await;
+    assert!(out.contains("NESTED-DECLINED"), "{out}\n{v}");
+    assert_eq!(person.asked(), 2);
+    drop(s);
+
+    // `approvals = decline`: codex's client declines the server's question, nobody is asked
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, &[], eliciting(), person.clone()).await;
+    let (out, v) = ask_nested(&env, &mock, &s, "never").await;
+    assert!(out.contains("NESTED-DECLINED"), "{out}\n{v}");
+    assert_eq!(person.asked(), 0);
+}
+
+/// Codex offers `request_user_input` only in its Plan collaboration mode, which the bridge never
+/// selects: a model that calls it anyway is refused by codex, and nobody is asked (pinned on
+/// both versions; the bridge would ask it like any question if codex sent one).
+#[tokio::test]
+async fn codex_refuses_request_user_input_outside_plan_mode_and_nobody_is_asked() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, &[ASK, SHORT], eliciting(), person.clone()).await;
+    mock.push(Reply::function_call_with_id(
+        "call_rui",
+        "request_user_input",
+        json!({"questions": [{"id": "q1", "header": "Branch", "question": "Which branch?",
+                              "options": [{"label": "main", "description": "the main one"}]}]}),
+    ));
+    mock.push(Reply::message("asked nobody"));
+    let v = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "ask me", "sessionId": "rui", "model": MODEL,
+                   "workingDirectory": env.work()}),
+        )
+        .await);
+    let out = mock
+        .responses_requests()
+        .iter()
+        .find_map(|r| r.tool_output("call_rui"))
+        .unwrap_or_else(|| panic!("no output for request_user_input: {v}"));
+    assert!(out.contains("request_user_input"), "{out}");
+    assert!(
+        out.contains("unavailable") || out.contains("unsupported"),
+        "{out}"
+    );
+    assert_eq!(person.asked(), 0, "{v}");
 }

@@ -112,10 +112,25 @@ impl Person {
             self.seen.lock().unwrap().push(message.clone());
         }
         match *self.answer.lock().unwrap() {
-            Answer::Accept(approve) => Some(
-                ElicitResult::new(ElicitationAction::Accept)
-                    .with_content(serde_json::json!({ "approve": approve })),
-            ),
+            Answer::Accept(approve) => {
+                // the approval box, and "Ada" in any other field a form asks for
+                let mut content = serde_json::Map::new();
+                if let ElicitRequestParams::FormElicitationParams {
+                    requested_schema, ..
+                } = request
+                    && let Ok(Value::Object(schema)) = serde_json::to_value(requested_schema)
+                    && let Some(Value::Object(props)) = schema.get("properties")
+                {
+                    for key in props.keys() {
+                        content.insert(key.clone(), Value::from("Ada"));
+                    }
+                }
+                content.insert("approve".into(), Value::Bool(approve));
+                Some(
+                    ElicitResult::new(ElicitationAction::Accept)
+                        .with_content(Value::Object(content)),
+                )
+            }
             Answer::Decline => Some(ElicitResult::new(ElicitationAction::Decline)),
             Answer::Silent => None,
         }
