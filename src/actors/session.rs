@@ -474,6 +474,9 @@ enum Backed {
     },
 }
 
+/// How long a steer waits for its turn to be running in codex.
+const STEER_WAIT: Duration = Duration::from_secs(30);
+
 /// Add `text` to the running turn. Refused when no turn runs, or when it runs with `codex
 /// exec` (which cannot take a message mid-turn); answered once codex took it.
 fn steer(st: &mut SessionState, text: String, reply: oneshot::Sender<Result<()>>) {
@@ -504,7 +507,20 @@ fn steer(st: &mut SessionState, text: String, reply: oneshot::Sender<Result<()>>
         return;
     }
     tokio::spawn(async move {
-        let _ = reply.send(match answer.await {
+        // a turn still waiting for a codex slot or for its process takes no message yet: the
+        // caller hears so rather than waiting (the message is dropped with `answer`)
+        let answer = match tokio::time::timeout(STEER_WAIT, answer).await {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = reply.send(Err(Error::Busy(format!(
+                    "the turn has not started within {}s (it waits for a codex slot or its \
+                     process); the message was not added, try again",
+                    STEER_WAIT.as_secs()
+                ))));
+                return;
+            }
+        };
+        let _ = reply.send(match answer {
             Ok(Ok(())) => Ok(()),
             Ok(Err(message)) => Err(Error::Codex {
                 kind: FailureKind::TurnFailed,

@@ -298,6 +298,10 @@ async fn a_fork_continues_the_history_in_a_new_session_while_the_original_keeps_
     assert_eq!(two["response"], "answer two", "{two}");
     assert_eq!(two["resumed"], true, "{two}");
     assert_eq!(two["threadId"], fork["session"]["threadId"], "{two}");
+    assert_eq!(
+        two["sandbox"], "read-only",
+        "a fork's turn is read-only by default: {two}"
+    );
     let req = mock.responses_requests().last().unwrap().clone();
     assert!(
         req.user_text_contains("prompt one") && req.user_text_contains("prompt two in the fork"),

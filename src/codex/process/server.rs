@@ -470,6 +470,10 @@ impl WarmProcess {
                     continue;
                 }
                 Some(steer) = next_steer(&mut ctl.steers) => {
+                    if steer.reply.is_closed() {
+                        // its caller gave up waiting: not sent
+                        continue;
+                    }
                     let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
                     let taken = steer_turn(client, &thread, &turn_id, &steer.text).await;
                     if taken.is_ok() {
