@@ -48,6 +48,12 @@ async fn serve(
     connect_person(&vars, env.root(), Protocol::Legacy, capabilities, person).await
 }
 
+/// The bridge with the default settings, and a client that cannot be asked.
+async fn plain(env: &TestEnv, mock: &MockApi) -> Server {
+    let caps = ClientCapabilities::default();
+    serve(env, mock, &[], caps, Person::default()).await
+}
+
 fn eliciting() -> ClientCapabilities {
     ClientCapabilities::builder().enable_elicitation().build()
 }
@@ -260,14 +266,7 @@ async fn over_a_task_the_question_is_an_input_request_of_the_task() {
 async fn a_fork_continues_the_history_in_a_new_session_while_the_original_keeps_its_own() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let s = serve(
-        &env,
-        &mock,
-        &[],
-        ClientCapabilities::default(),
-        Person::default(),
-    )
-    .await;
+    let s = plain(&env, &mock).await;
     mock.push(Reply::message("answer one"));
     let one = ok(&s
         .call(
@@ -338,14 +337,7 @@ async fn a_fork_continues_the_history_in_a_new_session_while_the_original_keeps_
 async fn a_steer_reaches_the_model_within_the_running_turn_which_completes_once() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let s = serve(
-        &env,
-        &mock,
-        &[],
-        ClientCapabilities::default(),
-        Person::default(),
-    )
-    .await;
+    let s = plain(&env, &mock).await;
     // nothing runs yet: refused, naming the field
     let r = s
         .call("steer", json!({"sessionId": "st", "prompt": "too early"}))

@@ -277,16 +277,7 @@ pub async fn connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Server {
-    try_connect_full(
-        vars,
-        cwd,
-        protocol,
-        capabilities,
-        ClientRoots::default(),
-        Person::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"))
+    connect_person(vars, cwd, protocol, capabilities, Person::default()).await
 }
 
 /// [`connect_with_capabilities`], with a failure to connect as an error.
@@ -296,15 +287,8 @@ pub async fn try_connect_with_capabilities(
     protocol: Protocol,
     capabilities: ClientCapabilities,
 ) -> Result<Server, String> {
-    try_connect_full(
-        vars,
-        cwd,
-        protocol,
-        capabilities,
-        ClientRoots::default(),
-        Person::default(),
-    )
-    .await
+    let roots = ClientRoots::default();
+    try_connect_full(vars, cwd, protocol, capabilities, roots, Person::default()).await
 }
 
 /// Start the server for `env` and `mock` and connect a client (2025-11-25) that declares the
