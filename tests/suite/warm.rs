@@ -469,3 +469,44 @@ async fn the_spare_counts_against_the_cap() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(app_servers(s.pid).len() <= 2, "{:?}", app_servers(s.pid));
 }
+
+/// `max_output_bytes` holds on the warm path too: a turn whose command prints more than the
+/// cap is stopped (its process killed) with the exec path's `output_cap` error, and the
+/// session goes on in a new process.
+#[tokio::test]
+async fn a_warm_turn_printing_past_the_output_cap_is_stopped_and_the_session_goes_on() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let cap = [
+        ("CODEX_BRIDGE_MAX_OUTPUT_BYTES", "1048576"),
+        ("CODEX_BRIDGE_MAX_LINE_BYTES", "65536"),
+    ];
+    let s = warm_server(&env, &mock, &cap).await;
+    mock.push_all([
+        Reply::exec_command("head -c 4000000 /dev/zero | tr '\\0' x; echo"),
+        Reply::message("printed"),
+    ]);
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "flood", "sessionId": "cap", "model": "gpt-5.5",
+                   "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    let v = structured(&r);
+    assert_eq!(v["error"]["kind"], "output_cap", "{v}");
+    assert!(
+        text(&r).contains("output cap of 1048576 bytes"),
+        "{}",
+        text(&r)
+    );
+    mock.push_for_user_text("again", Reply::message("still here"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "again", "sessionId": "cap", "model": "gpt-5.5"}),
+        )
+        .await;
+    assert_eq!(structured(&r)["response"], "still here", "{}", text(&r));
+}

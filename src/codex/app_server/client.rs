@@ -88,6 +88,8 @@ pub struct Client<W> {
     writer: Arc<Mutex<Option<W>>>,
     pending: Pending,
     next_id: AtomicI64,
+    /// Bytes read from codex's stdout so far (every line, with its newline).
+    read: Arc<std::sync::atomic::AtomicU64>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -147,9 +149,10 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         let writer = Arc::new(Mutex::new(Some(stdin)));
         let pending: Pending = Arc::new(std::sync::Mutex::new(Some(HashMap::new())));
         let (events, rx) = mpsc::unbounded_channel();
+        let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let reader = tokio::spawn(read_loop(
             FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line_bytes)),
-            max_line_bytes,
+            (max_line_bytes, read.clone()),
             writer.clone(),
             pending.clone(),
             events,
@@ -159,6 +162,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
             writer,
             pending,
             next_id: AtomicI64::new(1),
+            read,
             reader,
         };
         (client, rx)
@@ -235,6 +239,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         Ok(protocol::parse_turn_started(&result)?)
     }
 
+    /// Bytes read from codex's stdout so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
     /// Close stdin (the app-server's clean shutdown) and wait until its stdout ends. Wrap this
     /// in a timeout, then kill: a stuck process keeps stdout open.
     pub async fn close(self) {
@@ -259,7 +268,7 @@ async fn write_to<W: AsyncWrite + Unpin>(
 
 async fn read_loop<R, W>(
     mut lines: FramedRead<R, LinesCodec>,
-    max_line_bytes: usize,
+    (max_line_bytes, read): (usize, Arc<std::sync::atomic::AtomicU64>),
     writer: Arc<Mutex<Option<W>>>,
     pending: Pending,
     events: mpsc::UnboundedSender<Event>,
@@ -271,7 +280,10 @@ async fn read_loop<R, W>(
     let end = loop {
         let line = match lines.next().await {
             None => break None,
-            Some(Ok(line)) => line,
+            Some(Ok(line)) => {
+                read.fetch_add(line.len() as u64 + 1, Ordering::Relaxed);
+                line
+            }
             Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
                 break Some(ClientError::LineTooLong {
                     limit: max_line_bytes,

@@ -446,6 +446,9 @@ impl WarmProcess {
         let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
         let turn_id = bounded(opts, deadline, client.start_turn_with(&params, approvals)).await?;
         self.accepted = true;
+        // what the turn may print, counted from here (a resumed thread's history is not)
+        let read_at_start = client.bytes_read();
+        let cap = opts.limits.max_output_bytes as u64;
         let mut usage = opts.prior_thread_usage;
         let mut answering = FuturesUnordered::new();
         loop {
@@ -484,6 +487,11 @@ impl WarmProcess {
                 }
                 ev = self.events.recv() => ev,
             };
+            if let Some(c) = &self.client
+                && c.bytes_read().saturating_sub(read_at_start) > cap
+            {
+                return Err(Stop::OutputCap(Some(turn_id)));
+            }
             let n = match ev {
                 Some(Event::Notification(n)) => n,
                 Some(Event::Declined(req)) => {
@@ -699,7 +707,9 @@ impl WarmProcess {
     /// (each bounded), then kill the process and everything it started.
     async fn stop(&mut self, stop: Stop, opts: &RunOptions) -> Ending {
         let turn = match &stop {
-            Stop::Cancelled(t) | Stop::TimedOut(t) | Stop::Policy(_, t) => t.clone(),
+            Stop::Cancelled(t) | Stop::TimedOut(t) | Stop::Policy(_, t) | Stop::OutputCap(t) => {
+                t.clone()
+            }
             _ => None,
         };
         // the interrupt lets codex record the turn as interrupted; the kill that follows takes
@@ -714,6 +724,9 @@ impl WarmProcess {
         }
         let ending = match stop {
             Stop::Cancelled(_) => Ending::Cancelled,
+            Stop::OutputCap(_) => Ending::OutputCapExceeded {
+                limit: opts.limits.max_output_bytes,
+            },
             Stop::TimedOut(_) => Ending::TimedOut {
                 after: opts.timeout,
             },
@@ -860,6 +873,8 @@ async fn steer_turn<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
 enum Stop {
     Cancelled(Option<TurnRef>),
     TimedOut(Option<TurnRef>),
+    /// The turn printed more than `max_output_bytes`.
+    OutputCap(Option<TurnRef>),
     /// The policy codex reports is not the one sent.
     Policy(String, Option<TurnRef>),
     /// Codex refused a request, or the bridge refused to send one.
