@@ -23,7 +23,7 @@ use rmcp::model::{
     InputRequest, PrimitiveSchemaDefinition, ProtocolVersion, StringSchema,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
-use rmcp::task_manager::TaskContext;
+use rmcp::task_manager::{TaskContext, TaskManager};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value};
 
@@ -138,7 +138,7 @@ pub enum Channel {
     Peer(Peer<RoleServer>),
     /// The call's task: it reports `input_required` with the form in `inputRequests` while the
     /// question is open; the connection that started the task answers with `tasks/update`.
-    Task(TaskContext, Arc<AtomicU64>),
+    Task(TaskContext, TaskManager, Arc<AtomicU64>),
 }
 
 /// Whether the request's client declared form elicitation.
@@ -159,8 +159,8 @@ impl Channel {
     }
 
     /// The channel of a call that runs as a task whose client declared form elicitation.
-    pub fn of_task(task: TaskContext) -> Channel {
-        Channel::Task(task, Arc::new(AtomicU64::new(0)))
+    pub fn of_task(task: TaskContext, manager: TaskManager) -> Channel {
+        Channel::Task(task, manager, Arc::new(AtomicU64::new(0)))
     }
 }
 
@@ -195,6 +195,21 @@ pub fn asker(
             record
         })
     })
+}
+
+/// Withdraws a task's input request when dropped (answering it with nothing: the waiting side
+/// is gone by then, so the value goes nowhere).
+struct Withdraw {
+    manager: TaskManager,
+    task: String,
+    key: String,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        let gone = [(std::mem::take(&mut self.key), Value::Null)];
+        let _ = self.manager.update_task(&self.task, gone);
+    }
 }
 
 /// The outcome of asking: the decision, the person's input (for questions that need it), and
@@ -242,6 +257,16 @@ pub async fn ask_on(
             Some("the client cannot be asked (no form elicitation)"),
         );
     }
+    // a command whose text the redactor would hide cannot be judged from the form (the hidden
+    // part may be what runs)
+    if let Question::Command { command, .. } = question
+        && secrets.redact(command) != command.as_str()
+    {
+        return declined(
+            false,
+            Some("the command holds text that looks like a secret, which cannot be shown"),
+        );
+    }
     let Some(params) = form(question, secrets) else {
         return declined(false, Some("the question has no form a client can show"));
     };
@@ -261,9 +286,16 @@ pub async fn ask_on(
                 Ok(Ok(r)) => r,
             }
         }
-        Channel::Task(task, seq) => {
+        Channel::Task(task, manager, seq) => {
             let key = format!("question-{}", seq.fetch_add(1, Ordering::Relaxed) + 1);
             let request = InputRequest::Elicitation(ElicitRequest::new(params));
+            // however the wait ends (an answer, the timeout, the turn dropping the question),
+            // the task stops showing the question: a later answer finds no key
+            let _withdraw = Withdraw {
+                manager: manager.clone(),
+                task: task.task_id().to_owned(),
+                key: key.clone(),
+            };
             match tokio::time::timeout(timeout, task.request_input(key, request)).await {
                 Err(_) => return declined(false, Some("no answer in time")),
                 Ok(Err(_)) => return declined(false, Some("the task was cancelled")),

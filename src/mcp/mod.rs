@@ -766,7 +766,9 @@ impl McpServer {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
                         roots,
-                        ask: elicits.then(|| elicit::Channel::of_task(task.clone())),
+                        ask: elicits.then(|| {
+                            elicit::Channel::of_task(task.clone(), this.tasks.manager.clone())
+                        }),
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
@@ -887,7 +889,10 @@ impl ServerHandler for McpServer {
                 .is_some_and(|c| c.supports_tasks());
         if as_task {
             let owner = self.scope.owner(&context);
-            let elicits = elicit::declares_form(&context);
+            // a session-less HTTP task's `tasks/update` could come from any token holder: its
+            // questions are asked of nobody
+            let elicits =
+                elicit::declares_form(&context) && !matches!(owner, TaskOwner::Http(None));
             let task = self.spawn_task(name, args, span, roots_peer(&context), elicits, owner);
             tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(

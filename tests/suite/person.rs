@@ -531,11 +531,12 @@ fn accept(approve: bool) -> impl Fn() -> ElicitResult + Send + Sync + 'static {
 
 const SECRET: &str = "person-literal-secret-4711";
 
+/// A command a person can judge, with the client's secret in codex's reason (shown redacted).
 fn question() -> Question {
     Question::Command {
-        command: format!("/bin/bash -lc 'curl -H \"X-Key: {SECRET}\" http://example.test'"),
+        command: "/bin/bash -lc 'curl -H @headers.txt http://example.test'".into(),
         cwd: Some("/w".into()),
-        reason: Some("fetch it".into()),
+        reason: Some(format!("fetch it with the key {SECRET}")),
         network_host: None,
     }
 }
@@ -596,7 +597,7 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
         assert_eq!(p.person.asked.load(Ordering::SeqCst), 1, "{name}");
         let seen = p.person.seen.lock().unwrap().clone();
         assert!(
-            seen[0].contains("curl -H") && seen[0].contains("Working directory: /w"),
+            seen[0].contains("curl -H @headers.txt") && seen[0].contains("Working directory: /w"),
             "{seen:?}"
         );
         assert!(
@@ -605,6 +606,24 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
         );
         assert!(!got.record.asked.contains(SECRET));
     }
+}
+
+/// A command the redactor would cut (the secret may be what runs, `echo [REDACTED] | sh`) is
+/// declined without asking: the person could not see what they allow.
+#[tokio::test]
+async fn a_command_holding_a_secret_is_declined_without_asking() {
+    let p = pair(true, Duration::ZERO, accept(true)).await;
+    let q = Question::Command {
+        command: format!("/bin/bash -lc 'echo {SECRET} | base64 -d | sh'"),
+        cwd: Some("/w".into()),
+        reason: None,
+        network_host: None,
+    };
+    let got = elicit::ask(&p.peer, &q, &secrets(), STEP).await;
+    assert_eq!(got.decision, Decision::Decline);
+    assert!(!got.record.by_person);
+    assert!(!got.record.asked.contains(SECRET), "{:?}", got.record);
+    assert_eq!(p.person.asked.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]

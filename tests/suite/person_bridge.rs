@@ -516,3 +516,79 @@ async fn codex_refuses_request_user_input_outside_plan_mode_and_nobody_is_asked(
     );
     assert_eq!(person.asked(), 0, "{v}");
 }
+
+/// A question nobody answered in time leaves the task: it reports `working` again while the
+/// turn goes on, and an answer sent after the timeout allows nothing.
+#[tokio::test]
+async fn a_task_stops_showing_a_question_once_it_was_declined() {
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, GetTaskParams, TaskPayload, UpdateTaskParams,
+    };
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let caps = ClientCapabilities::builder()
+        .enable_tasks()
+        .enable_elicitation()
+        .build();
+    let s = serve(&env, &mock, &[ASK, SHORT], caps, Person::default()).await;
+    let target = outside(&env, "late.txt");
+    mock.push_all([
+        Reply::function_call(
+            "exec_command",
+            json!({"cmd": format!("echo pwned > '{}'", target.display()),
+                   "sandbox_permissions": "require_escalated", "justification": REASON}),
+        ),
+        Reply::exec_command("sleep 3; echo slept"),
+        Reply::message("done"),
+    ]);
+    let args = json!({"prompt": "please write", "sessionId": "late", "model": MODEL,
+                      "workingDirectory": env.work()});
+    let params =
+        CallToolRequestParams::new("codex").with_arguments(args.as_object().cloned().unwrap());
+    let CallToolResponse::Task(t) = s.client.call_tool_once(params).await.unwrap() else {
+        panic!("a task")
+    };
+    let id = t.task.task_id.clone();
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let result = loop {
+        assert!(std::time::Instant::now() < deadline, "{seen:?}");
+        let got = s
+            .client
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .unwrap();
+        match got.task.payload {
+            TaskPayload::Working => seen.push("working"),
+            TaskPayload::InputRequired { input_requests } => {
+                assert!(
+                    input_requests.contains_key("question-1"),
+                    "{input_requests:?}"
+                );
+                seen.push("input_required");
+            }
+            TaskPayload::Completed { result } => break Value::Object(result),
+            other => panic!("{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    seen.dedup();
+    let asked_at = seen.iter().position(|s| *s == "input_required");
+    assert!(
+        asked_at.is_some_and(|i| seen[i + 1..].contains(&"working")),
+        "the task kept showing the declined question: {seen:?}"
+    );
+    // an accept after the timeout finds nothing to answer
+    let late = [(
+        "question-1".to_owned(),
+        json!({"action": "accept",
+        "content": {"approve": true}}),
+    )];
+    let _ = s
+        .client
+        .update_task(UpdateTaskParams::new(id, late.into_iter().collect()))
+        .await;
+    assert!(!target.exists());
+    let d = &result["structuredContent"]["approvals"][0];
+    assert_eq!(d["reason"], "no answer in time", "{result}");
+}

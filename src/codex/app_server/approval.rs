@@ -40,6 +40,11 @@ fn capped(s: &str) -> String {
     }
 }
 
+/// `s` when it can be shown whole (not longer than [`MAX_FIELD_CHARS`]).
+fn whole(s: &str) -> Option<String> {
+    (s.chars().count() <= MAX_FIELD_CHARS).then(|| s.to_owned())
+}
+
 fn opt_str(v: &Value) -> Option<String> {
     v.as_str().filter(|s| !s.is_empty()).map(capped)
 }
@@ -73,11 +78,11 @@ impl FileSummary {
             }),
         };
         let kind = match c["kind"]["move_path"].as_str() {
-            Some(to) => format!("{kind} → {}", capped(to)),
+            Some(to) => format!("{kind} → {}", whole(to)?),
             None => kind.to_owned(),
         };
         Some(FileSummary {
-            path: capped(path),
+            path: whole(path)?,
             kind,
             added,
             removed,
@@ -89,7 +94,8 @@ impl FileSummary {
 /// approval names only the item, so the files and diff come from here.
 #[derive(Debug, Default)]
 pub struct ChangeBook {
-    items: HashMap<String, Vec<FileSummary>>,
+    /// `None`: a change the form could not show whole (too many files, a path too long).
+    items: HashMap<String, Option<Vec<FileSummary>>>,
 }
 
 impl ChangeBook {
@@ -118,24 +124,24 @@ impl ChangeBook {
             self.items.remove(id);
             return;
         }
-        let files = item["changes"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .take(MAX_ENTRIES)
-                    .filter_map(FileSummary::from_change)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let files = match item["changes"].as_array() {
+            Some(a) if a.len() <= MAX_ENTRIES => a
+                .iter()
+                .map(FileSummary::from_change)
+                .collect::<Option<Vec<_>>>(),
+            Some(_) => None,
+            None => Some(Vec::new()),
+        };
         if self.items.len() >= 1024 {
             self.items.clear();
         }
         self.items.insert(id.to_owned(), files);
     }
 
-    /// The files of item `id`, if codex announced it.
-    pub fn files(&self, id: &str) -> Option<&[FileSummary]> {
-        self.items.get(id).map(Vec::as_slice)
+    /// The files of item `id`, if codex announced it: `Some(None)` when they cannot be shown
+    /// whole.
+    pub fn files(&self, id: &str) -> Option<Option<&[FileSummary]>> {
+        self.items.get(id).map(|f| f.as_deref())
     }
 }
 
@@ -203,6 +209,10 @@ pub enum NotAQuestion {
     /// The params lack a field the question needs.
     #[error("codex's `{method}` has no usable `{field}`")]
     Missing { method: String, field: &'static str },
+    /// A field that decides what an accept allows cannot be shown whole (too long, too many
+    /// entries, keys the form does not show): a person cannot judge it.
+    #[error("codex's `{method}` has a `{field}` that cannot be shown whole")]
+    Unshowable { method: String, field: &'static str },
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -219,11 +229,59 @@ fn strings(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether the form can show every permission an accept would grant: only the keys it lists
+/// (`fileSystem.read`/`write`/`entries`, `network.enabled`), every list within
+/// [`MAX_ENTRIES`], every path within [`MAX_FIELD_CHARS`].
+fn permissions_shown_whole(perms: &Value) -> bool {
+    let keys_within = |v: &Value, allowed: &[&str]| match v {
+        Value::Null => true,
+        Value::Object(m) => m.keys().all(|k| allowed.contains(&k.as_str())),
+        _ => false,
+    };
+    let list_within = |v: &Value| match v {
+        Value::Null => true,
+        Value::Array(a) => {
+            a.len() <= MAX_ENTRIES
+                && a.iter().all(|x| {
+                    let s = match x {
+                        Value::String(s) => s.clone(),
+                        Value::Object(o) => o
+                            .get("path")
+                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
+                            .unwrap_or_default(),
+                        other => other.to_string(),
+                    };
+                    s.chars().count() <= MAX_FIELD_CHARS
+                })
+        }
+        _ => false,
+    };
+    let fs = &perms["fileSystem"];
+    keys_within(perms, &["fileSystem", "network"])
+        && keys_within(fs, &["read", "write", "entries"])
+        && keys_within(&perms["network"], &["enabled"])
+        && ["read", "write", "entries"]
+            .iter()
+            .all(|k| list_within(&fs[*k]))
+}
+
+/// A string field shown whole: `Ok(None)` when absent or empty, `Err` when too long to show.
+fn opt_whole(v: &Value) -> Result<Option<String>, ()> {
+    match v.as_str().filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => whole(s).map(Some).ok_or(()),
+    }
+}
+
 impl Question {
     /// Read `req` as a question, with the files of `book` for a file-change approval.
     pub fn parse(req: &ServerRequest, book: &ChangeBook) -> Result<Self, NotAQuestion> {
         let p = &req.params;
         let missing = |field| NotAQuestion::Missing {
+            method: req.method.clone(),
+            field,
+        };
+        let unshowable = |field| NotAQuestion::Unshowable {
             method: req.method.clone(),
             field,
         };
@@ -238,31 +296,50 @@ impl Question {
                         return Err(NotAQuestion::Kind(format!("{} ({other})", req.method)));
                     }
                 }
-                let network_host = opt_str(&p["networkApprovalContext"]["host"]);
-                let command = match opt_str(&p["command"]) {
+                // extra permissions ride on an accept of the command; the form does not show
+                // them, so it is not asked
+                if p["additionalPermissions"]
+                    .as_object()
+                    .is_some_and(|m| !m.is_empty())
+                {
+                    return Err(unshowable("additionalPermissions"));
+                }
+                let network_host = opt_whole(&p["networkApprovalContext"]["host"])
+                    .map_err(|_| unshowable("networkApprovalContext"))?;
+                let command = match opt_whole(&p["command"]).map_err(|_| unshowable("command"))? {
                     Some(c) => c,
                     None if network_host.is_some() => String::new(),
                     None => return Err(missing("command")),
                 };
                 Question::Command {
                     command,
-                    cwd: opt_str(&p["cwd"]),
+                    cwd: opt_whole(&p["cwd"]).map_err(|_| unshowable("cwd"))?,
                     reason: opt_str(&p["reason"]),
                     network_host,
                 }
             }
-            RequestKind::FileChangeApproval => Question::FileChange {
-                reason: opt_str(&p["reason"]),
-                grant_root: opt_str(&p["grantRoot"]),
-                files: p["itemId"]
-                    .as_str()
-                    .and_then(|id| book.files(id))
-                    .map(<[FileSummary]>::to_vec),
-            },
+            RequestKind::FileChangeApproval => {
+                // a person judges the files codex announced, shown whole, or nothing
+                let files = match p["itemId"].as_str().and_then(|id| book.files(id)) {
+                    Some(Some(f)) => f.to_vec(),
+                    Some(None) => return Err(unshowable("changes")),
+                    None => return Err(missing("changes (codex did not announce them)")),
+                };
+                // the root codex would like for the session is shown as not granted: only
+                // `acceptForSession` grants it, and no answer here is one
+                Question::FileChange {
+                    reason: opt_str(&p["reason"]),
+                    grant_root: opt_str(&p["grantRoot"]),
+                    files: Some(files),
+                }
+            }
             RequestKind::PermissionsApproval => {
                 let perms = &p["permissions"];
                 if !perms.is_object() {
                     return Err(missing("permissions"));
+                }
+                if !permissions_shown_whole(perms) {
+                    return Err(unshowable("permissions"));
                 }
                 let fs = &perms["fileSystem"];
                 let mut read = strings(&fs["read"]);
@@ -821,14 +898,81 @@ mod tests {
                 "{l}"
             );
         }
-        let long = "x".repeat(MAX_FIELD_CHARS + 10);
-        let l = json!({"method": "item/commandExecution/requestApproval", "id": 1,
-            "params": {"command": long, "turnId": "U"}});
-        let q = Question::parse(&req(&l.to_string()), &ChangeBook::default()).unwrap();
-        let Question::Command { command, .. } = q else {
-            panic!()
+    }
+
+    #[test]
+    fn what_an_accept_would_allow_is_asked_only_when_it_can_be_shown_whole() {
+        let unshowable = |l: Value, book: &ChangeBook| {
+            matches!(
+                Question::parse(&req(&l.to_string()), book),
+                Err(NotAQuestion::Unshowable { .. } | NotAQuestion::Missing { .. })
+            )
         };
-        assert!(command.len() < MAX_FIELD_CHARS + 64 && command.ends_with("characters]"));
+        let book = ChangeBook::default();
+        // a command longer than a form shows (its tail could be `; rm -rf ~`)
+        let long = format!("echo hi{} ; rm -rf ~", " ".repeat(MAX_FIELD_CHARS));
+        let cmd = |params: Value| {
+            json!({"method": "item/commandExecution/requestApproval",
+            "id": 1, "params": params})
+        };
+        assert!(unshowable(
+            cmd(json!({"command": long, "turnId": "U"})),
+            &book
+        ));
+        let fits = "x".repeat(MAX_FIELD_CHARS);
+        assert!(Question::parse(&req(&cmd(json!({"command": fits})).to_string()), &book).is_ok());
+        // extra permissions riding on a command's accept
+        let extra = cmd(json!({"command": "ls", "additionalPermissions":
+            {"network": {"enabled": true}}}));
+        assert!(unshowable(extra, &book));
+        let none = cmd(json!({"command": "ls", "additionalPermissions": null}));
+        assert!(Question::parse(&req(&none.to_string()), &book).is_ok());
+        // permissions: more entries than shown, a key the form does not show, a long path
+        let perms = |permissions: Value| {
+            json!({"method": "item/permissions/requestApproval",
+            "id": 2, "params": {"cwd": "/w", "permissions": permissions}})
+        };
+        let mut many: Vec<String> = (0..MAX_ENTRIES).map(|i| format!("/w/{i}")).collect();
+        assert!(
+            Question::parse(
+                &req(&perms(json!({"fileSystem": {"write": many}})).to_string()),
+                &book
+            )
+            .is_ok()
+        );
+        many.push("/".into());
+        assert!(unshowable(
+            perms(json!({"fileSystem": {"write": many}})),
+            &book
+        ));
+        assert!(unshowable(
+            perms(json!({"fileSystem": {"write": ["/w"]}, "macos": {"x": 1}})),
+            &book
+        ));
+        assert!(unshowable(
+            perms(json!({"network": {"enabled": true, "hosts": ["*"]}})),
+            &book
+        ));
+        assert!(unshowable(
+            perms(json!({"fileSystem": {"read": [fits.clone() + "y"]}})),
+            &book
+        ));
+        // a file change codex did not announce, or with more files than shown
+        let change = |item: &str| {
+            json!({"method": "item/fileChange/requestApproval", "id": 3,
+            "params": {"itemId": item, "turnId": "U"}})
+        };
+        assert!(unshowable(change("unknown"), &book));
+        let mut book = ChangeBook::default();
+        let changes: Vec<Value> = (0..=MAX_ENTRIES)
+            .map(|i| json!({"path": format!("/w/{i}"), "kind": {"type": "add"}, "diff": "x"}))
+            .collect();
+        book.observe_line(
+            &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
+                "id": "big", "changes": changes}}})
+            .to_string(),
+        );
+        assert!(unshowable(change("big"), &book));
     }
 
     #[tokio::test]
