@@ -394,13 +394,19 @@ impl Bridge {
 
     /// Add `text` to the session's running turn (`turn/steer`); answered once codex took it.
     /// Refused when no turn runs on it (a session without a live actor runs none).
-    pub async fn steer(&self, id: &SessionId, text: String) -> Result<()> {
+    pub async fn steer(
+        &self,
+        id: &SessionId,
+        text: String,
+        client: Arc<ClientContext>,
+    ) -> Result<()> {
         crate::codex::argv::validate_prompt("prompt", &text)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Steer {
                 id: id.clone(),
                 text,
+                client,
                 reply: tx,
             })
             .map_err(|_| Error::Busy("the session registry is not running".into()))?;

@@ -43,6 +43,7 @@ pub enum RegistryMessage {
     Steer {
         id: SessionId,
         text: String,
+        client: Arc<crate::actors::ClientContext>,
         reply: oneshot::Sender<Result<()>>,
     },
     /// Fork a session (its actor is started from the store when it is not live).
@@ -153,10 +154,19 @@ impl Actor for RegistryActor {
                 client,
                 reply,
             } => close(&myself, shared, id, delete_thread, client, reply),
-            RegistryMessage::Steer { id, text, reply } => {
+            RegistryMessage::Steer {
+                id,
+                text,
+                client,
+                reply,
+            } => {
                 let live = shared.live.get(&id).map(|e| e.value().clone());
                 let unsent = match live {
-                    Some(actor) => match actor.cast(SessionMessage::Steer { text, reply }) {
+                    Some(actor) => match actor.cast(SessionMessage::Steer {
+                        text,
+                        client,
+                        reply,
+                    }) {
                         Ok(()) => None,
                         Err(ractor::MessagingErr::SendErr(SessionMessage::Steer {
                             reply, ..

@@ -74,8 +74,14 @@ pub enum SessionMessage {
     /// Add a message to the running turn (`turn/steer`); answered once codex took it.
     Steer {
         text: String,
+        /// Who asks: only the client that started the turn may steer it.
+        client: Arc<ClientContext>,
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Codex started the running turn (`turn/started`): it can take a steer from now on.
+    TurnRunning,
+    /// A fork of the session's thread ended: turns may run again.
+    ForkDone,
     /// Fork the session's thread into a new session (same working directory, a thread of its
     /// own from `thread/fork`); answered with the new session.
     Fork {
@@ -141,7 +147,9 @@ pub struct SessionState {
     /// The warm app-server between turns (during a turn its task holds it).
     warm: Option<WarmProcess>,
     /// The running warm turn's steer inbox.
-    steer: Option<tokio::sync::mpsc::UnboundedSender<Steer>>,
+    steer: Option<SteerInbox>,
+    /// A fork of the thread is being made: turns wait (no turn writes the thread it reads).
+    forking: bool,
 }
 
 impl Drop for SessionState {
@@ -186,6 +194,7 @@ impl Actor for SessionActor {
             idle_timer,
             warm: None,
             steer: None,
+            forking: false,
         })
     }
 
@@ -212,7 +221,7 @@ impl Actor for SessionActor {
                 if st.shared.fault_injection && call.prompt == PANIC_PROMPT {
                     panic!("fault injection: session actor panics");
                 }
-                if st.current.is_some() {
+                if st.current.is_some() || st.forking {
                     // a call that can never run is refused now, not after the running turn
                     let common = call
                         .client
@@ -275,14 +284,30 @@ impl Actor for SessionActor {
                     close_warm(st).await;
                 }
             }
-            SessionMessage::Steer { text, reply } => steer(st, text, reply),
+            SessionMessage::Steer {
+                text,
+                client,
+                reply,
+            } => steer(st, text, &client, reply),
+            SessionMessage::TurnRunning => {
+                if let Some(inbox) = &mut st.steer {
+                    inbox.running = true;
+                }
+            }
+            SessionMessage::ForkDone => {
+                st.forking = false;
+                if st.current.is_none() {
+                    start_next(&myself, st).await;
+                }
+            }
             SessionMessage::Fork {
                 client,
                 timeout,
                 reply,
-            } => fork(st, client, timeout, reply),
+            } => fork(&myself, st, client, timeout, reply),
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
+                    && !st.forking
                     && st.pending.is_empty()
                     && st.last_activity.elapsed() >= st.shared.idle_timeout
                 {
@@ -474,29 +499,62 @@ enum Backed {
     },
 }
 
-/// How long a steer waits for its turn to be running in codex.
+/// How long a steer waits for codex to take it (codex answers `turn/steer` within
+/// `STEER_TIMEOUT`; this bounds the way there).
 const STEER_WAIT: Duration = Duration::from_secs(30);
 
-/// Add `text` to the running turn. Refused when no turn runs, or when it runs with `codex
-/// exec` (which cannot take a message mid-turn); answered once codex took it.
-fn steer(st: &mut SessionState, text: String, reply: oneshot::Sender<Result<()>>) {
-    let Some(inbox) = st.steer.as_ref().filter(|_| st.current.is_some()) else {
-        let why = if st.current.is_some() {
-            format!(
-                "session {}'s running turn runs with `codex exec` (the exec backend, image \
-                 attachments, or every warm process busy), which cannot take a message mid-turn; \
-                 wait for it or cancel it",
-                st.id
-            )
-        } else {
-            format!(
+/// The running warm turn's steer inbox, who started the turn, and whether codex runs it yet.
+struct SteerInbox {
+    tx: tokio::sync::mpsc::UnboundedSender<Steer>,
+    client: Arc<ClientContext>,
+    running: bool,
+}
+
+/// Add `text` to the running turn, for the client that started it. Refused at once when no
+/// turn runs, when it runs with `codex exec` (which cannot take a message mid-turn), when
+/// another client asks, or when codex has not started it yet; answered once codex took it.
+fn steer(
+    st: &mut SessionState,
+    text: String,
+    client: &Arc<ClientContext>,
+    reply: oneshot::Sender<Result<()>>,
+) {
+    let refused = |why: String| Err(Error::invalid("sessionId", why));
+    let inbox = match (&st.current, &st.steer) {
+        (None, _) => {
+            let _ = reply.send(refused(format!(
                 "no turn is running on session {}; send the message as a new turn with the \
                  `codex` tool",
                 st.id
-            )
-        };
-        let _ = reply.send(Err(Error::invalid("sessionId", why)));
-        return;
+            )));
+            return;
+        }
+        (Some(_), None) => {
+            let _ = reply.send(refused(format!(
+                "session {}'s running turn runs with `codex exec` (the exec backend, image \
+                 attachments, or every warm process busy), which cannot take a message \
+                 mid-turn; wait for it or cancel it",
+                st.id
+            )));
+            return;
+        }
+        (Some(_), Some(inbox)) if !Arc::ptr_eq(&inbox.client, client) => {
+            let _ = reply.send(refused(format!(
+                "session {}'s running turn was started by another MCP client; only that client \
+                 can steer it",
+                st.id
+            )));
+            return;
+        }
+        (Some(_), Some(inbox)) if !inbox.running => {
+            let _ = reply.send(refused(format!(
+                "session {}'s turn has not started in codex yet (it waits for a codex slot or \
+                 its process); try again in a moment",
+                st.id
+            )));
+            return;
+        }
+        (Some(_), Some(inbox)) => &inbox.tx,
     };
     let (taken, answer) = oneshot::channel();
     if inbox.send(Steer { text, reply: taken }).is_err() {
@@ -507,14 +565,13 @@ fn steer(st: &mut SessionState, text: String, reply: oneshot::Sender<Result<()>>
         return;
     }
     tokio::spawn(async move {
-        // a turn still waiting for a codex slot or for its process takes no message yet: the
-        // caller hears so rather than waiting (the message is dropped with `answer`)
+        // bounded: the drive loop answers within `STEER_TIMEOUT` once it reads the message
+        // (one it has not read when this gives up is dropped with `answer`, not sent)
         let answer = match tokio::time::timeout(STEER_WAIT, answer).await {
             Ok(a) => a,
             Err(_) => {
                 let _ = reply.send(Err(Error::Busy(format!(
-                    "the turn has not started within {}s (it waits for a codex slot or its \
-                     process); the message was not added, try again",
+                    "codex did not take the message within {}s; it was not added",
                     STEER_WAIT.as_secs()
                 ))));
                 return;
@@ -539,6 +596,7 @@ fn steer(st: &mut SessionState, text: String, reply: oneshot::Sender<Result<()>>
 /// write one thread), its record written once before its id is returned. Refused while a turn
 /// runs or waits, and for a session without a thread.
 fn fork(
+    myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
     client: Arc<ClientContext>,
     timeout: Duration,
@@ -551,9 +609,9 @@ fn fork(
                 format!("no session {}; start one with the `codex` tool", st.id),
             ));
         };
-        if st.current.is_some() || !st.pending.is_empty() {
+        if st.current.is_some() || !st.pending.is_empty() || st.forking {
             return Err(Error::Busy(format!(
-                "session {} is running a turn; fork it once the turn has ended",
+                "session {} is running a turn (or a fork); fork it once that has ended",
                 st.id
             )));
         }
@@ -569,7 +627,8 @@ fn fork(
         })?;
         client.check_codex_home(rec)?;
         let cwd = record_dir(&client, rec)?;
-        let server = build_app_server(&client.common_for(false), cwd.clone())?;
+        // no nested MCP servers: nothing runs in the fork's one-off process
+        let server = build_app_server(&client.common_for(true), cwd.clone())?;
         Ok((rec.clone(), thread, cwd, server))
     })();
     let (parent, thread, cwd, server) = match prepared {
@@ -580,6 +639,9 @@ fn fork(
         }
     };
     let shared = st.shared.clone();
+    st.forking = true;
+    let me = myself.clone();
+    let home = client.codex_home.display().to_string();
     let span = tracing::info_span!("fork", session = %st.id);
     tokio::spawn(tracing::Instrument::instrument(
         async move {
@@ -602,7 +664,9 @@ fn fork(
                 let forked = forked?;
                 let mut rec =
                     SessionRecord::new(SessionId::generate(), cwd.path().to_path_buf(), now_ms());
-                rec.codex_home = parent.codex_home.clone();
+                // the fork's thread lives in the asking client's CODEX_HOME (the parent's,
+                // checked above)
+                rec.codex_home = Some(home);
                 rec.model = parent.model.clone();
                 rec.thread_id = Some(forked.to_string());
                 // the fork starts with the parent's history, and codex's running total with it
@@ -612,7 +676,9 @@ fn fork(
                 tracing::info!(from = %thread, to = %forked, new_session = %rec.session_id, "forked");
                 Ok(crate::actors::SessionView::of(&rec, false))
             };
-            let _ = reply.send(forked.await);
+            let forked = forked.await;
+            let _ = me.cast(SessionMessage::ForkDone);
+            let _ = reply.send(forked);
         },
         span,
     ));
@@ -811,7 +877,11 @@ fn launch(
     let mut control = TurnControl::default();
     if matches!(prepared.run, Backed::Warm { .. }) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        st.steer = Some(tx);
+        st.steer = Some(SteerInbox {
+            tx,
+            client: prepared.client.clone(),
+            running: false,
+        });
         control.steers = Some(rx);
         control.asker = call.asker.clone();
     }
@@ -939,6 +1009,9 @@ impl TurnEnv<'_> {
                 && let Ok(thread) = ThreadId::parse(thread_id)
             {
                 let _ = me_ev.cast(SessionMessage::ThreadStarted { thread });
+            }
+            if let Event::TurnStarted = ev {
+                let _ = me_ev.cast(SessionMessage::TurnRunning);
             }
             if let (Some(p), Some(line)) = (&progress, describe(ev)) {
                 p(secrets.redact(&line).into_owned());
@@ -1141,11 +1214,16 @@ pub fn check_recorded(
     } else {
         Err(format!(
             "codex ran this turn with sandbox `{}`, approval `{}`, reviewer `{}`, but the bridge asked \
-             for sandbox `{}`, approval `never`, reviewer `user`; the result is withheld",
+             for sandbox `{}`, approval `{}`, reviewer `user`; the result is withheld",
             recorded.sandbox,
             recorded.approval_policy,
             recorded.approvals_reviewer,
-            asked.as_arg()
+            asked.as_arg(),
+            if may_ask {
+                "never` or `on-request"
+            } else {
+                "never"
+            }
         ))
     }
 }

@@ -393,7 +393,9 @@ impl McpServer {
         let run = async {
             let p: SteerParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            self.bridge.steer(&id, p.prompt).await?;
+            self.bridge
+                .steer(&id, p.prompt, self.client.clone())
+                .await?;
             Ok(ok_result(
                 format!("Codex took the message into session {id}'s running turn."),
                 SteerResult {

@@ -54,6 +54,8 @@ pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
 const START_RETRIES: u64 = 3;
 /// The tail of stderr kept for error messages.
 const STDERR_TAIL: usize = 16 * 1024;
+/// Most questions of one turn asked at once; more are declined.
+const MAX_OPEN_QUESTIONS: usize = 4;
 /// How long codex's `turn/steer` may take to be accepted.
 pub const STEER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a question may stay with its answerer before the client's task declines it:
@@ -461,10 +463,15 @@ impl WarmProcess {
                     continue;
                 }
                 Some(asked) = self.asked.recv() => {
-                    // only a question of this turn, while it runs, goes to its asker
-                    let ours = asked.turn_id.as_deref().is_none_or(|tu| tu == turn_id.as_str());
+                    // only a question of this turn (its thread, and its turn when codex names
+                    // one), while it runs, goes to its asker; a few at once at most
+                    let p = &asked.request.params;
+                    let ours = p["threadId"].as_str().is_none_or(|th| th == thread.as_str())
+                        && asked.turn_id.as_deref().is_none_or(|tu| tu == turn_id.as_str());
                     match (&ctl.asker, ours) {
-                        (Some(ask), true) => answering.push(ask(asked)),
+                        (Some(ask), true) if answering.len() < MAX_OPEN_QUESTIONS => {
+                            answering.push(ask(asked))
+                        }
                         _ => {
                             tracing::info!(method = %asked.request.method, ours, "declined a question from codex app-server");
                             asked.decline();
