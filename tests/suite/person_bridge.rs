@@ -474,6 +474,9 @@ async fn a_nested_servers_question_goes_to_the_person_under_ask_only() {
     drop(s);
 
     // `approvals = decline`: codex's client declines the server's question, nobody is asked
+    // (a store of its own: the first server may still be exiting)
+    let env = TestEnv::new();
+    with_asker(&env);
     let person = Person::answering(Answer::Accept(true));
     let s = serve(&env, &mock, &[], eliciting(), person.clone()).await;
     let (out, v) = ask_nested(&env, &mock, &s, "never").await;
