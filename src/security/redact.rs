@@ -796,10 +796,26 @@ fn is_placeholder(value: &str) -> bool {
     })
 }
 
+/// A run of letters and digits that reads as a token rather than a name: 20 or more, or 16 or
+/// more mixing letters and digits (names that long carry `_`, `.` or `::`).
+fn token_like(part: &str) -> bool {
+    let n = part.len();
+    n >= 16
+        && part.bytes().all(|b| b.is_ascii_alphanumeric())
+        && (n >= 20
+            || (part.bytes().any(|b| b.is_ascii_digit())
+                && part.bytes().any(|b| b.is_ascii_alphabetic())))
+}
+
 /// An unquoted value that is code, not data: a call or index (`token = env::var(...)`,
 /// `api_key=get_key()`), or a type annotation after `:` (`api_key: String,`,
 /// `password: Option<String>`, `token: string;`).
 fn is_code(value: &str, key_and_separator: &str, after: &str) -> bool {
+    // a part that reads as a token, not a name, makes it data whatever follows
+    // (`password=HABCDEFGHIJKLMNQ7OPQR:x[0]`, found by fuzzing)
+    if value.split([':', '.']).any(token_like) {
+        return false;
+    }
     let is_path = value
         .bytes()
         .next()
@@ -1710,5 +1726,33 @@ mod tests {
         }
         // the cut lands on a character boundary
         assert_eq!(none.redact_tail("ééé", 3), "é");
+    }
+
+    #[test]
+    fn a_token_before_a_bracket_or_parenthesis_is_data_not_code() {
+        // found by the redact fuzz target: the value absorbed `:dddddd`, then `[` read as an
+        // index
+        for (text, want) in [
+            (
+                "password=HABCDEFGHIJKLMNQ7OPQR:dddddd[NNN",
+                "password=[REDACTED][NNN",
+            ),
+            (
+                "password=HABCDEFGHIJKLMNQ7OPQR[0]",
+                "password=[REDACTED][0]",
+            ),
+            ("token=abcdefghijklmnopqrstu(x)", "token=[REDACTED](x)"),
+        ] {
+            assert_eq!(redact(text), want, "{text}");
+        }
+        // names stay code
+        for text in [
+            "token = env::var(\"X\")",
+            "api_key=get_key()",
+            "secret=keys[0]",
+            "token=self.tokens[i]",
+        ] {
+            assert_eq!(redact(text), text);
+        }
     }
 }
