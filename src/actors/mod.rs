@@ -401,20 +401,13 @@ impl Bridge {
         client: Arc<ClientContext>,
     ) -> Result<()> {
         crate::codex::argv::validate_prompt("prompt", &text)?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.registry
-            .cast(RegistryMessage::Steer {
-                id: id.clone(),
-                text,
-                client,
-                reply: tx,
-            })
-            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
-        rx.await.unwrap_or_else(|_| {
-            Err(Error::SessionFailed(
-                "the session's actor stopped before it answered".into(),
-            ))
+        self.ask_registry(|reply| RegistryMessage::Steer {
+            id: id.clone(),
+            text,
+            client,
+            reply,
         })
+        .await
     }
 
     /// Fork a session into a new one at its current state (see the session actor's `Fork`).
@@ -424,14 +417,24 @@ impl Bridge {
         client: Arc<ClientContext>,
         timeout: Duration,
     ) -> Result<SessionView> {
+        self.ask_registry(|reply| RegistryMessage::Fork {
+            id: id.clone(),
+            client,
+            timeout,
+            reply,
+        })
+        .await
+    }
+
+    /// Send the registry the message `make` builds around a reply channel, and wait for the
+    /// answer (the session's actor or the registry answers; a dropped reply is said so).
+    async fn ask_registry<T>(
+        &self,
+        make: impl FnOnce(tokio::sync::oneshot::Sender<Result<T>>) -> RegistryMessage,
+    ) -> Result<T> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
-            .cast(RegistryMessage::Fork {
-                id: id.clone(),
-                client,
-                timeout,
-                reply: tx,
-            })
+            .cast(make(tx))
             .map_err(|_| Error::Busy("the session registry is not running".into()))?;
         rx.await.unwrap_or_else(|_| {
             Err(Error::SessionFailed(
@@ -444,18 +447,11 @@ impl Bridge {
     /// registry asks the actor; a stored one without a live actor is read from the store by
     /// the registry.
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.registry
-            .cast(RegistryMessage::Get {
-                id: id.clone(),
-                reply: tx,
-            })
-            .map_err(|_| Error::Busy("the session registry is not running".into()))?;
-        rx.await.unwrap_or_else(|_| {
-            Err(Error::SessionFailed(
-                "the session's actor stopped before it answered".into(),
-            ))
+        self.ask_registry(|reply| RegistryMessage::Get {
+            id: id.clone(),
+            reply,
         })
+        .await
     }
 
     /// A page of sessions, newest first, as the session tools show them. It reads the store's
