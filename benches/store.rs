@@ -15,7 +15,10 @@ fn record(i: usize) -> SessionRecord {
         "/work/some/repository".into(),
         1_700_000_000_000 + i as u64,
     );
-    r.thread_id = Some("019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b".into());
+    r.thread_id = Some(
+        codex_mcp_bridge::security::ids::ThreadId::parse("019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b")
+            .unwrap(),
+    );
     r.model = Some("gpt-5.5".into());
     r.turn_count = 3;
     r

@@ -6,9 +6,13 @@
 //! What it measures (medians of wall time, each backend as a ratio to the bare column):
 //! - continuing a session: `tools/call codex` with the `sessionId` of a session that has had its
 //!   first turn, against a bare `codex exec … resume <id> -- -` turn (spawn to exit, the argv
-//!   of `build_turn`); target: app-server at most 0.35 x bare;
+//!   of `build_turn`); target: app-server at most 0.35 x bare; and against a turn of a raw
+//!   `codex app-server` driven directly (the floor: the crate's client on one thread of one
+//!   process, `turn/start` sent to `turn/completed` read); target: app-server at most 1.1 x
+//!   raw. The server's own CPU per warm turn (user + system time of the bridge process,
+//!   children excluded, over those turns) is reported;
 //! - the first turn of a new session (a new `sessionId`) against a bare `codex exec` turn;
-//!   target: app-server at most 0.8 x bare;
+//!   target: app-server at most 0.6 x bare;
 //! - with one nested MCP server in codex's config (`[mcp_servers.slow]` in `CODEX_HOME`) that
 //!   takes 1 s to start, turns 2–10 of a session against the same bare resume turn (which starts
 //!   the server every turn); target: app-server at most 0.35 x bare. The nested server is this
@@ -30,18 +34,19 @@
 //! it does not, its column reads "n/a" and the guard fails ("backend app-server not
 //! available"): that is a missed target, not a skip. The exec and bare columns still run.
 //!
-//! The order of the three columns rotates every round, so drift hits them alike. Every bridge
+//! The order of the columns rotates every round, so drift hits them alike. Every bridge
 //! has its own store; the columns share one `CODEX_HOME` (the nested phase gives each column its
 //! own, to count its starts of the nested server).
 //!
 //! Run: `cargo bench --bench warm` (`WARM_ROUNDS=N`, default 15, samples of the first two
 //! measurements; `WARM_NESTED_TURNS=N`, default 10, turns of the nested session). Targets:
-//! `WARM_TARGET_CONTINUE` (0.35), `WARM_TARGET_FIRST` (0.8), `WARM_TARGET_NESTED` (0.35),
-//! `WARM_TARGET_RSS_GROWTH_MB` (4). A missed target exits non-zero. Without `--bench`
-//! (`cargo test --bench warm`, a debug build of the server) it runs a smoke version: 3 rounds,
-//! a nested session of 4 turns, and the first-turn target at 1.25 (three samples of a cold
-//! app-server against bare exec read 0.85 to 1.07 on a loaded machine, with a debug server); the
-//! other targets hold as they are. The report also goes, as JSON, to
+//! `WARM_TARGET_CONTINUE` (0.35), `WARM_TARGET_RAW` (1.1), `WARM_TARGET_FIRST` (0.6),
+//! `WARM_TARGET_NESTED` (0.35), `WARM_TARGET_RSS_GROWTH_MB` (4). A missed target exits non-zero.
+//! Without `--bench` (`cargo test --bench warm`, a debug build of the server) it runs a smoke
+//! version: 3 rounds, a nested session of 4 turns, the first-turn target at 1.25 (three samples
+//! of a cold app-server against bare exec read 0.85 to 1.07 on a loaded machine, with a debug
+//! server) and the raw app-server target at 1.5 (a debug server's own time per turn); the other
+//! targets hold as they are. The report also goes, as JSON, to
 //! `<target dir>/warm-report.json` (bench mode only).
 
 // benches report on stdout
@@ -55,10 +60,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use codex_mcp_bridge::codex::app_server::protocol::{self, ThreadRef, TurnParams};
 use codex_mcp_bridge::codex::argv::{SpawnSpec, build_turn};
 use codex_mcp_bridge::security::ids::ThreadId;
 use serde_json::{Value, json};
 
+use support::app_server::{AppServer, read_turn};
 use support::bridge::{common, turn};
 use support::mcp::{Protocol, Server, connect_with, server_env, text};
 use support::{MockApi, TestEnv};
@@ -170,6 +177,7 @@ struct Sizes {
     rounds: usize,
     nested_turns: usize,
     target_continue: f64,
+    target_raw: f64,
     target_first: f64,
     target_nested: f64,
     target_rss_growth_mb: f64,
@@ -177,19 +185,21 @@ struct Sizes {
 
 impl Sizes {
     fn from_env(bench_mode: bool) -> Sizes {
-        let (rounds, nested_turns, first) = if bench_mode {
+        let (rounds, nested_turns, first, raw) = if bench_mode {
             (
                 env_num("WARM_ROUNDS", 15usize),
                 env_num("WARM_NESTED_TURNS", 10),
-                0.8,
+                0.6,
+                1.1,
             )
         } else {
-            (3, 4, 1.25)
+            (3, 4, 1.25, 1.5)
         };
         Sizes {
             rounds: rounds.max(1),
             nested_turns: nested_turns.max(2),
             target_continue: env_num("WARM_TARGET_CONTINUE", 0.35),
+            target_raw: env_num("WARM_TARGET_RAW", raw),
             target_first: env_num("WARM_TARGET_FIRST", first),
             target_nested: env_num("WARM_TARGET_NESTED", 0.35),
             target_rss_growth_mb: env_num("WARM_TARGET_RSS_GROWTH_MB", 4.0),
@@ -210,6 +220,10 @@ struct Report {
     /// Why the app-server column could not run, if it could not.
     app_unavailable: Option<String>,
     continuing: Row,
+    /// Turns of a raw `codex app-server` driven directly, in the continuing rounds.
+    raw: Vec<f64>,
+    /// The app-server bridge's own CPU (user + system), ms per continuing turn.
+    app_cpu_ms_per_turn: Option<f64>,
     first: Row,
     nested: Row,
     /// Starts of the nested server over the nested session: bare, exec backend, app-server.
@@ -337,6 +351,43 @@ impl Report {
                 ));
             }
         }
+        let raw = median(&self.raw);
+        let app = self.continuing.app.as_deref().map(median);
+        let (cell, verdict) = match app {
+            Some(a) if a / raw <= s.target_raw => {
+                (format!("{:8.1} ({:.2})", a * 1e3, a / raw), "met")
+            }
+            Some(a) => (format!("{:8.1} ({:.2})", a * 1e3, a / raw), "MISSED"),
+            None => ("n/a".to_owned(), "MISSED (n/a)"),
+        };
+        println!(
+            "  {:<44} {:>10.1} {:>18} {:>20}  <= {:.2} x raw: {verdict}",
+            "continuing a session (vs raw app-server)",
+            raw * 1e3,
+            "-",
+            cell,
+            s.target_raw
+        );
+        if let Some(a) = app
+            && a / raw > s.target_raw
+        {
+            failures.push(format!(
+                "continuing a session: app-server {:.1} ms is {:.2} x a raw app-server turn \
+                 {:.1} ms, above {:.2} x",
+                a * 1e3,
+                a / raw,
+                raw * 1e3,
+                s.target_raw
+            ));
+        }
+        println!(
+            "  {:<44} {:>10} {:>18} {:>20}  reported",
+            "server CPU per warm turn (ms)",
+            "-",
+            "-",
+            self.app_cpu_ms_per_turn
+                .map_or("n/a".to_owned(), |c| format!("{c:.2}"))
+        );
         let (b, e, a) = self.starts;
         println!(
             "  {:<44} {:>10} {:>18} {:>20}  1 per session",
@@ -427,6 +478,9 @@ impl Report {
             "nested_turns": s.nested_turns,
             "app_server_unavailable": self.app_unavailable,
             "continuing": row(&self.continuing),
+            "continuing_raw_app_server_ms": ms(&self.raw),
+            "median_continuing_raw_app_server_ms": median(&self.raw) * 1e3,
+            "server_cpu_ms_per_warm_turn": self.app_cpu_ms_per_turn,
             "first_turn": row(&self.first),
             "nested": row(&self.nested),
             "nested_starts": {"bare": self.starts.0, "exec": self.starts.1, "app_server": self.starts.2},
@@ -438,6 +492,7 @@ impl Report {
             },
             "targets": {
                 "continuing": s.target_continue,
+                "continuing_vs_raw": s.target_raw,
                 "first_turn": s.target_first,
                 "nested": s.target_nested,
                 "rss_growth_mb": s.target_rss_growth_mb,
@@ -548,6 +603,81 @@ impl Bare<'_> {
     }
 }
 
+/// A raw `codex app-server` with one thread open: the floor a session turn is measured against.
+struct Raw {
+    app: AppServer,
+    thread: ThreadRef,
+    cwd: PathBuf,
+}
+
+impl Raw {
+    async fn start(env: &TestEnv, mock: &MockApi) -> Result<Raw, String> {
+        let cwd = env
+            .work()
+            .canonicalize()
+            .map_err(|e| format!("canonical work dir: {e}"))?;
+        let app = AppServer::start(env, mock).await;
+        let start = protocol::thread_start(&cwd, None, false)
+            .map_err(|e| format!("thread/start template: {e}"))?;
+        let opened = app
+            .client
+            .open_thread(&start)
+            .await
+            .map_err(|e| format!("raw app-server thread/start: {e}"))?;
+        Ok(Raw {
+            app,
+            thread: opened.thread,
+            cwd,
+        })
+    }
+
+    /// One turn, `turn/start` sent to `turn/completed` read.
+    async fn turn(&mut self, prompt: &str) -> Result<f64, String> {
+        let started = Instant::now();
+        let id = self
+            .app
+            .client
+            .start_turn(&TurnParams {
+                thread: &self.thread,
+                prompt,
+                sandbox: None,
+                cwd: &self.cwd,
+                model: None,
+                effort: None,
+            })
+            .await
+            .map_err(|e| format!("raw app-server turn/start: {e}"))?;
+        let log = read_turn(&mut self.app.events, Some(id.as_str())).await;
+        let secs = started.elapsed().as_secs_f64();
+        if log.messages.len() != 1 {
+            return Err(format!(
+                "a raw app-server turn did not answer once: {log:#?}"
+            ));
+        }
+        Ok(secs)
+    }
+}
+
+/// A process's own CPU time (user + system, children excluded), ms.
+fn cpu_ms(pid: u32) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    // after the command's closing parenthesis: state is field 3; utime and stime are 14 and 15
+    let rest: Vec<&str> = stat
+        .rsplit_once(')')
+        .ok_or("no command in /proc/PID/stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let field = |n: usize| -> Result<u64, String> {
+        rest.get(n - 3)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("/proc/{pid}/stat has no field {n}"))
+    };
+    let ticks = field(14)? + field(15)?;
+    Ok(ticks as f64 * 1000.0 / procfs::ticks_per_second() as f64)
+}
+
 fn first_args(env: &TestEnv, session: &str, prompt: &str) -> Value {
     json!({"prompt": prompt, "sessionId": session, "workingDirectory": env.work()})
 }
@@ -647,6 +777,21 @@ fn starts(marker: &Path) -> usize {
 
 // ---- the run --------------------------------------------------------------------------------
 
+/// Runs the four columns of round `r` (bare, exec backend, app-server backend, raw app-server),
+/// the order rotated by `r`.
+macro_rules! rotate4 {
+    ($r:expr, $a:expr, $b:expr, $c:expr, $d:expr) => {
+        for k in 0..4 {
+            match ($r + k) % 4 {
+                0 => $a,
+                1 => $b,
+                2 => $c,
+                _ => $d,
+            }
+        }
+    };
+}
+
 /// Runs the three columns of round `r` (bare, exec backend, app-server backend), the order
 /// rotated by `r`.
 macro_rules! rotate {
@@ -701,13 +846,19 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
         None
     };
 
+    // the raw app-server's thread, and one warm-up turn
+    let mut raw = Raw::start(&env, &mock).await?;
+    raw.turn("raw warm-up").await?;
+
     // 1. continuing a session
     let mut continuing = Row {
         app: app.as_ref().map(|_| vec![]),
         ..Row::default()
     };
+    let mut raw_turns = vec![];
+    let mut app_cpu_ms = 0.0;
     for r in 0..s.rounds {
-        rotate!(
+        rotate4!(
             r,
             continuing
                 .bare
@@ -716,10 +867,15 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
                 .exec
                 .push(bridge_turn(&exec, next_args("cont", &format!("exec {r}"))).await?),
             if let (Some(app), Some(v)) = (&app, continuing.app.as_mut()) {
+                let before = cpu_ms(app.pid)?;
                 v.push(bridge_turn(app, next_args("cont", &format!("app {r}"))).await?);
-            }
+                app_cpu_ms += cpu_ms(app.pid)? - before;
+            },
+            raw_turns.push(raw.turn(&format!("raw {r}")).await?)
         );
     }
+    raw.app.close().await;
+    let app_cpu_ms_per_turn = app.as_ref().map(|_| app_cpu_ms / s.rounds as f64);
     let pss_one = app.as_ref().map(|a| warm_pss(a.pid));
 
     // 2. the first turn of a new session
@@ -830,6 +986,8 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
     let report = Report {
         app_unavailable,
         continuing,
+        raw: raw_turns,
+        app_cpu_ms_per_turn,
         first,
         nested,
         starts: (
@@ -851,7 +1009,8 @@ async fn measure(s: &Sizes) -> Result<Report, String> {
     } else {
         columns
     };
-    let expected = 2 * columns + app_turns;
+    // and the raw app-server: a warm-up and one turn per round
+    let expected = 2 * columns + app_turns + 1 + s.rounds;
     let seen = mock.responses_count();
     if seen < expected {
         return Err(format!(

@@ -3,7 +3,7 @@
 //! index (big-endian millis ++ session id → empty), so listing never scans every session, and
 //! the session counter in `meta`.
 
-use super::{Change, Step};
+use super::step::{Change, Step};
 
 pub const STEP: Step = Step {
     to: 1,

@@ -9,6 +9,10 @@ use crate::error::{Error, Result};
 use crate::logging::LogFormat;
 use crate::security::overrides::{Override, parse_operator_override};
 
+pub use error::{CONFIG_FILE_KEYS, CONFIG_SETTING, ConfigError};
+
+pub mod error;
+
 pub use crate::codex::process::Limits;
 pub use crate::codex::versions::{NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
 
@@ -153,6 +157,20 @@ pub struct Settings {
     /// recently used idle one is closed. Each costs about 23 MB PSS.
     #[arg(long, env = "CODEX_BRIDGE_MAX_WARM", value_name = "N")]
     pub max_warm: Option<usize>,
+
+    /// Most calls waiting behind a session's running turn (default: 16); one more is refused
+    /// as busy.
+    #[arg(long, env = "CODEX_BRIDGE_MAX_QUEUED_TURNS", value_name = "N")]
+    pub max_queued_turns: Option<usize>,
+
+    /// Most prompt bytes held by the calls waiting on one session (default: 16777216); a call
+    /// that would pass it is refused as busy.
+    #[arg(
+        long,
+        env = "CODEX_BRIDGE_MAX_QUEUED_PROMPT_BYTES",
+        value_name = "BYTES"
+    )]
+    pub max_queued_prompt_bytes: Option<usize>,
     /// Codex's approval requests (escalations, file changes, permissions, questions): `decline`
     /// (default: every one is declined at once) or `ask` (the person behind an MCP client that
     /// declared form elicitation is asked, once per request; anything but their accept is a
@@ -182,6 +200,13 @@ pub struct Settings {
     /// `Authorization: Bearer $CODEX_BRIDGE_HTTP_TOKEN`. Off by default.
     #[arg(long, env = "CODEX_BRIDGE_HTTP_LISTEN", value_name = "ADDR")]
     pub http_listen: Option<String>,
+
+    /// The config file named by `--config`/`CODEX_BRIDGE_CONFIG` (set from the command line,
+    /// not a setting of its own): one of the bridge's own files, which no writable turn may
+    /// run next to.
+    #[arg(skip)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<PathBuf>,
 }
 
 /// What happens to the nested MCP servers of codex's config on `codex`, `structured` and
@@ -294,6 +319,11 @@ fn one_of<E: clap::ValueEnum>() -> String {
 
 /// Default cap on warm app-server processes.
 pub const DEFAULT_MAX_WARM: usize = 16;
+/// Default cap on calls waiting behind one session's running turn.
+pub const DEFAULT_MAX_QUEUED_TURNS: usize = 16;
+/// Default cap on the prompt bytes held by one session's waiting calls (four prompts of the
+/// largest size).
+pub const DEFAULT_MAX_QUEUED_PROMPT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Validated operator settings.
 #[derive(Debug, Clone)]
@@ -318,6 +348,10 @@ pub struct Config {
     pub backend: Backend,
     /// Most warm app-server processes at once.
     pub max_warm: usize,
+    /// Most calls waiting behind one session's running turn.
+    pub max_queued_turns: usize,
+    /// Most prompt bytes held by one session's waiting calls.
+    pub max_queued_prompt_bytes: usize,
     /// [`ApprovalMode::Ask`]: codex's approval requests are asked of a person.
     pub approvals: ApprovalMode,
     /// How long a person has to answer one question.
@@ -328,6 +362,9 @@ pub struct Config {
     pub session_ttl: Option<Duration>,
     /// The Streamable HTTP listener, when the operator asked for one.
     pub http: Option<HttpConfig>,
+    /// The bridge's own files (config file, store, codex binary) as configured, absolute: a
+    /// writable turn never runs in a working directory that holds one.
+    pub own_files: Vec<crate::security::paths::OwnFile>,
 }
 
 /// The optional Streamable HTTP listener.
@@ -427,7 +464,7 @@ impl Config {
             .iter()
             .filter(|r| !r.trim().is_empty())
             .map(|r| parse_operator_override(r))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let limits = limits(s)?;
         let (queue_timeout, idle_timeout) = queue_and_idle(s)?;
         let heartbeat = heartbeat(s)?;
@@ -441,6 +478,7 @@ impl Config {
         let approval_timeout = approval_timeout(s)?;
         let session_ttl = session_ttl(s)?;
         let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
+        let own_files = own_files(s, vars, start_dir, &codex_bin, &store_dir);
         Ok(Config {
             codex_bin,
             roots,
@@ -456,11 +494,16 @@ impl Config {
             nested_mcp: s.nested_mcp.unwrap_or_default(),
             backend: s.backend.unwrap_or_default(),
             max_warm,
+            max_queued_turns: s.max_queued_turns.unwrap_or(DEFAULT_MAX_QUEUED_TURNS),
+            max_queued_prompt_bytes: s
+                .max_queued_prompt_bytes
+                .unwrap_or(DEFAULT_MAX_QUEUED_PROMPT_BYTES),
             approvals: s.approvals.unwrap_or_default(),
             approval_timeout,
             heartbeat,
             session_ttl,
             http,
+            own_files,
         })
     }
 
@@ -475,6 +518,48 @@ impl Config {
             Some(ms) => Ok(Duration::from_millis(ms).min(self.max_timeout)),
         }
     }
+}
+
+/// The bridge's own files, absolute and normalized (symlinks kept): the config file named by
+/// `--config`/`CODEX_BRIDGE_CONFIG`, the default config file location (a turn could create the
+/// file there), the store directory and the codex binary.
+fn own_files(
+    s: &Settings,
+    vars: &[(String, String)],
+    start_dir: &Path,
+    codex_bin: &Path,
+    store_dir: &Path,
+) -> Vec<crate::security::paths::OwnFile> {
+    use crate::security::paths::{OwnFile, OwnKind, normalize};
+    let explicit = s.config_file.clone().or_else(|| {
+        vars.iter()
+            .find(|(k, v)| k == "CODEX_BRIDGE_CONFIG" && !v.is_empty())
+            .map(|(_, v)| PathBuf::from(v))
+    });
+    let mut files = Vec::new();
+    for p in explicit
+        .into_iter()
+        .chain(config_location(None, vars).map(|l| l.path))
+    {
+        files.push((OwnKind::ConfigFile, p));
+    }
+    files.push((OwnKind::Store, store_dir.to_path_buf()));
+    // a bare name not found on PATH is looked up again at each spawn: no file to name
+    if codex_bin.components().count() > 1 {
+        files.push((OwnKind::CodexBin, codex_bin.to_path_buf()));
+    }
+    files
+        .into_iter()
+        .map(|(kind, p)| OwnFile {
+            kind,
+            // not UTF-8, or climbing above `/`: as given (joined to the start directory)
+            path: p
+                .to_str()
+                .and_then(|raw| normalize(start_dir, raw))
+                .unwrap_or_else(|| start_dir.join(&p)),
+            resolved: None,
+        })
+        .collect()
 }
 
 /// The codex binary: `--codex-bin`, else CODEX_CLI_PATH, else `codex`; an absolute path when
@@ -686,34 +771,6 @@ pub fn find_on_path(program: &Path, path_var: Option<&str>) -> Option<PathBuf> {
 // ---------------------------------------------------------------------------------------------
 // The config file
 
-/// The setting that names the config file.
-pub const CONFIG_SETTING: &str = "CODEX_BRIDGE_CONFIG (--config)";
-
-/// The keys a config file may hold: every setting's name in snake_case, plus `log_format`.
-pub const CONFIG_FILE_KEYS: &[&str] = &[
-    "codex_bin",
-    "roots",
-    "store",
-    "allow_danger",
-    "max_concurrent",
-    "default_timeout_ms",
-    "max_timeout_ms",
-    "codex_config",
-    "max_line_bytes",
-    "max_output_bytes",
-    "queue_timeout_ms",
-    "idle_timeout_ms",
-    "nested_mcp",
-    "backend",
-    "max_warm",
-    "approvals",
-    "approval_timeout_ms",
-    "heartbeat_ms",
-    "session_ttl_days",
-    "http_listen",
-    "log_format",
-];
-
 /// Where the config file is looked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigLocation {
@@ -757,58 +814,6 @@ pub fn config_location(
         path: dir.join("codex-mcp-bridge").join("config.toml"),
         explicit: false,
     })
-}
-
-/// Why the settings or the config file are refused. Every message names the setting (and the
-/// file and key); none echoes a value from the file.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// A setting's value is refused: `setting` names its variable and flag.
-    #[error("invalid setting {setting}: {reason}")]
-    Invalid { setting: String, reason: String },
-
-    /// The config file exists (or was named) but cannot be read.
-    #[error(
-        "invalid setting {CONFIG_SETTING}: cannot read the config file {}: {source}",
-        .path.display()
-    )]
-    FileUnreadable {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-
-    /// The config file is not TOML (toml's own words, which quote no value).
-    #[error(
-        "invalid setting {CONFIG_SETTING}: the config file {} is not valid TOML{}: {message}",
-        .path.display(),
-        .line.map(|l| format!(" at line {l}")).unwrap_or_default()
-    )]
-    NotToml {
-        path: PathBuf,
-        line: Option<usize>,
-        message: String,
-    },
-
-    /// A key that is no setting (a typo, say).
-    #[error(
-        "invalid setting {CONFIG_SETTING}: unknown key `{key}` in the config file {}; the keys \
-         are the settings' names in snake_case: {}",
-        .path.display(),
-        CONFIG_FILE_KEYS.join(", ")
-    )]
-    UnknownKey { path: PathBuf, key: String },
-
-    /// A key whose value has the wrong type (the value is not repeated: it may be a secret).
-    #[error(
-        "invalid setting {CONFIG_SETTING}: in the config file {}, `{key}` must be {expected}",
-        .path.display()
-    )]
-    WrongType {
-        path: PathBuf,
-        key: String,
-        expected: String,
-    },
 }
 
 /// Read the config file at `loc`: `None` when it is the default one and absent. An explicit
@@ -865,6 +870,8 @@ struct FileKeys {
     nested_mcp: Option<String>,
     backend: Option<String>,
     max_warm: Option<usize>,
+    max_queued_turns: Option<usize>,
+    max_queued_prompt_bytes: Option<usize>,
     approvals: Option<String>,
     approval_timeout_ms: Option<u64>,
     heartbeat_ms: Option<u64>,
@@ -892,6 +899,8 @@ fn expected(key: &str) -> String {
         | "heartbeat_ms"
         | "session_ttl_days"
         | "max_warm"
+        | "max_queued_turns"
+        | "max_queued_prompt_bytes"
         | "approval_timeout_ms" => "a non-negative integer".into(),
         _ => "a string".into(),
     }
@@ -975,11 +984,14 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             nested_mcp,
             backend,
             max_warm: keys.max_warm,
+            max_queued_turns: keys.max_queued_turns,
+            max_queued_prompt_bytes: keys.max_queued_prompt_bytes,
             approvals,
             approval_timeout_ms: keys.approval_timeout_ms,
             heartbeat_ms: keys.heartbeat_ms,
             session_ttl_days: keys.session_ttl_days,
             http_listen: keys.http_listen,
+            config_file: None,
         },
         log_format,
     })
@@ -1006,11 +1018,15 @@ impl Settings {
             nested_mcp,
             backend,
             max_warm,
+            max_queued_turns,
+            max_queued_prompt_bytes,
             approvals,
             approval_timeout_ms,
             heartbeat_ms,
             session_ttl_days,
             http_listen,
+            // not read from a file
+            config_file: _,
         } = file;
         fn or<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) {
             if mine.is_none() {
@@ -1034,6 +1050,8 @@ impl Settings {
         or(&mut self.nested_mcp, nested_mcp);
         or(&mut self.backend, backend);
         or(&mut self.max_warm, max_warm);
+        or(&mut self.max_queued_turns, max_queued_turns);
+        or(&mut self.max_queued_prompt_bytes, max_queued_prompt_bytes);
         or(&mut self.approvals, approvals);
         or(&mut self.approval_timeout_ms, approval_timeout_ms);
         or(&mut self.heartbeat_ms, heartbeat_ms);
@@ -1259,6 +1277,8 @@ default_timeout_ms = 5000
 max_timeout_ms = 9000
 codex_config = ["model=\"o3\"", "k=v"]
 max_line_bytes = 10000
+max_queued_turns = 5
+max_queued_prompt_bytes = 4096
 max_output_bytes = 20000
 queue_timeout_ms = 1000
 idle_timeout_ms = 2000
@@ -1312,6 +1332,8 @@ log_format = "json"
         assert_eq!(s.max_timeout_ms, Some(9000));
         assert_eq!(s.codex_config, vec!["model=\"o3\"", "k=v"]);
         assert_eq!(s.max_line_bytes, Some(10000));
+        assert_eq!(s.max_queued_turns, Some(5));
+        assert_eq!(s.max_queued_prompt_bytes, Some(4096));
         assert_eq!(s.max_output_bytes, Some(20000));
         assert_eq!(s.queue_timeout_ms, Some(1000));
         assert_eq!(s.idle_timeout_ms, Some(2000));
@@ -1466,6 +1488,45 @@ log_format = "json"
             err.contains("CODEX_BRIDGE_CONFIG") && err.contains("none.toml"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn the_bridges_own_files_are_the_config_files_the_store_and_the_codex_binary() {
+        use crate::security::paths::OwnKind;
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = vars();
+        v.push(("CODEX_BRIDGE_CONFIG".into(), "/etc/cmb/../cmb.toml".into()));
+        let s = Settings {
+            codex_bin: Some("bin/codex".into()),
+            store: Some("/data/store".into()),
+            ..Default::default()
+        };
+        let c = Config::from_settings(&s, dir.path(), &v).unwrap();
+        let got: Vec<(OwnKind, PathBuf)> = c
+            .own_files
+            .iter()
+            .map(|f| (f.kind, f.path.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (OwnKind::ConfigFile, PathBuf::from("/etc/cmb.toml")),
+                (
+                    OwnKind::ConfigFile,
+                    PathBuf::from("/home/u/.config/codex-mcp-bridge/config.toml")
+                ),
+                (OwnKind::Store, PathBuf::from("/data/store")),
+                (OwnKind::CodexBin, dir.path().join("bin/codex")),
+            ]
+        );
+        // `--config` wins over the variable; a bare `codex` not on PATH names no file
+        let s = Settings {
+            config_file: Some("/flag.toml".into()),
+            ..Default::default()
+        };
+        let c = Config::from_settings(&s, dir.path(), &vars()).unwrap();
+        assert_eq!(c.own_files[0].path, PathBuf::from("/flag.toml"));
+        assert!(c.own_files.iter().all(|f| f.kind != OwnKind::CodexBin));
     }
 
     #[test]

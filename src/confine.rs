@@ -1,12 +1,13 @@
 //! The IO half of path confinement: ask the filesystem about a caller's path (canonical form,
 //! what is there) and let [`crate::security::paths::confine`] apply the rules to the answer.
 //! The only place a resolved [`Confined`] is made, and again, right before a spawn,
-//! [`recheck`]ed so a path swapped in between is caught.
+//! [`recheck`]ed so a path swapped in between is caught. It also resolves the bridge's own
+//! files for [`paths::check_own_files`].
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::security::paths::{self, Confined, Found, Kind, Lookup};
+use crate::security::paths::{self, Confined, Found, Kind, Lookup, OwnFile};
 
 /// Resolve `raw` (relative to `base` when not absolute), follow every symlink, and confine it
 /// inside one of `containers` (already canonical). Errors name `field` and the reason and
@@ -18,7 +19,7 @@ pub fn resolve(
     containers: &[PathBuf],
     kind: Kind,
 ) -> Result<Confined> {
-    paths::confine(field, raw, base, containers, kind, lookup)
+    Ok(paths::confine(field, raw, base, containers, kind, lookup)?)
 }
 
 /// The filesystem's answer for `path`.
@@ -62,6 +63,49 @@ pub fn recheck(c: &Confined) -> Result<()> {
     }
     Ok(())
 }
+
+/// `files` with what the filesystem says now: each one's path with every symlink resolved (for
+/// one that does not exist yet, its nearest existing ancestor resolved and the rest appended).
+pub fn resolve_own(files: &[OwnFile]) -> Vec<OwnFile> {
+    files
+        .iter()
+        .map(|f| OwnFile {
+            resolved: resolved_or_ancestor(&f.path),
+            ..f.clone()
+        })
+        .collect()
+}
+
+/// `path` canonical, or its nearest existing ancestor canonical with the rest appended.
+fn resolved_or_ancestor(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            return Some(rest.iter().rev().fold(c, |p: PathBuf, n| p.join(n)));
+        }
+        rest.push(at.file_name()?.to_os_string());
+        at = at.parent()?;
+    }
+}
+
+/// Refuse a writable turn in `cwd` when it holds one of the bridge's own files (see
+/// [`paths::check_own_files`]), with what the filesystem says of them right now.
+pub fn check_own_files(cwd: &Confined, writable: bool, files: &[&[OwnFile]]) -> Result<()> {
+    if !writable {
+        return Ok(());
+    }
+    let own: Vec<OwnFile> = files.iter().flat_map(|f| resolve_own(f)).collect();
+    paths::check_own_files(cwd.field(), cwd.path(), writable, &own)?;
+    // codex's workspace-write also makes its temporary directory writable (codex is given no
+    // TMPDIR: the environment allowlist does not pass one), wherever the turn runs
+    let temp = Path::new(CODEX_TEMP_DIR);
+    let temp = temp.canonicalize().unwrap_or_else(|_| temp.to_path_buf());
+    Ok(paths::check_own_files_in_temp(&temp, writable, &own)?)
+}
+
+/// The temporary directory a workspace-write turn of codex may write.
+pub const CODEX_TEMP_DIR: &str = "/tmp";
 
 #[cfg(test)]
 mod tests {

@@ -3,9 +3,12 @@
 //! # Layout
 //! - [`actors`]: the registry and session actors (ractor), the concurrency limiter, and the
 //!   [`actors::Bridge`] handle the MCP layer calls.
-//! - [`cli`]: the command line: `serve`, `sessions`, `doctor`, and the config file.
+//! - [`cli`]: the command line: `serve` and the config file, `sessions` and `doctor`
+//!   (`cli/sessions.rs`, `cli/doctor.rs`).
 //! - [`config`]: operator settings (flags, environment, config file), validated once at start.
-//! - [`error`]: the crate error and its user-facing messages (always redacted on the way out).
+//! - [`error`]: the crate error and its user-facing messages (always redacted on the way out);
+//!   [`failure`]: why a turn failed ([`failure::FailureKind`]), a leaf; [`invalid`]: the
+//!   refusal of one argument or setting, the pure layers' own error.
 //! - [`security`]: pure rules of the security model: environment allowlist, path confinement,
 //!   identifiers, operator override denylist, redaction. No IO.
 //! - [`confine`]: the IO half of path confinement (the filesystem's answer for a caller's
@@ -26,7 +29,9 @@ pub mod codex;
 pub mod config;
 pub mod confine;
 pub mod error;
+pub mod failure;
 pub mod hub;
+pub mod invalid;
 pub mod logging;
 pub mod mcp;
 pub mod security;

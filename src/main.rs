@@ -13,10 +13,11 @@ use codex_mcp_bridge::security::redact::{self, Redactor};
 use codex_mcp_bridge::server;
 use tokio_util::sync::CancellationToken;
 
-/// jemalloc, configured to give memory back: after a burst of turns glibc's malloc kept about
+/// jemalloc (the `jemalloc` feature, which the packages are built with), configured to give
+/// memory back: after a burst of turns glibc's malloc kept about
 /// 4.5 MiB of the server's anonymous memory (freed blocks held in each thread's cache and
 /// scattered between live ones), jemalloc so configured about 2 MiB (benches/README.md).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -25,11 +26,18 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// caches (with them a burst left 7 MiB more behind: each of the ~20 threads keeps what it
 /// freed); freed pages returned to the system at once rather than after 10 s of further
 /// allocator activity (the server may go idle before that comes).
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(feature = "jemalloc", target_os = "linux", target_env = "gnu"))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 pub static MALLOC_CONF: &[u8; 57] = b"narenas:1,tcache:false,dirty_decay_ms:0,muzzy_decay_ms:0\0";
 
 fn main() -> ExitCode {
+    // first of all: what codex runs outside its sandbox must not read this process's
+    // environment (the secrets the allowlist keeps from codex) or memory (SECURITY.md)
+    if let Err(e) = codex_mcp_bridge::codex::process::keep_memory_private() {
+        return fail(&format!(
+            "cannot make the process's memory private (PR_SET_DUMPABLE): {e}"
+        ));
+    }
     // glibc's malloc (what libc allocates for itself, and the whole heap where jemalloc is not
     // the allocator): before any thread exists, so that every thread shares the one arena
     codex_mcp_bridge::store::tune_allocator();

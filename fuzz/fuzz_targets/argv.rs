@@ -151,8 +151,9 @@ fn confined(path: PathBuf, within: &Path, kind: Kind, field: &str) -> Confined {
     )
 }
 
+/// The one model rule of every tool: 1 to 256 bytes, no control character (C0, DEL, C1).
 fn model_ok(m: &str) -> bool {
-    !m.is_empty() && m.len() <= MAX_MODEL_LEN && !m.contains('\0')
+    !m.is_empty() && m.len() <= MAX_MODEL_LEN && !m.chars().any(char::is_control)
 }
 
 fn prompt_ok(p: &str) -> bool {

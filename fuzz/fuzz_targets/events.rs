@@ -140,7 +140,7 @@ fn on_line(line: &str, t: &mut Transcript, c: &mut Counts) {
 
 /// Text the transcript keeps, in bytes.
 fn retained(t: &Transcript) -> usize {
-    t.thread_id.as_ref().map_or(0, String::len)
+    t.thread_id.as_ref().map_or(0, |id| id.to_arg().len())
         + t.last_message.as_ref().map_or(0, String::len)
         + t.failure.as_ref().map_or(0, String::len)
         + t.commands

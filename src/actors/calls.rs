@@ -160,7 +160,7 @@ impl Answer {
 #[derive(Debug, Clone)]
 pub struct SessionView {
     pub session_id: String,
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     pub working_directory: String,
     pub model: Option<String>,
     pub created_ms: u64,
@@ -177,7 +177,7 @@ impl SessionView {
     pub(crate) fn of(rec: &SessionRecord, live: bool) -> SessionView {
         SessionView {
             session_id: rec.session_id.to_string(),
-            thread_id: rec.thread_id.clone(),
+            thread_id: rec.thread_id,
             working_directory: rec.working_directory.display().to_string(),
             model: rec.model.clone(),
             created_ms: rec.created_ms,

@@ -36,7 +36,7 @@ use crate::codex::process::TurnOutcome;
 use crate::codex::rollout::TurnContext;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::security::ids::{SessionId, ThreadId};
+use crate::security::ids::SessionId;
 use crate::security::redact::ClientSecrets;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
@@ -58,6 +58,10 @@ pub type Progress = Arc<dyn Fn(String) + Send + Sync>;
 /// credentials never reach another host's codex process.
 #[derive(Debug, Clone)]
 pub struct ClientContext {
+    /// Which MCP connection this is: a stdio or socket connection, one Streamable HTTP session,
+    /// or one session-less HTTP request. What only the client that started a turn may do
+    /// (steer it) is decided by this, never by the settings, which connections share.
+    pub id: ClientId,
     pub config: Arc<Config>,
     /// Program, filtered environment, operator overrides, danger switch.
     pub common: Common,
@@ -68,10 +72,23 @@ pub struct ClientContext {
     pub secrets: ClientSecrets,
 }
 
+/// The identity of one MCP connection, unique in this process (never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientId(u64);
+
+impl ClientId {
+    /// A new identity, different from every other of this process.
+    pub fn fresh() -> ClientId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        ClientId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 impl ClientContext {
     /// The context of a client whose process has `config` and the environment `vars`.
     pub fn new(config: Config, vars: &[(String, String)]) -> ClientContext {
         ClientContext {
+            id: ClientId::fresh(),
             common: Common {
                 program: config.codex_bin.clone(),
                 env: crate::security::env::filter_env(
@@ -84,6 +101,15 @@ impl ClientContext {
             codex_home: crate::codex::home::codex_home(vars),
             config: Arc::new(config),
             secrets: ClientSecrets::default(),
+        }
+    }
+
+    /// The same settings and environment for another connection, with an identity of its own
+    /// (the owning process's stdio client and each of its HTTP sessions share the settings).
+    pub fn for_connection(&self) -> ClientContext {
+        ClientContext {
+            id: ClientId::fresh(),
+            ..self.clone()
         }
     }
 
@@ -144,12 +170,15 @@ pub struct Shared {
     pub live: DashMap<SessionId, ActorRef<SessionMessage>>,
     /// The cap on warm app-server processes, and who holds one.
     pub warm: warm::WarmPool,
+    /// What runs the session actors' turns and forks: codex (`Default`), or a unit test's fake.
+    pub backends: session::Backends,
 }
 
 impl Shared {
-    /// The owning process's own client context.
+    /// The owning process's own client context, with an identity of its own.
     pub fn own_context(&self) -> ClientContext {
         ClientContext {
+            id: ClientId::fresh(),
             config: self.config.clone(),
             common: self.common.clone(),
             codex_home: self.codex_home.clone(),
@@ -263,6 +292,18 @@ impl Bridge {
                 }
             });
         }
+        // the idle one-shot app-servers' keeper, linked under the registry: shutdown stops it
+        // (closing them)
+        Actor::spawn_linked(
+            None,
+            warm::OneShotKeeper,
+            Arc::downgrade(&shared),
+            registry.get_cell(),
+        )
+        .await
+        .map_err(|e| {
+            Error::SessionFailed(format!("could not start the warm pool's keeper: {e}"))
+        })?;
         let own = Arc::new(shared.own_context());
         Ok(Bridge {
             registry,
@@ -306,9 +347,8 @@ impl Bridge {
         let _cancel_on_drop = cancel.clone().drop_guard();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let shared = self.shared.clone();
-        let job = oneshot::job(move |hook, token| async move {
-            let _ = tx.send(oneshot::answer(shared, call, hook, token).await);
-        });
+        let job =
+            oneshot::job(move |hook, token| oneshot::answer_then(shared, call, hook, token, tx));
         self.spawn_one_shot(cancel, job).await?;
         rx.await.unwrap_or_else(|_| {
             Err(Error::SessionFailed(
@@ -367,10 +407,14 @@ impl Bridge {
         if configured == crate::config::Backend::AppServer && !pool.known() {
             // the details go to the log (redacted for this client); every client sees the
             // bare reason
-            pool.record(warm::probe(&client.common).await.map_err(|why| {
-                tracing::warn!(error = %client.secrets.redact(&why), "codex app-server did not start");
-                "codex app-server did not start or answer (the server log says why)".to_owned()
-            }));
+            // the probe's process counts against max_warm too; with no place free, some
+            // process runs already and a start will tell
+            if let Some(slot) = pool.try_slot() {
+                pool.record(warm::probe(&client.common, Some(slot)).await.map_err(|why| {
+                    tracing::warn!(error = %client.secrets.redact(&why), "codex app-server did not start");
+                    "codex app-server did not start or answer (the server log says why)".to_owned()
+                }));
+            }
         }
         let warning = match configured {
             crate::config::Backend::AppServer => pool.unusable().map(|why| {
@@ -387,7 +431,7 @@ impl Bridge {
             configured: configured.to_string(),
             effective: effective.to_string(),
             warning,
-            warm_processes: pool.len(),
+            warm_processes: pool.len() + pool.one_shot_count(),
             max_warm: pool.max(),
         }
     }
@@ -626,13 +670,6 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
         store.clear_inflight(&id)?;
     }
     Ok(store.flush().await?)
-}
-
-/// Parse a stored thread id.
-pub(crate) fn stored_thread(rec: &SessionRecord) -> Option<ThreadId> {
-    rec.thread_id
-        .as_deref()
-        .and_then(|t| ThreadId::parse(t).ok())
 }
 
 /// The record of a spawned codex process that the takeover sweep needs to find and kill it.

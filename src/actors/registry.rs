@@ -86,6 +86,44 @@ impl RegistryActor {
         Ok(actor)
     }
 
+    /// Fork a session through its actor (started from the store when it is not live).
+    async fn fork(
+        &self,
+        myself: &ActorRef<RegistryMessage>,
+        shared: &Arc<Shared>,
+        id: SessionId,
+        client: Arc<crate::actors::ClientContext>,
+        timeout: std::time::Duration,
+        reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+    ) {
+        if shared.live.get(&id).is_none() && !matches!(shared.store.get(&id), Ok(Some(_))) {
+            let _ = reply.send(Err(Error::invalid(
+                "sessionId",
+                format!("no session {id}; start one with the `codex` tool"),
+            )));
+            return;
+        }
+        match self.session(myself, shared, &id).await {
+            Ok(actor) => {
+                if let Err(ractor::MessagingErr::SendErr(SessionMessage::Fork { reply, .. })) =
+                    actor.cast(SessionMessage::Fork {
+                        client,
+                        timeout,
+                        reply,
+                    })
+                {
+                    shared.live.remove(&id);
+                    let _ = reply.send(Err(Error::Busy(format!(
+                        "session {id} was stopping; fork it again"
+                    ))));
+                }
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
     /// Route a turn to its session's actor (a new one when it stopped meanwhile).
     async fn turn(
         &self,
@@ -153,72 +191,19 @@ impl Actor for RegistryActor {
                 delete_thread,
                 client,
                 reply,
-            } => close(&myself, shared, id, delete_thread, client, reply),
+            } => close(self, &myself, shared, id, delete_thread, client, reply).await,
             RegistryMessage::Steer {
                 id,
                 text,
                 client,
                 reply,
-            } => {
-                let live = shared.live.get(&id).map(|e| e.value().clone());
-                let unsent = match live {
-                    Some(actor) => match actor.cast(SessionMessage::Steer {
-                        text,
-                        client,
-                        reply,
-                    }) {
-                        Ok(()) => None,
-                        Err(ractor::MessagingErr::SendErr(SessionMessage::Steer {
-                            reply, ..
-                        })) => Some(reply),
-                        Err(_) => None,
-                    },
-                    None => Some(reply),
-                };
-                if let Some(reply) = unsent {
-                    let _ = reply.send(Err(Error::invalid(
-                        "sessionId",
-                        format!(
-                            "no turn is running on session {id}; send the message as a new turn \
-                             with the `codex` tool"
-                        ),
-                    )));
-                }
-            }
+            } => steer(shared, id, text, client, reply),
             RegistryMessage::Fork {
                 id,
                 client,
                 timeout,
                 reply,
-            } => {
-                if shared.live.get(&id).is_none() && !matches!(shared.store.get(&id), Ok(Some(_))) {
-                    let _ = reply.send(Err(Error::invalid(
-                        "sessionId",
-                        format!("no session {id}; start one with the `codex` tool"),
-                    )));
-                    return Ok(());
-                }
-                match self.session(&myself, shared, &id).await {
-                    Ok(actor) => {
-                        if let Err(ractor::MessagingErr::SendErr(SessionMessage::Fork {
-                            reply,
-                            ..
-                        })) = actor.cast(SessionMessage::Fork {
-                            client,
-                            timeout,
-                            reply,
-                        }) {
-                            shared.live.remove(&id);
-                            let _ = reply.send(Err(Error::Busy(format!(
-                                "session {id} was stopping; fork it again"
-                            ))));
-                        }
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                    }
-                }
-            }
+            } => self.fork(&myself, shared, id, client, timeout, reply).await,
         }
         Ok(())
     }
@@ -243,6 +228,38 @@ impl Actor for RegistryActor {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// Hand a steer to a live session's actor; a session without one runs no turn.
+fn steer(
+    shared: &Arc<Shared>,
+    id: SessionId,
+    text: String,
+    client: Arc<crate::actors::ClientContext>,
+    reply: oneshot::Sender<Result<()>>,
+) {
+    let live = shared.live.get(&id).map(|e| e.value().clone());
+    let unsent = match live {
+        Some(actor) => match actor.cast(SessionMessage::Steer {
+            text,
+            client,
+            reply,
+        }) {
+            Ok(()) => None,
+            Err(ractor::MessagingErr::SendErr(SessionMessage::Steer { reply, .. })) => Some(reply),
+            Err(_) => None,
+        },
+        None => Some(reply),
+    };
+    if let Some(reply) = unsent {
+        let _ = reply.send(Err(Error::invalid(
+            "sessionId",
+            format!(
+                "no turn is running on session {id}; send the message as a new turn \
+                 with the `codex` tool"
+            ),
+        )));
     }
 }
 
@@ -271,8 +288,12 @@ fn get(
     let _ = reply.send(stored.map(|r| r.map(|r| crate::actors::SessionView::of(&r, false))));
 }
 
-/// Close a session: through its live actor, else (a stored one) in a task of its own.
-fn close(
+/// Close a session, always through its actor (a stored session's is started from its record
+/// for it): a turn sent behind the close reaches the same actor after it, so no turn can read
+/// the record before the close forgets it and write it back afterwards. An actor that stopped
+/// (idle) or drained as the close arrived gives the message back, and a fresh one takes it.
+async fn close(
+    registry: &RegistryActor,
     myself: &ActorRef<RegistryMessage>,
     shared: &Arc<Shared>,
     id: SessionId,
@@ -280,39 +301,38 @@ fn close(
     client: Arc<crate::actors::ClientContext>,
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
-    let existing = shared.live.get(&id).map(|e| e.value().clone());
-    // an actor that stopped (idle) as the close arrived gives the message back: the close then
-    // goes to the store like one for a session that is not live
-    let unsent = match existing {
-        Some(actor) => match actor.cast(SessionMessage::Close {
-            delete_thread,
-            client,
-            reply,
-        }) {
-            Ok(()) => None,
-            Err(ractor::MessagingErr::SendErr(SessionMessage::Close {
-                delete_thread,
-                client,
-                reply,
-            })) => {
-                shared.live.remove(&id);
-                Some((delete_thread, client, reply))
-            }
-            Err(_) => {
-                // the message is gone with the actor; its caller sees the failure
-                shared.live.remove(&id);
-                None
-            }
-        },
-        None => Some((delete_thread, client, reply)),
+    let mut msg = SessionMessage::Close {
+        delete_thread,
+        client,
+        reply,
     };
-    if let Some((delete_thread, client, reply)) = unsent {
-        let (shared, registry) = (shared.clone(), myself.get_cell());
-        tokio::spawn(async move {
-            let _ = reply.send(
-                crate::actors::session::close_stored(&shared, registry, &id, delete_thread, client)
-                    .await,
-            );
-        });
+    // a second attempt always reaches a fresh actor (the stale one is forgotten first)
+    for _ in 0..2 {
+        let actor = match registry.session(myself, shared, &id).await {
+            Ok(a) => a,
+            Err(e) => {
+                if let SessionMessage::Close { reply, .. } = msg {
+                    let _ = reply.send(Err(e));
+                }
+                return;
+            }
+        };
+        match actor.cast(msg) {
+            Ok(()) => return,
+            Err(ractor::MessagingErr::SendErr(back)) => {
+                shared.live.remove(&id);
+                msg = back;
+            }
+            // the message is gone with the actor; its caller sees the failure
+            Err(_) => {
+                shared.live.remove(&id);
+                return;
+            }
+        }
+    }
+    if let SessionMessage::Close { reply, .. } = msg {
+        let _ = reply.send(Err(Error::Busy(format!(
+            "session {id} was stopping; close it again"
+        ))));
     }
 }

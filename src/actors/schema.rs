@@ -5,7 +5,10 @@
 //! only a subset of JSON Schema (every object closed with `additionalProperties: false`, every
 //! property required, a small set of keywords). A schema inside that subset goes native (a
 //! non-object root wrapped in `{"value": …}`); any other schema is put in the prompt instead.
-//! Either way the answer is validated here with a JSON Schema validator.
+//! Either way the answer is validated here with a JSON Schema validator (`boon`), which is
+//! never allowed to load a document: a `$ref` to a file or a URL is refused with the schema, so a
+//! caller's schema cannot make the server read a file (only the drafts' own metaschemas, built
+//! into the validator, resolve).
 
 use serde_json::{Value, json};
 
@@ -40,7 +43,50 @@ pub struct Plan {
     pub prompt_suffix: String,
     /// The answer is `{"value": …}` and must be unwrapped.
     wrapped: bool,
-    validator: jsonschema::Validator,
+    schemas: boon::Schemas,
+    index: boon::SchemaIndex,
+}
+
+/// The validator's loader for every document it does not hold: none is loaded.
+struct NoLoader;
+
+impl boon::UrlLoader for NoLoader {
+    fn load(&self, url: &str) -> std::result::Result<Value, Box<dyn std::error::Error>> {
+        Err(
+            format!("the schema refers to {url}, and no document outside the schema is loaded")
+                .into(),
+        )
+    }
+}
+
+/// The caller's schema compiled for validation (the metaschema check included).
+fn compile(schema: &Value) -> Result<(boon::Schemas, boon::SchemaIndex)> {
+    const LOCATION: &str = "urn:codex-mcp-bridge:schema";
+    let mut compiler = boon::Compiler::new();
+    compiler.use_loader(Box::new(NoLoader));
+    let mut schemas = boon::Schemas::new();
+    let refused = |e: boon::CompileError| {
+        let why = match std::error::Error::source(&e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        };
+        Error::invalid("schema", format!("is not a valid JSON Schema: {why}"))
+    };
+    compiler
+        .add_resource(LOCATION, schema.clone())
+        .map_err(refused)?;
+    let index = compiler.compile(LOCATION, &mut schemas).map_err(refused)?;
+    Ok((schemas, index))
+}
+
+/// The innermost errors of a validation failure, each at its place in the answer.
+fn leaves(e: &boon::ValidationError<'_, '_>, out: &mut Vec<String>) {
+    if e.causes.is_empty() {
+        out.push(format!("- at `{}`: {}", e.instance_location, e.kind));
+    }
+    for c in &e.causes {
+        leaves(c, out);
+    }
 }
 
 /// Check a caller's schema (an object, or a string holding one) and decide how to use it.
@@ -60,8 +106,7 @@ pub fn plan(raw: &Value) -> Result<Plan> {
     if !schema.is_object() {
         return Err(Error::invalid("schema", "must be a JSON Schema object"));
     }
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| Error::invalid("schema", format!("is not a valid JSON Schema: {e}")))?;
+    let (schemas, index) = compile(&schema)?;
     if is_strict(&schema) {
         let object_root = schema.get("type").and_then(Value::as_str) == Some("object");
         let (native, wrapped) = if object_root {
@@ -84,7 +129,8 @@ pub fn plan(raw: &Value) -> Result<Plan> {
             native_schema: Some(native),
             prompt_suffix: String::new(),
             wrapped,
-            validator,
+            schemas,
+            index,
         })
     } else {
         let suffix = format!(
@@ -95,7 +141,8 @@ pub fn plan(raw: &Value) -> Result<Plan> {
             native_schema: None,
             prompt_suffix: suffix,
             wrapped: false,
-            validator,
+            schemas,
+            index,
         })
     }
 }
@@ -110,12 +157,11 @@ impl Plan {
                 .cloned()
                 .ok_or_else(|| "the answer lacks the `value` wrapper".to_owned())?;
         }
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(&value)
-            .take(10)
-            .map(|e| format!("- at `{}`: {}", e.instance_path(), e))
-            .collect();
+        let mut errors = vec![];
+        if let Err(e) = self.schemas.validate(&value, self.index) {
+            leaves(&e, &mut errors);
+        }
+        errors.truncate(10);
         if errors.is_empty() {
             Ok(value)
         } else {
@@ -231,6 +277,35 @@ mod tests {
         let huge = json!({"description": "x".repeat(super::MAX_SCHEMA_BYTES)});
         assert!(plan(&huge).is_err());
         assert!(plan(&json!("{\"type\":\"object\"}")).is_ok());
+    }
+
+    #[test]
+    fn a_schema_referring_to_a_file_or_a_url_is_refused_and_nothing_is_read() {
+        // a file that is itself a valid schema: the default loader would read it and succeed
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.json");
+        std::fs::write(&file, r#"{"type": "string"}"#).unwrap();
+        let url = format!("file://{}", file.display());
+        for r in [
+            url.as_str(),
+            "http://127.0.0.1:9/s.json",
+            "https://example.com/s.json",
+        ] {
+            let err = plan(&json!({"$ref": r})).err().unwrap().to_string();
+            assert!(
+                err.contains("`schema`") && err.contains("no document"),
+                "{err}"
+            );
+        }
+        // the drafts' own metaschemas still resolve, and a local `$ref` works
+        let p = plan(&json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"n": {"type": "integer"}},
+            "type": "object", "properties": {"a": {"$ref": "#/definitions/n"}}
+        }))
+        .unwrap();
+        assert!(p.check(r#"{"a": 1}"#).is_ok());
+        assert!(p.check(r#"{"a": "x"}"#).unwrap_err().contains("/a"));
     }
 
     #[test]

@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::actors::calls::Answer;
+use crate::actors::oneshot::Lease;
 use crate::actors::oneshot::Runner;
 use crate::actors::schema::Plan;
-use crate::codex::argv::{TurnRequest, build_turn};
+use crate::actors::warm::Serves;
+use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
-use crate::codex::process::Ending;
+use crate::codex::process::{Ending, ThreadWanted};
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use crate::security::paths::Confined;
@@ -60,8 +62,91 @@ impl Files {
 }
 
 /// Ask, check, and ask once more on a validation failure. The answer carries the validated
-/// (redacted) JSON in `data`, or the failure in `error`.
+/// (redacted) JSON in `data`, or the failure in `error`. On the app-server backend a call
+/// without images runs on a warm app-server of its client in its directory (see
+/// [`warm_answer`]), else with `codex exec`.
 pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
+    if ask.images.is_empty() {
+        // a start-up counts against the call's time: `warm_answer` takes what is left
+        let started = Instant::now();
+        let common = runner.client.common_for(false);
+        let serves = Serves::Dir(ask.cwd.path().to_path_buf());
+        if let Some(mut lease) = runner
+            .lease(serves, &common, Some(&ask.cwd), ask.timeout)
+            .await?
+        {
+            let answered = warm_answer(runner, &mut lease, ask, started).await;
+            runner.keep(lease);
+            return answered;
+        }
+    }
+    exec_answer(runner, ask).await
+}
+
+/// [`answer`] on a warm app-server: the first turn on a new ephemeral thread with the schema
+/// as its `outputSchema` (when codex takes it natively), the re-ask a second turn on that
+/// thread, still loaded. Codex's final message (redacted, as every answer) is what is checked.
+async fn warm_answer(
+    runner: &Runner<'_>,
+    lease: &mut Lease,
+    ask: Ask,
+    started: Instant,
+) -> Result<Answer> {
+    let mut prompt = ask.prompt;
+    prompt.push_str(&ask.plan.prompt_suffix);
+    let mut wanted = ThreadWanted::Start;
+    let mut total_queued = Duration::ZERO;
+    let common = runner.client.common_for(false);
+    let sandbox = SandboxLevel::ReadOnly;
+    for attempt in 0..2 {
+        let remaining = ask
+            .timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_secs(1));
+        let req = TurnRequest {
+            prompt: std::mem::take(&mut prompt),
+            sandbox: None,
+            model: ask.model.clone(),
+            reasoning_effort: None,
+            cwd: ask.cwd.clone(),
+            images: vec![],
+            resume: None,
+            output_schema: None,
+            output_last_message: None,
+        };
+        let turn = build_warm_turn(&common, req)?.into_one_shot(ask.plan.native_schema.clone());
+        let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
+        total_queued += queued;
+        if !matches!(outcome.ending, Ending::Completed) {
+            return Ok(Answer::of(outcome, total_queued, sandbox, None, ask.model));
+        }
+        let text = outcome.output.message.clone().unwrap_or_default();
+        let thread = outcome.output.thread_id;
+        let mut a = Answer::of(outcome, total_queued, sandbox, None, ask.model.clone());
+        match ask.plan.check(&text) {
+            Ok(mut data) => {
+                runner.client.secrets.redact_json(&mut data);
+                a.data = Some(data);
+                return Ok(a);
+            }
+            Err(errors) if attempt == 0 && thread.is_some() => {
+                if let Some(t) = thread {
+                    wanted = ThreadWanted::Resume(t);
+                }
+                prompt = ask_again(runner, &errors);
+            }
+            Err(errors) => {
+                a.error = Some(not_valid(&errors));
+                return Ok(a);
+            }
+        }
+    }
+    Err(Error::SessionFailed("structured: no attempt left".into()))
+}
+
+/// [`answer`] with `codex exec`: `--output-schema` and `-o` files, the re-ask an
+/// `exec resume` of the thread.
+async fn exec_answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
     let files = Files::new(&ask.plan)?;
     let started = Instant::now();
     let mut prompt = ask.prompt;
@@ -113,21 +198,31 @@ pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
             }
             Err(errors) if attempt == 0 && thread.is_some() => {
                 resume = thread;
-                prompt = format!(
-                    "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
-                );
-                if let Some(p) = &runner.progress {
-                    p("answer did not validate; asking once more".into());
-                }
+                prompt = ask_again(runner, &errors);
             }
             Err(errors) => {
-                a.error = Some(Error::Codex {
-                    kind: FailureKind::TurnFailed,
-                    message: format!("the answer does not validate against the schema: {errors}"),
-                });
+                a.error = Some(not_valid(&errors));
                 return Ok(a);
             }
         }
     }
     Err(Error::SessionFailed("structured: no attempt left".into()))
+}
+
+/// The re-ask after an answer that did not validate (said on the call's progress).
+fn ask_again(runner: &Runner<'_>, errors: &str) -> String {
+    if let Some(p) = &runner.progress {
+        p("answer did not validate; asking once more".into());
+    }
+    format!(
+        "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
+    )
+}
+
+/// The error of an answer that still does not validate.
+fn not_valid(errors: &str) -> Error {
+    Error::Codex {
+        kind: FailureKind::TurnFailed,
+        message: format!("the answer does not validate against the schema: {errors}"),
+    }
 }

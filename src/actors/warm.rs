@@ -2,19 +2,48 @@
 //! are idle, and which was used least recently. Each process is owned by its session actor
 //! (held in its state between turns, in its turn task during a turn); this pool only counts
 //! and picks whom to ask to close theirs when a new one is needed and the cap is reached.
+//!
+//! The cap holds for processes, not only for holders: every `codex app-server` the server
+//! starts (a session's, the spare, a fork's one-off, a probe's) first takes one of `max_warm`
+//! [`Slot`]s, and gives it back only once it has been reaped. A process that is still closing
+//! keeps its slot; a new one waits for it.
+//!
+//! The pool also owns the idle app-servers of one-shot calls (`query`, `search`,
+//! `structured`: [`OneShotServer`]), each for one client context and never shared: taken
+//! whole by the call that uses it (so the call's one-shot actor owns it while its turn runs,
+//! and its cancel or stop kills it), given back only after a completed turn whose thread it let
+//! go of, closed after the idle timeout by the [`OneShotKeeper`] actor, at shutdown, and when
+//! a new process needs its slot. Each is on record (`inflight`, under a key of its own) for
+//! as long as it lives.
 
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use ractor::ActorRef;
 
-use crate::actors::session::SessionMessage;
 use crate::codex::process::WarmKey;
 use crate::security::ids::SessionId;
 
+/// The index of the least recently used holder whose process is idle, if any.
+fn least_recently_used_idle(entries: &[Entry]) -> Option<usize> {
+    entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.busy)
+        .min_by_key(|(_, e)| e.last_used)
+        .map(|(i, _)| i)
+}
+
+/// How the pool asks a holder to close its idle process (a session actor casts itself its
+/// `CloseWarm`); the pool names no actor type, so it imports nothing of the session's.
+pub type Closer = Arc<dyn Fn() + Send + Sync>;
+
 struct Entry {
     id: SessionId,
-    actor: ActorRef<SessionMessage>,
+    closer: Closer,
     last_used: Instant,
     busy: bool,
 }
@@ -39,7 +68,109 @@ pub struct WarmPool {
     /// Whether this codex has a usable app-server, once known: the first warm start (or a
     /// probe) tells. `Err` holds why not; turns then run with `codex exec`.
     health: Mutex<Option<std::result::Result<(), String>>>,
+    /// One permit per app-server process that may exist at once.
+    slots: Arc<Semaphore>,
+    /// The idle app-servers of one-shot calls.
+    one_shots: Mutex<OneShotIdle>,
 }
+
+/// The idle one-shot app-servers, and whether the pool still takes any back (not once its
+/// keeper stopped: shutdown).
+#[derive(Default)]
+struct OneShotIdle {
+    idle: Vec<OneShotServer>,
+    closed: bool,
+}
+
+/// What a one-shot app-server serves: the process's key besides its client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serves {
+    /// `query` (`search: false`) or `search` (`search: true`, the only process with live web
+    /// search on), in the process's own directory: each call's thread runs in a fresh one.
+    Scratch { search: bool },
+    /// `structured` in this working directory (the projects pin names it).
+    Dir(std::path::PathBuf),
+}
+
+/// An app-server that serves one client context's one-shot calls: its process, its record for
+/// the crash sweep, and (for `query` and `search`) the directory it was started in, removed
+/// with it. Retire it with [`OneShotServer::retire`]; dropping it kills the process.
+pub struct OneShotServer {
+    pub client: crate::actors::ClientId,
+    pub serves: Serves,
+    pub process: Option<crate::codex::process::WarmProcess>,
+    /// Its `inflight` key (no session uses it).
+    pub record: SessionId,
+    /// The process's own directory (`Scratch`), and the directory itself.
+    pub home: Option<(tempfile::TempDir, crate::security::paths::Confined)>,
+    pub store: crate::store::Store,
+    idle_since: Instant,
+}
+
+impl OneShotServer {
+    /// A server for `client`'s calls of kind `serves`, running `process`, on record as `record`.
+    pub fn new(
+        client: crate::actors::ClientId,
+        serves: Serves,
+        process: crate::codex::process::WarmProcess,
+        record: SessionId,
+        home: Option<(tempfile::TempDir, crate::security::paths::Confined)>,
+        store: crate::store::Store,
+    ) -> OneShotServer {
+        OneShotServer {
+            client,
+            serves,
+            process: Some(process),
+            record,
+            home,
+            store,
+            idle_since: Instant::now(),
+        }
+    }
+
+    /// Close the process (EOF, then a kill: reaped before its slot comes back) and forget its
+    /// record.
+    pub async fn retire(mut self) {
+        if let Some(w) = self.process.take() {
+            w.close().await;
+        }
+        let _ = self.store.clear_inflight(&self.record);
+        let _ = self.store.flush().await;
+    }
+
+    /// Kill the process and everything it started (a distrusted one: its turn did not
+    /// complete), reap it, and forget its record.
+    pub async fn kill(mut self) {
+        if let Some(mut w) = self.process.take() {
+            w.kill().await;
+        }
+        let _ = self.store.clear_inflight(&self.record);
+        let _ = self.store.flush().await;
+    }
+
+    fn alive(&mut self) -> bool {
+        self.process
+            .as_mut()
+            .is_some_and(|w| w.reusable() && !w.exited())
+    }
+}
+
+impl Drop for OneShotServer {
+    fn drop(&mut self) {
+        if let Some(w) = self.process.take() {
+            // not retired (an aborted task): killed now; the record goes with it
+            drop(w);
+            let _ = self.store.clear_inflight(&self.record);
+        }
+    }
+}
+
+/// The right to have one `codex app-server` process: held by the process
+/// ([`crate::codex::process::WarmProcess::hold`]) until it has been reaped.
+pub type Slot = OwnedSemaphorePermit;
+
+/// How often a start waiting for a slot looks again (and closes a spare started meanwhile).
+const ROOM_EVERY: Duration = Duration::from_millis(250);
 
 impl WarmPool {
     /// A pool of at most `max` warm processes.
@@ -49,6 +180,175 @@ impl WarmPool {
             spare: Mutex::new(None),
             entries: Mutex::new(Vec::new()),
             health: Mutex::new(None),
+            slots: Arc::new(Semaphore::new(max.max(1))),
+            one_shots: Mutex::new(OneShotIdle::default()),
+        }
+    }
+
+    fn idle_one_shots(&self) -> std::sync::MutexGuard<'_, OneShotIdle> {
+        self.one_shots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle one-shot app-server of `client` for `serves` that `fits` (its key is the one
+    /// the call would start now) and is alive; one found dead or unfit is retired.
+    pub fn take_one_shot(
+        &self,
+        client: crate::actors::ClientId,
+        serves: &Serves,
+        fits: impl Fn(&OneShotServer) -> bool,
+    ) -> Option<OneShotServer> {
+        let mut unfit = Vec::new();
+        let mut found = None;
+        {
+            let mut pool = self.idle_one_shots();
+            let mut kept = Vec::with_capacity(pool.idle.len());
+            for mut s in std::mem::take(&mut pool.idle) {
+                if s.client != client || &s.serves != serves {
+                    kept.push(s);
+                } else if !(s.alive() && fits(&s)) {
+                    unfit.push(s);
+                } else if found.is_none() {
+                    found = Some(s);
+                } else {
+                    kept.push(s);
+                }
+            }
+            pool.idle = kept;
+        }
+        for s in unfit {
+            tokio::spawn(s.retire());
+        }
+        found
+    }
+
+    /// Keep `server` until a call of its client takes it; once the pool is closed (shutdown)
+    /// it is handed back, to be retired.
+    #[must_use]
+    pub fn put_one_shot(&self, mut server: OneShotServer) -> Option<OneShotServer> {
+        let mut pool = self.idle_one_shots();
+        if pool.closed {
+            return Some(server);
+        }
+        server.idle_since = Instant::now();
+        pool.idle.push(server);
+        None
+    }
+
+    /// The idle one-shot servers unused for `idle` or found dead, taken out (to be retired).
+    fn expired_one_shots(&self, idle: Duration) -> Vec<OneShotServer> {
+        let mut pool = self.idle_one_shots();
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut pool.idle)
+            .into_iter()
+            .map(|mut s| (s.idle_since.elapsed() >= idle || !s.alive(), s))
+            .partition(|(gone, _)| *gone);
+        pool.idle = kept.into_iter().map(|(_, s)| s).collect();
+        gone.into_iter().map(|(_, s)| s).collect()
+    }
+
+    /// Close the pool to one-shot servers and take every idle one (shutdown).
+    fn close_one_shots(&self) -> Vec<OneShotServer> {
+        let mut pool = self.idle_one_shots();
+        pool.closed = true;
+        std::mem::take(&mut pool.idle)
+    }
+
+    /// Retire the least recently used idle one-shot server, if any (its slot comes back once
+    /// it has been reaped).
+    fn close_idle_one_shot_now(&self) -> bool {
+        let oldest = {
+            let mut pool = self.idle_one_shots();
+            let i = pool
+                .idle
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, s)| s.idle_since)
+                .map(|(i, _)| i);
+            i.map(|i| pool.idle.swap_remove(i))
+        };
+        match oldest {
+            Some(s) => {
+                tracing::info!(
+                    "closing an idle one-shot app-server for a new one (max_warm reached)"
+                );
+                tokio::spawn(s.retire());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many idle one-shot app-servers there are.
+    pub fn one_shot_count(&self) -> usize {
+        self.idle_one_shots().idle.len()
+    }
+
+    /// A slot for a new process, if one is free now (the spare's start: it never waits).
+    pub fn try_slot(&self) -> Option<Slot> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// A slot for a new process: free now, or once a process still closing has been reaped.
+    /// While none is free the spare is closed, and from `patience` on (then every 2.5 s) the
+    /// least recently used idle holder is asked to close its process: a
+    /// turn, whose holder was admitted by [`WarmPool::acquire`] (which asked for a close
+    /// already), waits for that close first; a fork does not. `None` when `within` passes
+    /// (every process is busy) or `cancel` fires.
+    pub async fn slot(
+        &self,
+        within: Duration,
+        patience: Duration,
+        cancel: &CancellationToken,
+    ) -> Option<Slot> {
+        let start = tokio::time::Instant::now();
+        let deadline = start + within;
+        let mut evict_at = start + patience;
+        loop {
+            if let Some(s) = self.try_slot() {
+                return Some(s);
+            }
+            let now = tokio::time::Instant::now();
+            if !self.close_spare_now() && !self.close_idle_one_shot_now() && now >= evict_at {
+                self.evict_idle();
+                evict_at = now + ROOM_EVERY * 10;
+            }
+            if now >= deadline {
+                return None;
+            }
+            let wait = (deadline - now).min(ROOM_EVERY);
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return None,
+                got = tokio::time::timeout(wait, self.slots.clone().acquire_owned()) => {
+                    if let Ok(Ok(s)) = got {
+                        return Some(s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Close the spare, if there is one (its slot comes back once it has been reaped).
+    fn close_spare_now(&self) -> bool {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match spare {
+            Some((_, w)) => {
+                tracing::info!("closing the spare app-server for a new one (max_warm reached)");
+                tokio::spawn(w.close());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ask the least recently used idle holder to close its process (its slot comes back once
+    /// that process has been reaped).
+    fn evict_idle(&self) {
+        let mut entries = self.lock();
+        let victim = least_recently_used_idle(&entries);
+        if let Some(i) = victim {
+            let v = entries.swap_remove(i);
+            tracing::info!(session = %v.id, "closing the least recently used warm codex process for a new one (max_warm reached)");
+            (v.closer)();
         }
     }
 
@@ -61,7 +361,9 @@ impl WarmPool {
                 if w.reusable() && !w.exited() {
                     Some(w)
                 } else {
-                    // dead or distrusted: dropped (and killed, if anything is left of it)
+                    // dead or distrusted: closed (killed, if anything is left of it, and
+                    // reaped before its slot comes back)
+                    tokio::spawn(w.close());
                     None
                 }
             }
@@ -83,14 +385,6 @@ impl WarmPool {
             .unwrap_or_else(|p| p.into_inner())
             .replace((key, w))
             .map(|(_, old)| old)
-    }
-
-    /// Whether a spare is kept.
-    fn has_spare(&self) -> bool {
-        self.spare
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
     }
 
     /// Close the spare (shutdown).
@@ -134,39 +428,30 @@ impl WarmPool {
     /// Session `id` is about to run a turn on a warm process (its own, or a new one). A session
     /// already holding one is marked busy; a new holder is admitted when there is room, or
     /// when the least recently used idle holder can be asked to close its process.
-    pub fn acquire(&self, id: &SessionId, actor: &ActorRef<SessionMessage>) -> Acquired {
+    pub fn acquire(&self, id: &SessionId, closer: &Closer) -> Acquired {
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| &e.id == id) {
             e.busy = true;
             e.last_used = Instant::now();
             return Acquired::Granted;
         }
-        // the spare counts against the cap, and goes first
-        if entries.len() + usize::from(self.has_spare()) >= self.max {
-            let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some((_, w)) = spare {
-                tokio::spawn(w.close());
-            }
-        }
+        // the spare counts against the cap through its slot: the start of the new process
+        // closes it when no slot is free ([`WarmPool::slot`]), so that a session in the
+        // spare's directory can still take it
         if entries.len() >= self.max {
-            let victim = entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| !e.busy)
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(i, _)| i);
+            let victim = least_recently_used_idle(&entries);
             match victim {
                 Some(i) => {
                     let v = entries.swap_remove(i);
                     tracing::info!(session = %v.id, "closing the least recently used warm codex process (max_warm reached)");
-                    let _ = v.actor.cast(SessionMessage::CloseWarm);
+                    (v.closer)();
                 }
                 None => return Acquired::Full,
             }
         }
         entries.push(Entry {
             id: id.clone(),
-            actor: actor.clone(),
+            closer: closer.clone(),
             last_used: Instant::now(),
             busy: true,
         });
@@ -175,7 +460,7 @@ impl WarmPool {
 
     /// Session `id`'s turn ended and it keeps its warm process (counted again if it had been
     /// picked for closing while its turn ran).
-    pub fn idle(&self, id: &SessionId, actor: &ActorRef<SessionMessage>) {
+    pub fn idle(&self, id: &SessionId, closer: &Closer) {
         let mut entries = self.lock();
         match entries.iter_mut().find(|e| &e.id == id) {
             Some(e) => {
@@ -184,7 +469,7 @@ impl WarmPool {
             }
             None => entries.push(Entry {
                 id: id.clone(),
-                actor: actor.clone(),
+                closer: closer.clone(),
                 last_used: Instant::now(),
                 busy: false,
             }),
@@ -214,11 +499,18 @@ impl WarmPool {
 
 /// Start a `codex app-server` with `common` in a scratch directory, complete the handshake and
 /// close it: whether this codex binary has a usable app-server (for `ping` and `doctor`).
-pub async fn probe(common: &crate::codex::argv::Common) -> std::result::Result<(), String> {
+/// `slot` is the probe's place under a server's cap (`None` outside a server: `doctor`).
+pub async fn probe(
+    common: &crate::codex::argv::Common,
+    slot: Option<Slot>,
+) -> std::result::Result<(), String> {
     let (_dir, cwd) = crate::actors::oneshot::scratch_dir().map_err(|e| e.to_string())?;
     let spec = crate::codex::argv::build_app_server(common, cwd).map_err(|e| e.to_string())?;
     match crate::codex::process::WarmProcess::spawn(&spec, None).await {
-        Ok(w) => {
+        Ok(mut w) => {
+            if let Some(s) = slot {
+                w.hold(s);
+            }
             w.close().await;
             Ok(())
         }
@@ -234,13 +526,18 @@ pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex
     if shared.warm.len() >= shared.warm.max() {
         return;
     }
+    // a spare never waits for room: it starts only into a free slot
+    let Some(slot) = shared.warm.try_slot() else {
+        return;
+    };
     let key = crate::codex::process::key_of(&spec);
     let idle = shared.idle_timeout;
     let weak = std::sync::Arc::downgrade(shared);
     tokio::spawn(async move {
-        let Ok(w) = crate::codex::process::WarmProcess::spawn(&spec, None).await else {
+        let Ok(mut w) = crate::codex::process::WarmProcess::spawn(&spec, None).await else {
             return;
         };
+        w.hold(slot);
         let pid = w.info().pid;
         let Some(shared) = weak.upgrade() else {
             w.close().await;
@@ -290,4 +587,71 @@ pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex
             }
         }
     });
+}
+
+/// The actor that closes idle one-shot app-servers: after the idle timeout (looked at every
+/// second), and all of them when it stops (shutdown; linked under the registry). It holds the
+/// shared state weakly, so a stopped server's store is not kept open by it.
+pub struct OneShotKeeper;
+
+/// Messages to the [`OneShotKeeper`].
+pub enum KeeperMessage {
+    /// Look for idle servers past the idle timeout.
+    Tick,
+}
+
+/// How often the keeper looks for idle one-shot servers to close.
+const KEEP_EVERY: Duration = Duration::from_secs(1);
+
+impl ractor::Actor for OneShotKeeper {
+    type Msg = KeeperMessage;
+    type State = std::sync::Weak<crate::actors::Shared>;
+    type Arguments = std::sync::Weak<crate::actors::Shared>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<KeeperMessage>,
+        shared: Self::Arguments,
+    ) -> Result<Self::State, ractor::ActorProcessingErr> {
+        // the ticker ends with the actor (its cast fails)
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(KEEP_EVERY).await;
+                if myself.cast(KeeperMessage::Tick).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(shared)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<KeeperMessage>,
+        msg: KeeperMessage,
+        shared: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        let KeeperMessage::Tick = msg;
+        let Some(s) = shared.upgrade() else {
+            return Ok(());
+        };
+        let expired = s.warm.expired_one_shots(s.idle_timeout);
+        drop(s);
+        futures::future::join_all(expired.into_iter().map(OneShotServer::retire)).await;
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<KeeperMessage>,
+        shared: &mut Self::State,
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        let Some(s) = shared.upgrade() else {
+            return Ok(());
+        };
+        let all = s.warm.close_one_shots();
+        drop(s);
+        futures::future::join_all(all.into_iter().map(OneShotServer::retire)).await;
+        Ok(())
+    }
 }

@@ -1,6 +1,7 @@
 //! Argv builders: a validated request in, the exact [`SpawnSpec`] of a `codex` child out.
 //! Pure: no IO, no environment reads. This is the security boundary of the product; every rule
-//! below is a sentence of SECURITY_MODEL.md or a measured fact of CODEX_CLI_FACTS.md.
+//! below is a rule of SECURITY.md or a measured fact of the Codex CLI, pinned by a test against
+//! the real binary (tests/suite/runner.rs, proofs.rs).
 //!
 //! Rules every builder keeps (each has a test in this file and a proof against the real CLI in
 //! `tests/suite`):
@@ -33,9 +34,7 @@ use crate::security::paths::Confined;
 
 /// Longest prompt accepted (it travels over stdin, so the limit is about memory, not argv).
 pub const MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
-/// Longest model id accepted. Models are not allowlisted: ids contain dots and dashes and
-/// custom-provider names are unbounded.
-pub const MAX_MODEL_LEN: usize = 256;
+pub use crate::security::ids::MAX_MODEL_LEN;
 /// Longest review title accepted.
 pub const MAX_TITLE_LEN: usize = 512;
 
@@ -103,6 +102,11 @@ value_set! {
 }
 
 impl SandboxLevel {
+    /// Whether a turn at this level may write files (workspace-write, danger-full-access).
+    pub fn may_write(self) -> bool {
+        self != SandboxLevel::ReadOnly
+    }
+
     /// The value of `--sandbox`.
     pub fn as_arg(&self) -> &'static str {
         self.as_str()
@@ -287,22 +291,10 @@ pub fn validate_prompt(field: &str, prompt: &str) -> Result<()> {
     Ok(())
 }
 
-/// Validate a caller model id: any text, bounded, no NUL (it could not reach argv). It is
-/// always bound with `--model=`, so a leading `-` or a quote is harmless.
+/// Validate a caller model id ([`crate::security::ids::check_model`]: bounded, no control
+/// character). It is always bound with `--model=`, so a leading `-` or a quote is harmless.
 pub fn validate_model(field: &str, model: &str) -> Result<()> {
-    if model.is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
-    }
-    if model.len() > MAX_MODEL_LEN {
-        return Err(Error::invalid(
-            field,
-            format!("must be at most {MAX_MODEL_LEN} bytes"),
-        ));
-    }
-    if model.contains('\0') {
-        return Err(Error::invalid(field, "must not contain NUL"));
-    }
-    Ok(())
+    Ok(crate::security::ids::check_model(field, model)?)
 }
 
 /// The checks of a turn's own arguments that need nothing but the call: run again when the
@@ -509,22 +501,7 @@ pub const APP_SERVER_SANDBOX_PIN: &str = "sandbox_mode=\"read-only\"";
 /// (EOF is its clean shutdown). The env, CODEX_HOME and binary are the client's and are fixed
 /// for the process's life; the projects pin fixes its working directory.
 pub fn build_app_server(common: &Common, cwd: Confined) -> Result<SpawnSpec> {
-    let dir = cwd_str(&cwd)?;
-    let mut deep = Deepest::new(common);
-    deep.push(APP_SERVER_SANDBOX_PIN.to_owned());
-    let mut args = Vec::new();
-    deep.emit(&mut args, dir);
-    args.push("app-server".into());
-    Ok(SpawnSpec {
-        program: common.program.clone(),
-        args,
-        env: common.env.clone(),
-        cwd,
-        checked: vec![],
-        stdin: None,
-        sandbox: SandboxLevel::ReadOnly,
-        kind: PathKind::AppServer,
-    })
+    build_one_shot_server(common, cwd, false)
 }
 
 /// A turn for a warm app-server, checked like [`build_turn`]: the prompt (moved), the resolved
@@ -538,6 +515,10 @@ pub struct WarmTurn {
     model: Option<String>,
     effort: Option<ReasoningEffort>,
     cwd: Confined,
+    /// A one-shot call's turn: on a new thread started `ephemeral` (never written to disk).
+    ephemeral: bool,
+    /// `structured`'s JSON Schema, sent as the turn's `outputSchema`.
+    output_schema: Option<serde_json::Value>,
 }
 
 impl WarmTurn {
@@ -560,6 +541,22 @@ impl WarmTurn {
     /// The confined working directory.
     pub fn cwd(&self) -> &Confined {
         &self.cwd
+    }
+    /// Whether a new thread for it is started ephemeral (a one-shot call's).
+    pub fn ephemeral(&self) -> bool {
+        self.ephemeral
+    }
+    /// The JSON Schema its final message must follow (`structured`).
+    pub fn output_schema(&self) -> Option<&serde_json::Value> {
+        self.output_schema.as_ref()
+    }
+
+    /// The same turn as a one-shot call's: a new thread is started ephemeral, and `schema`
+    /// (for `structured`) goes with the turn as its `outputSchema`.
+    pub fn into_one_shot(mut self, schema: Option<serde_json::Value>) -> WarmTurn {
+        self.ephemeral = true;
+        self.output_schema = schema;
+        self
     }
 
     /// The same turn for `codex exec` (the prompt moves back), when no app-server can run it.
@@ -599,6 +596,65 @@ pub fn build_warm_turn(common: &Common, req: TurnRequest) -> Result<WarmTurn> {
         model: req.model,
         effort: req.reasoning_effort,
         cwd: req.cwd,
+        ephemeral: false,
+        output_schema: None,
+    })
+}
+
+/// A one-shot call's turn (`query`, `search`) for a warm app-server, checked like
+/// [`build_query`]: read-only, in the call's own fresh directory, on a new ephemeral thread.
+pub fn build_warm_one_shot(
+    common: &Common,
+    req: OneShotRequest,
+    kind: PathKind,
+) -> Result<WarmTurn> {
+    let field = if kind == PathKind::Search {
+        "query"
+    } else {
+        "prompt"
+    };
+    validate_prompt(field, &req.prompt)?;
+    let turn = build_warm_turn(
+        common,
+        TurnRequest {
+            prompt: req.prompt,
+            sandbox: None,
+            model: req.model,
+            reasoning_effort: req.reasoning_effort,
+            cwd: req.cwd,
+            images: vec![],
+            resume: None,
+            output_schema: None,
+            output_last_message: None,
+        },
+    )?;
+    Ok(turn.into_one_shot(None))
+}
+
+/// Build the `codex app-server` that serves one client's one-shot calls: [`build_app_server`]
+/// in `cwd` (the process's own directory for `query` and `search`, the call's for
+/// `structured`), plus `web_search="live"` for the process that serves `search` (and only
+/// `search`: the key of the process differs, so a `query` never runs where the web is on).
+pub fn build_one_shot_server(common: &Common, cwd: Confined, search: bool) -> Result<SpawnSpec> {
+    let dir = cwd_str(&cwd)?;
+    let mut deep = Deepest::new(common);
+    if search {
+        // as on the exec path: live web search is a config key, here fixed at spawn
+        deep.push("web_search=\"live\"".into());
+    }
+    deep.push(APP_SERVER_SANDBOX_PIN.to_owned());
+    let mut args = Vec::new();
+    deep.emit(&mut args, dir);
+    args.push("app-server".into());
+    Ok(SpawnSpec {
+        program: common.program.clone(),
+        args,
+        env: common.env.clone(),
+        cwd,
+        checked: vec![],
+        stdin: None,
+        sandbox: SandboxLevel::ReadOnly,
+        kind: PathKind::AppServer,
     })
 }
 
@@ -849,6 +905,56 @@ mod tests {
         v.extend(pins_tail());
         v.extend(tail.iter().map(|s| s.to_string()));
         v
+    }
+
+    #[test]
+    fn a_one_shot_server_turns_web_search_on_only_for_search_and_keeps_every_pin() {
+        let c = common();
+        let q = build_one_shot_server(&c, confined("/work/repo"), false).unwrap();
+        let s = build_one_shot_server(&c, confined("/work/repo"), true).unwrap();
+        let plain = build_app_server(&c, confined("/work/repo")).unwrap();
+        assert_eq!(q.args(), plain.args(), "query's server is a session's");
+        assert_eq!(q.kind(), PathKind::AppServer);
+        let web = "web_search=\"live\"";
+        assert!(!q.args().iter().any(|a| a == web));
+        let at = s
+            .args()
+            .iter()
+            .position(|a| a == web)
+            .expect("search's has live search");
+        assert_eq!(s.args()[at - 1], "-c");
+        // the pins still come last, before the subcommand
+        assert_eq!(s.args().last().map(String::as_str), Some("app-server"));
+        let tail: Vec<String> =
+            s.args()[s.args().len() - 1 - pins_tail().len()..s.args().len() - 1].to_vec();
+        assert_eq!(tail, pins_tail());
+        assert_ne!(
+            crate::codex::process::key_of(&q),
+            crate::codex::process::key_of(&s)
+        );
+    }
+
+    #[test]
+    fn a_one_shot_turn_is_ephemeral_read_only_and_checked_like_a_query() {
+        let c = common();
+        let req = |prompt: &str| OneShotRequest {
+            prompt: prompt.into(),
+            model: None,
+            reasoning_effort: Some(ReasoningEffort::Low),
+            cwd: confined("/work/q"),
+        };
+        let t = build_warm_one_shot(&c, req("hi"), PathKind::Query).unwrap();
+        assert!(t.ephemeral() && t.output_schema().is_none());
+        assert_eq!(t.sandbox(), SandboxLevel::ReadOnly);
+        assert_eq!(t.effort(), Some(ReasoningEffort::Low));
+        let e = build_warm_one_shot(&c, req(" "), PathKind::Search).unwrap_err();
+        assert!(e.to_string().contains("`query`"), "{e}");
+        let session = build_warm_turn(&c, turn("x")).unwrap();
+        assert!(!session.ephemeral());
+        let schema = serde_json::json!({"type": "object"});
+        let s = session.into_one_shot(Some(schema.clone()));
+        assert!(s.ephemeral());
+        assert_eq!(s.output_schema(), Some(&schema));
     }
 
     #[test]

@@ -5,12 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::ids::ThreadId;
+
 /// One line of `codex exec --json` output.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "type")]
 pub enum Event {
+    /// The thread's id, parsed once here: a line whose id is not a UUID does not parse (it is
+    /// counted as an unknown event and gives no thread), so no later reader parses it again.
     #[serde(rename = "thread.started")]
-    ThreadStarted { thread_id: String },
+    ThreadStarted { thread_id: ThreadId },
     #[serde(rename = "turn.started")]
     TurnStarted,
     /// `usage` is a running total for the whole thread, not this turn's own.
@@ -36,6 +40,12 @@ pub enum Event {
         #[serde(default)]
         message: String,
     },
+    /// Codex retries the model's request and says why. Not on exec's wire (exec prints a retry
+    /// as an `error` whose message starts with `Reconnecting`, read by [`is_transient`]): the
+    /// app-server backend sends it for an `error` notification with `willRetry`, so a retry
+    /// is a variant, never text to search.
+    #[serde(skip_deserializing)]
+    Retrying { message: String },
 }
 
 /// `turn.failed.error`.
@@ -167,7 +177,7 @@ pub fn is_transient(message: &str) -> bool {
     message.trim_start().starts_with("Reconnecting")
 }
 
-pub use crate::error::FailureKind;
+pub use crate::failure::FailureKind;
 
 /// Classify a failure message from codex (a `turn.failed`, terminal `error`, or stderr).
 pub fn classify(message: &str) -> FailureKind {
@@ -224,6 +234,7 @@ pub fn describe(event: &Event) -> Option<String> {
         Event::TurnFailed { .. } => None,
         Event::Error { message } if is_transient(message) => Some(clip(message)),
         Event::Error { .. } => None,
+        Event::Retrying { message } => Some(clip(&format!("retrying: {message}"))),
         Event::ItemStarted { item } | Event::ItemUpdated { item } => match item {
             Item::CommandExecution { command, .. } => Some(format!("running: {}", clip(command))),
             Item::FileChange { changes, .. } => Some(format!(
@@ -284,8 +295,8 @@ pub struct CommandRun {
 /// Everything a turn's events say, folded as they arrive.
 #[derive(Debug, Clone, Default)]
 pub struct Transcript {
-    /// The thread id from `thread.started` (raw; parse it before use).
-    pub thread_id: Option<String>,
+    /// The thread id from `thread.started`.
+    pub thread_id: Option<ThreadId>,
     /// The last `agent_message` text.
     pub last_message: Option<String>,
     /// Running thread usage from `turn.completed`.
@@ -321,7 +332,7 @@ impl Transcript {
     /// Fold one event in.
     pub fn apply_event(&mut self, ev: &Event) {
         match ev {
-            Event::ThreadStarted { thread_id } => self.thread_id = Some(thread_id.clone()),
+            Event::ThreadStarted { thread_id } => self.thread_id = Some(*thread_id),
             Event::TurnStarted => {}
             Event::TurnCompleted { usage } => {
                 self.thread_usage = Some(*usage);
@@ -335,6 +346,7 @@ impl Transcript {
                     self.failure = Some(message.clone());
                 }
             }
+            Event::Retrying { .. } => self.retries += 1,
             Event::ItemStarted { .. } | Event::ItemUpdated { .. } => {}
             Event::ItemCompleted { item } => match item {
                 Item::AgentMessage { text, .. } => self.last_message = Some(text.clone()),
@@ -400,7 +412,7 @@ mod tests {
             t.apply(&parse_line(l));
         }
         assert_eq!(
-            t.thread_id.as_deref(),
+            t.thread_id.map(|t| t.to_arg()).as_deref(),
             Some("550e8400-e29b-41d4-a716-446655440000")
         );
         assert_eq!(t.last_message.as_deref(), Some("done"));
@@ -443,6 +455,33 @@ mod tests {
             r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized"}}"#,
         ));
         assert_eq!(classify(t.failure.as_deref().unwrap()), FailureKind::Auth);
+    }
+
+    #[test]
+    fn a_thread_id_that_is_not_a_uuid_gives_no_thread() {
+        let mut t = Transcript::default();
+        for bad in ["--last", "550e8400e29b41d4a716446655440000", ""] {
+            let line = format!(r#"{{"type":"thread.started","thread_id":"{bad}"}}"#);
+            t.apply(&parse_line(&line));
+        }
+        assert_eq!((t.thread_id, t.unknown_events), (None, 3));
+    }
+
+    #[test]
+    fn a_retry_is_a_variant_whatever_its_message_says() {
+        // the app-server's `willRetry` error: its text is not searched
+        let retry = Event::Retrying {
+            message: "stream disconnected".into(),
+        };
+        let mut t = Transcript::default();
+        t.apply_event(&retry);
+        assert_eq!((t.retries, t.failure.is_none()), (1, true));
+        assert_eq!(
+            describe(&retry).as_deref(),
+            Some("retrying: stream disconnected")
+        );
+        // and no JSONL line reads as one: exec's wire has no such type
+        assert!(serde_json::from_str::<Event>(r#"{"type":"retrying","message":"x"}"#).is_err());
     }
 
     #[test]

@@ -112,9 +112,88 @@ pub fn last_turn_context(codex_home: &Path, thread: &ThreadId) -> Option<TurnCon
         .last()
 }
 
+/// A model's tool call as codex recorded it (`response_item` records): which tool, and whether
+/// it asked for a terminal (`exec_command`'s `tty`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelCall {
+    /// `function_call.name` (`exec_command`, `shell`, …), or the record's type for calls
+    /// without one (`local_shell_call`).
+    pub name: String,
+    /// `tty` of the call's arguments: `None` when absent; `Some(true)` also when the arguments
+    /// are not a JSON object, so a call that cannot be read counts as interactive.
+    pub tty: Option<bool>,
+}
+
+/// Every call recorded with `call_id` in `text` (a rollout, or its tail). More than one means
+/// someone wrote another record under the same id: the caller treats that as unknown.
+pub fn model_calls(text: &str, call_id: &str) -> Vec<ModelCall> {
+    let needle = format!("\"call_id\":{}", serde_json::Value::from(call_id));
+    text.lines()
+        .filter(|l| l.contains(&needle) && l.contains("\"response_item\""))
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            if v["type"] != "response_item" || v["payload"]["call_id"] != call_id {
+                return None;
+            }
+            let p = &v["payload"];
+            let kind = p["type"].as_str().unwrap_or_default();
+            if kind.ends_with("_output") {
+                return None;
+            }
+            let name = p["name"].as_str().unwrap_or(kind).to_owned();
+            let tty = match &p["arguments"] {
+                serde_json::Value::Null => None,
+                serde_json::Value::String(a) => {
+                    match serde_json::from_str::<serde_json::Value>(a) {
+                        Ok(serde_json::Value::Object(m)) => match m.get("tty") {
+                            None | Some(serde_json::Value::Null) => None,
+                            Some(t) => Some(t.as_bool().unwrap_or(true)),
+                        },
+                        _ => Some(true),
+                    }
+                }
+                _ => Some(true),
+            };
+            Some(ModelCall { name, tty })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_models_calls_are_read_by_call_id_and_their_outputs_skipped() {
+        let text = concat!(
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"sh\",\"tty\":true}","call_id":"call_2"}}"#,
+            "\n",
+            r#"{"type":"response_item","payload":{"type":"function_call_output","call_id":"call_2","output":"x"}}"#,
+            "\n",
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\",\"tty\":false}","call_id":"call_3"}}"#,
+            "\n",
+            r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"[1]","call_id":"call_4"}}"#,
+            "\n",
+            r#"{"type":"event_msg","payload":{"call_id":"call_3"}}"#,
+        );
+        assert_eq!(
+            model_calls(text, "call_2"),
+            [ModelCall {
+                name: "exec_command".into(),
+                tty: Some(true)
+            }]
+        );
+        assert_eq!(
+            model_calls(text, "call_3"),
+            [ModelCall {
+                name: "exec_command".into(),
+                tty: Some(false)
+            }]
+        );
+        assert_eq!(model_calls(text, "call_4")[0].tty, Some(true));
+        assert!(model_calls(text, "call_9").is_empty());
+        assert!(model_calls(text, "call_").is_empty());
+    }
 
     #[test]
     fn turn_context_records_are_read_and_others_skipped() {

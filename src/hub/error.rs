@@ -1,10 +1,12 @@
-//! The hub layer's errors: joining, owning and sharing a store. Each message is a sentence that
+//! The hub layer's errors: joining, owning and sharing a store. A leaf (it names nothing of the
+//! crate), so the crate error can fold it without a cycle. Each message is a sentence that
 //! says what was being done and which setting to change; none echoes a hello (it carries the
 //! client's keys).
 
 use std::path::PathBuf;
 
-use crate::hub::SOCKET_NAME;
+/// The socket's file name inside the store directory.
+pub const SOCKET_NAME: &str = "bridge.sock";
 
 /// The setting that chooses the store, named in every message about joining it.
 const STORE_SETTING: &str = "CODEX_BRIDGE_STORE (--store)";

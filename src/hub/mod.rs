@@ -22,7 +22,7 @@ pub mod http;
 pub mod owner;
 pub mod relay;
 
-pub use error::HubError;
+pub use error::{HubError, SOCKET_NAME};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -37,8 +37,6 @@ use crate::error::Result;
 use crate::security::ids::SessionId;
 use crate::store::{SessionRecord, Store};
 
-/// The socket's file name inside the store directory.
-pub const SOCKET_NAME: &str = "bridge.sock";
 /// Version of the hello line (2: with the client's literal secrets).
 pub const HELLO_VERSION: u32 = 2;
 /// Longest hello line accepted.

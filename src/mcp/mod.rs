@@ -5,11 +5,17 @@
 //! Architecture invariant: this module knows nothing of processes or sled; it validates
 //! arguments, resolves paths, and calls [`Bridge`].
 
+pub(crate) mod answer;
 pub mod elicit;
 pub mod framing;
+pub mod mrtr;
+mod owner;
 pub mod params;
+pub(crate) mod progress;
 pub mod results;
 pub mod roots;
+mod schemas;
+mod tasks;
 pub mod tools;
 
 use std::sync::Arc;
@@ -17,18 +23,20 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::task_manager::{TaskContext, TaskManager};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use schemars::JsonSchema;
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::{Bridge, ClientContext, Progress};
+use crate::actors::{Bridge, ClientContext};
 use crate::error::Error;
-use crate::security::redact::redact;
+use answer::{error_result, plain_error};
+use owner::{Scope, TaskOwner};
+use progress::ProgressTarget;
+pub use schemas::STANDARD_FORMATS;
+use schemas::{annotations, schema};
+pub use tasks::Tasks;
 
 /// What hosts read before using the tools.
 pub const INSTRUCTIONS: &str = "\
@@ -57,94 +65,12 @@ pub struct McpServer {
     scope: Scope,
 }
 
-/// Which client connection a server instance serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scope {
-    /// One stdio or socket connection (a number unique in this process).
-    Connection(u64),
-    /// The HTTP listener: a connection is the request's `Mcp-Session-Id`.
-    Http,
-}
-
-/// Whose a task is: the connection that started it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum TaskOwner {
-    Connection(u64),
-    /// An HTTP session, or (`None`) the session-less HTTP requests of the 2026-07-28
-    /// protocol, which have no connection to tell them apart: they all hold the operator's
-    /// bearer token.
-    Http(Option<String>),
-}
-
-impl Scope {
-    /// A new connection's scope.
-    fn connection() -> Scope {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        Scope::Connection(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-    }
-
-    /// The owner of what a request of this connection starts or asks for.
-    fn owner(self, ctx: &RequestContext<RoleServer>) -> TaskOwner {
-        match self {
-            Scope::Connection(n) => TaskOwner::Connection(n),
-            Scope::Http => TaskOwner::Http(
-                ctx.extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|p| p.headers.get("mcp-session-id"))
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned),
-            ),
-        }
-    }
-}
-
-/// One task store for every connection a process serves (rmcp's [`TaskManager`]), plus who
-/// started each task: `tasks/get`, `tasks/update` and `tasks/cancel` from any other connection
-/// get "unknown task", as for an id that never existed.
-#[derive(Clone, Default)]
-pub struct Tasks {
-    manager: TaskManager,
-    /// Task id → its owner, and when the manager has surely forgotten the task.
-    owners:
-        Arc<std::sync::Mutex<std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>>,
-}
-
-impl Tasks {
-    /// An empty store.
-    pub fn new() -> Tasks {
-        Tasks::default()
-    }
-
-    fn owners(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>
-    {
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Record `owner` for a new task; forget owners of tasks the manager dropped. rmcp keeps a
-    /// task for its TTL from creation plus one more TTL after it ended, which is at most two
-    /// TTLs after creation since a task never outlives its TTL.
-    fn record(&self, id: &str, owner: TaskOwner, ttl: Duration) {
-        let now = std::time::Instant::now();
-        let mut owners = self.owners();
-        owners.retain(|_, (_, until)| *until > now);
-        owners.insert(
-            id.to_owned(),
-            (owner, now + 2 * ttl + Duration::from_secs(60)),
-        );
-    }
-
-    /// Whether `owner` started task `id`.
-    fn owned_by(&self, id: &str, owner: &TaskOwner) -> bool {
-        self.owners().get(id).is_some_and(|(o, _)| o == owner)
-    }
-}
-
 impl McpServer {
-    /// A server over a running bridge, for the owning process's own client.
+    /// A server over a running bridge, for one connection of the owning process's own client:
+    /// its settings, with an identity of its own (each stdio connection, HTTP session and
+    /// session-less HTTP request is a client of its own for steer).
     pub fn new(bridge: Bridge) -> Self {
-        let client = bridge.own_context().clone();
+        let client = Arc::new(bridge.own_context().for_connection());
         McpServer::for_client(bridge, client)
     }
 
@@ -159,8 +85,9 @@ impl McpServer {
         }
     }
 
-    /// A server for requests of the HTTP listener (the owning process's own client context;
-    /// an HTTP session is a connection).
+    /// A server for requests of the HTTP listener (the owning process's own settings). rmcp
+    /// makes one per HTTP session and one per session-less request, so each is a client of its
+    /// own.
     pub fn for_http(bridge: Bridge) -> Self {
         McpServer {
             scope: Scope::Http,
@@ -173,93 +100,6 @@ impl McpServer {
         self.tasks = tasks;
         self
     }
-}
-
-/// The formats JSON Schema 2020-12 defines (§7.3). Every other `format` is dropped from the
-/// tools' schemas.
-pub const STANDARD_FORMATS: &[&str] = &[
-    "date-time",
-    "date",
-    "time",
-    "duration",
-    "email",
-    "idn-email",
-    "hostname",
-    "idn-hostname",
-    "ipv4",
-    "ipv6",
-    "uri",
-    "uri-reference",
-    "iri",
-    "iri-reference",
-    "uuid",
-    "uri-template",
-    "json-pointer",
-    "relative-json-pointer",
-    "regex",
-];
-
-/// schemars tags Rust numbers with formats of its own (`uint64`, `uint32`, `uint`, `int64`,
-/// `double`, …) that are no JSON Schema format: Ajv, in the TypeScript SDK and most hosts,
-/// warns `unknown format "uint64" ignored` for each. They are dropped; an unsigned integer
-/// keeps its meaning as `minimum: 0`.
-fn standard_formats_only(schema: &mut schemars::Schema) {
-    let Some(obj) = schema.as_object_mut() else {
-        return;
-    };
-    let Some(format) = obj.get("format").and_then(|f| f.as_str()) else {
-        return;
-    };
-    if STANDARD_FORMATS.contains(&format) {
-        return;
-    }
-    let unsigned = format.starts_with("uint");
-    obj.remove("format");
-    if unsigned {
-        obj.entry("minimum").or_insert(serde_json::json!(0));
-    }
-}
-
-/// An optional argument with a fixed value set (`sandbox`, …) lists its string values only:
-/// schemars adds `null` to the `enum` of an `Option`, which hosts show their models as a value
-/// to pick; omitting the argument is the way to leave it unset.
-fn string_values_only(schema: &mut schemars::Schema) {
-    let Some(obj) = schema.as_object_mut() else {
-        return;
-    };
-    if let Some(values) = obj.get_mut("enum").and_then(|e| e.as_array_mut())
-        && values.iter().any(|v| v.is_string())
-    {
-        values.retain(|v| !v.is_null());
-    }
-}
-
-/// The JSON Schema (draft 2020-12) of `T`, with standard formats only.
-fn schema<T: JsonSchema>() -> Arc<rmcp::model::JsonObject> {
-    let settings = schemars::generate::SchemaSettings::draft2020_12()
-        .with_transform(schemars::transform::RecursiveTransform(
-            standard_formats_only,
-        ))
-        .with_transform(schemars::transform::RecursiveTransform(string_values_only));
-    match serde_json::to_value(settings.into_generator().into_root_schema_for::<T>()) {
-        Ok(serde_json::Value::Object(o)) => Arc::new(o),
-        // a derived schema is always an object
-        other => unreachable!("schemars produced a non-object schema: {other:?}"),
-    }
-}
-
-fn annotations(
-    title: &str,
-    read_only: bool,
-    destructive: bool,
-    idempotent: bool,
-    open_world: bool,
-) -> ToolAnnotations {
-    ToolAnnotations::with_title(title)
-        .read_only(read_only)
-        .destructive(destructive)
-        .idempotent(idempotent)
-        .open_world(open_world)
 }
 
 /// A tool's run: parsed arguments in, a tool result out (argument errors are `isError` results).
@@ -450,172 +290,6 @@ pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
         .collect()
 }
 
-/// Parse tool arguments, naming the field at fault.
-pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
-    args: rmcp::model::JsonObject,
-) -> Result<T, Error> {
-    serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.inner().to_string();
-        // serde's message can quote the offending value; keep messages short
-        let inner: String = inner.chars().take(300).collect();
-        if path == "." {
-            // a missing or unknown field: serde names it in the message
-            let field = inner.split('`').nth(1).unwrap_or("arguments").to_owned();
-            Error::invalid(field, inner)
-        } else {
-            Error::invalid(path, inner)
-        }
-    })
-}
-
-/// A turn tool's error (`codex`, `query`, `search`, `structured`, `review`) as an `isError`
-/// tool result: a redacted message naming the field or cause, and a [`results::TurnResult`]
-/// (the partial answer, `timedOut`, the error's kind) that matches the tool's `outputSchema`.
-pub(crate) fn error_result(e: &Error, partial: Option<results::TurnResult>) -> CallToolResult {
-    let message = redact(&e.to_string()).into_owned();
-    let kind = error_kind(e);
-    let mut value = partial.unwrap_or_default();
-    value.timed_out = matches!(e, Error::TimedOut { .. });
-    value.error = Some(results::ErrorReport {
-        kind,
-        message: message.clone(),
-    });
-    let mut text = message;
-    if !value.response.is_empty() {
-        text.push_str("\n\nPartial answer:\n");
-        text.push_str(&value.response);
-    }
-    let mut structured = serde_json::to_value(&value).unwrap_or_default();
-    let text = fit(text, &mut structured);
-    let mut r = CallToolResult::structured_error(structured);
-    r.content = vec![ContentBlock::text(text)];
-    r
-}
-
-/// The most a tool result may take in one message: what a relay passes on
-/// ([`framing::MAX_LINE_BYTES`]), less room for the JSON-RPC envelope, the id and a task's
-/// wrapping.
-pub(crate) const MAX_RESULT_BYTES: usize = framing::MAX_LINE_BYTES - 1024 * 1024;
-
-fn json_len(v: &(impl serde::Serialize + ?Sized)) -> usize {
-    serde_json::to_vec(v).map(|v| v.len()).unwrap_or(usize::MAX)
-}
-
-/// `text` cut (at a character boundary) so that it and `marker` take at most `max` bytes as a
-/// JSON string.
-fn cut(text: &str, max: usize, marker: &str) -> String {
-    let room = max.saturating_sub(json_len(marker));
-    let mut keep = text.len();
-    loop {
-        let len = json_len(&text[..keep]);
-        if len <= room || keep == 0 {
-            break;
-        }
-        // escapes make the JSON longer than the text: shrink in proportion, then some
-        let mut next = ((keep as u128 * room as u128) / len as u128) as usize;
-        next = next.min(keep - 1).saturating_sub(next / 64);
-        while !text.is_char_boundary(next) {
-            next -= 1;
-        }
-        keep = next;
-    }
-    format!("{}{marker}", &text[..keep])
-}
-
-/// Keep a result within [`MAX_RESULT_BYTES`], so that a relay can always pass it on. A long
-/// answer is carried once in full, in `structuredContent.response`; the text block (which
-/// repeats it for clients that ignore structured content) is then cut, with a marker saying
-/// where the whole answer is. Only when the structured content alone is too long (an operator
-/// who raised the line cap) is `response` cut too, with a marker and `truncated: true`.
-fn fit(text: String, structured: &mut serde_json::Value) -> String {
-    let mut s_len = json_len(structured);
-    if s_len > MAX_RESULT_BYTES / 4 * 3
-        && let Some(response) = structured.get("response").and_then(|r| r.as_str())
-    {
-        let over = s_len - MAX_RESULT_BYTES / 4 * 3;
-        let marker =
-            "\n\n[codex-mcp-bridge: the answer was cut here: it is too long for one message]";
-        let cut_response = cut(response, json_len(response).saturating_sub(over), marker);
-        structured["response"] = cut_response.into();
-        structured["truncated"] = true.into();
-        s_len = json_len(structured);
-    }
-    let t_len = json_len(&text);
-    if s_len.saturating_add(t_len) <= MAX_RESULT_BYTES {
-        return text;
-    }
-    let marker = format!(
-        "\n\n[codex-mcp-bridge: this text was cut here: the answer is {} bytes, too long to \
-         send twice in one message; the whole answer is in structuredContent.response]",
-        structured
-            .get("response")
-            .and_then(|r| r.as_str())
-            .map_or(0, str::len)
-    );
-    cut(&text, MAX_RESULT_BYTES.saturating_sub(s_len), &marker)
-}
-
-/// The error of a tool whose result is not a turn (`listSessions`, `getSession`,
-/// `closeSession`, `ping`) as an `isError` tool result: the redacted message only, no
-/// `structuredContent`. Those tools' output schemas describe their success, and hosts on the
-/// TypeScript SDK validate `structuredContent` even on an error: a copy that broke the schema
-/// hid the bridge's sentence behind `Structured content does not match the tool's output
-/// schema`.
-pub(crate) fn plain_error(e: &Error) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(
-        redact(&e.to_string()).into_owned(),
-    )])
-}
-
-fn error_kind(e: &Error) -> results::ErrorKind {
-    use crate::codex::events::FailureKind;
-    use results::ErrorKind as K;
-    match e {
-        Error::InvalidArgument { .. } => K::InvalidArgument,
-        Error::Config(_) => K::InvalidSetting,
-        Error::Process(p) if p.is_not_found() => K::CodexNotFound,
-        Error::Process(_) => K::Io,
-        Error::TimedOut { .. } => K::TimedOut,
-        Error::Cancelled { .. } => K::Cancelled,
-        Error::Codex { kind, .. } => match kind {
-            FailureKind::Auth => K::Auth,
-            FailureKind::RateLimit => K::RateLimit,
-            FailureKind::ContextLength => K::ContextLength,
-            FailureKind::TurnFailed => K::TurnFailed,
-            FailureKind::Crashed => K::Crashed,
-            FailureKind::PolicyMismatch => K::PolicyMismatch,
-        },
-        Error::OutputCap { .. } => K::OutputCap,
-        Error::Busy(_) => K::Busy,
-        Error::SessionFailed(_) => K::SessionFailed,
-        Error::Store(_) => K::Store,
-        Error::Hub(_) => K::Hub,
-        Error::Io { .. } => K::Io,
-    }
-}
-
-/// A success result: structured content plus a text block.
-pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolResult {
-    let mut structured = serde_json::to_value(value).unwrap_or_default();
-    let text = fit(text, &mut structured);
-    let mut r = CallToolResult::structured(structured);
-    r.content = vec![ContentBlock::text(text)];
-    r
-}
-
-/// Where one call's progress goes.
-#[derive(Clone)]
-pub(crate) enum ProgressTarget {
-    /// `notifications/progress` for the request's progress token.
-    Notify {
-        peer: rmcp::Peer<RoleServer>,
-        token: rmcp::model::ProgressToken,
-    },
-    /// The status message of the call's task (read by `tasks/get`).
-    Task(TaskContext),
-}
-
 /// One tool call's cancellation and progress target: a request's, or a task's.
 pub(crate) struct CallCtx {
     pub ct: CancellationToken,
@@ -648,55 +322,6 @@ impl CallCtx {
             roots: roots_peer(ctx),
             ask: elicit::Channel::of_request(ctx),
         }
-    }
-}
-
-/// Forwards progress lines to the client, as `notifications/progress` with strictly increasing
-/// progress or as the task's status message, plus a heartbeat every `heartbeat` while nothing
-/// else happens (host timeouts reset on progress; the default 10 s keeps even a 30 s host
-/// timeout alive). Stops when the returned guard is dropped.
-pub(crate) fn progress_for(
-    ctx: &CallCtx,
-    heartbeat: Duration,
-) -> (Option<Progress>, Option<ProgressGuard>) {
-    let Some(target) = ctx.progress.clone() else {
-        return (None, None);
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let task = tokio::spawn(async move {
-        let started = std::time::Instant::now();
-        let mut n: u64 = 0;
-        let mut last = String::from("starting");
-        loop {
-            let msg = tokio::select! {
-                m = rx.recv() => match m { Some(m) => { last = m.clone(); m } None => break },
-                _ = tokio::time::sleep(heartbeat) => format!("{last} ({}s elapsed)", started.elapsed().as_secs()),
-            };
-            n += 1;
-            match &target {
-                ProgressTarget::Notify { peer, token } => {
-                    let p =
-                        ProgressNotificationParam::new(token.clone(), n as f64).with_message(msg);
-                    if peer.notify_progress(p).await.is_err() {
-                        break;
-                    }
-                }
-                ProgressTarget::Task(t) => t.set_status_message(msg),
-            }
-        }
-    });
-    let sink: Progress = Arc::new(move |m: String| {
-        let _ = tx.send(m);
-    });
-    (Some(sink), Some(ProgressGuard(task)))
-}
-
-/// Ends the progress task.
-pub(crate) struct ProgressGuard(tokio::task::JoinHandle<()>);
-
-impl Drop for ProgressGuard {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
@@ -783,6 +408,173 @@ impl McpServer {
         });
         self.tasks.record(&task.task_id, owner, self.task_ttl());
         task
+    }
+
+    /// Run a call: as a task for a client that declares tasks; on a task of its own whose
+    /// questions are its answer (MRTR); or to its result.
+    async fn run_call(
+        &self,
+        name: String,
+        args: rmcp::model::JsonObject,
+        owner: TaskOwner,
+        context: &RequestContext<RoleServer>,
+        span: tracing::Span,
+    ) -> Result<CallToolResponse, McpError> {
+        use tracing::Instrument;
+        let as_task = tool_named(&name).is_some_and(|t| t.task)
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks());
+        if as_task {
+            // a session-less HTTP task's `tasks/update` could come from any token holder: its
+            // questions are asked of nobody
+            let elicits = elicit::declares_form(context) && !matches!(owner, TaskOwner::Http(None));
+            let task = self.spawn_task(name, args, span, roots_peer(context), elicits, owner);
+            tracing::debug!(task = %task.task_id, "tool call started as a task");
+            return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
+                task,
+            )));
+        }
+        if self.asks_through_rounds(&name, context, &owner) {
+            return self.start_rounds(name, args, owner, context, span).await;
+        }
+        let result = self
+            .dispatch(&name, args, &CallCtx::of_request(context))
+            .instrument(span)
+            .await
+            .map(|r| self.scrub(r))?;
+        if result.is_error == Some(true) {
+            tracing::info!(tool = %name, "tool call failed");
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    /// Whether a call asks the client's roots before it starts (MRTR): a 2026-07-28 client
+    /// that declares roots, calling a tool that picks a working directory by them without
+    /// naming one, whose roots are not known yet; not a session-less HTTP request.
+    fn asks_roots_first(
+        &self,
+        name: &str,
+        args: &rmcp::model::JsonObject,
+        ctx: &RequestContext<RoleServer>,
+        owner: &TaskOwner,
+    ) -> bool {
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        modern
+            && ctx.client_capabilities().is_some_and(|c| c.roots.is_some())
+            && ["codex", "structured"].contains(&name)
+            && !args.contains_key("workingDirectory")
+            && !matches!(owner, TaskOwner::Http(None))
+            && self.client_roots.offered().is_none()
+    }
+
+    /// Whether a plain call asks its questions through MRTR: a 2026-07-28 client that declares
+    /// form elicitation, under `approvals = ask`, calling a turn tool; not a session-less HTTP
+    /// request (any holder of the token could retry it).
+    fn asks_through_rounds(
+        &self,
+        name: &str,
+        ctx: &RequestContext<RoleServer>,
+        owner: &TaskOwner,
+    ) -> bool {
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        modern
+            && elicit::declares_form(ctx)
+            && self.client.config.approvals == crate::config::ApprovalMode::Ask
+            && tool_named(name).is_some_and(|t| t.task)
+            && !matches!(owner, TaskOwner::Http(None))
+    }
+
+    /// Run a plain call on a task of its own whose questions are this request's answer (an
+    /// `InputRequiredResult`); a retry of the call answers them ([`Self::retry`]).
+    async fn start_rounds(
+        &self,
+        name: String,
+        args: rmcp::model::JsonObject,
+        owner: TaskOwner,
+        context: &RequestContext<RoleServer>,
+        span: tracing::Span,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut ctx = CallCtx::of_request(context);
+        let call = mrtr::Call {
+            client: owner,
+            tool: name.clone(),
+            args: args.clone(),
+            progress: ctx.progress.take(),
+        };
+        let this = self.clone();
+        self.tasks
+            .rounds
+            .start(call, context.ct.clone(), move |asking, cancel, follow| {
+                ctx.ct = cancel;
+                ctx.ask = Some(elicit::Channel::Mrtr(asking));
+                ctx.progress = Some(ProgressTarget::Follow(follow));
+                tracing::Instrument::instrument(
+                    async move {
+                        let r = this.dispatch(&name, args, &ctx).await?;
+                        if r.is_error == Some(true) {
+                            tracing::info!(tool = %name, "tool call failed");
+                        }
+                        Ok(this.scrub(r))
+                    },
+                    span,
+                )
+            })
+            .await
+    }
+
+    /// A call's retry with `inputResponses` and `requestState` (MRTR): the turn's result or
+    /// its next question; a refusal (an `isError` result naming the field) when the state or
+    /// the call does not match.
+    #[allow(clippy::too_many_arguments)]
+    async fn retry(
+        &self,
+        name: String,
+        args: rmcp::model::JsonObject,
+        owner: TaskOwner,
+        state: Option<String>,
+        responses: Option<rmcp::model::InputResponses>,
+        context: RequestContext<RoleServer>,
+        span: tracing::Span,
+    ) -> Result<CallToolResponse, McpError> {
+        use tracing::Instrument;
+        let call = mrtr::Call {
+            client: owner.clone(),
+            tool: name.clone(),
+            args: args.clone(),
+            progress: CallCtx::of_request(&context).progress,
+        };
+        let retried = self
+            .tasks
+            .rounds
+            .retry(call, state.as_deref(), responses, context.ct.clone())
+            .instrument(span.clone())
+            .await;
+        match retried {
+            Ok(mrtr::Retried::Answer(answer)) => answer,
+            Ok(mrtr::Retried::Roots(listed)) => {
+                // an answer that is no roots list leaves none: today's default
+                let roots = listed.as_ref().map(roots::paths_of).unwrap_or_default();
+                self.client_roots.offer(roots);
+                self.run_call(name, args, owner, &context, span).await
+            }
+            Err(refused) => {
+                tracing::info!(reason = %refused, "a retry of a call was refused");
+                let e = Error::invalid(refused.field(), refused.to_string());
+                let turn_tool = tool_named(&name).is_some_and(|t| {
+                    ["codex", "query", "search", "structured", "review"].contains(&t.name)
+                });
+                Ok(CallToolResponse::Complete(if turn_tool {
+                    error_result(&e, None)
+                } else {
+                    plain_error(&e)
+                }))
+            }
+        }
     }
 
     /// Task `id` if this request's connection started it; "unknown task" otherwise.
@@ -879,35 +671,35 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        use tracing::Instrument;
         let args = request.arguments.unwrap_or_default();
         let name = request.name.to_string();
         let span = tracing::info_span!("tool_call", tool = %name, request = %context.id);
-        let as_task = tool_named(&name).is_some_and(|t| t.task)
-            && context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks());
-        if as_task {
-            let owner = self.scope.owner(&context);
-            // a session-less HTTP task's `tasks/update` could come from any token holder: its
-            // questions are asked of nobody
-            let elicits =
-                elicit::declares_form(&context) && !matches!(owner, TaskOwner::Http(None));
-            let task = self.spawn_task(name, args, span, roots_peer(&context), elicits, owner);
-            tracing::debug!(task = %task.task_id, "tool call started as a task");
-            return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
-                task,
-            )));
+        let owner = self.scope.owner(&context);
+        if request.request_state.is_some() || request.input_responses.is_some() {
+            return self
+                .retry(
+                    name,
+                    args,
+                    owner,
+                    request.request_state,
+                    request.input_responses,
+                    context,
+                    span,
+                )
+                .await;
         }
-        let result = self
-            .dispatch(&name, args, &CallCtx::of_request(&context))
-            .instrument(span)
-            .await
-            .map(|r| self.scrub(r))?;
-        if result.is_error == Some(true) {
-            tracing::info!(tool = %name, "tool call failed");
+        if self.asks_roots_first(&name, &args, &context, &owner) {
+            let call = mrtr::Call {
+                client: owner.clone(),
+                tool: name.clone(),
+                args: args.clone(),
+                progress: None,
+            };
+            if let Some(ask) = self.tasks.rounds.ask_roots(call) {
+                return Ok(ask);
+            }
         }
-        Ok(CallToolResponse::Complete(result))
+        self.run_call(name, args, owner, &context, span).await
     }
 
     async fn get_task(
@@ -1019,6 +811,7 @@ pub fn tool_table(allow_danger: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::answer::{MAX_RESULT_BYTES, ok_result, parse_args};
     use super::*;
     use serde_json::json;
 

@@ -5,6 +5,10 @@
 //! or one that is not a local `file://` directory, is ignored (and logged): the operator's roots
 //! still bound everything.
 //!
+//! A 2026-07-28 client cannot be asked mid-call: its roots come as the answer of a
+//! `roots/list` input request of its first call that names no working directory (multi
+//! round-trip requests, `super::mrtr`), and are kept for [`OFFERED_ROOTS_KEEP`].
+//!
 //! rmcp marks roots deprecated (SEP-2577 drops them from the 2026 protocol), but hosts that
 //! speak 2025-11-25 declare and use them, so they are read here until hosts move on.
 #![allow(deprecated)]
@@ -18,10 +22,31 @@ use tokio::sync::Mutex;
 /// How long the server waits for the client's `roots/list` answer.
 pub const LIST_ROOTS_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the roots a 2026-07-28 client answered are used before it is asked again (or
+/// until it says they changed).
+pub const OFFERED_ROOTS_KEEP: Duration = Duration::from_secs(30 * 60);
+
 /// The roots a client listed last; `None`: not asked yet, or changed since.
 #[derive(Debug, Default)]
 pub struct ClientRoots {
     listed: Mutex<Option<Vec<PathBuf>>>,
+    /// The roots a 2026-07-28 client answered through an input request, and until when.
+    offered: std::sync::Mutex<Option<(Vec<PathBuf>, std::time::Instant)>>,
+}
+
+/// The local paths of a `roots/list` answer (anything else ignored, and logged).
+pub fn paths_of(listed: &rmcp::model::ListRootsResult) -> Vec<PathBuf> {
+    let mut roots = vec![];
+    for root in &listed.roots {
+        match root_path(&root.uri) {
+            Some(p) => roots.push(p),
+            None => tracing::info!(
+                uri = %crate::security::redact::redact(&root.uri),
+                "a client root that is not a local file:// path is ignored"
+            ),
+        }
+    }
+    roots
 }
 
 /// A root's local path: `file://` URIs only (host empty or `localhost`), absolute.
@@ -37,6 +62,9 @@ impl ClientRoots {
     /// The client's roots, asking it when they are not known (or changed). A client that does
     /// not answer in time, or answers with an error, has none.
     pub async fn get(&self, peer: &Peer<RoleServer>) -> Vec<PathBuf> {
+        if let Some(roots) = self.offered() {
+            return roots;
+        }
         let mut listed = self.listed.lock().await;
         if let Some(roots) = &*listed {
             return roots.clone();
@@ -55,23 +83,31 @@ impl ClientRoots {
 
     /// Forget the roots: the next [`ClientRoots::get`] asks again.
     pub async fn forget(&self) {
+        *self.offered.lock().unwrap_or_else(|e| e.into_inner()) = None;
         *self.listed.lock().await = None;
+    }
+
+    /// The roots a 2026-07-28 client answered, while they are kept.
+    pub fn offered(&self) -> Option<Vec<PathBuf>> {
+        let offered = self.offered.lock().unwrap_or_else(|e| e.into_inner());
+        offered
+            .as_ref()
+            .filter(|(_, until)| *until > std::time::Instant::now())
+            .map(|(roots, _)| roots.clone())
+    }
+
+    /// Keep `roots`, answered by a 2026-07-28 client, for [`OFFERED_ROOTS_KEEP`].
+    pub fn offer(&self, roots: Vec<PathBuf>) {
+        tracing::info!(roots = ?roots, "the client's roots (through an input request)");
+        let until = std::time::Instant::now() + OFFERED_ROOTS_KEEP;
+        *self.offered.lock().unwrap_or_else(|e| e.into_inner()) = Some((roots, until));
     }
 }
 
 async fn ask(peer: &Peer<RoleServer>) -> Vec<PathBuf> {
     match tokio::time::timeout(LIST_ROOTS_TIMEOUT, peer.list_roots()).await {
         Ok(Ok(r)) => {
-            let mut roots = vec![];
-            for root in r.roots {
-                match root_path(&root.uri) {
-                    Some(p) => roots.push(p),
-                    None => tracing::info!(
-                        uri = %crate::security::redact::redact(&root.uri),
-                        "a client root that is not a local file:// path is ignored"
-                    ),
-                }
-            }
+            let roots = paths_of(&r);
             tracing::info!(roots = ?roots, "the client's roots");
             roots
         }

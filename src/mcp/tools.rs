@@ -1,8 +1,9 @@
 //! The tool handlers: parse arguments (field-named errors), resolve the caller's paths, turn
 //! them into typed requests on [`crate::actors::Bridge`], and shape its answers. Nothing here
 //! builds a codex invocation, runs a process or reads the store: the actors do, and the
-//! checks of what reaches codex (prompt, model, sandbox policy) run once, where the
-//! invocation is built.
+//! checks of what reaches codex (prompt, model, sandbox policy) run where the invocation is
+//! built. The model id is also checked here, first, so a bad one is refused before anything
+//! is queued or spawned, on either backend.
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,11 +19,11 @@ use crate::config::{
     ApprovalMode, CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION,
 };
 use crate::error::{Error, Result};
+use crate::mcp::answer::{error_result, ok_result, parse_args, plain_error};
 use crate::mcp::params::*;
+use crate::mcp::progress::progress_for;
 use crate::mcp::results::*;
-use crate::mcp::{
-    CallCtx, McpServer, elicit, error_result, ok_result, parse_args, plain_error, progress_for,
-};
+use crate::mcp::{CallCtx, McpServer, elicit};
 use crate::security::ids::SessionId;
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
@@ -32,6 +33,14 @@ pub const MAX_CONTEXT_BYTES: usize = 1024 * 1024;
 /// Default and largest page of `listSessions`.
 pub const DEFAULT_PAGE: u32 = 50;
 pub const MAX_PAGE: u32 = 200;
+
+/// A caller's model id, checked once, before anything is queued or spawned, by the same rule on
+/// both backends (the invocation builders check it again).
+fn check_model(model: Option<&str>) -> Result<()> {
+    model.map_or(Ok(()), |m| {
+        Ok(crate::security::ids::check_model("model", m)?)
+    })
+}
 
 /// Shape a turn's answer as a tool result: success, or an error that keeps the partial answer.
 fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<Error>) {
@@ -119,7 +128,7 @@ fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult {
 fn session_info(v: SessionView) -> SessionInfo {
     SessionInfo {
         session_id: v.session_id,
-        thread_id: v.thread_id,
+        thread_id: v.thread_id.map(|t| t.to_string()),
         working_directory: v.working_directory,
         model: v.model,
         created_ms: v.created_ms,
@@ -179,6 +188,7 @@ impl McpServer {
 
     async fn codex_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
         let p: CodexParams = parse_args(args)?;
+        check_model(p.model.as_deref())?;
         let session_id = p
             .session_id
             .as_deref()
@@ -191,7 +201,7 @@ impl McpServer {
             Some(d) => WorkDir::Given(self.resolve_dir(d)?),
             None => WorkDir::Default(self.default_dir(ctx).await?),
         };
-        let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
+        let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let asker = match (&self.client.config.approvals, &ctx.ask) {
             (ApprovalMode::Ask, Some(channel)) => Some(elicit::asker(
                 channel.clone(),
@@ -232,7 +242,7 @@ impl McpServer {
         timeout: Duration,
         ctx: &CallCtx,
     ) -> Result<CallToolResult> {
-        let (progress, _guard) = progress_for(ctx, self.client.config.heartbeat);
+        let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let answer = self
             .bridge
             .one_shot(OneShotCall {
@@ -250,6 +260,7 @@ impl McpServer {
     pub(crate) async fn query(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: QueryParams = parse_args(args)?;
+            check_model(p.model.as_deref())?;
             if p.context
                 .as_ref()
                 .is_some_and(|c| c.len() > MAX_CONTEXT_BYTES)
@@ -275,6 +286,7 @@ impl McpServer {
     pub(crate) async fn search(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: SearchParams = parse_args(args)?;
+            check_model(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let request = OneShot::Search {
                 query: p.query,
@@ -288,6 +300,7 @@ impl McpServer {
     pub(crate) async fn review(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: ReviewParams = parse_args(args)?;
+            check_model(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let target = review_target(
                 p.mode,
@@ -308,6 +321,7 @@ impl McpServer {
     pub(crate) async fn structured(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: StructuredParams = parse_args(args)?;
+            check_model(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let plan = schema::plan(&p.schema)?;
             let cwd = match &p.working_directory {

@@ -3,7 +3,7 @@
 //! Pure: [`filter_env`] takes the variables as an iterator, so tests never touch the real
 //! environment (the shape of codex's own `exec_env::populate_env`).
 
-/// Variables passed through when set and non-empty (SECURITY_MODEL.md, "Allowed keys").
+/// Variables passed through when set and non-empty (SECURITY.md: the allowlist).
 /// Exact names only: no prefix matching, so `OPENAI_ANYTHING` never leaks.
 pub const ALLOWED_VARS: [&str; 12] = [
     "OPENAI_API_KEY",

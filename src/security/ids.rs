@@ -1,14 +1,45 @@
-//! Identifiers that reach codex's argv: caller session handles, Codex thread ids and git refs.
+//! Identifiers that reach codex's argv: caller session handles, Codex thread ids, git refs and
+//! model ids.
 //!
 //! Each one is a positional or a `--flag=value` in an argv, so none may ever look like a flag.
 
-use crate::error::{Error, Result};
+use crate::invalid::InvalidArgument;
+
+/// This module's refusals name the argument and the reason.
+type Result<T, E = InvalidArgument> = std::result::Result<T, E>;
 
 /// Longest caller session handle we accept.
 pub const MAX_SESSION_ID_LEN: usize = 256;
 
 /// Longest git ref we accept for `review` (git itself allows more; no real branch is this long).
 pub const MAX_GIT_REF_LEN: usize = 255;
+
+/// Longest model id accepted. Models are not allowlisted: ids contain dots and dashes and
+/// custom-provider names are unbounded.
+pub const MAX_MODEL_LEN: usize = 256;
+
+/// Why a caller's model id is refused, if it is: empty, longer than [`MAX_MODEL_LEN`] bytes, or
+/// holding a control character (a newline, NUL, ESC, C1...). One rule for every tool and both
+/// backends: `codex exec` would take such an id literally, the app-server refuses it.
+pub fn model_problem(model: &str) -> Option<String> {
+    if model.is_empty() {
+        Some("must not be empty".into())
+    } else if model.len() > MAX_MODEL_LEN {
+        Some(format!("must be at most {MAX_MODEL_LEN} bytes"))
+    } else if model.chars().any(char::is_control) {
+        Some("must not contain a control character (a newline, NUL, ESC...)".into())
+    } else {
+        None
+    }
+}
+
+/// Check a caller's model id ([`model_problem`]); `field` names the argument in the error.
+pub fn check_model(field: &str, model: &str) -> Result<()> {
+    match model_problem(model) {
+        Some(why) => Err(InvalidArgument::new(field, why)),
+        None => Ok(()),
+    }
+}
 
 /// A caller's session handle: `^[A-Za-z0-9_-]{1,256}$`, never starting with `-`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -27,22 +58,22 @@ impl SessionId {
     /// Validate a caller-supplied handle. `field` names the argument in the error.
     pub fn parse(field: &str, raw: &str) -> Result<Self> {
         if raw.is_empty() {
-            return Err(Error::invalid(field, "must not be empty"));
+            return Err(InvalidArgument::new(field, "must not be empty"));
         }
         if raw.len() > MAX_SESSION_ID_LEN {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 field,
                 format!("must be at most {MAX_SESSION_ID_LEN} characters"),
             ));
         }
         if raw.starts_with('-') {
-            return Err(Error::invalid(field, "must not start with '-'"));
+            return Err(InvalidArgument::new(field, "must not start with '-'"));
         }
         if !raw
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 field,
                 "may contain only letters, digits, '_' and '-'",
             ));
@@ -69,9 +100,19 @@ impl std::fmt::Display for SessionId {
 
 /// A Codex thread id, read from codex's output. Only a parsed UUID is ever used as the
 /// `resume` positional, so a value can never present as a flag (or as `--last`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// Serialized as its hyphenated form (a string: the store's format); deserializing goes
+/// through [`ThreadId::parse`], so a stored or received id that is not exactly that form is an
+/// error naming `threadId`, never a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub struct ThreadId(uuid::Uuid);
+
+impl<'de> serde::Deserialize<'de> for ThreadId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let raw = std::borrow::Cow::<str>::deserialize(d)?;
+        ThreadId::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
 
 impl ThreadId {
     /// Parse a thread id; anything but a UUID is refused.
@@ -79,11 +120,11 @@ impl ThreadId {
         // uuid also accepts braced and urn forms; only the plain hyphenated form is emitted by
         // codex, so require it exactly.
         if raw.len() != 36 {
-            return Err(Error::invalid("threadId", "is not a UUID"));
+            return Err(InvalidArgument::new("threadId", "is not a UUID"));
         }
         uuid::Uuid::try_parse(raw)
             .map(ThreadId)
-            .map_err(|_| Error::invalid("threadId", "is not a UUID"))
+            .map_err(|_| InvalidArgument::new("threadId", "is not a UUID"))
     }
 
     /// Canonical lowercase hyphenated form, as passed to `codex exec resume`.
@@ -101,7 +142,7 @@ impl std::fmt::Display for ThreadId {
 /// Validate a git ref for `review --base=` or `--commit=`: a hex SHA, or a name that passes the
 /// rules of `git check-ref-format` that matter here. Never starts with `-`.
 pub fn validate_git_ref(field: &str, raw: &str) -> Result<()> {
-    let bad = |reason: &str| Err(Error::invalid(field, reason.to_owned()));
+    let bad = |reason: &str| Err(InvalidArgument::new(field, reason.to_owned()));
     if raw.is_empty() {
         return bad("must not be empty");
     }

@@ -1,4 +1,4 @@
-//! The pure rules of the security model (SECURITY_MODEL.md), one module per concern.
+//! The pure rules of the security model (SECURITY.md), one module per concern.
 //!
 //! Architecture invariant: no IO. Nothing here spawns a process, reads the process
 //! environment or touches the filesystem; what the filesystem says of a path is asked by
@@ -9,3 +9,4 @@ pub mod ids;
 pub mod overrides;
 pub mod paths;
 pub mod redact;
+pub mod shown;

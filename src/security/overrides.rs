@@ -8,7 +8,10 @@
 
 use toml_writer::{TomlKeyBuilder, TomlStringBuilder, TomlWrite};
 
-use crate::error::{Error, Result};
+use crate::invalid::InvalidSetting;
+
+/// This module's refusals name the setting and the reason.
+type Result<T, E = InvalidSetting> = std::result::Result<T, E>;
 
 /// The setting name used in errors about operator overrides.
 pub const SETTING: &str = "CODEX_BRIDGE_CODEX_CONFIG (--codex-config)";
@@ -74,31 +77,34 @@ pub const DENIED_KEYS: &[&str] = &[
 /// [`DENIED_KEYS`]; `mcp_servers.NAME.enabled=false` is the one `mcp_servers` form allowed.
 pub fn parse_operator_override(raw: &str) -> Result<Override> {
     let Some((key, value)) = raw.split_once('=') else {
-        return Err(Error::setting(
+        return Err(InvalidSetting::new(
             SETTING,
             format!("`{raw}` is not of the form key=value"),
         ));
     };
     let key = key.trim();
     if key.is_empty() {
-        return Err(Error::setting(SETTING, format!("`{raw}` has an empty key")));
+        return Err(InvalidSetting::new(
+            SETTING,
+            format!("`{raw}` has an empty key"),
+        ));
     }
     if key.starts_with('-') {
-        return Err(Error::setting(
+        return Err(InvalidSetting::new(
             SETTING,
             format!("key `{key}` must not start with '-'"),
         ));
     }
     let path: Vec<String> = key.split('.').map(|s| s.trim().to_owned()).collect();
     if path.iter().any(String::is_empty) {
-        return Err(Error::setting(
+        return Err(InvalidSetting::new(
             SETTING,
             format!("key `{key}` has an empty segment"),
         ));
     }
     // a NUL could not even reach argv (the spawn of every call would fail)
     if raw.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(Error::setting(
+        return Err(InvalidSetting::new(
             SETTING,
             format!("`{key}` must be on one line, without control characters"),
         ));
@@ -107,7 +113,7 @@ pub fn parse_operator_override(raw: &str) -> Result<Override> {
     if lower[0] == "mcp_servers" {
         let disables = lower.len() == 3 && lower[2] == "enabled" && value.trim() == "false";
         if !disables {
-            return Err(Error::setting(
+            return Err(InvalidSetting::new(
                 SETTING,
                 format!(
                     "`{key}` is refused: an operator override may only disable a nested MCP \
@@ -117,7 +123,7 @@ pub fn parse_operator_override(raw: &str) -> Result<Override> {
         }
     }
     if let Some(pattern) = DENIED_KEYS.iter().find(|p| key_matches(p, &lower)) {
-        return Err(Error::setting(
+        return Err(InvalidSetting::new(
             SETTING,
             format!(
                 "`{key}` is refused: it matches `{pattern}`, which would widen what codex may do \

@@ -9,7 +9,10 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::invalid::InvalidArgument;
+
+/// This module's refusals name the argument and the reason.
+type Result<T, E = InvalidArgument> = std::result::Result<T, E>;
 
 /// Longest path string we accept (Linux PATH_MAX).
 pub const MAX_PATH_LEN: usize = 4096;
@@ -99,19 +102,19 @@ pub enum Found {
 /// and for images no comma.
 pub fn check_lexical(field: &str, raw: &str, kind: Kind) -> Result<()> {
     if raw.is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
+        return Err(InvalidArgument::new(field, "must not be empty"));
     }
     if raw.len() > MAX_PATH_LEN {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             field,
             format!("is longer than {MAX_PATH_LEN} bytes"),
         ));
     }
     if raw.chars().any(char::is_control) {
-        return Err(Error::invalid(field, "contains a control character"));
+        return Err(InvalidArgument::new(field, "contains a control character"));
     }
     if kind == Kind::Image && raw.contains(',') {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             field,
             "image paths must not contain ',' (codex splits image lists on commas)",
         ));
@@ -164,13 +167,13 @@ pub fn parse_file_ref(field: &str, raw: &str) -> Result<FileRef> {
         };
         let parse = |s: &str| s.parse::<usize>().ok();
         let (Some(start), Some(end)) = (parse(start), parse(end)) else {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 field,
                 "line range must be START-END with numbers",
             ));
         };
         if start == 0 || end < start {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 field,
                 "line range must start at 1 and end at or after its start",
             ));
@@ -200,35 +203,38 @@ pub(crate) fn confine(
 ) -> Result<Confined> {
     check_lexical(field, raw, kind)?;
     let Some(lexical) = normalize(base, raw) else {
-        return Err(Error::invalid(field, "climbs above the filesystem root"));
+        return Err(InvalidArgument::new(
+            field,
+            "climbs above the filesystem root",
+        ));
     };
     // A lexical escape is refused before the filesystem is asked anything.
     if !containers.iter().any(|c| is_within(&lexical, c)) {
-        return Err(Error::invalid(field, outside_reason(kind)));
+        return Err(InvalidArgument::new(field, outside_reason(kind)));
     }
     let (path, what) = match look(&lexical) {
         Lookup::Found { canonical, what } => (canonical, what),
-        Lookup::NotFound => return Err(Error::invalid(field, "does not exist")),
-        Lookup::Unresolvable => return Err(Error::invalid(field, "cannot be resolved")),
+        Lookup::NotFound => return Err(InvalidArgument::new(field, "does not exist")),
+        Lookup::Unresolvable => return Err(InvalidArgument::new(field, "cannot be resolved")),
     };
     let Some(within) = containers.iter().find(|c| is_within(&path, c)) else {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             field,
             format!("{} (after following symlinks)", outside_reason(kind)),
         ));
     };
-    let what = what.ok_or_else(|| Error::invalid(field, "cannot be read"))?;
+    let what = what.ok_or_else(|| InvalidArgument::new(field, "cannot be read"))?;
     match kind {
         Kind::Dir if what != Found::Dir => {
-            return Err(Error::invalid(field, "is not a directory"));
+            return Err(InvalidArgument::new(field, "is not a directory"));
         }
         Kind::File | Kind::Image if what != Found::File => {
-            return Err(Error::invalid(field, "is not a regular file"));
+            return Err(InvalidArgument::new(field, "is not a regular file"));
         }
         _ => {}
     }
     if path.to_str().is_none() {
-        return Err(Error::invalid(field, "is not valid UTF-8"));
+        return Err(InvalidArgument::new(field, "is not valid UTF-8"));
     }
     // the canonical path is what reaches codex (argv, cwd, the projects pin) and what
     // `recheck` resolves again: it must pass the same lexical rules as the caller's text
@@ -249,9 +255,183 @@ fn outside_reason(kind: Kind) -> &'static str {
     }
 }
 
+/// Which of the bridge's own files a path is: what a turn that could write it could take over
+/// (the next start runs the codex binary the config file names, with the settings it sets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnKind {
+    /// The config file named by `--config`/`CODEX_BRIDGE_CONFIG`, or the default location
+    /// (absent or not).
+    ConfigFile,
+    /// The store directory (sessions, the owner's socket).
+    Store,
+    /// The codex binary the bridge runs.
+    CodexBin,
+}
+
+impl OwnKind {
+    /// The file and the setting that names it, for errors and `doctor`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            OwnKind::ConfigFile => "config file (CODEX_BRIDGE_CONFIG, --config)",
+            OwnKind::Store => "store directory (CODEX_BRIDGE_STORE, --store)",
+            OwnKind::CodexBin => "codex binary (CODEX_BIN, --codex-bin)",
+        }
+    }
+}
+
+/// One of the bridge's own files: its absolute path as configured (normalized, symlinks kept)
+/// and, once the filesystem was asked, the same path with every symlink resolved (for a path
+/// that does not exist yet: its nearest existing ancestor resolved, the rest appended).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnFile {
+    pub kind: OwnKind,
+    pub path: PathBuf,
+    pub resolved: Option<PathBuf>,
+}
+
+impl OwnFile {
+    /// Whether `dir` (canonical) holds this file, or lies inside it (the store is a
+    /// directory): as configured, so that a symlink on its way that lies inside `dir` counts
+    /// (a turn could swap it), and as resolved.
+    pub fn overlaps(&self, dir: &Path) -> bool {
+        let overlaps = |p: &Path| is_within(p, dir) || is_within(dir, p);
+        overlaps(&self.path) || self.resolved.as_deref().is_some_and(overlaps)
+    }
+}
+
+/// The bridge's own files are never inside a working directory a turn may write: a writable
+/// turn (`writable`: workspace-write or danger-full-access) whose working directory `cwd`
+/// (canonical) holds one of `own` is refused, naming `field`, the file and its setting. A
+/// read-only turn may run there: its sandbox cannot write.
+pub fn check_own_files(field: &str, cwd: &Path, writable: bool, own: &[OwnFile]) -> Result<()> {
+    if !writable {
+        return Ok(());
+    }
+    let held = held_in(cwd, own);
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(InvalidArgument::new(
+        field,
+        format!(
+            "{} holds the bridge's own {}: a turn that may write there could change what the \
+             bridge runs; use sandbox read-only there, or a working directory that does not \
+             contain it",
+            cwd.display(),
+            held.join(" and ")
+        ),
+    ))
+}
+
+/// The own files `dir` holds (or lies inside), each named once with what it is.
+fn held_in(dir: &Path, own: &[OwnFile]) -> Vec<String> {
+    let mut held: Vec<String> = Vec::new();
+    for f in own.iter().filter(|f| f.overlaps(dir)) {
+        let named = format!("{} {}", f.kind.describe(), f.path.display());
+        if !held.contains(&named) {
+            held.push(named);
+        }
+    }
+    held
+}
+
+/// Codex lets a workspace-write turn write its temporary directory (`/tmp`) wherever the turn
+/// runs: a writable turn is refused, naming `sandbox`, while `temp` (canonical) holds one of
+/// the bridge's own files.
+pub fn check_own_files_in_temp(temp: &Path, writable: bool, own: &[OwnFile]) -> Result<()> {
+    let held = if writable {
+        held_in(temp, own)
+    } else {
+        Vec::new()
+    };
+    if held.is_empty() {
+        return Ok(());
+    }
+    Err(InvalidArgument::new(
+        "sandbox",
+        format!(
+            "{} holds the bridge's own {}, and codex lets a writable turn write {} wherever it \
+             runs: use sandbox read-only, or move it out of {}",
+            temp.display(),
+            held.join(" and "),
+            temp.display(),
+            temp.display()
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writable_turn_is_refused_while_the_temporary_directory_holds_an_own_file() {
+        let store = OwnFile {
+            kind: OwnKind::Store,
+            path: "/tmp/cmb/store".into(),
+            resolved: None,
+        };
+        let err = check_own_files_in_temp(Path::new("/tmp"), true, std::slice::from_ref(&store))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`sandbox`") && err.contains("/tmp/cmb/store"),
+            "{err}"
+        );
+        assert!(
+            check_own_files_in_temp(Path::new("/tmp"), false, std::slice::from_ref(&store)).is_ok()
+        );
+        let elsewhere = OwnFile {
+            path: "/home/u/.local/share/cmb".into(),
+            ..store
+        };
+        assert!(check_own_files_in_temp(Path::new("/tmp"), true, &[elsewhere]).is_ok());
+    }
+
+    fn own(kind: OwnKind, path: &str, resolved: Option<&str>) -> OwnFile {
+        OwnFile {
+            kind,
+            path: path.into(),
+            resolved: resolved.map(PathBuf::from),
+        }
+    }
+
+    #[test]
+    fn a_writable_turn_never_runs_where_the_bridges_own_files_are() {
+        let files = [
+            own(OwnKind::ConfigFile, "/h/.config/cmb/config.toml", None),
+            own(OwnKind::Store, "/h/.local/share/cmb", Some("/data/store")),
+            own(
+                OwnKind::CodexBin,
+                "/usr/bin/codex",
+                Some("/opt/codex/bin/codex"),
+            ),
+        ];
+        for (cwd, what) in [
+            ("/h", "config file"),
+            ("/h/.config", "config file"),
+            ("/h/.local/share/cmb/sub", "store directory"),
+            ("/data", "store directory"),
+            ("/opt/codex", "codex binary"),
+            ("/", "config file"),
+        ] {
+            let err = check_own_files("workingDirectory", Path::new(cwd), true, &files)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("`workingDirectory`") && err.contains(what),
+                "{cwd}: {err}"
+            );
+            // read-only turns may run there
+            assert!(check_own_files("workingDirectory", Path::new(cwd), false, &files).is_ok());
+        }
+        for cwd in ["/h/proj", "/h/.config2", "/data2", "/opt/codex2"] {
+            assert!(
+                check_own_files("workingDirectory", Path::new(cwd), true, &files).is_ok(),
+                "{cwd}"
+            );
+        }
+    }
 
     #[test]
     fn normalize_removes_dots_and_refuses_climbing_above_root() {

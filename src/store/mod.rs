@@ -12,16 +12,25 @@
 //! ([`Store::flush`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
 
-use crate::error::Result;
-use crate::security::ids::SessionId;
+use crate::security::ids::{SessionId, ThreadId};
 use crate::usage::Usage;
 
+pub mod error;
 #[path = "../../migrations/mod.rs"]
 pub mod migrations;
+
+pub use error::StoreError;
+
+/// The store returns its own errors only.
+type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// How the last turn of a session ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,9 +50,10 @@ pub enum TurnStatus {
 #[serde(rename_all = "camelCase")]
 pub struct SessionRecord {
     pub session_id: SessionId,
-    /// The Codex thread id (a UUID), once codex reported it.
+    /// The Codex thread id, once codex reported it: a UUID string on disk, checked when the
+    /// record is read (a bad one makes the record unreadable, [`StoreError::Corrupted`]).
     #[serde(default)]
-    pub thread_id: Option<String>,
+    pub thread_id: Option<ThreadId>,
     /// The canonical working directory the session is bound to.
     pub working_directory: PathBuf,
     #[serde(default)]
@@ -121,9 +131,15 @@ pub struct Store {
     inflight: sled::Tree,
     meta: sled::Tree,
     path: PathBuf,
+    /// The store's own lock (`bridge.lock` in its directory), held while any clone of the store
+    /// lives: another process (or a second open in this one) is told `EWOULDBLOCK`, a typed
+    /// answer, before sled is asked.
+    _lock: Arc<Flock<std::fs::File>>,
 }
 
-const SETTING: &str = "CODEX_BRIDGE_STORE (--store)";
+/// The file the store's own lock is taken on, in the store's directory.
+const LOCK_FILE: &str = "bridge.lock";
+
 /// How long opening waits for a lock held by a process that is still exiting.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// sled page cache size: enough for the hot records and indexes of a busy server.
@@ -139,112 +155,49 @@ fn read_u64(v: Option<sled::IVec>) -> u64 {
         .unwrap_or(0)
 }
 
-/// Why the store failed. The messages name the store's directory and what was being done;
-/// the directory refusals name the setting, `CODEX_BRIDGE_STORE`.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Another process holds the store's lock (a running server).
-    #[error(
-        "invalid setting {SETTING}: the store at {} is in use by another codex-mcp-bridge \
-         process (a running server holds it)",
-        .dir.display()
-    )]
-    InUse { dir: PathBuf },
-
-    /// The directory cannot be trusted (see [`check_dir`]); nothing in it was used.
-    #[error(
-        "invalid setting {SETTING}: the store directory {} {why}; it is not used. Use a \
-         directory of your own (mode 700), or fix this one",
-        .dir.display()
-    )]
-    Refused { dir: PathBuf, why: String },
-
-    /// The store was written by a newer codex-mcp-bridge.
-    #[error(
-        "invalid setting {SETTING}: the store at {} has schema version {version}, written by a \
-         newer codex-mcp-bridge (this one knows up to {known}); upgrade, or use another store",
-        .dir.display()
-    )]
-    Newer {
-        dir: PathBuf,
-        version: u64,
-        known: u64,
-    },
-
-    /// sled failed while `doing` something.
-    #[error("session store error: store at {}: {doing} failed: {source}", .dir.display())]
-    Storage {
-        dir: PathBuf,
-        doing: &'static str,
-        #[source]
-        source: sled::Error,
-    },
-
-    /// A file-system call on the store's directory failed while `doing` something.
-    #[error("session store error: store at {}: {doing} failed: {source}", .dir.display())]
-    Io {
-        dir: PathBuf,
-        doing: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-
-    /// A stored record cannot be read back (the store is corrupted).
-    #[error("session store error: store at {}: session {id} is unreadable: {source}", .dir.display())]
-    Corrupted {
-        dir: PathBuf,
-        id: String,
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// A record cannot be encoded.
-    #[error("session store error: store at {}: cannot encode a record: {source}", .dir.display())]
-    Encode {
-        dir: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-
-    /// A migration step failed; the store is left at the previous version.
-    #[error(
-        "session store error: store at {}: migration to v{to} ({name}) failed: {reason}",
-        .dir.display()
-    )]
-    Migration {
-        dir: PathBuf,
-        to: u64,
-        name: &'static str,
-        reason: String,
-    },
-
-    /// The background flush stopped before it finished.
-    #[error("session store error: store at {}: the flush did not finish: {source}", .dir.display())]
-    FlushLost {
-        dir: PathBuf,
-        #[source]
-        source: tokio::task::JoinError,
-    },
-
-    /// The store's files vanished under the running server.
-    #[error(
-        "session store error: store at {}: the store's files were deleted while the server ran; \
-         this change is not saved (restart the server to recreate the store)",
-        .dir.display()
-    )]
-    Deleted { dir: PathBuf },
-
-    /// A listing cursor that no page gave out (the caller's argument, `cursor`).
-    #[error("the listing cursor is not one from a previous page")]
-    BadCursor,
-}
-
 /// `map_err` for a sled call on the store at `dir`.
 fn storage<'a>(dir: &'a Path, doing: &'static str) -> impl FnOnce(sled::Error) -> StoreError + 'a {
     move |source| StoreError::Storage {
         dir: dir.to_path_buf(),
         doing,
         source,
+    }
+}
+
+/// Take the store's own lock, waiting until `deadline` for a holder that is exiting; `None`
+/// when another holder keeps it. The file is this user's (the directory is checked first),
+/// opened without following a link.
+fn take_lock(
+    dir: &Path,
+    deadline: std::time::Instant,
+) -> Result<Option<Flock<std::fs::File>>, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(io(dir, "opening the lock file"))?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((back, Errno::EWOULDBLOCK)) => {
+                if std::time::Instant::now() >= deadline {
+                    return Ok(None);
+                }
+                file = back;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err((_, errno)) => {
+                return Err(io(dir, "locking the lock file")(std::io::Error::from(
+                    errno,
+                )));
+            }
+        }
     }
 }
 
@@ -276,6 +229,9 @@ impl Store {
         // A server that just died may still hold the lock for a moment (its last threads are
         // still exiting): wait briefly for it, never long.
         let deadline = std::time::Instant::now() + wait;
+        let Some(lock) = take_lock(dir, deadline)? else {
+            return Ok(None);
+        };
         let db = loop {
             let opened = sled::Config::new()
                 .path(dir)
@@ -285,8 +241,10 @@ impl Store {
                 .open();
             match opened {
                 Ok(db) => break db,
-                // sled reports a held lock only as `ErrorKind::Other` with this text: its
-                // words are the one signal there is (sled's, not ours)
+                // Only a process that does not take `bridge.lock` (a version from before it)
+                // can hold sled's own lock now. sled reports it only as `ErrorKind::Other`
+                // with this text, the one signal it gives; every process of this version is
+                // told apart above by its errno.
                 Err(sled::Error::Io(io)) if io.to_string().contains("could not acquire lock") => {
                     if std::time::Instant::now() >= deadline {
                         return Ok(None);
@@ -311,6 +269,7 @@ impl Store {
                 .map_err(storage(dir, "opening a tree"))?,
             path: dir.to_path_buf(),
             db,
+            _lock: Arc::new(lock),
         };
         store.migrate()?;
         Ok(Some(store))
@@ -840,12 +799,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s")).unwrap();
         let mut r = rec("a", 10);
-        r.thread_id = Some("550e8400-e29b-41d4-a716-446655440000".into());
+        r.thread_id = Some(ThreadId::parse("550e8400-e29b-41d4-a716-446655440000").unwrap());
         store.put(&r).unwrap();
         assert_eq!(store.get(&id("a")).unwrap(), Some(r.clone()));
         let raw = String::from_utf8(serde_json::to_vec(&r).unwrap()).unwrap();
         assert!(!raw.to_lowercase().contains("sandbox"), "{raw}");
+        // the thread id is a string on disk, as before it was typed
+        assert!(
+            raw.contains(r#""threadId":"550e8400-e29b-41d4-a716-446655440000""#),
+            "{raw}"
+        );
         assert_eq!(store.schema_version().unwrap(), migrations::CURRENT);
+    }
+
+    #[test]
+    fn a_stored_thread_id_is_checked_when_the_record_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        let r = rec("t", 10);
+        store.put(&r).unwrap();
+        let mut raw: serde_json::Value =
+            serde_json::from_slice(&store.sessions.get("t").unwrap().unwrap()).unwrap();
+        // a record written before the id was typed reads back as the same id
+        raw["threadId"] = "550E8400-E29B-41D4-A716-446655440000".into();
+        store
+            .sessions
+            .insert("t", serde_json::to_vec(&raw).unwrap())
+            .unwrap();
+        let back = store.get(&id("t")).unwrap().unwrap();
+        assert_eq!(
+            back.thread_id.unwrap().to_arg(),
+            "550e8400-e29b-41d4-a716-446655440000"
+        );
+        // one that is not a thread id is a clear error naming the session and the field
+        for bad in ["--last", "550e8400e29b41d4a716446655440000", ""] {
+            raw["threadId"] = bad.into();
+            store
+                .sessions
+                .insert("t", serde_json::to_vec(&raw).unwrap())
+                .unwrap();
+            let err = store.get(&id("t")).unwrap_err();
+            assert!(
+                matches!(&err, StoreError::Corrupted { id, .. } if id == "t"),
+                "{err}"
+            );
+            assert!(err.to_string().contains("threadId"), "{err}");
+        }
     }
 
     #[test]
@@ -1047,6 +1046,26 @@ mod tests {
         assert!(
             err.contains(&format!("lies under {}", theirs.display())),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_store_whose_own_lock_is_held_is_in_use_before_sled_is_asked() {
+        // A plain flock on `bridge.lock` (no sled lock held): the open is refused as in use.
+        // Without the store's own lock, sled would open the store beside its holder.
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("s");
+        prepare_dir(&store).unwrap();
+        let file = std::fs::File::create(store.join(LOCK_FILE)).unwrap();
+        let held = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
+        let opened = Store::try_open(&store, std::time::Duration::ZERO).unwrap();
+        assert!(opened.is_none(), "opened while another holds bridge.lock");
+        drop(held);
+        assert!(
+            Store::try_open(&store, std::time::Duration::ZERO)
+                .unwrap()
+                .is_some(),
+            "the store opens once the lock is free"
         );
     }
 

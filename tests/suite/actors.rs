@@ -44,10 +44,7 @@ async fn a_session_resumes_its_codex_thread_and_counts_its_turns() {
     );
     let rec = bridge.get(&sid("s1")).unwrap().unwrap();
     assert_eq!(rec.turn_count, 2);
-    assert_eq!(
-        rec.thread_id,
-        first.outcome.output.thread_id.map(|t| t.to_string())
-    );
+    assert_eq!(rec.thread_id, first.outcome.output.thread_id);
     assert_eq!(rec.last_status, Some(TurnStatus::Completed));
     // a call without a session id gets a fresh one
     let fresh = bridge.turn(call(&env, None, "hi")).await.unwrap();
@@ -287,6 +284,93 @@ async fn closing_a_busy_session_cancels_its_turn_and_forgets_it() {
     mock.wait_for_in_flight(|n| n == 0, Duration::from_secs(5))
         .await;
     assert!(bridge.get(&sid("c")).unwrap().is_none());
+    bridge.shutdown().await;
+}
+
+/// A close during a turn answers that turn as cancelled (a clear ending, not "the session's
+/// actor failed"), kills its codex, and succeeds.
+#[tokio::test]
+async fn a_close_during_a_turn_answers_the_turn_as_cancelled() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let b = bridge.clone();
+    let c = call(&env, Some("closing"), "hang");
+    let running = tokio::spawn(async move { b.turn(c).await });
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
+        .await;
+    let closed = tokio::time::timeout(
+        Duration::from_secs(30),
+        bridge.close(&sid("closing"), false, None),
+    )
+    .await
+    .expect("the close is answered")
+    .unwrap();
+    assert!(closed.is_some());
+    let err = tokio::time::timeout(Duration::from_secs(30), running)
+        .await
+        .expect("the turn is answered")
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Cancelled { .. }),
+        "the turn is answered as cancelled by the close: {err}"
+    );
+    mock.wait_for_in_flight(|n| n == 0, Duration::from_secs(10))
+        .await;
+    assert!(bridge.get(&sid("closing")).unwrap().is_none());
+    bridge.shutdown().await;
+}
+
+/// A turn sent right behind the close of a stored session (no live actor) never brings the
+/// closed session back: it is refused naming the session, or starts a new one under that id.
+#[tokio::test]
+async fn a_turn_racing_the_close_of_a_stored_session_never_revives_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let bridge = start_bridge(
+        &env,
+        &mock,
+        BridgeOpts {
+            idle: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .await;
+    let first = bridge.turn(call(&env, Some("raced"), "one")).await.unwrap();
+    let old = first.outcome.output.thread_id.expect("a thread");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bridge.is_live(&sid("raced")) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !bridge.is_live(&sid("raced")),
+        "the session is stored, not live"
+    );
+    let id = sid("raced");
+    let (closed, turned) = tokio::join!(
+        bridge.close(&id, false, None),
+        bridge.turn(call(&env, Some("raced"), "two"))
+    );
+    assert!(closed.unwrap().is_some(), "the close found the session");
+    match turned {
+        Err(e) => assert!(
+            matches!(&e, Error::InvalidArgument { field, .. } if field == "sessionId"),
+            "{e}"
+        ),
+        Ok(r) => assert!(
+            r.created && !r.resumed && r.outcome.output.thread_id != Some(old),
+            "a turn after the close starts a new session, never the closed one's thread"
+        ),
+    }
+    if let Some(rec) = bridge.get(&id).unwrap() {
+        assert_ne!(
+            rec.thread_id,
+            Some(old),
+            "the closed session's record came back"
+        );
+    }
     bridge.shutdown().await;
 }
 

@@ -289,7 +289,7 @@ async fn negative_control_a_turn_without_sandbox_policy_inherits_workspace_write
     assert!(
         dir.join("second.txt").exists(),
         "codex {} no longer keeps the sandbox of the previous turn: the template's sandbox on \
-         every turn is still right, but update APP_SERVER_FACTS.md",
+         every turn is still right, but update ARCHITECTURE.md (Warm conversations)",
         crate::support::under_test().number()
     );
 }
@@ -437,7 +437,7 @@ async fn an_interrupt_leaves_the_command_running_until_background_terminals_are_
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         !sleeping(&arg).is_empty(),
-        "codex {} now kills the command on interrupt: update APP_SERVER_FACTS.md",
+        "codex {} now kills the command on interrupt: update ARCHITECTURE.md (Warm conversations)",
         crate::support::under_test().number()
     );
     tokio::time::timeout(

@@ -369,7 +369,12 @@ fn seeded_store(dir: &Path, work: &Path) -> Vec<SessionRecord> {
             work.to_path_buf(),
             1_700_000_000_000 + i as u64 * 1000,
         );
-        r.thread_id = Some(format!("550e8400-e29b-41d4-a716-44665544000{i}"));
+        r.thread_id = Some(
+            codex_mcp_bridge::security::ids::ThreadId::parse(&format!(
+                "550e8400-e29b-41d4-a716-44665544000{i}"
+            ))
+            .unwrap(),
+        );
         r.model = Some("gpt-test".into());
         r.turn_count = i as u64 + 1;
         r.usage.input_tokens = 100 * (i as u64 + 1);
@@ -797,7 +802,9 @@ fn the_host_snippets_in_the_readme_are_valid() {
             _ => panic!("mcpServers or servers:\n{block}"),
         };
         for (name, s) in servers {
-            assert_eq!(s["command"], bin.as_str(), "{name}");
+            // the one-line form: `npx -y codex-mcp-bridge` (README: Install)
+            assert_eq!(s["command"], "npx", "{name}");
+            assert_eq!(s["args"], json!(["-y", bin.as_str()]), "{name}");
             if vscode {
                 assert_eq!(s["type"], "stdio", "{name}");
             }
@@ -810,7 +817,14 @@ fn the_host_snippets_in_the_readme_are_valid() {
         let t: toml::Table = toml::from_str(block).unwrap_or_else(|e| panic!("{e}:\n{block}"));
         let servers = t["mcp_servers"].as_table().expect("mcp_servers");
         for (name, s) in servers {
-            assert_eq!(s["command"].as_str(), Some(bin.as_str()), "{name}");
+            assert_eq!(s["command"].as_str(), Some("npx"), "{name}");
+            assert_eq!(
+                s["args"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str()).collect()),
+                Some(vec!["-y", bin.as_str()]),
+                "{name}"
+            );
             // what Codex as the host needs (suite::codex_host runs it)
             assert_eq!(
                 s["default_tools_approval_mode"].as_str(),
@@ -842,7 +856,11 @@ fn the_host_snippets_in_the_readme_are_valid() {
             .iter()
             .position(|w| *w == "--")
             .unwrap_or_else(|| panic!("no `--` in {line}"));
-        assert_eq!(words.get(after + 1), Some(&bin.as_str()), "{line}");
+        assert_eq!(
+            words.get(after + 1..after + 4),
+            Some(&["npx", "-y", bin.as_str()][..]),
+            "{line}"
+        );
     }
 }
 
@@ -896,22 +914,81 @@ fn server_json_documents_every_environment_variable_with_its_default() {
         (1..=100).contains(&description.chars().count()),
         "{description}"
     );
-    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
-    // the registry takes npm, PyPI, NuGet, OCI and MCPB packages, not crates: none is listed
-    assert!(v.get("packages").is_none(), "no package is published");
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(v["version"], version);
 
     let provided = &v["_meta"]["io.modelcontextprotocol.registry/publisher-provided"];
     assert!(
         serde_json::to_vec(provided).unwrap().len() <= 4096,
         "the registry keeps at most 4 KB of publisher-provided metadata"
     );
-    assert!(
-        provided["install"]["command"]
-            .as_str()
-            .unwrap()
-            .contains("cargo install")
+    assert_eq!(provided["install"]["command"], "npx -y codex-mcp-bridge");
+
+    // the packages scripts/package.sh builds (tests/packages.rs checks them against the built
+    // files): npm, the crate, the bundle, at this version, over stdio, each with the same
+    // environment variables
+    let packages = v["packages"].as_array().expect("packages");
+    let types: Vec<&str> = packages
+        .iter()
+        .map(|p| p["registryType"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["npm", "cargo", "mcpb"]);
+    let template = |path: &str| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join(path)).unwrap()).unwrap()
+    };
+    let npm = template("packaging/npm/codex-mcp-bridge/package.json");
+    let mcpb = template("packaging/mcpb/manifest.json");
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap()).unwrap();
+    let repository = manifest["package"]["repository"].as_str().unwrap();
+    assert_eq!(v["repository"]["url"], repository);
+    assert_eq!(
+        npm["mcpName"], "@MCP_NAME@",
+        "the script writes server.json's name"
     );
-    let vars = provided["environmentVariables"].as_array().unwrap();
+    let identifiers = [
+        npm["name"].as_str().unwrap().to_owned(),
+        manifest["package"]["name"].as_str().unwrap().to_owned(),
+        format!(
+            "{repository}/releases/download/v{version}/{}-{version}-linux-x64.mcpb",
+            mcpb["name"].as_str().unwrap()
+        ),
+    ];
+    for (p, identifier) in packages.iter().zip(&identifiers) {
+        assert_eq!(&p["identifier"], identifier, "{p}");
+        assert_eq!(p["version"], version, "{identifier}");
+        assert_eq!(
+            p["transport"],
+            serde_json::json!({"type": "stdio"}),
+            "{identifier}"
+        );
+        assert!(
+            p.get("fileSha256").is_none(),
+            "the script adds the bundle's sha256"
+        );
+        assert_eq!(
+            p["environmentVariables"], packages[0]["environmentVariables"],
+            "{identifier}"
+        );
+    }
+    assert_eq!(packages[0]["registryBaseUrl"], "https://registry.npmjs.org");
+    assert_eq!(packages[1]["registryBaseUrl"], "https://crates.io");
+    // the bundle's settings are among them
+    for var in mcpb["server"]["mcp_config"]["env"]
+        .as_object()
+        .unwrap()
+        .keys()
+    {
+        assert!(
+            packages[2]["environmentVariables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| &e["name"] == var),
+            "{var}"
+        );
+    }
+    let vars = packages[0]["environmentVariables"].as_array().unwrap();
     let by_name = |n: &str| vars.iter().find(|e| e["name"] == n);
     for e in vars {
         let n = e["name"].as_str().expect("a name");
@@ -1040,4 +1117,51 @@ fn the_readme_prerequisites_match_the_toolchain_and_the_fetch_scripts() {
     let bin = format!(".codex-cli/{NEWEST_TESTED_CODEX_VERSION}/{bin_rel}");
     assert!(section.contains(&bin), "README names {bin}: {section}");
     assert!(section.contains("tests/ts-sdk/node_modules/") && section.contains(".test-work/"));
+}
+
+/// `doctor` says when a root holds one of the bridge's own files (the config file, the store,
+/// the codex binary), where writable turns are refused; a root that holds none is fine.
+#[tokio::test]
+async fn doctor_warns_when_a_root_holds_the_bridges_own_files() {
+    let env = TestEnv::new();
+    let codex = codex_bin();
+    let store = env.root().join("store");
+    let config = env.work().join("bridge.toml");
+    std::fs::write(&config, "max_concurrent = 2\n").unwrap();
+    let doctor = |roots: &Path| {
+        let mut c = bridge(&env);
+        c.arg("doctor")
+            .env("CODEX_BIN", &codex)
+            .env("CODEX_BRIDGE_STORE", &store)
+            .env("CODEX_BRIDGE_CONFIG", &config)
+            .env("CODEX_BRIDGE_ROOTS", roots);
+        c
+    };
+    let out = run(&mut doctor(env.root())).await;
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains("own files"))
+        .unwrap_or_else(|| panic!("no own-files line:\n{text}"));
+    let root = env.root().canonicalize().unwrap().display().to_string();
+    assert!(line.starts_with("warn"), "{line}");
+    for needle in [
+        root.as_str(),
+        "config file (CODEX_BRIDGE_CONFIG",
+        "store directory (CODEX_BRIDGE_STORE",
+        "bridge.toml",
+        "fix:",
+    ] {
+        assert!(line.contains(needle), "lacks {needle}: {line}");
+    }
+    // a root beside them holds none
+    let elsewhere = env.root().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out = run(&mut doctor(&elsewhere)).await;
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ok") && l.contains("own files")),
+        "{text}"
+    );
 }

@@ -49,7 +49,10 @@ fn outer_home(env: &TestEnv, mock: &MockApi, edit: impl FnOnce(&mut toml::Table)
     let home = env.home().join(".codex");
     std::fs::create_dir_all(&home).unwrap();
     let (name, mut server) = readme_codex_snippet();
+    // the snippet starts the bridge as `npx -y codex-mcp-bridge`: here the test's binary
+    // itself (tests/packages.rs runs the npm package through npx)
     server.insert("command".into(), server_bin().display().to_string().into());
+    server.remove("args");
     let mut vars = server
         .get("env")
         .and_then(|e| e.as_table())

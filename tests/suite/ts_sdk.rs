@@ -147,6 +147,7 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
             .contains("the mock refuses this prompt"),
         "{refused}"
     );
-    // one request per turn, and two for the steered one (its command, then its answer)
+    // one request per turn, and two for the steered one (its command, then its answer); none
+    // for the calls with a bad model id
     assert_eq!(mock.responses_count(), 8);
 }

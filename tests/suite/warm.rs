@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::bridge::pids_with_cmdline;
+use crate::support::bridge::{pids_with_cmdline, pids_with_cmdline_prefix};
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
 use crate::support::process::{alive, is_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -250,7 +250,9 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
         tokio::select! {
             _ = call => panic!("the sleeping call returned"),
             _ = async {
-                while pids_with_cmdline("sleep 987105").is_empty() {
+                // the `sleep` itself, not the shell or a short-lived process of codex whose
+                // command line names it: one that exits by itself would read as killed
+                while pids_with_cmdline_prefix("sleep 987105").is_empty() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             } => {}
@@ -260,8 +262,12 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
     assert!(running.is_ok(), "the command ran");
     // dropping the call future sent notifications/cancelled
     let t = Instant::now();
-    let left = gone_within("sleep 987105", Duration::from_secs(1)).await;
+    wait_until(Duration::from_secs(1), || {
+        pids_with_cmdline_prefix("sleep 987105").is_empty()
+    })
+    .await;
     let took = t.elapsed();
+    let left = pids_with_cmdline("sleep 987105");
     kill_matching("sleep 987105");
     assert!(left.is_empty(), "the command survived the cancel: {left:?}");
     assert!(took < Duration::from_millis(1500), "cancel took {took:?}");
@@ -509,4 +515,582 @@ async fn a_warm_turn_printing_past_the_output_cap_is_stopped_and_the_session_goe
         )
         .await;
     assert_eq!(structured(&r)["response"], "still here", "{}", text(&r));
+}
+
+/// A codex whose `app-server` runs the real one behind a line relay (perl) that SIGKILLs the
+/// real codex and itself when it reads a request with an armed method: `arm(dir, "thread/resume")`
+/// makes the next process that is sent `thread/resume` die right then, before it reads it
+/// (one process only: the arm file is taken by renaming it). The real codex does the work;
+/// every other command is the real codex itself.
+fn codex_dying_on_request(env: &TestEnv) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let arms = env.root().join("arms");
+    std::fs::create_dir_all(&arms).unwrap();
+    let path = env.root().join("codex-dies");
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/usr/bin/perl
+use strict; use warnings;
+my $real = '{real}';
+my $arms = '{arms}';
+exec($real, @ARGV) or die "exec: $!" unless grep {{ $_ eq 'app-server' }} @ARGV;
+pipe(my $r, my $w) or die "pipe: $!";
+my $pid = fork() // die "fork: $!";
+if ($pid == 0) {{ close $w; open(STDIN, '<&', $r) or die; exec($real, @ARGV) or die "exec: $!"; }}
+close $r;
+$w->autoflush(1);
+while (my $line = <STDIN>) {{
+    if ($line =~ /"method"\s*:\s*"([^"]+)"/) {{
+        (my $f = $1) =~ s{{/}}{{_}}g;
+        if (rename("$arms/$f", "$arms/$f.taken.$$")) {{ kill 'KILL', $pid; kill 'KILL', $$; }}
+    }}
+    print $w $line;
+}}
+close $w;
+waitpid($pid, 0);
+exit($? >> 8);
+"#,
+            real = crate::support::codex_bin().display(),
+            arms = arms.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (path, arms)
+}
+
+/// Arm the wrapper of [`codex_dying_on_request`]: the next process sent `method` dies.
+fn arm(arms: &std::path::Path, method: &str) {
+    std::fs::write(arms.join(method.replace('/', "_")), b"").unwrap();
+}
+
+/// Whether an armed kill was taken (the process it names died on that request).
+fn fired(arms: &std::path::Path, method: &str) -> bool {
+    let prefix = format!("{}.taken.", method.replace('/', "_"));
+    std::fs::read_dir(arms).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&prefix)
+    })
+}
+
+/// The wrapper processes of [`codex_dying_on_request`] (one per app-server) under the server,
+/// oldest first.
+fn wrapped_servers(server_pid: u32) -> Vec<i32> {
+    let mut v: Vec<i32> = app_servers(server_pid)
+        .into_iter()
+        .filter(|p| {
+            alive(*p)
+                && std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("codex-dies"))
+        })
+        .collect();
+    v.sort_by_key(|p| codex_mcp_bridge::codex::process::start_ticks(*p).unwrap_or(0));
+    v
+}
+
+fn ok_call(r: &rmcp::model::CallToolResult) -> serde_json::Value {
+    assert!(r.is_error != Some(true), "the call failed: {}", text(r));
+    structured(r)
+}
+
+/// A warm server whose codex is [`codex_dying_on_request`]'s wrapper, with `max_warm`; its
+/// arms directory and the canonical work directory.
+async fn dying_server(
+    env: &TestEnv,
+    mock: &MockApi,
+    max_warm: u32,
+) -> (Server, std::path::PathBuf, std::path::PathBuf) {
+    let (codex, arms) = codex_dying_on_request(env);
+    let codex = codex.display().to_string();
+    let max_warm = max_warm.to_string();
+    let s = warm_server(
+        env,
+        mock,
+        &[
+            ("CODEX_BIN", codex.as_str()),
+            ("CODEX_BRIDGE_MAX_WARM", max_warm.as_str()),
+        ],
+    )
+    .await;
+    (s, arms, env.work().canonicalize().unwrap())
+}
+
+/// A warm session's process killed from outside while idle, then the spare it would take
+/// dying as it is taken (`thread/resume`): each is replaced, and the turn continues the
+/// session's thread in a new process (the model sees the earlier history).
+#[tokio::test]
+async fn a_spare_that_dies_as_it_is_taken_for_thread_resume_is_replaced_and_the_thread_goes_on() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let (s, arms, work) = dying_server(&env, &mock, 3).await;
+    mock.push(Reply::message("remember PLOVER"));
+    let one = ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "sp", "workingDirectory": work}),
+        )
+        .await,
+    );
+    // the session's process and the spare for its directory
+    assert!(
+        wait_until(Duration::from_secs(30), || wrapped_servers(s.pid).len()
+            == 2)
+        .await,
+        "a spare beside the session's process: {:?}",
+        wrapped_servers(s.pid)
+    );
+    // give the spare its handshake
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let own = wrapped_servers(s.pid)[0];
+    // SAFETY: signals only.
+    unsafe { libc::kill(own, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(5), || !alive(own)).await);
+    arm(&arms, "thread/resume");
+    mock.push(Reply::message("after"));
+    let two = ok_call(
+        &s.call("codex", json!({"prompt": "two", "sessionId": "sp"}))
+            .await,
+    );
+    assert!(
+        fired(&arms, "thread/resume"),
+        "the spare died on thread/resume"
+    );
+    assert_eq!(two["resumed"], true, "{two}");
+    assert_eq!(two["threadId"], one["threadId"], "{two}");
+    assert!(
+        mock.responses_requests()
+            .last()
+            .unwrap()
+            .body_contains("PLOVER"),
+        "the model sees the history"
+    );
+}
+
+/// A process that dies during `initialize`, and one that dies on the first request of a turn
+/// it was taken for (the spare, `thread/start`): the turn runs on a new warm process, and the
+/// backend stays warm (no fall back to exec).
+#[tokio::test]
+async fn a_process_that_dies_during_initialize_or_as_the_spare_is_taken_is_replaced() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    // one warm process at most: no spare, so the next start is the session's own
+    let (s, arms, work) = dying_server(&env, &mock, 1).await;
+    mock.push(Reply::message("remember AVOCET"));
+    let one = ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "ini", "workingDirectory": work}),
+        )
+        .await,
+    );
+    let own = wrapped_servers(s.pid);
+    assert_eq!(own.len(), 1, "{own:?}");
+    // SAFETY: signals only.
+    unsafe { libc::kill(own[0], libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(5), || !alive(own[0])).await);
+    arm(&arms, "initialize");
+    mock.push(Reply::message("after"));
+    let two = ok_call(
+        &s.call("codex", json!({"prompt": "two", "sessionId": "ini"}))
+            .await,
+    );
+    assert!(fired(&arms, "initialize"), "a start died on initialize");
+    assert_eq!(two["threadId"], one["threadId"], "{two}");
+    assert!(
+        mock.responses_requests()
+            .last()
+            .unwrap()
+            .body_contains("AVOCET"),
+        "the model sees the history"
+    );
+    // still warm: the turn ran on an app-server, which the session keeps
+    assert_eq!(
+        wrapped_servers(s.pid).len(),
+        1,
+        "the session's warm process"
+    );
+    let ping = s.call("ping", json!({})).await;
+    assert_eq!(
+        structured(&ping)["backend"]["effective"],
+        "app-server",
+        "{}",
+        text(&ping)
+    );
+    drop(s);
+
+    // the spare, dying on the first request of the new session that takes it
+    let mock2 = MockApi::start().await;
+    let env2 = TestEnv::new();
+    let (codex2, arms2) = codex_dying_on_request(&env2);
+    let codex2 = codex2.display().to_string();
+    let s = warm_server(
+        &env2,
+        &mock2,
+        &[
+            ("CODEX_BIN", codex2.as_str()),
+            ("CODEX_BRIDGE_MAX_WARM", "3"),
+        ],
+    )
+    .await;
+    let work2 = env2.work().canonicalize().unwrap();
+    mock2.push(Reply::message("first"));
+    ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "s1", "workingDirectory": work2}),
+        )
+        .await,
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || wrapped_servers(s.pid).len()
+            == 2)
+        .await,
+        "a spare: {:?}",
+        wrapped_servers(s.pid)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    arm(&arms2, "thread/start");
+    mock2.push(Reply::message("second"));
+    let r = ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "two", "sessionId": "s2", "workingDirectory": work2}),
+        )
+        .await,
+    );
+    assert!(
+        fired(&arms2, "thread/start"),
+        "the spare died on thread/start"
+    );
+    assert_eq!(r["response"], "second", "{r}");
+}
+
+/// The spare killed from outside while idle, and a new session in its directory at once: the
+/// turn runs (on a new process when the dead spare was taken).
+#[tokio::test]
+async fn a_spare_killed_while_idle_does_not_fail_the_next_new_session() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_MAX_WARM", "3")]).await;
+    let work = env.work().canonicalize().unwrap();
+    mock.push(Reply::message("first"));
+    ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "one", "sessionId": "k1", "workingDirectory": work}),
+        )
+        .await,
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || app_servers(s.pid).len() == 2).await,
+        "a spare: {:?}",
+        app_servers(s.pid)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut servers = app_servers(s.pid);
+    servers.sort_by_key(|p| codex_mcp_bridge::codex::process::start_ticks(*p).unwrap_or(0));
+    let spare = servers[1];
+    mock.push(Reply::message("second"));
+    // SAFETY: signals only.
+    unsafe { libc::kill(spare, libc::SIGKILL) };
+    let r = ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "two", "sessionId": "k2", "workingDirectory": work}),
+        )
+        .await,
+    );
+    assert_eq!(r["response"], "second", "{r}");
+}
+
+/// A call whose caller gave up while it waited is dropped from the session's queue, prompt and
+/// all, when the next call queues: a caller that queues and cancels over and over holds nothing
+/// (the next call is queued behind the running turn alone).
+#[tokio::test]
+async fn cancelled_waiting_calls_leave_the_queue_with_their_prompts() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_MAX_QUEUED_TURNS", "3")]).await;
+    let work = env.work().canonicalize().unwrap();
+    mock.push_all([
+        Reply::exec_command("sleep 8; echo slept"),
+        Reply::message("answer one"),
+    ]);
+    mock.push(Reply::message("answer two"));
+    let first = spawn_codex(
+        &s,
+        json!({"prompt": "one", "sessionId": "cq", "workingDirectory": work}),
+    );
+    mock.wait_for_responses(1, Duration::from_secs(60)).await;
+    for n in 0..5 {
+        let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
+            json!({"prompt": format!("gave up {n} {}", "x".repeat(100_000)), "sessionId": "cq"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        // dropping the call future sends notifications/cancelled
+        let _ = tokio::time::timeout(Duration::from_millis(400), s.client.call_tool(params)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let last = spawn_codex(&s, json!({"prompt": "two", "sessionId": "cq"}));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let queued = loop {
+        let said: Vec<String> = s
+            .progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.message.clone())
+            .filter(|m| m.starts_with("queued behind"))
+            .collect();
+        if said.len() >= 6 {
+            break said;
+        }
+        assert!(Instant::now() < deadline, "not queued: {said:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        queued.last().map(String::as_str),
+        Some("queued behind 1 turn(s) on this session"),
+        "the cancelled calls were still held: {queued:?}"
+    );
+    let mut answers = Vec::new();
+    for h in [first, last] {
+        let r = h.await.unwrap();
+        answers.push(
+            ok_call(&r)["response"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    assert_eq!(answers, ["answer one", "answer two"]);
+    assert_eq!(
+        mock.responses_count(),
+        3,
+        "a cancelled call reached the model"
+    );
+}
+
+/// Calls the `codex` tool in a task of its own.
+fn spawn_codex(
+    s: &crate::support::mcp::Server,
+    args: serde_json::Value,
+) -> tokio::task::JoinHandle<rmcp::model::CallToolResult> {
+    let peer = s.client.peer().clone();
+    tokio::spawn(async move {
+        let params = rmcp::model::CallToolRequestParams::new("codex")
+            .with_arguments(args.as_object().cloned().expect("object"));
+        tokio::time::timeout(Duration::from_secs(180), peer.call_tool(params))
+            .await
+            .expect("answered in time")
+            .expect("answered")
+    })
+}
+
+/// The parent of process `pid`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// `max_warm = 2` holds for every app-server process at every moment: the session's, the
+/// spare, a fork's one-off process and processes still closing (sampled from /proc every few
+/// milliseconds across a spare, a second directory, a fork and a least-recently-used close).
+#[tokio::test]
+async fn max_warm_counts_every_app_server_process_at_every_moment() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(&env, &mock, &[("CODEX_BRIDGE_MAX_WARM", "2")]).await;
+    let dirs: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|d| {
+            let p = env.work().join(d);
+            std::fs::create_dir_all(&p).unwrap();
+            p.canonicalize().unwrap()
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let pid = s.pid;
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut most: Vec<String> = Vec::new();
+            let mut samples = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // the server's own children: a child codex forks has its parent's command
+                // line until it execs, and is not an app-server
+                let now: Vec<i32> = app_servers(pid)
+                    .into_iter()
+                    .filter(|p| alive(*p) && parent_of(*p) == Some(pid as i32))
+                    .collect();
+                if now.len() > most.len() {
+                    // each with its state and parent, to tell what it is when there are too many
+                    most = now
+                        .iter()
+                        .map(|p| {
+                            let stat = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                                .unwrap_or_default();
+                            let tail = stat.rsplit(')').next().unwrap_or("").to_owned();
+                            format!(
+                                "{p}:{}",
+                                tail.split_whitespace()
+                                    .take(2)
+                                    .collect::<Vec<_>>()
+                                    .join(" ppid ")
+                            )
+                        })
+                        .collect();
+                }
+                samples += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            (most, samples)
+        })
+    };
+    let mut seen = 0;
+    let mut turn = |mock: &MockApi, what: &str| {
+        seen += 1;
+        mock.push(Reply::message(format!("{what} {seen}")));
+    };
+    // a: its process, then the spare for a
+    turn(&mock, "a");
+    ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "a", "sessionId": "ca", "workingDirectory": dirs[0]}),
+        )
+        .await,
+    );
+    wait_until(Duration::from_secs(30), || app_servers(s.pid).len() == 2).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // b in another directory: the spare closes for it
+    turn(&mock, "b");
+    ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "b", "sessionId": "cb", "workingDirectory": dirs[1]}),
+        )
+        .await,
+    );
+    // a fork of a: its one-off process needs a place (the least recently used, a, closes)
+    let f = ok_call(&s.call("forkSession", json!({"sessionId": "ca"})).await);
+    assert!(f["sessionId"].is_string(), "{f}");
+    // c in a third directory: the least recently used closes for it
+    turn(&mock, "c");
+    ok_call(
+        &s.call(
+            "codex",
+            json!({"prompt": "c", "sessionId": "cc", "workingDirectory": dirs[2]}),
+        )
+        .await,
+    );
+    // a again: resumed in a new process, another close
+    turn(&mock, "a");
+    let again = ok_call(
+        &s.call("codex", json!({"prompt": "a again", "sessionId": "ca"}))
+            .await,
+    );
+    assert_eq!(again["resumed"], true, "{again}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (most, samples) = sampler.join().unwrap();
+    eprintln!(
+        "most app-servers at once: {} ({most:?}) over {samples} samples",
+        most.len()
+    );
+    assert!(samples > 100, "sampled {samples} times");
+    assert!(
+        most.len() <= 2,
+        "more app-server processes than max_warm = 2 at once: {most:?}"
+    );
+}
+
+/// A session's queue is bounded: by calls (`max_queued_turns`) and by the prompt bytes they
+/// hold (`max_queued_prompt_bytes`). The call past either limit is refused as busy, naming it;
+/// the running turn and every waiting call still complete.
+#[tokio::test]
+async fn a_full_session_queue_refuses_the_next_call_naming_the_limit_and_loses_nothing() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = warm_server(
+        &env,
+        &mock,
+        &[
+            ("CODEX_BRIDGE_MAX_QUEUED_TURNS", "2"),
+            ("CODEX_BRIDGE_MAX_QUEUED_PROMPT_BYTES", "10000"),
+        ],
+    )
+    .await;
+    let work = env.work().canonicalize().unwrap();
+    mock.push_all([
+        Reply::exec_command("sleep 6; echo slept"),
+        Reply::message("answer one"),
+    ]);
+    mock.push(Reply::message("answer two"));
+    mock.push(Reply::message("answer three"));
+    let first = spawn_codex(
+        &s,
+        json!({"prompt": "one", "sessionId": "q", "workingDirectory": work}),
+    );
+    mock.wait_for_responses(1, Duration::from_secs(60)).await;
+    let second = spawn_codex(&s, json!({"prompt": "two", "sessionId": "q"}));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // a prompt that would pass the bytes held by waiting calls
+    let big = s
+        .call(
+            "codex",
+            json!({"prompt": format!("big {}", "x".repeat(9_999)), "sessionId": "q"}),
+        )
+        .await;
+    assert_eq!(big.is_error, Some(true), "{}", text(&big));
+    assert!(
+        text(&big).contains("max_queued_prompt_bytes"),
+        "{}",
+        text(&big)
+    );
+    let third = spawn_codex(&s, json!({"prompt": "three", "sessionId": "q"}));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // a third waiting call: past max_queued_turns
+    let over = s
+        .call("codex", json!({"prompt": "four", "sessionId": "q"}))
+        .await;
+    assert_eq!(over.is_error, Some(true), "{}", text(&over));
+    assert!(text(&over).contains("max_queued_turns"), "{}", text(&over));
+    assert_eq!(
+        structured(&over)["error"]["kind"],
+        "busy",
+        "{}",
+        text(&over)
+    );
+    // nothing lost: the running turn and both waiting ones complete, in order
+    let mut answers = Vec::new();
+    for h in [first, second, third] {
+        let r = h.await.unwrap();
+        answers.push(
+            ok_call(&r)["response"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        );
+    }
+    assert_eq!(answers, ["answer one", "answer two", "answer three"]);
+    let got = s.call("getSession", json!({"sessionId": "q"})).await;
+    assert_eq!(
+        structured(&got)["session"]["turnCount"],
+        3,
+        "{}",
+        text(&got)
+    );
 }

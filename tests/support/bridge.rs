@@ -190,6 +190,8 @@ pub struct BridgeOpts {
     pub idle: Duration,
     pub fault_injection: bool,
     pub allow_danger: bool,
+    /// The backend (`exec`, `app-server`); `None`: the suite's (`BRIDGE_BACKEND_UNDER_TEST`).
+    pub backend: Option<&'static str>,
 }
 
 impl Default for BridgeOpts {
@@ -199,6 +201,7 @@ impl Default for BridgeOpts {
             idle: Duration::from_secs(600),
             fault_injection: false,
             allow_danger: false,
+            backend: None,
         }
     }
 }
@@ -216,10 +219,14 @@ pub async fn start_bridge(
         roots: Some(env.root().to_string_lossy().into_owned()),
         store: Some(env.root().join("store")),
         max_concurrent: Some(o.max_concurrent),
-        backend: super::mcp::backend_under_test().map(|b| {
-            <codex_mcp_bridge::config::Backend as clap::ValueEnum>::from_str(&b, false)
-                .expect("BRIDGE_BACKEND_UNDER_TEST is exec or app-server")
-        }),
+        backend: o
+            .backend
+            .map(str::to_owned)
+            .or_else(super::mcp::backend_under_test)
+            .map(|b| {
+                <codex_mcp_bridge::config::Backend as clap::ValueEnum>::from_str(&b, false)
+                    .expect("BRIDGE_BACKEND_UNDER_TEST is exec or app-server")
+            }),
         ..Default::default()
     };
     let vars: Vec<(String, String)> = env
@@ -247,6 +254,7 @@ pub async fn start_bridge(
         queue_timeout: Duration::from_secs(120),
         fault_injection: o.fault_injection,
         live: Default::default(),
+        backends: Default::default(),
     };
     Bridge::start(shared).await.expect("bridge starts")
 }

@@ -69,6 +69,7 @@ pub struct Person {
     pub seen: Arc<Mutex<Vec<String>>>,
     keys: Arc<Mutex<std::collections::HashSet<String>>>,
     tasks: Arc<std::sync::atomic::AtomicUsize>,
+    rounds: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Default for Person {
@@ -78,6 +79,7 @@ impl Default for Person {
             seen: Arc::default(),
             keys: Arc::default(),
             tasks: Arc::default(),
+            rounds: Arc::default(),
         }
     }
 }
@@ -101,13 +103,19 @@ impl Person {
         self.tasks.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// How many forms came as an input request of a call's `input_required` answer (MRTR),
+    /// which rmcp's client hands to its handler under the request's key as the id.
+    pub fn via_rounds(&self) -> usize {
+        self.rounds.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// How many forms they were shown.
     pub fn asked(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
     /// Their answer to a form (`None`: none, ever).
-    fn answer(&self, request: &ElicitRequestParams) -> Option<ElicitResult> {
+    pub fn answer(&self, request: &ElicitRequestParams) -> Option<ElicitResult> {
         if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
             self.seen.lock().unwrap().push(message.clone());
         }
@@ -176,8 +184,13 @@ impl ClientHandler for Client {
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _: rmcp::service::RequestContext<RoleClient>,
+        ctx: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
+        if matches!(ctx.id, rmcp::model::NumberOrString::String(_)) {
+            self.person
+                .rounds
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         match self.person.answer(&request) {
             Some(r) => Ok(r),
             None => std::future::pending().await,
@@ -311,6 +324,20 @@ pub async fn connect_with_roots(env: &TestEnv, mock: &MockApi, roots: ClientRoot
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Start the server with `vars` and connect a 2026-07-28 client with `capabilities` that lists
+/// `roots` when asked (through an input request: that protocol has no other way).
+pub async fn connect_modern_with_roots(
+    vars: &[(String, String)],
+    cwd: &Path,
+    capabilities: ClientCapabilities,
+    roots: ClientRoots,
+    person: Person,
+) -> Server {
+    try_connect_full(vars, cwd, Protocol::Modern, capabilities, roots, person)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Start the server with `vars` and connect a client with `capabilities` behind which
 /// `person` answers forms.
 pub async fn connect_person(
@@ -340,10 +367,77 @@ async fn try_connect_full(
     roots: ClientRoots,
     person: Person,
 ) -> Result<Server, String> {
-    let mut cmd = tokio::process::Command::new(server_bin());
-    cmd.env_clear()
+    let program = [server_bin().as_os_str().to_owned()];
+    try_connect_program(&program, vars, cwd, protocol, capabilities, roots, person).await
+}
+
+/// Start `program` (its first word; the rest are its arguments) with `vars` (everything else
+/// cleared) and connect a client (2025-11-25): a packaged server, started as its package says
+/// (tests/packages.rs).
+pub async fn connect_program(
+    program: &[std::ffi::OsString],
+    vars: &[(String, String)],
+    cwd: &Path,
+) -> Result<Server, String> {
+    let (roots, person) = (ClientRoots::default(), Person::default());
+    let caps = ClientCapabilities::default();
+    try_connect_program(program, vars, cwd, Protocol::Legacy, caps, roots, person).await
+}
+
+async fn try_connect_program(
+    program: &[std::ffi::OsString],
+    vars: &[(String, String)],
+    cwd: &Path,
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+    roots: ClientRoots,
+    person: Person,
+) -> Result<Server, String> {
+    let cmd = server_command(program, vars, cwd);
+    connect_command(cmd, vars, protocol, capabilities, roots, person).await
+}
+
+/// `program` (its first word; the rest are its arguments) with `vars` and nothing else in its
+/// environment, in `cwd`.
+fn server_command(
+    program: &[std::ffi::OsString],
+    vars: &[(String, String)],
+    cwd: &Path,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&program[0]);
+    cmd.args(&program[1..])
+        .env_clear()
         .envs(vars.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd);
+    cmd
+}
+
+/// Start the server with `vars` as the user and group `uid` (the test runs as root) and connect
+/// a plain client.
+pub async fn connect_as(uid: u32, vars: &[(String, String)], cwd: &Path) -> Server {
+    let mut cmd = server_command(&[server_bin().as_os_str().to_owned()], vars, cwd);
+    cmd.uid(uid).gid(uid);
+    connect_command(
+        cmd,
+        vars,
+        Protocol::Legacy,
+        ClientCapabilities::default(),
+        ClientRoots::default(),
+        Person::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Start the server `cmd` (with `vars` in its environment) and connect.
+async fn connect_command(
+    cmd: tokio::process::Command,
+    vars: &[(String, String)],
+    protocol: Protocol,
+    capabilities: ClientCapabilities,
+    roots: ClientRoots,
+    person: Person,
+) -> Result<Server, String> {
     let (transport, _stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::inherit())
         .spawn()
@@ -469,6 +563,25 @@ impl Server {
         })
         .await
         .expect("tool call in time")
+    }
+
+    /// Call a tool through rmcp's client, which answers each `input_required` round (MRTR)
+    /// through its handler (the person) and retries; bounded.
+    pub async fn call_rounds(&self, tool: &str, args: Value) -> CallToolResult {
+        let params = CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(args.as_object().cloned().expect("arguments are an object"));
+        tokio::time::timeout(Duration::from_secs(120), self.client.call_tool(params))
+            .await
+            .expect("tool call in time")
+            .expect("tool call answered")
+    }
+
+    /// Send one `tools/call` (no rounds driven); bounded.
+    pub async fn call_once(&self, params: CallToolRequestParams) -> CallToolResponse {
+        tokio::time::timeout(Duration::from_secs(120), self.client.call_tool_once(params))
+            .await
+            .expect("tool call in time")
+            .expect("tool call answered")
     }
 
     /// SIGKILL the server process.

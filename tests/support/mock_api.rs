@@ -420,10 +420,13 @@ impl RecordedRequest {
 // The server
 
 type Predicate = Box<dyn Fn(&RecordedRequest) -> bool + Send + Sync>;
+type Builder = Box<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
 
 struct Inner {
     queue: VecDeque<Reply>,
     routed: Vec<(Predicate, Reply)>,
+    /// Replies made from the request they answer (tried before `routed`).
+    built: Vec<(Predicate, Builder)>,
     default: Reply,
     requests: Vec<RecordedRequest>,
 }
@@ -481,6 +484,7 @@ impl MockApi {
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 routed: Vec::new(),
+                built: Vec::new(),
                 default: Reply::message("ok"),
                 requests: Vec::new(),
             }),
@@ -538,6 +542,20 @@ impl MockApi {
         self.shared.lock().routed.push((Box::new(pred), reply));
     }
 
+    /// Registers a one-shot reply, made by `build` from the request it answers, for the first
+    /// future request matching `pred` (tried before every other reply): for a call that needs
+    /// what codex just reported, such as the session id of a running terminal.
+    pub fn push_built(
+        &self,
+        pred: impl Fn(&RecordedRequest) -> bool + Send + Sync + 'static,
+        build: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) {
+        self.shared
+            .lock()
+            .built
+            .push((Box::new(pred), Box::new(build)));
+    }
+
     /// Registers a one-shot reply for the first future request whose user messages contain
     /// `marker`. A thread's history keeps its prompt, so several replies pushed for the same
     /// marker script that thread's successive requests in order.
@@ -554,7 +572,7 @@ impl MockApi {
     /// Number of queued plus routed replies not consumed yet.
     pub fn pending_replies(&self) -> usize {
         let inner = self.shared.lock();
-        inner.queue.len() + inner.routed.len()
+        inner.queue.len() + inner.routed.len() + inner.built.len()
     }
 
     /// Every request received so far (all routes), in arrival order.
@@ -752,11 +770,19 @@ fn record_and_pick(
         return Err(what);
     }
 
-    let reply = match inner.routed.iter().position(|(pred, _)| pred(&request)) {
-        Some(i) => inner.routed.remove(i).1,
-        None => match inner.queue.pop_front() {
-            Some(r) => r,
-            None => inner.default.clone(),
+    let built = inner
+        .built
+        .iter()
+        .position(|(pred, _)| pred(&request))
+        .map(|i| inner.built.remove(i).1(&request));
+    let reply = match built {
+        Some(r) => r,
+        None => match inner.routed.iter().position(|(pred, _)| pred(&request)) {
+            Some(i) => inner.routed.remove(i).1,
+            None => match inner.queue.pop_front() {
+                Some(r) => r,
+                None => inner.default.clone(),
+            },
         },
     };
     let guard = InFlight::enter(shared.clone());

@@ -143,6 +143,9 @@ try {
     expectError(await call('search', {}), 'invalid argument `query`');
     expectError(await call('structured', { prompt: 'x', schema: 'not json {' }), 'invalid argument `schema`');
     expectError(await call('review', { workingDirectory: '/etc' }), 'invalid argument `workingDirectory`');
+    // a model id with a control character: refused before anything starts (the mock counts no request)
+    expectError(await call('codex', { prompt: 'x', model: 'gpt-5.5\nx', workingDirectory: work }), 'invalid argument `model`: must not contain a control character');
+    expectError(await call('query', { prompt: 'x', model: 'gpt\u001b[2J' }), 'invalid argument `model`: must not contain a control character');
 
     expectOk(await call('closeSession', { sessionId }), (e) => e.structured?.closed === true);
     expectOk(await call('getSession', { sessionId }), (e) => e.structured?.found === false);

@@ -239,6 +239,19 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         Ok(protocol::parse_turn_started(&result)?)
     }
 
+    /// `turn/start` with the approval policy `approvals` and, for `structured`, an
+    /// `outputSchema` (see [`protocol::turn_start_with_schema`]).
+    pub async fn start_turn_with_schema(
+        &self,
+        turn: &TurnParams<'_>,
+        approvals: protocol::Approvals,
+        schema: Option<&Value>,
+    ) -> Result<TurnRef, ClientError> {
+        let msg = protocol::turn_start_with_schema(turn, approvals, schema)?;
+        let result = self.request(&msg).await?;
+        Ok(protocol::parse_turn_started(&result)?)
+    }
+
     /// Bytes read from codex's stdout so far.
     pub fn bytes_read(&self) -> u64 {
         self.read.load(Ordering::Relaxed)

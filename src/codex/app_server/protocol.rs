@@ -4,13 +4,14 @@
 //! has `id` + `method` + `params`, a notification no `id`, a response `id` + `result` or `error`.
 //! Server→client request ids are integers that start at 0 (0 is an id, not "none").
 //!
-//! Every rule here answers one of the five defaults that change for the worse (the spec's
-//! APP_SERVER_FACTS.md, "The bridge must enforce"):
+//! Every rule here answers one of the five defaults of `codex app-server` that change for the
+//! worse against `codex exec` (each pinned by a test in tests/suite/app_server.rs):
 //! - **A whitelist of methods.** [`Outgoing`] can only be built by the functions of this module:
 //!   `initialize` + `initialized`, `thread/start`, `thread/resume`, `turn/start`,
 //!   `turn/interrupt` and `thread/backgroundTerminals/clean` (present on 0.145.0 and 0.171.0
 //!   behind `capabilities.experimentalApi`, which `initialize` therefore declares), and
-//!   `thread/fork` / `turn/steer` (both versions; fork under the thread-level template). Nothing else
+//!   `thread/fork` / `turn/steer` (both versions; fork under the thread-level template), and
+//!   `thread/unsubscribe` (both versions: a one-shot's ephemeral thread let go). Nothing else
 //!   (`thread/shellCommand`, `command/exec`, `fs/*`, `config/*`) can be sent.
 //! - **Fixed templates, no caller keys.** `thread/start` / `thread/resume` carry `cwd`,
 //!   `sandbox: "read-only"`, `approvalPolicy: "never"`, `approvalsReviewer: "user"` (and an
@@ -80,6 +81,9 @@ pub enum Method {
     ThreadFork,
     /// `turn/steer`: more input for the running turn.
     TurnSteer,
+    /// `thread/unsubscribe`: the process lets go of a loaded thread (an ephemeral one is gone
+    /// with it), so nothing of a one-shot call stays loaded for the next.
+    ThreadUnsubscribe,
 }
 
 impl Method {
@@ -95,6 +99,7 @@ impl Method {
             Method::CleanBackgroundTerminals => "thread/backgroundTerminals/clean",
             Method::ThreadFork => "thread/fork",
             Method::TurnSteer => "turn/steer",
+            Method::ThreadUnsubscribe => "thread/unsubscribe",
         }
     }
 
@@ -193,10 +198,10 @@ fn cwd_value(cwd: &Path) -> Result<Value, ProtocolError> {
 fn model_value(model: Option<&str>) -> Result<Option<Value>, ProtocolError> {
     match model {
         None => Ok(None),
-        Some(m) if m.is_empty() || m.len() > 256 || m.chars().any(char::is_control) => Err(
-            invalid("model", "must be 1 to 256 bytes without control characters"),
-        ),
-        Some(m) => Ok(Some(Value::from(m))),
+        Some(m) => match crate::security::ids::model_problem(m) {
+            Some(why) => Err(invalid("model", why)),
+            None => Ok(Some(Value::from(m))),
+        },
     }
 }
 
@@ -941,6 +946,47 @@ pub fn parse_line(line: &str) -> Result<Incoming, ProtocolError> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// One-shot calls (`query`, `search`, `structured`) on a warm process
+
+/// `turn/start` of a one-shot call: [`turn_start_with`] plus, for `structured`, the caller's
+/// JSON Schema as `outputSchema` (both versions: it constrains this turn's final message only).
+pub fn turn_start_with_schema(
+    t: &TurnParams<'_>,
+    approvals: Approvals,
+    schema: Option<&Value>,
+) -> Result<Outgoing, ProtocolError> {
+    let mut o = turn_start_with(t, approvals)?;
+    if let (Some(schema), Some(Value::Object(p))) = (schema, o.params.as_mut()) {
+        if !schema.is_object() {
+            return Err(invalid("outputSchema", "must be a JSON object"));
+        }
+        p.insert("outputSchema".into(), schema.clone());
+    }
+    Ok(o)
+}
+
+/// `thread/unsubscribe`: the process unloads `thread` (an ephemeral thread, never written to
+/// disk, is gone with it).
+pub fn thread_unsubscribe(thread: &ThreadRef) -> Outgoing {
+    Outgoing {
+        method: Method::ThreadUnsubscribe,
+        params: Some(json!({"threadId": thread.as_str()})),
+    }
+}
+
+/// Read a `thread/unsubscribe` result: whether the thread is no longer loaded (`unsubscribed`,
+/// or `notLoaded`). `notSubscribed` (another client holds it) and anything else is `false`.
+pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
+    match result["status"].as_str() {
+        Some("unsubscribed" | "notLoaded") => Ok(true),
+        Some(_) => Ok(false),
+        None => Err(ProtocolError::Malformed(
+            "no `status` in the `thread/unsubscribe` result".into(),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // A person in the loop: fork, steer, and turns that may ask
 
 /// `thread/fork` of a stored thread: a new, stored thread that starts with a copy of its
@@ -1232,6 +1278,55 @@ mod tests {
             line(&all[5], 4),
             json!({"method": "turn/interrupt", "id": 4, "params": {"threadId": THREAD, "turnId": TURN}})
         );
+    }
+
+    #[test]
+    fn a_one_shot_adds_only_its_schema_and_unsubscribe_carries_only_the_thread() {
+        let t = thread();
+        let params = TurnParams {
+            thread: &t,
+            prompt: "x",
+            sandbox: None,
+            cwd: Path::new("/w"),
+            model: None,
+            effort: None,
+        };
+        let plain = turn_start_with(&params, Approvals::Never).unwrap();
+        let schema = json!({"type": "object"});
+        let with = turn_start_with_schema(&params, Approvals::Never, Some(&schema)).unwrap();
+        let mut expected = keys(&plain);
+        expected.insert("outputSchema".into());
+        assert_eq!(keys(&with), expected);
+        assert_eq!(with.params().unwrap()["outputSchema"], schema);
+        assert_eq!(
+            turn_start_with_schema(&params, Approvals::Never, None).unwrap(),
+            plain
+        );
+        assert!(matches!(
+            turn_start_with_schema(&params, Approvals::Never, Some(&json!("x"))),
+            Err(ProtocolError::Invalid {
+                field: "outputSchema",
+                ..
+            })
+        ));
+        let un = thread_unsubscribe(&t);
+        assert_eq!(
+            line(&un, 7),
+            json!({"method": "thread/unsubscribe", "id": 7, "params": {"threadId": THREAD}})
+        );
+        assert_eq!(
+            parse_unsubscribed(&json!({"status": "unsubscribed"})),
+            Ok(true)
+        );
+        assert_eq!(
+            parse_unsubscribed(&json!({"status": "notLoaded"})),
+            Ok(true)
+        );
+        assert_eq!(
+            parse_unsubscribed(&json!({"status": "notSubscribed"})),
+            Ok(false)
+        );
+        assert!(parse_unsubscribed(&json!({})).is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use super::Containment;
-use super::kill::{descendants, signal_pid};
+use super::signal::{descendants, signal_pid};
 
 /// A cgroup v2 directory for one turn; removed on drop.
 pub(super) struct TurnCgroup {

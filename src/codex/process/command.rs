@@ -13,8 +13,9 @@ use nix::sys::signal::Signal;
 use tokio::process::Command;
 
 use super::error::ProcessError;
-use super::kill::{KillGuard, signal_group};
+use super::kill::KillGuard;
 use super::read::read_head;
+use super::signal::signal_group;
 use super::spawn::{contain, spawn};
 use super::{SpawnHook, SpawnInfo, argv_hash, start_ticks};
 use crate::security::ids::ThreadId;

@@ -44,6 +44,11 @@ pub enum ProcessError {
         source: io::Error,
     },
 
+    /// A `codex app-server` was killed by a signal before it answered `initialize` (from
+    /// outside, or by the OOM killer): the next start may well work.
+    #[error("codex app-server was killed by a signal ({signal}) before it answered `initialize`")]
+    KilledAtStart { signal: i32 },
+
     /// A short codex command ran past its time limit; it and its process group were killed.
     #[error("`codex {what}` did not finish within {secs}s and was stopped")]
     CommandTimedOut { what: &'static str, secs: u64 },

@@ -1,15 +1,16 @@
-//! Killing a turn's processes: signals to the process group, the grace between SIGTERM and
-//! SIGKILL, the walk of codex's descendants through `/proc`, and the crash sweep's
-//! [`kill_leftover`]. Signals go through `nix` (no raw `libc`), `/proc` through `procfs`.
+//! Killing a turn's processes: the group, every descendant and the cgroup, the grace between
+//! SIGTERM and SIGKILL, and the crash sweep's [`kill_leftover`]. The signals and the
+//! descendant walk themselves are `signal.rs`'s; `/proc` is read through `procfs`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::{Pid, getpgid};
 use tokio::process::Child;
 
 use super::cgroup::{CGROUP_PREFIX, TurnCgroup};
+use super::signal::{descendants, signal_group, signal_pid};
 
 /// Kills a process's group and descendants when the future that owns it is dropped early.
 pub(super) struct KillGuard {
@@ -141,20 +142,6 @@ pub(super) async fn reap_leftovers(pid: Option<i32>, cgroup: Option<&TurnCgroup>
     }
 }
 
-/// Signal a process group (never group 0 or 1: that would be ourselves or init's).
-pub(super) fn signal_group(pgid: i32, sig: Signal) {
-    if pgid > 1 {
-        let _ = killpg(Pid::from_raw(pgid), sig);
-    }
-}
-
-/// Signal one process (never pid 0 or 1).
-pub(super) fn signal_pid(pid: i32, sig: Signal) {
-    if pid > 1 {
-        let _ = kill(Pid::from_raw(pid), sig);
-    }
-}
-
 /// Kill codex's group and every descendant's group, stopping them first so none can fork a
 /// new one in between (tool commands run in sessions of their own).
 pub(super) fn kill_tree(root: i32) {
@@ -182,29 +169,6 @@ pub(super) fn kill_tree(root: i32) {
         }
         signal_pid(p, Signal::SIGKILL);
     }
-}
-
-/// Every live descendant of `root`, from /proc.
-pub fn descendants(root: i32) -> Vec<i32> {
-    let Ok(all) = procfs::process::all_processes() else {
-        return vec![];
-    };
-    let parent_of: Vec<(i32, i32)> = all
-        .flatten()
-        .filter_map(|p| p.stat().ok())
-        .map(|s| (s.pid, s.ppid))
-        .collect();
-    let mut out = vec![];
-    let mut frontier = vec![root];
-    while let Some(p) = frontier.pop() {
-        for (child, parent) in &parent_of {
-            if *parent == p && !out.contains(child) {
-                out.push(*child);
-                frontier.push(*child);
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

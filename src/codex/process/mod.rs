@@ -22,11 +22,12 @@
 
 mod cgroup;
 mod command;
-mod error;
+pub mod error;
 mod kill;
 mod outcome;
 mod read;
 mod server;
+mod signal;
 mod spawn;
 
 use std::path::PathBuf;
@@ -40,8 +41,10 @@ use tokio_util::sync::CancellationToken;
 pub use cgroup::{CGROUP_PREFIX, containment};
 pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
-pub use kill::{argv_hash, descendants, kill_leftover, start_ticks};
+pub use kill::{argv_hash, kill_leftover, start_ticks};
 pub use server::{Steer, ThreadWanted, TurnControl, WarmKey, WarmProcess, key_of};
+pub use signal::descendants;
+pub use spawn::keep_memory_private;
 
 use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{CommandRun, Event, FailureKind, Transcript, Usage};

@@ -4,22 +4,45 @@ use std::time::Duration;
 
 use super::{Containment, Ending, RunOptions, TurnOutput};
 use crate::codex::events::{CommandRun, FailureKind, Transcript, classify};
-use crate::security::ids::ThreadId;
 use crate::security::redact::ClientSecrets;
 
-/// Decide how a turn whose stdout ended and whose process exited went.
+/// The failure codex itself reported during the turn, redacted and classified.
+fn reported_failure(t: &Transcript, secrets: &ClientSecrets) -> Option<Ending> {
+    t.failure.as_ref().map(|msg| {
+        let msg = secrets.redact(msg).into_owned();
+        Ending::Failed {
+            kind: classify(&msg),
+            message: msg,
+        }
+    })
+}
+
+/// Decide how a warm turn went once codex ended it (`turn/completed`): the failure codex
+/// reported, else whether it completed. There is no exit status or stderr to read: the
+/// app-server process lives on and serves the next turn.
+pub(super) fn judge_warm(t: &Transcript, secrets: &ClientSecrets) -> Ending {
+    if let Some(failed) = reported_failure(t, secrets) {
+        return failed;
+    }
+    if t.turn_completed {
+        Ending::Completed
+    } else {
+        Ending::Failed {
+            kind: FailureKind::TurnFailed,
+            message: "codex app-server ended the turn without completing it".into(),
+        }
+    }
+}
+
+/// Decide how an exec turn whose stdout ended and whose process exited went.
 pub(super) fn judge(
     t: &Transcript,
     exit_code: Option<i32>,
     stderr_tail: &str,
     secrets: &ClientSecrets,
 ) -> Ending {
-    if let Some(msg) = &t.failure {
-        let msg = secrets.redact(msg).into_owned();
-        return Ending::Failed {
-            kind: classify(&msg),
-            message: msg,
-        };
+    if let Some(failed) = reported_failure(t, secrets) {
+        return failed;
     }
     match exit_code {
         Some(0) if t.turn_completed => Ending::Completed,
@@ -73,18 +96,8 @@ pub(super) fn finish(
     stderr_tail: String,
     containment: Containment,
 ) -> TurnOutput {
-    let thread_id = t
-        .thread_id
-        .as_deref()
-        .and_then(|raw| match ThreadId::parse(raw) {
-            Ok(id) => Some(id),
-            Err(_) => {
-                tracing::warn!("codex printed a thread id that is not a UUID; ignored");
-                None
-            }
-        });
     TurnOutput {
-        thread_id,
+        thread_id: t.thread_id,
         message: t.last_message.map(|m| opts.secrets.redact(&m).into_owned()),
         turn_usage: t.thread_usage.map(|u| u.delta(&opts.prior_thread_usage)),
         thread_usage: t.thread_usage,
@@ -130,6 +143,38 @@ mod tests {
         let after = Duration::from_secs(3);
         assert_eq!(Ending::TimedOut { after }.to_string(), "timed out after 3s");
         assert_eq!(Ending::Completed.to_string(), "completed");
+    }
+
+    #[test]
+    fn a_warm_turn_is_judged_by_what_codex_reported_with_no_exit_status() {
+        let none = ClientSecrets::default();
+        let mut t = Transcript::default();
+        t.apply_event(&crate::codex::events::Event::Retrying {
+            message: "stream disconnected".into(),
+        });
+        t.turn_completed = true;
+        assert_eq!(
+            judge_warm(&t, &none),
+            Ending::Completed,
+            "a retry is no failure"
+        );
+        assert_eq!(t.retries, 1);
+        t.failure = Some("rate limit reached".into());
+        assert!(matches!(
+            judge_warm(&t, &none),
+            Ending::Failed {
+                kind: FailureKind::RateLimit,
+                ..
+            }
+        ));
+        let ended = Transcript::default();
+        assert!(matches!(
+            judge_warm(&ended, &none),
+            Ending::Failed {
+                kind: FailureKind::TurnFailed,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -22,14 +22,17 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::cgroup::{TurnCgroup, move_into_cgroup};
-use super::kill::{KillGuard, argv_hash, descendants, kill_tree, signal_pid, start_ticks};
-use super::outcome::{finish, judge};
+use super::kill::{KillGuard, argv_hash, kill_tree, start_ticks};
+use super::outcome::{finish, judge_warm};
+use super::signal::{descendants, signal_pid};
 use super::{Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, TurnOutcome, spawn};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
-use crate::codex::app_server::approval::{Asked, Asker, DecisionRecord, LONGEST_WAIT};
+use crate::codex::app_server::approval::{
+    self, Asked, Asker, DecisionRecord, LONGEST_WAIT, Question,
+};
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
 use crate::codex::app_server::protocol::{
     self, Approvals, Notification, PolicyWatch, ThreadOpened, ThreadRef, TurnParams, TurnRef,
@@ -37,7 +40,8 @@ use crate::codex::app_server::protocol::{
 };
 use crate::codex::app_server::translate;
 use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
-use crate::codex::events::{self, FailureKind, Transcript, describe, is_transient};
+use crate::codex::events::{self, FailureKind, Transcript, describe};
+use crate::codex::rollout::{self, ModelCall};
 use crate::confine;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
@@ -101,6 +105,8 @@ pub enum ThreadWanted {
 struct Loaded {
     thread: ThreadRef,
     watch: PolicyWatch,
+    /// Codex's rollout file of the thread (`None`: ephemeral), where the model's calls are.
+    rollout: Option<std::path::PathBuf>,
 }
 
 /// A running `codex app-server` and its client. Dropping it kills the process, its group,
@@ -126,6 +132,9 @@ pub struct WarmProcess {
     accepted: bool,
     /// Killed, crashed or distrusted: never used again.
     spent: bool,
+    /// Its place under the owner's cap on app-server processes, given back when this is
+    /// dropped (after [`WarmProcess::close`] or [`WarmProcess::kill`] reaped the process).
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// What identifies the process a spec would start: program, argv (the pins name the working
@@ -247,6 +256,7 @@ impl WarmProcess {
             moving,
             accepted: false,
             spent: false,
+            slot: None,
         };
         let version = env!("CARGO_PKG_VERSION");
         let handshake = async {
@@ -261,12 +271,22 @@ impl WarmProcess {
                 Ok(warm)
             }
             Ok(Err(e)) => {
+                // a process killed from outside (or by the OOM killer) during the handshake is
+                // told apart from an app-server that cannot start: the next start may work
+                let status = tokio::time::timeout(Duration::from_millis(500), warm.child.wait())
+                    .await
+                    .ok()
+                    .and_then(|s| s.ok());
+                let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
                 let message = warm.failure(&format!("codex app-server did not start: {e}"));
                 warm.kill().await;
-                Err(Error::Codex {
-                    kind: FailureKind::Crashed,
-                    message,
-                })
+                match signal {
+                    Some(signal) => Err(ProcessError::KilledAtStart { signal }.into()),
+                    None => Err(Error::Codex {
+                        kind: FailureKind::Crashed,
+                        message,
+                    }),
+                }
             }
             Err(_) => {
                 warm.kill().await;
@@ -279,6 +299,11 @@ impl WarmProcess {
                 })
             }
         }
+    }
+
+    /// Hold `slot` (a place under the owner's cap) for as long as the process exists.
+    pub fn hold(&mut self, slot: tokio::sync::OwnedSemaphorePermit) {
+        self.slot = Some(slot);
     }
 
     /// What identifies the process (see [`key_of`]).
@@ -385,7 +410,7 @@ impl WarmProcess {
                     settle_ms = (started.elapsed() - ran).as_millis() as u64,
                     "warm turn timings"
                 );
-                judge(&t, Some(0), "", &opts.secrets)
+                judge_warm(&t, &opts.secrets)
             }
             Err(stop) => self.stop(stop, opts).await,
         };
@@ -412,6 +437,14 @@ impl WarmProcess {
         TurnOutcome { ending, output }
     }
 
+    /// Drive one turn from `turn/start` to `turn/completed`: each notification of this turn
+    /// mapped to the bridge's turn events (folded into `t`, shown through `on_event`), codex's
+    /// questions and the steers served meanwhile, the reported policy checked at the start and
+    /// at the end.
+    ///
+    /// One piece on purpose: one `select!` loop whose arms share the turn's state (the policy
+    /// watch, the usage sum, the transcript and the questions in flight), and every exit of
+    /// which is a [`Stop`] or the turn's end, read in one place.
     #[allow(clippy::too_many_arguments)]
     async fn drive(
         &mut self,
@@ -431,9 +464,11 @@ impl WarmProcess {
             open_ms = t0.elapsed().as_millis() as u64,
             "warm thread open"
         );
-        let opened = events::Event::ThreadStarted {
-            thread_id: thread.as_str().to_owned(),
-        };
+        // the id is parsed once, here; one that is not a UUID is refused (never resumed)
+        let thread_id = ThreadId::parse(thread.as_str()).map_err(|_| {
+            Stop::Refused("codex app-server opened a thread whose id is not a UUID".into())
+        })?;
+        let opened = events::Event::ThreadStarted { thread_id };
         t.apply_event(&opened);
         on_event(&opened);
         let params = TurnParams {
@@ -446,7 +481,8 @@ impl WarmProcess {
         };
         let approvals = ctl.approvals();
         let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
-        let turn_id = bounded(opts, deadline, client.start_turn_with(&params, approvals)).await?;
+        let started_turn = client.start_turn_with_schema(&params, approvals, turn.output_schema());
+        let turn_id = bounded(opts, deadline, started_turn).await?;
         self.accepted = true;
         // what the turn may print, counted from here (a resumed thread's history is not)
         let read_at_start = client.bytes_read();
@@ -470,7 +506,14 @@ impl WarmProcess {
                         && asked.turn_id.as_deref().is_none_or(|tu| tu == turn_id.as_str());
                     match (&ctl.asker, ours) {
                         (Some(ask), true) if answering.len() < MAX_OPEN_QUESTIONS => {
-                            answering.push(ask(asked))
+                            let rollout = self.loaded.as_ref().and_then(|l| l.rollout.clone());
+                            answering.push(screened(
+                                ask.clone(),
+                                asked,
+                                cwd.to_path_buf(),
+                                rollout,
+                                opts.secrets.clone(),
+                            ))
                         }
                         _ => {
                             tracing::info!(method = %asked.request.method, ours, "declined a question from codex app-server");
@@ -564,12 +607,15 @@ impl WarmProcess {
                     message,
                     will_retry,
                 } if ours(thread_id, tu) => {
-                    let ev = events::Event::Error {
-                        message: if *will_retry && !is_transient(message) {
-                            format!("Reconnecting... {message}")
-                        } else {
-                            message.clone()
-                        },
+                    // a retry is its own variant: nothing downstream reads the message's text
+                    let ev = if *will_retry {
+                        events::Event::Retrying {
+                            message: message.clone(),
+                        }
+                    } else {
+                        events::Event::Error {
+                            message: message.clone(),
+                        }
                     };
                     t.apply_event(&ev);
                     if describe(&ev).is_some() {
@@ -641,7 +687,7 @@ impl WarmProcess {
                 }
                 protocol::thread_resume(&thread, cwd, turn.model())
             }
-            ThreadWanted::Start => protocol::thread_start(cwd, turn.model(), false),
+            ThreadWanted::Start => protocol::thread_start(cwd, turn.model(), turn.ephemeral()),
         }
         .map_err(|e| Stop::Refused(e.to_string()))?;
         let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
@@ -653,8 +699,38 @@ impl WarmProcess {
         self.loaded = Some(Loaded {
             thread: thread.clone(),
             watch: PolicyWatch::new(&opened),
+            rollout: opened.path.as_ref().map(std::path::PathBuf::from),
         });
         Ok(thread)
+    }
+
+    /// Let go of the loaded thread (`thread/unsubscribe`, bounded by [`STOP_STEP`]): a
+    /// one-shot call's ephemeral thread is gone with it, so the next call on this process
+    /// starts from nothing. Whether codex confirmed it; a process that did not is not reused
+    /// (it is marked spent).
+    pub async fn forget_thread(&mut self) -> bool {
+        let (Some(l), Some(client)) = (self.loaded.take(), &self.client) else {
+            return true;
+        };
+        let answer = tokio::time::timeout(
+            STOP_STEP * 5,
+            client.request(&protocol::thread_unsubscribe(&l.thread)),
+        )
+        .await;
+        let gone = matches!(
+            answer
+                .as_ref()
+                .map(|r| r.as_ref().map(protocol::parse_unsubscribed)),
+            Ok(Ok(Ok(true)))
+        );
+        if !gone {
+            tracing::warn!(
+                ?answer,
+                "codex app-server did not let go of a one-shot thread"
+            );
+            self.spent = true;
+        }
+        gone
     }
 
     /// Fork the stored `thread` (`thread/fork`): a new thread that starts with a copy of its
@@ -706,6 +782,7 @@ impl WarmProcess {
         self.loaded = Some(Loaded {
             thread: opened.thread.clone(),
             watch: PolicyWatch::new(&opened),
+            rollout: opened.path.as_ref().map(std::path::PathBuf::from),
         });
         Ok(forked)
     }
@@ -837,6 +914,111 @@ impl Drop for WarmProcess {
     }
 }
 
+/// How long codex may take to record the model's call in its rollout after asking about it
+/// (it writes the call before it runs the tool; measured within milliseconds).
+const CALL_RECORD_WAIT: Duration = Duration::from_secs(3);
+/// The most of a rollout's tail read for the model's call (the call is among the last records).
+const ROLLOUT_TAIL_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A question on its way to the person, screened first: the turn's working directory given to
+/// a file-change question; declined without asking, with its record, when it cannot be shown as
+/// it is (`Question::unreadable`), or when it is an escalation whose model call asked for a
+/// terminal or cannot be read from codex's rollout ([`approval::escalable`]).
+fn screened(
+    ask: Asker,
+    mut asked: Asked,
+    cwd: std::path::PathBuf,
+    rollout: Option<std::path::PathBuf>,
+    secrets: crate::security::redact::ClientSecrets,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = DecisionRecord> + Send>> {
+    Box::pin(async move {
+        asked.question.set_workdir(&cwd);
+        for f in asked.question.files_mut() {
+            f.resolves_outside = resolves_outside(&f.path, &cwd)
+                || f.move_to
+                    .as_deref()
+                    .is_some_and(|to| resolves_outside(to, &cwd));
+        }
+        let mut refused = asked.question.unreadable().map(|why| why.reason());
+        if refused.is_none()
+            && let Question::Command { command, .. } = &asked.question
+            && !command.is_empty()
+        {
+            let item = asked.request.params["itemId"].as_str().unwrap_or_default();
+            let calls = match rollout {
+                Some(path) => recorded_calls(&path, item).await,
+                None => Vec::new(),
+            };
+            refused = approval::escalable(&calls).err();
+        }
+        match refused {
+            Some(reason) => {
+                let record = DecisionRecord::unasked(&asked.question, &secrets, reason);
+                tracing::info!(method = %asked.request.method, reason, "question declined without asking");
+                asked.decline();
+                record
+            }
+            None => ask(asked).await,
+        }
+    })
+}
+
+/// Whether `path` resolves outside `cwd` (canonical) through the filesystem: its deepest
+/// existing ancestor is canonicalized (symbolic links followed) and the rest appended. A path
+/// that cannot be resolved counts as outside.
+fn resolves_outside(path: &str, cwd: &std::path::Path) -> bool {
+    let Some(full) = crate::security::paths::normalize(cwd, path) else {
+        return true;
+    };
+    let mut base = full.as_path();
+    let mut rest = Vec::new();
+    loop {
+        match std::fs::canonicalize(base) {
+            Ok(real) => {
+                let resolved = rest.iter().rev().fold(real, |p, c| p.join(c));
+                return !crate::security::paths::is_within(&resolved, cwd);
+            }
+            Err(_) => match (base.parent(), base.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_owned());
+                    base = parent;
+                }
+                _ => return true,
+            },
+        }
+    }
+}
+
+/// The model's calls recorded under `call_id` in the rollout at `path` (its last
+/// [`ROLLOUT_TAIL_BYTES`]), waiting up to [`CALL_RECORD_WAIT`] for codex to write one.
+async fn recorded_calls(path: &std::path::Path, call_id: &str) -> Vec<ModelCall> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    if call_id.is_empty() {
+        return Vec::new();
+    }
+    let until = Instant::now() + CALL_RECORD_WAIT;
+    loop {
+        let mut text = String::new();
+        if let Ok(mut f) = tokio::fs::File::open(path).await {
+            let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
+            let from = len.saturating_sub(ROLLOUT_TAIL_BYTES);
+            if f.seek(std::io::SeekFrom::Start(from)).await.is_ok() {
+                let mut bytes = Vec::new();
+                let _ = (&mut f)
+                    .take(ROLLOUT_TAIL_BYTES)
+                    .read_to_end(&mut bytes)
+                    .await;
+                text = String::from_utf8_lossy(&bytes).into_owned();
+            }
+        }
+        let calls = rollout::model_calls(&text, call_id);
+        if !calls.is_empty() || Instant::now() >= until {
+            return calls;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// What a turn's questions and steers left for its result.
 #[derive(Default)]
 struct Asks {
@@ -937,5 +1119,30 @@ async fn bounded<T>(
             ClientError::Refused { .. } => Stop::Refused(e.to_string()),
             other => Stop::Closed(Some(other)),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_through_a_symbolic_link_out_of_the_working_directory_resolves_outside() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let work = root.join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&root, work.join("link")).unwrap();
+        let p = |s: &str| work.join(s).display().to_string();
+        assert!(!resolves_outside(&p("sub/new.txt"), &work));
+        assert!(!resolves_outside(&p("not/yet/there.txt"), &work));
+        assert!(!resolves_outside("relative/inside.txt", &work));
+        assert!(resolves_outside(&p("link/escaped.sh"), &work));
+        assert!(resolves_outside(&p("link/deeper/new.sh"), &work));
+        assert!(resolves_outside(
+            &root.join("x").display().to_string(),
+            &work
+        ));
+        assert!(resolves_outside(&p("../x"), &work));
     }
 }

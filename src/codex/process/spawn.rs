@@ -44,6 +44,23 @@ fn spawner() -> &'static std::sync::mpsc::Sender<SpawnJob> {
     })
 }
 
+/// Make this process's memory and environment unreadable to the other processes of its user
+/// (`PR_SET_DUMPABLE` 0): `/proc/PID/environ`, `mem`, `maps` and ptrace become open only to
+/// a process with `CAP_SYS_PTRACE`. What codex runs outside its sandbox (an operator-allowed
+/// `danger-full-access` turn, a command a person approved) runs as the server's user, and
+/// would otherwise read every secret the environment allowlist keeps from codex, and the
+/// server's heap. A child is unaffected: `execve` makes a process dumpable again, so codex
+/// itself (whose own environment holds the key it needs) stays as readable as it always is.
+/// Process-wide: called once, by the executable, before any thread starts.
+pub fn keep_memory_private() -> io::Result<()> {
+    nix::sys::prctl::set_dumpable(false).map_err(io::Error::from)?;
+    match nix::sys::prctl::get_dumpable() {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(io::Error::other("the process is still dumpable")),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
 /// Give `cmd` a process group of its own, `kill_on_drop` and a parent-death signal (SIGKILL
 /// when the server dies, even by SIGKILL).
 pub(super) fn contain(cmd: &mut Command) {

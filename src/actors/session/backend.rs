@@ -1,0 +1,137 @@
+//! Who runs a session's turns and forks: the seam between the session actor and codex.
+//!
+//! The actor prepares a turn (checked once, its backend chosen once: [`Backed`]) and hands it
+//! to a [`Driver`] in the turn's task; the driver runs it to its end and gives back the outcome
+//! and, on the app-server backend, the warm process when it may serve the next turn. The real
+//! driver ([`Codex`]) runs `codex exec` or the session's `codex app-server`; the unit tests put
+//! a fake one in its place, so the actor's queue, cancel, close and fork are tested without a
+//! codex binary.
+
+use futures::future::BoxFuture;
+
+use super::*;
+
+/// What a turn's run ended with: codex's outcome and what codex recorded of the turn, or why
+/// it could not run.
+pub(super) type Ran = Result<(TurnOutcome, Option<TurnContext>)>;
+
+/// Runs a session's prepared turns and its forks.
+pub(super) trait Driver: Send + Sync + 'static {
+    /// Run one prepared turn to its end (completion, failure, timeout or `turn.cancel`). `warm`
+    /// is the session's warm process between turns; it comes back when it may serve the next.
+    fn run<'a>(
+        &'a self,
+        turn: &'a TurnEnv<'a>,
+        run: Backed,
+        warm: Option<WarmProcess>,
+    ) -> BoxFuture<'a, (Ran, Option<WarmProcess>)>;
+
+    /// Fork `thread` (of the working directory `cwd`) into a new thread, on a process that no
+    /// turn uses; the new thread's id.
+    fn fork<'a>(
+        &'a self,
+        fork: ForkSpec,
+        shared: &'a Arc<Shared>,
+    ) -> BoxFuture<'a, Result<ThreadId>>;
+}
+
+/// A fork to make: the one-off app-server's invocation and the thread to fork.
+pub(super) struct ForkSpec {
+    pub(super) server: SpawnSpec,
+    pub(super) thread: ThreadId,
+    pub(super) cwd: Confined,
+    pub(super) model: Option<String>,
+    pub(super) timeout: Duration,
+}
+
+/// The driver the actors use ([`Shared::backends`]): codex itself, unless a unit test put a
+/// fake in its place.
+#[derive(Clone)]
+pub struct Backends(pub(super) Arc<dyn Driver>);
+
+impl Default for Backends {
+    fn default() -> Self {
+        Backends(Arc::new(Codex))
+    }
+}
+
+impl std::fmt::Debug for Backends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Backends")
+    }
+}
+
+/// The real driver: `codex exec` for an exec turn, the session's warm `codex app-server` for a
+/// warm one (see [`run_warm`]), a one-off app-server for a fork.
+pub(super) struct Codex;
+
+impl Driver for Codex {
+    fn run<'a>(
+        &'a self,
+        turn: &'a TurnEnv<'a>,
+        run: Backed,
+        warm: Option<WarmProcess>,
+    ) -> BoxFuture<'a, (Ran, Option<WarmProcess>)> {
+        Box::pin(async move {
+            match run {
+                Backed::Exec(spec) => {
+                    // one writer per thread: the warm process lets go of it first
+                    if let Some(w) = warm {
+                        w.close().await;
+                    }
+                    (run_turn(turn, spec).await, None)
+                }
+                Backed::Warm {
+                    server,
+                    turn: t,
+                    wanted,
+                } => run_warm(turn, warm, server, t, wanted).await,
+            }
+        })
+    }
+
+    fn fork<'a>(
+        &'a self,
+        fork: ForkSpec,
+        shared: &'a Arc<Shared>,
+    ) -> BoxFuture<'a, Result<ThreadId>> {
+        Box::pin(async move {
+            let ForkSpec {
+                server,
+                thread,
+                cwd,
+                model,
+                timeout,
+            } = fork;
+            let cancel = CancellationToken::new();
+            let _slot = shared
+                .limiter
+                .acquire(shared.queue_timeout, &cancel, |_| {})
+                .await?;
+            // the fork's one-off process counts against max_warm like any other
+            let t0 = Instant::now();
+            let place = shared
+                .warm
+                .slot(timeout, Duration::ZERO, &cancel)
+                .await
+                .ok_or_else(|| {
+                    Error::Busy(format!(
+                        "every warm codex process (max_warm = {}) is busy; fork once a turn has \
+                         ended",
+                        shared.warm.max()
+                    ))
+                })?;
+            let left = timeout.saturating_sub(t0.elapsed());
+            let mut process = tokio::time::timeout(left, WarmProcess::spawn(&server, None))
+                .await
+                .map_err(|_| Error::TimedOut {
+                    after: timeout,
+                    partial: None,
+                })??;
+            process.hold(place);
+            let forked = process.fork(thread, &cwd, model.as_deref(), timeout).await;
+            process.close().await;
+            forked
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! Closing a session: its running turn killed and answered `Cancelled`, its waiters answered,
+//! its record forgotten durably, `codex delete` handed to a one-shot actor when asked, and the
+//! actor drained so that nothing sent before the close is left unanswered or writes the record
+//! back (proved by `tests::a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds` and
+//! `tests::a_turn_racing_the_close_of_a_stored_session_never_revives_it`).
+
+use super::*;
+
+/// A thread can be deleted only by a client using the CODEX_HOME that keeps it.
+pub(super) fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {
+    client.check_codex_home(rec).map_err(|_| {
+        Error::invalid(
+            "deleteThread",
+            "the session's thread lives in another CODEX_HOME than this client's; close it \
+             without deleteThread, or from a client using that CODEX_HOME",
+        )
+    })
+}
+
+/// Close the session: refused before anything when its thread cannot be deleted by this
+/// client; else its turn is cancelled (killed) and its caller answered `Cancelled`, waiters are
+/// answered the same way, the record is forgotten (durably) and the actor drains: what was
+/// sent to it before the close is answered as for a closed session ([`closed`]), what comes
+/// later goes back to the registry, which finds no record.
+pub(super) async fn close(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    delete_thread: bool,
+    client: Arc<ClientContext>,
+    reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+) {
+    if delete_thread
+        && let Some(rec) = &st.record
+        && let Err(e) = check_delete(&client, rec)
+    {
+        let _ = reply.send(Err(e));
+        return;
+    }
+    // cancels and kills the running turn; its caller learns that the close ended it
+    if let Some(mut running) = st.current.take()
+        && let Some(r) = running.reply.take()
+    {
+        drop(running);
+        let _ = r.send(Err(Error::Cancelled { partial: None }));
+    }
+    st.steer = None;
+    st.closed = true;
+    close_warm(st).await;
+    for (_, r, _) in st.pending.drain(..) {
+        let _ = r.send(Err(Error::Cancelled { partial: None }));
+    }
+    let res = forget_stored(&st.shared, &st.id).await;
+    st.record = None;
+    let thread = match (&res, delete_thread) {
+        (Ok(Some(rec)), true) => rec.thread_id,
+        _ => None,
+    };
+    match (thread, myself.try_get_supervisor()) {
+        // `codex delete` may take up to 30 s: a one-shot actor under the registry runs it,
+        // not this handler; the reply still comes once it is done
+        (Some(thread), Some(registry)) => {
+            match oneshot_delete(&st.shared, registry, client, thread).await {
+                Some(done) => {
+                    tokio::spawn(async move {
+                        let _ = done.await;
+                        let _ = reply.send(res);
+                    });
+                }
+                None => {
+                    let _ = reply.send(res);
+                }
+            }
+        }
+        _ => {
+            let _ = reply.send(res);
+        }
+    }
+    // what is already in the mailbox is answered as closed; later messages are refused (the
+    // registry then starts a fresh actor, which finds no record)
+    if myself.drain().is_err() {
+        myself.stop(Some("closed".into()));
+    }
+}
+
+/// Answer a message that reached the actor after its session was closed: a turn, a steer and a
+/// fork are refused naming the session, a `Get` or another close finds nothing; reports of the
+/// killed turn are dropped (nothing is written for a closed session).
+pub(super) fn closed(id: &SessionId, msg: SessionMessage) {
+    let gone = || {
+        Error::invalid(
+            "sessionId",
+            format!("session {id} was closed; start a new session with the `codex` tool"),
+        )
+    };
+    match msg {
+        SessionMessage::StartTurn { reply, .. } => {
+            let _ = reply.send(Err(gone()));
+        }
+        SessionMessage::Steer { reply, .. } => {
+            let _ = reply.send(Err(gone()));
+        }
+        SessionMessage::Fork { reply, .. } => {
+            let _ = reply.send(Err(gone()));
+        }
+        SessionMessage::Get { reply } => {
+            let _ = reply.send(Ok(None));
+        }
+        SessionMessage::Close { reply, .. } => {
+            let _ = reply.send(Ok(None));
+        }
+        SessionMessage::ThreadStarted { .. }
+        | SessionMessage::Spawned { .. }
+        | SessionMessage::TurnFinished { .. }
+        | SessionMessage::IdleCheck
+        | SessionMessage::CloseWarm
+        | SessionMessage::TurnRunning
+        | SessionMessage::ForkDone => {}
+    }
+}
+
+/// Remove a session's record from the store, durably.
+pub(super) async fn forget_stored(
+    shared: &Shared,
+    id: &SessionId,
+) -> Result<Option<SessionRecord>> {
+    let removed = shared.store.remove(id)?;
+    shared.store.flush().await?;
+    Ok(removed)
+}
+
+/// Start `codex delete --force THREAD` in a one-shot actor under `registry`
+/// ([`crate::actors::oneshot::delete_thread`]); `None` (logged) when it could not start.
+pub(super) async fn oneshot_delete(
+    shared: &Arc<Shared>,
+    registry: ActorCell,
+    client: Arc<ClientContext>,
+    thread: ThreadId,
+) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    crate::actors::oneshot::delete_thread(shared.clone(), registry, client, thread)
+        .await
+        .inspect_err(|e| tracing::warn!(%thread, error = %e, "codex delete could not start"))
+        .ok()
+}

@@ -1,0 +1,154 @@
+//! A finished turn folded into the session's record (usage, turn count, status) after what
+//! codex recorded of it is checked against what was asked ([`check_recorded`]: a mismatch fails
+//! the turn closed), flushed before the caller is answered.
+
+use super::*;
+
+/// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
+/// the sandbox level. A mismatch fails the call closed.
+pub fn check_recorded(
+    asked: SandboxLevel,
+    recorded: &TurnContext,
+    may_ask: bool,
+) -> std::result::Result<(), String> {
+    // `on-request` only for a turn whose questions go to the person who started it
+    let approval_ok = recorded.approval_policy == "never"
+        || (may_ask && recorded.approval_policy == "on-request");
+    let ok =
+        approval_ok && recorded.approvals_reviewer == "user" && recorded.sandbox == asked.as_arg();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "codex ran this turn with sandbox `{}`, approval `{}`, reviewer `{}`, but the bridge asked \
+             for sandbox `{}`, approval `{}`, reviewer `user`; the result is withheld",
+            recorded.sandbox,
+            recorded.approval_policy,
+            recorded.approvals_reviewer,
+            asked.as_arg(),
+            if may_ask {
+                "never` or `on-request"
+            } else {
+                "never"
+            }
+        ))
+    }
+}
+
+/// Fold a finished turn into the record, store it (flushed), and answer the caller.
+pub(super) async fn finish(
+    st: &mut SessionState,
+    f: Finished,
+    reply: Option<oneshot::Sender<Result<TurnReport>>>,
+) {
+    let store = &st.shared.store;
+    match f.warm {
+        // the warm app-server stays on record (for the crash sweep) while it lives
+        Some(w) => {
+            st.warm = Some(w);
+            st.shared.warm.idle(&st.id, &st.closer);
+        }
+        None => {
+            let _ = store.clear_inflight(&st.id);
+            st.shared.warm.release(&st.id);
+        }
+    }
+    let Some(rec) = st.record.as_mut() else {
+        if let Some(r) = reply {
+            let _ = r.send(Err(Error::SessionFailed(
+                "the session was closed during the turn".into(),
+            )));
+        }
+        return;
+    };
+    let report = match f.result {
+        Err(e) => {
+            rec.last_status = Some(match e {
+                Error::Cancelled { .. } => TurnStatus::Cancelled,
+                _ => TurnStatus::Failed,
+            });
+            rec.last_error = Some(redact(&e.to_string()).into_owned());
+            Err(e)
+        }
+        Ok((outcome, recorded)) => Ok(fold(rec, &st.id, &f.call, f.queued, outcome, recorded)),
+    };
+    rec.last_used_ms = now_ms();
+    let saved = store.put(rec).and(store.flush().await);
+    let record = rec.clone();
+    let answer = match (report, saved) {
+        (Ok(mut r), Ok(())) => {
+            r.record = Some(record);
+            Ok(r)
+        }
+        (Ok(_), Err(e)) => Err(e.into()),
+        (Err(e), _) => Err(e),
+    };
+    if let Some(r) = reply {
+        let _ = r.send(answer);
+    }
+}
+
+/// Fold a turn codex ran into the session's record (after checking what codex recorded of it
+/// against what was asked: a mismatch fails the turn closed) and make the caller's report.
+pub(super) fn fold(
+    rec: &mut SessionRecord,
+    id: &SessionId,
+    call: &CallMeta,
+    queued: Duration,
+    mut outcome: TurnOutcome,
+    recorded: Option<TurnContext>,
+) -> TurnReport {
+    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
+        && let Err(msg) = check_recorded(call.sandbox, ctx, call.may_ask)
+    {
+        tracing::error!(session = %id, "{msg}");
+        outcome.ending = Ending::Failed {
+            kind: FailureKind::PolicyMismatch,
+            message: msg,
+        };
+    }
+    if let Some(t) = outcome.output.thread_id {
+        if call.reset || rec.thread_id != Some(t) {
+            rec.thread_usage = Default::default();
+        }
+        rec.thread_id = Some(t);
+    }
+    if let Some(u) = outcome.output.turn_usage {
+        rec.usage = rec.usage.plus(&u);
+    }
+    if let Some(u) = outcome.output.thread_usage {
+        rec.thread_usage = u;
+    }
+    // the model codex ran with, as it recorded it (an operator override or codex's own
+    // config may have chosen it), else the one asked for
+    let model = recorded
+        .as_ref()
+        .and_then(|r| r.model.clone())
+        .or_else(|| call.model.clone());
+    if let Some(m) = &model {
+        rec.model = Some(m.clone());
+    }
+    rec.turn_count += 1;
+    rec.last_status = Some(match &outcome.ending {
+        Ending::Completed => TurnStatus::Completed,
+        Ending::TimedOut { .. } => TurnStatus::TimedOut,
+        Ending::Cancelled => TurnStatus::Cancelled,
+        Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
+    });
+    rec.last_error = match &outcome.ending {
+        Ending::Completed => None,
+        Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
+        other => Some(other.to_string()),
+    };
+    TurnReport {
+        session_id: id.clone(),
+        resumed: call.resumed,
+        created: call.created,
+        outcome,
+        queued,
+        sandbox: call.sandbox,
+        recorded,
+        model,
+        record: None,
+    }
+}

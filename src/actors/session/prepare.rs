@@ -1,0 +1,221 @@
+//! A call made ready to run: the session's directory binding checked, the files attached, the
+//! backend chosen (in one place, [`warm_backend`]) and codex's invocation built, and only then
+//! the record marked running.
+
+use super::*;
+
+/// A turn ready to run: codex's invocation and what the actor needs when it ends.
+pub(super) struct Prepared {
+    pub(super) client: Arc<ClientContext>,
+    pub(super) run: Backed,
+    pub(super) meta: CallMeta,
+    pub(super) prior_usage: Usage,
+}
+
+/// How a prepared turn runs.
+pub(super) enum Backed {
+    /// A `codex exec` process for this turn.
+    Exec(SpawnSpec),
+    /// A turn on the session's warm app-server (`server` starts one when it has none, or one
+    /// of another key).
+    Warm {
+        server: SpawnSpec,
+        turn: WarmTurn,
+        wanted: ThreadWanted,
+    },
+}
+
+/// The working directory of a call on this session: the one it is bound to (a caller naming
+/// another is refused), checked again against the client's roots; a new session's is the
+/// call's.
+pub(super) fn session_dir(
+    st: &SessionState,
+    client: &ClientContext,
+    dir: &WorkDir,
+) -> Result<Confined> {
+    let Some(rec) = &st.record else {
+        return Ok(dir.confined().clone());
+    };
+    client.check_codex_home(rec)?;
+    match dir {
+        WorkDir::Given(c) if rec.working_directory != c.path() => Err(Error::invalid(
+            "workingDirectory",
+            format!(
+                "session {} is bound to another working directory; start a new session (or omit \
+                 workingDirectory) to work there",
+                st.id
+            ),
+        )),
+        WorkDir::Given(c) => Ok(c.clone()),
+        WorkDir::Default(_) => record_dir(client, rec),
+    }
+}
+
+/// A stored session's working directory, checked again against the client's roots.
+pub(super) fn record_dir(client: &ClientContext, rec: &SessionRecord) -> Result<Confined> {
+    let roots = &client.config.roots;
+    let first = roots
+        .first()
+        .map(PathBuf::as_path)
+        .unwrap_or(Path::new("/"));
+    crate::confine::resolve(
+        "workingDirectory",
+        &rec.working_directory.to_string_lossy(),
+        first,
+        roots,
+        Kind::Dir,
+    )
+}
+
+/// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
+/// appended in place (the prompt is moved, never copied, on its way to codex's stdin), the
+/// images for `--image`. Codex's invocation checks the whole prompt's size.
+pub(crate) fn compose(
+    mut prompt: String,
+    files: &[String],
+    cwd: &Confined,
+) -> Result<(String, Vec<Confined>)> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid("prompt", "must not be empty"));
+    }
+    let att = crate::actors::files::attach(files, cwd)?;
+    prompt.push_str(&att.text);
+    Ok((prompt, att.images))
+}
+
+/// Check a call against the session and build codex's invocation; only then mark the record
+/// running (stored and flushed), so that a call that cannot be built leaves it as it was.
+pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared> {
+    let client = call
+        .client
+        .clone()
+        .unwrap_or_else(|| Arc::new(st.shared.own_context()));
+    let cwd = session_dir(st, &client, &call.cwd)?;
+    // the bridge's own files (the client's and this process's) are never where a turn writes
+    // (a level this client may not ask for is refused as `sandbox` when the turn is built)
+    let writable = call.sandbox.is_some_and(|l| {
+        l.may_write() && (l != SandboxLevel::DangerFullAccess || client.common.allow_danger)
+    });
+    crate::confine::check_own_files(
+        &cwd,
+        writable,
+        &[&client.config.own_files, &st.shared.config.own_files],
+    )?;
+    let resume = if call.reset {
+        None
+    } else {
+        st.record.as_ref().and_then(|r| r.thread_id)
+    };
+    let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let dir = cwd.path().to_path_buf();
+    let warm = warm_backend(st, !images.is_empty());
+    let req = TurnRequest {
+        prompt,
+        sandbox: call.sandbox,
+        model: call.model.clone(),
+        reasoning_effort: call.reasoning_effort,
+        cwd,
+        images,
+        resume,
+        output_schema: None,
+        output_last_message: None,
+    };
+    let common = client.common_for(false);
+    let built = build_backed(&common, req, resume, warm);
+    if warm && built.is_err() {
+        if st.warm.is_some() {
+            st.shared.warm.idle(&st.id, &st.closer);
+        } else {
+            st.shared.warm.release(&st.id);
+        }
+    }
+    let run = built?;
+    let (created, prior_usage) = mark_running(st, dir, &client, resume.is_some()).await?;
+    let sandbox = match &run {
+        Backed::Exec(spec) => spec.sandbox(),
+        Backed::Warm { turn, .. } => turn.sandbox(),
+    };
+    Ok(Prepared {
+        meta: CallMeta {
+            sandbox,
+            model: call.model.clone(),
+            resumed: resume.is_some(),
+            created,
+            reset: call.reset,
+            may_ask: call.asker.is_some() && matches!(run, Backed::Warm { .. }),
+        },
+        client,
+        run,
+        prior_usage,
+    })
+}
+
+/// The one place a session turn's backend is chosen: the warm app-server when the bridge is
+/// set to it, codex has a usable one, the turn has no images and the pool admits this session
+/// (`max_warm`); else `codex exec` (after the session's own warm process, if any, is closed:
+/// one writer per thread).
+fn warm_backend(st: &SessionState, has_images: bool) -> bool {
+    st.shared.config.backend == Backend::AppServer
+        && !has_images
+        && st.shared.warm.unusable().is_none()
+        && matches!(
+            st.shared.warm.acquire(&st.id, &st.closer),
+            Acquired::Granted
+        )
+}
+
+/// Mark the session's record running (a new session's record made, bound to `dir` and the
+/// client's CODEX_HOME), stored and flushed; whether it was created, and codex's running
+/// total of the thread this turn continues (zero for a new thread).
+async fn mark_running(
+    st: &mut SessionState,
+    dir: PathBuf,
+    client: &ClientContext,
+    resumes: bool,
+) -> Result<(bool, Usage)> {
+    let created = st.record.is_none();
+    let record = st
+        .record
+        .get_or_insert_with(|| SessionRecord::new(st.id.clone(), dir, now_ms()));
+    if created {
+        record.codex_home = Some(client.codex_home.display().to_string());
+    }
+    let prior_usage = if resumes {
+        record.thread_usage
+    } else {
+        Default::default()
+    };
+    record.last_status = Some(TurnStatus::Running);
+    record.last_used_ms = now_ms();
+    let stored = st.shared.store.put(record);
+    let flushed = st.shared.store.flush().await;
+    stored.and(flushed)?;
+    Ok((created, prior_usage))
+}
+
+/// Codex's invocation for a prepared turn: a warm turn (and the app-server to run it on) or an
+/// exec spec.
+pub(super) fn build_backed(
+    common: &crate::codex::argv::Common,
+    req: TurnRequest,
+    resume: Option<crate::security::ids::ThreadId>,
+    warm: bool,
+) -> Result<Backed> {
+    if warm {
+        let server = build_app_server(common, req.cwd.clone())?;
+        let wanted = match resume {
+            Some(t) => ThreadWanted::Resume(t),
+            None => ThreadWanted::Start,
+        };
+        // the prompt moves into the turn
+        let turn = build_warm_turn(common, req)?;
+        Ok(Backed::Warm {
+            server,
+            turn,
+            wanted,
+        })
+    } else {
+        // the prompt moves into the spec (see `build_turn`)
+        Ok(Backed::Exec(build_turn(common, req)?))
+    }
+}

@@ -1,0 +1,185 @@
+//! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
+//! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
+
+use super::*;
+
+/// Run a prepared turn in a task that reports back with `TurnFinished`.
+pub(super) fn launch(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    call: &TurnCall,
+    prepared: Prepared,
+    reply: oneshot::Sender<Result<TurnReport>>,
+    since: Instant,
+) {
+    let cancel = call.cancel.child_token();
+    let shared = st.shared.clone();
+    let me = myself.clone();
+    let progress = call.progress.clone();
+    let timeout = call.timeout;
+    let task_cancel = cancel.clone();
+    let warm = st.warm.take();
+    let control = control_of(st, call, &prepared);
+    // one span per turn, with the session id, so a user can follow a call through the logs
+    let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let Prepared {
+                client,
+                run,
+                meta,
+                prior_usage,
+            } = prepared;
+            let slot = shared
+                .limiter
+                .acquire(shared.queue_timeout, &task_cancel, |ahead| {
+                    if let Some(p) = &progress {
+                        p(format!(
+                            "queued behind {} turn(s) waiting for a codex slot",
+                            ahead + shared.limiter.active()
+                        ));
+                    }
+                })
+                .await;
+            let queued = since.elapsed();
+            let turn = TurnEnv {
+                shared: &shared,
+                me: &me,
+                client: &client,
+                timeout,
+                prior_usage,
+                cancel: &task_cancel,
+                progress,
+                control: std::sync::Mutex::new(control),
+            };
+            let (result, warm) = match slot {
+                Err(e) => (Err(e), warm),
+                Ok(slot) => {
+                    let outcome = shared.backends.0.run(&turn, run, warm).await;
+                    drop(slot);
+                    outcome
+                }
+            };
+            let _ = me.cast(SessionMessage::TurnFinished {
+                finished: Box::new(Finished {
+                    result,
+                    warm,
+                    queued,
+                    call: meta,
+                }),
+            });
+        },
+        span,
+    ));
+    st.current = Some(TurnGuard {
+        cancel,
+        task,
+        reply: Some(reply),
+    });
+}
+
+/// A turn's control handle: a warm turn can be steered (its inbox kept by the actor, for the
+/// client that started it) and asks its caller's person when it can; an exec turn has neither.
+fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> TurnControl {
+    let mut control = TurnControl::default();
+    if matches!(prepared.run, Backed::Warm { .. }) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        st.steer = Some(SteerInbox {
+            tx,
+            client: prepared.client.clone(),
+            running: false,
+        });
+        control.steers = Some(rx);
+        control.asker = call.asker.clone();
+    }
+    control
+}
+
+/// What a turn's task runs with.
+pub(super) struct TurnEnv<'a> {
+    pub(super) shared: &'a Arc<Shared>,
+    pub(super) me: &'a ActorRef<SessionMessage>,
+    pub(super) client: &'a ClientContext,
+    pub(super) timeout: Duration,
+    pub(super) prior_usage: Usage,
+    pub(super) cancel: &'a CancellationToken,
+    pub(super) progress: Option<crate::actors::Progress>,
+    /// The warm turn's asker and steer inbox (taken by the run that reaches codex).
+    pub(super) control: std::sync::Mutex<TurnControl>,
+}
+
+impl TurnEnv<'_> {
+    /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
+    /// records its process for the crash sweep.
+    pub(super) fn options(&self) -> RunOptions {
+        let mut opts = RunOptions::new(self.timeout, self.client.config.limits);
+        opts.cancel = self.cancel.clone();
+        opts.prior_thread_usage = self.prior_usage;
+        opts.secrets = self.client.secrets.clone();
+        let me_spawn = self.me.clone();
+        opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
+            let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
+        }));
+        opts
+    }
+
+    /// Run the turn on a warm process, with the turn's asker and steer inbox (kept for a run on
+    /// another process when this one had ended before the turn reached it).
+    pub(super) async fn run_on(
+        &self,
+        process: &mut WarmProcess,
+        wanted: ThreadWanted,
+        t: &WarmTurn,
+        opts: &RunOptions,
+    ) -> TurnOutcome {
+        let mut ctl = std::mem::take(&mut *self.control.lock().unwrap_or_else(|p| p.into_inner()));
+        let outcome = process
+            .run_turn(wanted, t, opts, &mut ctl, self.on_event())
+            .await;
+        *self.control.lock().unwrap_or_else(|p| p.into_inner()) = ctl;
+        outcome
+    }
+
+    /// Every event: a thread id goes to the actor (stored at once), a description to the
+    /// caller's progress, redacted.
+    pub(super) fn on_event(&self) -> impl FnMut(&Event) + Send + use<> {
+        let me_ev = self.me.clone();
+        let secrets = self.client.secrets.clone();
+        let progress = self.progress.clone();
+        move |ev: &Event| {
+            if let Event::ThreadStarted { thread_id } = ev {
+                let _ = me_ev.cast(SessionMessage::ThreadStarted { thread: *thread_id });
+            }
+            if let Event::TurnStarted = ev {
+                let _ = me_ev.cast(SessionMessage::TurnRunning);
+            }
+            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
+                p(secrets.redact(&line).into_owned());
+            }
+        }
+    }
+}
+
+/// Run codex for a turn: its process and thread id reported to the actor as they appear, its
+/// events as progress; then what codex recorded of the turn.
+pub(super) async fn run_turn(
+    turn: &TurnEnv<'_>,
+    spec: SpawnSpec,
+) -> Result<(TurnOutcome, Option<TurnContext>)> {
+    let outcome = run(spec, turn.options(), turn.on_event()).await?;
+    log_finished(&outcome);
+    let recorded = outcome
+        .output
+        .thread_id
+        .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
+    Ok((outcome, recorded))
+}
+
+pub(super) fn log_finished(outcome: &TurnOutcome) {
+    tracing::info!(
+        ending = %outcome.ending,
+        duration_ms = outcome.output.duration.as_millis() as u64,
+        commands = outcome.output.commands.len(),
+        "turn finished"
+    );
+}

@@ -1,0 +1,432 @@
+//! The session actor with a fake driver in codex's place: its queue (order,
+//! `max_queued_turns`), cancel of a running and of a waiting call, close during a turn, fork,
+//! and the two races between a close and a turn. No codex binary is run.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::Semaphore;
+
+use super::*;
+use crate::actors::{Bridge, Limiter};
+use crate::codex::process::TurnOutput;
+use crate::config::{Config, Settings};
+
+/// A driver that runs no process. A turn whose prompt starts with `hold` runs until the test
+/// releases it (one permit of `release` per turn) or its call is cancelled; any other turn
+/// completes at once. A fork waits for a permit of `release_fork`. Every turn reports a thread
+/// (the one it resumes, else a new one), as codex does.
+struct Fake {
+    /// The prompts of the turns the driver ran, in the order they started.
+    runs: Mutex<Vec<String>>,
+    release: Semaphore,
+    release_fork: Semaphore,
+    forks: AtomicUsize,
+    threads: AtomicUsize,
+}
+
+impl Default for Fake {
+    fn default() -> Self {
+        Fake {
+            runs: Mutex::new(Vec::new()),
+            release: Semaphore::new(0),
+            release_fork: Semaphore::new(0),
+            forks: AtomicUsize::new(0),
+            threads: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Fake {
+    fn runs(&self) -> Vec<String> {
+        self.runs.lock().unwrap().clone()
+    }
+
+    fn new_thread(&self) -> ThreadId {
+        let n = self.threads.fetch_add(1, Ordering::SeqCst) + 1;
+        ThreadId::parse(&format!("00000000-0000-4000-8000-{n:012x}")).unwrap()
+    }
+}
+
+impl Driver for Fake {
+    fn run<'a>(
+        &'a self,
+        turn: &'a TurnEnv<'a>,
+        run: Backed,
+        _warm: Option<WarmProcess>,
+    ) -> futures::future::BoxFuture<'a, (backend::Ran, Option<WarmProcess>)> {
+        Box::pin(async move {
+            let Backed::Exec(spec) = run else {
+                panic!("the fake runs exec turns only");
+            };
+            let prompt = String::from_utf8_lossy(spec.stdin().unwrap_or_default()).into_owned();
+            self.runs.lock().unwrap().push(prompt.clone());
+            let thread = spec
+                .args()
+                .iter()
+                .find_map(|a| ThreadId::parse(a).ok())
+                .unwrap_or_else(|| self.new_thread());
+            let mut on_event = turn.on_event();
+            on_event(&Event::ThreadStarted { thread_id: thread });
+            let ending = if prompt.starts_with("hold") {
+                tokio::select! {
+                    _ = turn.cancel.cancelled() => Ending::Cancelled,
+                    p = self.release.acquire() => {
+                        p.unwrap().forget();
+                        Ending::Completed
+                    }
+                }
+            } else {
+                Ending::Completed
+            };
+            let output = TurnOutput {
+                thread_id: Some(thread),
+                message: Some(format!("done: {prompt}")),
+                ..Default::default()
+            };
+            (Ok((TurnOutcome { ending, output }, None)), None)
+        })
+    }
+
+    fn fork<'a>(
+        &'a self,
+        _fork: ForkSpec,
+        _shared: &'a Arc<Shared>,
+    ) -> futures::future::BoxFuture<'a, Result<ThreadId>> {
+        Box::pin(async move {
+            self.forks.fetch_add(1, Ordering::SeqCst);
+            self.release_fork.acquire().await.unwrap().forget();
+            Ok(self.new_thread())
+        })
+    }
+}
+
+/// A bridge over a store in a temporary directory whose sessions run on `fake`.
+struct Setup {
+    bridge: Bridge,
+    fake: Arc<Fake>,
+    dir: tempfile::TempDir,
+}
+
+async fn setup(max_queued_turns: usize, idle: Duration) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir_all(root.join("work")).unwrap();
+    let settings = Settings {
+        roots: Some(root.to_string_lossy().into_owned()),
+        store: Some(root.join("store")),
+        codex_bin: Some(PathBuf::from("/nonexistent/codex")),
+        max_queued_turns: Some(max_queued_turns),
+        backend: Some(Backend::Exec),
+        ..Default::default()
+    };
+    let vars = vec![("HOME".to_owned(), root.to_string_lossy().into_owned())];
+    let config = Config::from_settings(&settings, &root, &vars).unwrap();
+    let store = crate::store::Store::open(&config.store_dir).unwrap();
+    let own = ClientContext::new(config.clone(), &vars);
+    let fake = Arc::new(Fake::default());
+    let shared = Shared {
+        warm: crate::actors::warm::WarmPool::new(config.max_warm),
+        limiter: Limiter::new(config.max_concurrent),
+        config: Arc::new(config),
+        store,
+        common: own.common.clone(),
+        codex_home: own.codex_home.clone(),
+        idle_timeout: idle,
+        queue_timeout: Duration::from_secs(120),
+        fault_injection: false,
+        live: Default::default(),
+        backends: Backends(fake.clone()),
+    };
+    let bridge = Bridge::start(shared).await.unwrap();
+    Setup { bridge, fake, dir }
+}
+
+impl Setup {
+    fn call(&self, session: &str, prompt: &str) -> TurnCall {
+        let root = std::fs::canonicalize(self.dir.path()).unwrap();
+        let work = crate::confine::resolve(
+            "workingDirectory",
+            &root.join("work").to_string_lossy(),
+            &root,
+            std::slice::from_ref(&root),
+            Kind::Dir,
+        )
+        .unwrap();
+        TurnCall {
+            session_id: Some(sid(session)),
+            reset: false,
+            prompt: prompt.into(),
+            files: vec![],
+            sandbox: None,
+            model: None,
+            reasoning_effort: None,
+            cwd: WorkDir::Given(work),
+            timeout: Duration::from_secs(60),
+            wait_if_busy: true,
+            cancel: CancellationToken::new(),
+            progress: None,
+            client: None,
+            asker: None,
+        }
+    }
+
+    /// Start a turn in a task of its own.
+    fn spawn_turn(&self, call: TurnCall) -> JoinHandle<Result<TurnReport>> {
+        let b = self.bridge.clone();
+        tokio::spawn(async move { b.turn(call).await })
+    }
+
+    /// Wait (generously: the machine may be loaded) until the driver ran `n` turns.
+    async fn wait_runs(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.fake.runs().len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "the driver ran {:?}, not {n} turns",
+                self.fake.runs()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Wait until the session's actor is no longer live (it stopped when idle).
+    async fn wait_not_live(&self, id: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.bridge.is_live(&sid(id)) {
+            assert!(Instant::now() < deadline, "session {id} stays live");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::parse("sessionId", s).unwrap()
+}
+
+/// Let the actors handle what was sent to them (a call is queued once its actor read it).
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+async fn answer<T>(task: JoinHandle<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("answered in time")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn waiting_calls_run_one_at_a_time_in_arrival_order() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    let first = s.spawn_turn(s.call("q", "hold first"));
+    s.wait_runs(1).await;
+    let mut waiting = Vec::new();
+    for p in ["second", "third", "fourth"] {
+        waiting.push(s.spawn_turn(s.call("q", p)));
+        settle().await;
+    }
+    assert_eq!(s.fake.runs(), ["hold first"], "the others wait");
+    s.fake.release.add_permits(1);
+    let r = answer(first).await.unwrap();
+    assert_eq!(r.outcome.ending, Ending::Completed);
+    for w in waiting {
+        let r = answer(w).await.unwrap();
+        assert!(r.resumed, "each later turn continues the session's thread");
+    }
+    assert_eq!(s.fake.runs(), ["hold first", "second", "third", "fourth"]);
+    let rec = s.bridge.get(&sid("q")).unwrap().unwrap();
+    assert_eq!(rec.turn_count, 4);
+    s.bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_past_max_queued_turns_is_refused_as_busy_and_the_others_go_on() {
+    let s = setup(2, Duration::from_secs(60)).await;
+    let first = s.spawn_turn(s.call("full", "hold first"));
+    s.wait_runs(1).await;
+    let a = s.spawn_turn(s.call("full", "a"));
+    let b = s.spawn_turn(s.call("full", "b"));
+    settle().await;
+    let refused = answer(s.spawn_turn(s.call("full", "c"))).await.unwrap_err();
+    assert!(
+        matches!(&refused, Error::Busy(m) if m.contains("max_queued_turns = 2")),
+        "{refused}"
+    );
+    // a caller that asked not to wait is refused at once too
+    let mut no_wait = s.call("full", "d");
+    no_wait.wait_if_busy = false;
+    let refused = answer(s.spawn_turn(no_wait)).await.unwrap_err();
+    assert!(matches!(refused, Error::Busy(_)), "{refused}");
+    s.fake.release.add_permits(1);
+    answer(first).await.unwrap();
+    answer(a).await.unwrap();
+    answer(b).await.unwrap();
+    assert_eq!(s.fake.runs(), ["hold first", "a", "b"]);
+    s.bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancelling_the_running_call_ends_its_turn_and_the_next_one_starts() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    let c = s.call("cr", "hold running");
+    let token = c.cancel.clone();
+    let running = s.spawn_turn(c);
+    s.wait_runs(1).await;
+    let next = s.spawn_turn(s.call("cr", "next"));
+    settle().await;
+    token.cancel();
+    let r = answer(running).await.unwrap();
+    assert_eq!(r.outcome.ending, Ending::Cancelled);
+    let n = answer(next).await.unwrap();
+    assert_eq!(n.outcome.ending, Ending::Completed);
+    assert_eq!(s.fake.runs(), ["hold running", "next"]);
+    let rec = s.bridge.get(&sid("cr")).unwrap().unwrap();
+    assert_eq!(rec.last_status, Some(TurnStatus::Completed));
+    s.bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_waiting_call_is_answered_and_never_runs() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    let first = s.spawn_turn(s.call("cw", "hold first"));
+    s.wait_runs(1).await;
+    let c = s.call("cw", "given up");
+    let token = c.cancel.clone();
+    let given_up = s.spawn_turn(c);
+    settle().await;
+    token.cancel();
+    // the next call to queue answers the waiters whose callers gave up
+    let third = s.spawn_turn(s.call("cw", "third"));
+    let err = answer(given_up).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    s.fake.release.add_permits(1);
+    answer(first).await.unwrap();
+    answer(third).await.unwrap();
+    assert_eq!(s.fake.runs(), ["hold first", "third"]);
+    s.bridge.shutdown().await;
+}
+
+/// Race (a): a close during a turn answers that turn as cancelled (not "the session's actor
+/// failed"), answers the waiting calls the same way, and succeeds.
+#[tokio::test]
+async fn a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    let running = s.spawn_turn(s.call("c", "hold running"));
+    s.wait_runs(1).await;
+    let waiting = s.spawn_turn(s.call("c", "waiting"));
+    settle().await;
+    let closed = tokio::time::timeout(
+        Duration::from_secs(30),
+        s.bridge.close(&sid("c"), false, None),
+    )
+    .await
+    .expect("the close is answered")
+    .unwrap();
+    assert!(closed.is_some(), "the close found the session");
+    let err = answer(running).await.unwrap_err();
+    assert!(
+        matches!(err, Error::Cancelled { .. }),
+        "the running turn is answered as cancelled by the close: {err}"
+    );
+    let err = answer(waiting).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    assert!(s.bridge.get(&sid("c")).unwrap().is_none());
+    assert_eq!(
+        s.fake.runs(),
+        ["hold running"],
+        "the waiting call never ran"
+    );
+    s.bridge.shutdown().await;
+}
+
+/// Race (b): a turn sent right after a close of a stored session (no live actor) never brings
+/// the closed session back: it is refused, or it starts a new session under that id (no
+/// thread of the closed one, not resumed).
+#[tokio::test]
+async fn a_turn_racing_the_close_of_a_stored_session_never_revives_it() {
+    for round in 0..5 {
+        let s = setup(16, Duration::from_millis(200)).await;
+        let id = format!("stored-{round}");
+        let first = answer(s.spawn_turn(s.call(&id, "first"))).await.unwrap();
+        let old_thread = first.outcome.output.thread_id.unwrap();
+        s.wait_not_live(&id).await;
+        // the close is sent first, the turn right behind it
+        let session = sid(&id);
+        let (closed, turned) = tokio::join!(
+            s.bridge.close(&session, false, None),
+            s.bridge.turn(s.call(&id, "after the close"))
+        );
+        assert!(closed.unwrap().is_some(), "the close found the session");
+        match turned {
+            Err(e) => assert!(
+                matches!(&e, Error::InvalidArgument { field, .. } if field == "sessionId"),
+                "refused, naming the session: {e}"
+            ),
+            Ok(r) => assert!(
+                r.created && !r.resumed && r.outcome.output.thread_id != Some(old_thread),
+                "a turn after the close starts a new session, never the closed one's thread"
+            ),
+        }
+        settle().await;
+        if let Some(rec) = s.bridge.get(&sid(&id)).unwrap() {
+            assert_ne!(
+                rec.thread_id,
+                Some(old_thread),
+                "the closed session's record came back"
+            );
+            assert_eq!(rec.turn_count, 1, "the closed session's record came back");
+        }
+        s.bridge.shutdown().await;
+    }
+}
+
+/// A fork makes a new session with a thread of its own; a turn sent meanwhile waits for it
+/// and then continues the original.
+#[tokio::test]
+async fn a_fork_makes_a_new_session_and_turns_wait_for_it() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    let first = answer(s.spawn_turn(s.call("f", "first"))).await.unwrap();
+    let parent_thread = first.outcome.output.thread_id.unwrap();
+    let b = s.bridge.clone();
+    let own = b.own_context().clone();
+    let fork = tokio::spawn(async move { b.fork(&sid("f"), own, Duration::from_secs(30)).await });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while s.fake.forks.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the fork never reached the driver"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let during = s.spawn_turn(s.call("f", "during the fork"));
+    settle().await;
+    assert_eq!(
+        s.fake.runs(),
+        ["first"],
+        "a turn waits while the thread is forked"
+    );
+    // a second fork is refused while one runs
+    let own = s.bridge.own_context().clone();
+    let err = s
+        .bridge
+        .fork(&sid("f"), own, Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Busy(_)), "{err}");
+    s.fake.release_fork.add_permits(1);
+    let forked = answer(fork).await.unwrap();
+    assert_ne!(forked.session_id, "f");
+    let rec = s
+        .bridge
+        .get(&sid(&forked.session_id))
+        .unwrap()
+        .expect("the fork's record is written before its id is returned");
+    let fork_thread = rec.thread_id.unwrap();
+    assert_ne!(fork_thread, parent_thread);
+    assert_eq!(forked.thread_id, Some(fork_thread));
+    let r = answer(during).await.unwrap();
+    assert!(r.resumed);
+    assert_eq!(r.outcome.output.thread_id, Some(parent_thread));
+    s.bridge.shutdown().await;
+}

@@ -1,0 +1,241 @@
+//! The real driver's warm path: the session's own `codex app-server` when it was started the
+//! same way (`key_of`), else the spare or a new one under `max_warm`; a process that ended before
+//! codex accepted the turn is replaced; `codex exec` when no app-server is usable.
+
+use super::*;
+
+/// How many times a turn's warm process may be replaced because it had ended before the turn
+/// reached it (killed from outside, the OOM killer, a crash at start-up).
+pub(super) const REPLACEMENTS: usize = 3;
+
+/// How long a warm start waits for a place under `max_warm` (processes still closing, a fork's
+/// one-off) before the turn runs with `codex exec` instead.
+pub(super) const SLOT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a warm start waits for the close [`crate::actors::warm::WarmPool::acquire`] asked
+/// for before it asks another idle holder to close its process (a close takes at most its
+/// grace and a kill).
+pub(super) const CLOSE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// What a turn's task gets when it needs a new warm process.
+pub(super) enum Obtained {
+    /// A live process to run the turn on.
+    Process(WarmProcess),
+    /// No warm process for this turn: it runs with `codex exec`.
+    Exec,
+    /// The turn ends without one (cancelled, timed out, or an error).
+    Done(Result<(TurnOutcome, Option<TurnContext>)>),
+}
+
+/// Run a warm turn with `codex exec` instead (on the same thread); the prompt moves on.
+pub(super) async fn run_exec(
+    turn: &TurnEnv<'_>,
+    t: WarmTurn,
+    wanted: ThreadWanted,
+) -> Result<(TurnOutcome, Option<TurnContext>)> {
+    let resume = match wanted {
+        ThreadWanted::Resume(t) => Some(t),
+        ThreadWanted::Start => None,
+    };
+    run_turn(
+        turn,
+        build_turn(&turn.client.common_for(false), t.into_request(resume))?,
+    )
+    .await
+}
+
+/// Run a turn on the session's warm app-server: the one it has when it was started the same
+/// way (same client environment, CODEX_HOME, binary and pins) and may be reused, else a new
+/// one (the old one closed first). A process that turns out to have ended before the turn
+/// reached it (idle, taken as the spare, during `initialize` or `thread/resume`: codex never
+/// accepted the turn) is replaced and the turn runs on the next one, on the same thread. Hands
+/// the process back when it may serve the next turn.
+pub(super) async fn run_warm(
+    turn: &TurnEnv<'_>,
+    warm: Option<WarmProcess>,
+    server: SpawnSpec,
+    t: WarmTurn,
+    wanted: ThreadWanted,
+) -> (
+    Result<(TurnOutcome, Option<TurnContext>)>,
+    Option<WarmProcess>,
+) {
+    let started = Instant::now();
+    let mut opts = turn.options();
+    let key = key_of(&server);
+    // the session's own process, when it was started the same way and is alive
+    let mut next = match warm {
+        Some(mut w) => {
+            if w.reusable() && w.key() == &key && !w.exited() {
+                Some(w)
+            } else {
+                // reaped before its slot goes to the next one
+                w.close().await;
+                None
+            }
+        }
+        None => None,
+    };
+    let mut attempt = 0;
+    loop {
+        let mut process = match next.take() {
+            Some(w) => w,
+            None => match obtain(turn, &server, &key).await {
+                Obtained::Process(w) => w,
+                Obtained::Exec => return (run_exec(turn, t, wanted).await, None),
+                Obtained::Done(result) => return (result, None),
+            },
+        };
+        // what is left of the call's time (start-ups and earlier attempts count against it)
+        opts.timeout = turn
+            .timeout
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
+        let outcome = turn.run_on(&mut process, wanted, &t, &opts).await;
+        let ended_unreached = !process.reusable()
+            && !process.accepted()
+            && matches!(
+                outcome.ending,
+                Ending::Failed {
+                    kind: FailureKind::Crashed,
+                    ..
+                }
+            );
+        if ended_unreached && attempt < REPLACEMENTS && !turn.cancel.is_cancelled() {
+            // it had ended (killed, crashed) before codex accepted the turn: nothing of the
+            // turn ran there, and a new one runs it on the same thread
+            attempt += 1;
+            tracing::info!(
+                attempt,
+                "the warm codex app-server had ended before the turn reached it; starting a new one"
+            );
+            process.close().await;
+            continue;
+        }
+        return conclude(turn, process, outcome);
+    }
+}
+
+/// A new warm process for a turn: the spare when it was started the same way, else one started
+/// into a free place under `max_warm` (waiting for one a closing process gives back). A start
+/// whose process is killed before it answers `initialize` is tried again; when no place comes
+/// free in time the turn runs with `codex exec`, and when the binary's app-server cannot start
+/// this turn and the next ones do.
+///
+/// One piece on purpose: a single loop of start attempts, each of whose exits (a process, exec,
+/// an ending) is one arm of the same `match`, so the retry bound and the timeout are read in
+/// one place.
+pub(super) async fn obtain(
+    turn: &TurnEnv<'_>,
+    server: &SpawnSpec,
+    key: &crate::codex::process::WarmKey,
+) -> Obtained {
+    // a spare started the same way for this directory and client: no start-up wait; then the
+    // next spare starts (a host's next new session here finds one too)
+    if let Some(w) = turn.shared.warm.take_spare(key) {
+        crate::actors::warm::refill(turn.shared, server.clone());
+        let _ = turn.me.cast(SessionMessage::Spawned {
+            info: w.info().clone(),
+        });
+        return Obtained::Process(w);
+    }
+    let t0 = Instant::now();
+    let mut killed = 0;
+    loop {
+        let remaining = turn.timeout.saturating_sub(t0.elapsed());
+        let slot = turn
+            .shared
+            .warm
+            .slot(SLOT_WAIT.min(remaining), CLOSE_PATIENCE, turn.cancel)
+            .await;
+        let Some(slot) = slot else {
+            if turn.cancel.is_cancelled() {
+                return Obtained::Done(Err(Error::Cancelled { partial: None }));
+            }
+            if t0.elapsed() >= turn.timeout {
+                return Obtained::Done(Err(Error::TimedOut {
+                    after: turn.timeout,
+                    partial: None,
+                }));
+            }
+            tracing::info!(
+                "no warm codex process came free in time (max_warm); this turn runs with codex exec"
+            );
+            return Obtained::Exec;
+        };
+        // the start-up counts against the call's timeout
+        let spawned = tokio::select! {
+            biased;
+            _ = turn.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
+            _ = tokio::time::sleep(turn.timeout.saturating_sub(t0.elapsed())) => Err(Error::TimedOut {
+                after: turn.timeout,
+                partial: None,
+            }),
+            w = WarmProcess::spawn(server, turn.options().on_spawn.clone()) => w,
+        };
+        tracing::debug!(
+            spawn_ms = t0.elapsed().as_millis() as u64,
+            "warm process start"
+        );
+        match spawned {
+            Ok(mut w) => {
+                w.hold(slot);
+                if !turn.shared.warm.known() {
+                    turn.shared.warm.record(Ok(()));
+                }
+                crate::actors::warm::refill(turn.shared, server.clone());
+                return Obtained::Process(w);
+            }
+            Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {
+                return Obtained::Done(Err(e));
+            }
+            // killed from outside during the handshake: another start
+            Err(Error::Process(ProcessError::KilledAtStart { signal }))
+                if killed < REPLACEMENTS =>
+            {
+                killed += 1;
+                tracing::info!(
+                    signal,
+                    attempt = killed,
+                    "codex app-server was killed before it answered `initialize`; starting another"
+                );
+                continue;
+            }
+            // the binary's app-server failed to start or to answer: this turn, and the next
+            // ones, run with codex exec (the details go to the log only, redacted for this
+            // client: other clients see the bare reason)
+            Err(e @ (Error::Codex { .. } | Error::Process(_))) => {
+                tracing::warn!(
+                    error = %turn.client.secrets.redact(&redact(&e.to_string())),
+                    "codex app-server did not start"
+                );
+                turn.shared.warm.record(Err(
+                    "codex app-server did not start or answer (the server log says why)".into(),
+                ));
+                return Obtained::Exec;
+            }
+            // the session's directory changed under it, or the machine is out of processes:
+            // this turn fails, the backend stays
+            Err(e) => return Obtained::Done(Err(e)),
+        }
+    }
+}
+
+/// A warm turn's answer (with what codex recorded of it), and the process when it may serve
+/// the next turn.
+pub(super) fn conclude(
+    turn: &TurnEnv<'_>,
+    process: WarmProcess,
+    outcome: TurnOutcome,
+) -> (
+    Result<(TurnOutcome, Option<TurnContext>)>,
+    Option<WarmProcess>,
+) {
+    log_finished(&outcome);
+    let recorded = outcome
+        .output
+        .thread_id
+        .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
+    let keep = process.reusable().then_some(process);
+    (Ok((outcome, recorded)), keep)
+}
