@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use super::Containment;
 use super::signal::{descendants, signal_pid};
+use super::turn::Containment;
 
 /// A cgroup v2 directory for one turn; removed on drop.
 pub(super) struct TurnCgroup {

@@ -14,10 +14,11 @@ use tokio::process::Command;
 
 use super::error::ProcessError;
 use super::kill::KillGuard;
+use super::kill::{argv_hash, start_ticks};
 use super::read::read_head;
 use super::signal::signal_group;
 use super::spawn::{contain, spawn};
-use super::{SpawnHook, SpawnInfo, argv_hash, start_ticks};
+use super::turn::{SpawnHook, SpawnInfo};
 use crate::security::ids::ThreadId;
 
 /// Most bytes kept of a short command's stdout and of its stderr.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Containment, Ending, RunOptions, TurnOutput};
+use super::turn::{Containment, Ending, RunOptions, TurnOutput};
 use crate::codex::events::{CommandRun, FailureKind, Transcript, classify};
 use crate::security::redact::ClientSecrets;
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
-use super::{Ending, Limits};
+use super::turn::{Ending, Limits};
 use crate::codex::events::{Event, Parsed, Transcript, parse_line};
 
 /// How much stderr is read before the kept tail: the tail is redacted with this much of what

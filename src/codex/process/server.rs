@@ -22,10 +22,12 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::cgroup::{TurnCgroup, move_into_cgroup};
+use super::error::ProcessError;
 use super::kill::{KillGuard, argv_hash, kill_tree, start_ticks};
 use super::outcome::{finish, judge_warm};
 use super::signal::{descendants, signal_pid};
-use super::{Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, TurnOutcome, spawn};
+use super::spawn;
+use super::turn::{Ending, RunOptions, SpawnHook, SpawnInfo, TurnOutcome};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc;
@@ -421,7 +423,7 @@ impl WarmProcess {
             },
             other => other,
         };
-        let containment = super::containment();
+        let containment = super::cgroup::containment();
         let mut output = finish(t, opts, started.elapsed(), None, String::new(), containment);
         // a warm turn's usage: codex's per-call counts summed (a resumed process's running
         // total may not include the turns of earlier processes)
