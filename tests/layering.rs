@@ -77,16 +77,6 @@ const LEAVES: &[&str] = &["failure", "invalid", "usage", "codex::versions"];
 /// the crate error.
 const OWN_ERRORS: &[&str] = &["security", "store"];
 
-/// Violations accepted for the time being, each line as the test prints it. A line here
-/// needs a comment saying why and who removes it.
-const KNOWN_VIOLATIONS: &[&str] = &[
-    // actors/mod.rs holds ClientContext and Shared, which every actor names, and Shared names
-    // the session's and the warm pool's types; session, warm, oneshot and structured name each
-    // other (the session actor is split by concern, its files name `mod.rs` and each other;
-    // warm.rs no longer names the session actor). Still open (issue 27).
-    "cycle: src/actors/calls.rs, src/actors/mod.rs, src/actors/oneshot.rs, src/actors/registry.rs, src/actors/session/backend.rs, src/actors/session/close.rs, src/actors/session/finish.rs, src/actors/session/fork.rs, src/actors/session/mod.rs, src/actors/session/prepare.rs, src/actors/session/queue.rs, src/actors/session/steer.rs, src/actors/session/warm_run.rs, src/actors/structured.rs, src/actors/warm.rs",
-];
-
 fn layer_of(module: &str) -> Option<usize> {
     let mut best: Option<(usize, usize)> = None; // (prefix length, layer)
     for (layer, prefixes) in LAYERS.iter().enumerate() {
@@ -619,23 +609,17 @@ fn the_layers_hold() {
         found.insert(cycle.clone());
         why.insert(cycle, edges);
     }
-    let known: BTreeSet<String> = KNOWN_VIOLATIONS.iter().map(|s| s.to_string()).collect();
-    let new: Vec<&String> = found.difference(&known).collect();
-    let gone: Vec<&String> = known.difference(&found).collect();
-    for g in &gone {
-        eprintln!("fixed (remove from KNOWN_VIOLATIONS): {g}");
-    }
-    for v in &new {
+    // no exemption: every broken invariant and every cycle fails the test
+    for v in &found {
         eprintln!("{v}");
-        for edge in why.get(*v).into_iter().flatten() {
+        for edge in why.get(v).into_iter().flatten() {
             eprintln!("{edge}");
         }
     }
     assert!(
-        new.is_empty() && gone.is_empty(),
-        "{} layering violation(s), listed above as `file: rule: what`; {} known one(s) fixed",
-        new.len(),
-        gone.len()
+        found.is_empty(),
+        "{} layering violation(s), listed above as `file: rule: what`",
+        found.len()
     );
 }
 

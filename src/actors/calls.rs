@@ -10,15 +10,15 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::client::{ClientContext, Progress};
 use crate::actors::schema::Plan;
-use crate::actors::{ClientContext, Progress};
 use crate::codex::argv::{ReasoningEffort, ReviewTarget, SandboxLevel};
 use crate::codex::events::{CommandRun, Usage};
 use crate::codex::process::{Ending, TurnOutcome};
 use crate::codex::rollout::TurnContext;
 use crate::config::CodexSupport;
 use crate::error::Error;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
 use crate::store::{SessionRecord, TurnStatus};
 
@@ -234,7 +234,7 @@ pub struct Status {
     pub schema_version: u64,
     /// How a turn's processes are contained (`cgroup` or `process-group`).
     pub containment: String,
-    pub counts: super::Counts,
+    pub counts: Counts,
     /// The backend set, the one session turns use, and why they differ.
     pub backend: BackendStatus,
 }
@@ -254,4 +254,76 @@ pub struct BackendStatus {
     /// Warm app-server processes now, and the cap.
     pub warm_processes: usize,
     pub max_warm: usize,
+}
+
+/// One turn asked for by a tool call.
+pub struct TurnCall {
+    /// `None`: a new session with a generated id.
+    pub session_id: Option<SessionId>,
+    /// Start a new Codex thread under the same session id.
+    pub reset: bool,
+    /// Moved, not copied, into codex's invocation.
+    pub prompt: String,
+    /// `files` attachments, resolved inside the session's working directory.
+    pub files: Vec<String>,
+    pub sandbox: Option<SandboxLevel>,
+    pub model: Option<String>,
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// The confined working directory; the session actor holds a stored session to its own.
+    pub cwd: WorkDir,
+    pub timeout: Duration,
+    /// On a busy session: wait for its turn (true) or fail at once.
+    pub wait_if_busy: bool,
+    pub cancel: CancellationToken,
+    pub progress: Option<Progress>,
+    /// The asking connection's context; `None`: the owning process's own.
+    pub client: Option<Arc<ClientContext>>,
+    /// Asks codex's questions of this turn of the person behind the connection that started it
+    /// (`approvals = ask`, a client that can be asked); `None`: every question is declined.
+    pub asker: Option<crate::codex::app_server::approval::Asker>,
+}
+
+/// What a turn did, for the MCP layer.
+#[derive(Debug, Clone)]
+pub struct TurnReport {
+    pub session_id: SessionId,
+    /// The session existed with a thread, and this turn continued it.
+    pub resumed: bool,
+    /// The session record was created by this call.
+    pub created: bool,
+    pub outcome: TurnOutcome,
+    /// Time spent waiting for the session and for a slot.
+    pub queued: Duration,
+    /// The level asked for (after defaulting).
+    pub sandbox: SandboxLevel,
+    /// What codex recorded for the turn (approval, reviewer, sandbox), when it keeps a rollout.
+    pub recorded: Option<TurnContext>,
+    /// The model codex recorded it ran with, else the one asked for.
+    pub model: Option<String>,
+    /// The session's record after the turn.
+    pub record: Option<SessionRecord>,
+}
+
+impl TurnReport {
+    /// The answer of this turn, for the MCP layer to shape.
+    pub fn into_answer(self) -> Answer {
+        Answer::of(
+            self.outcome,
+            self.queued,
+            self.sandbox,
+            self.recorded,
+            self.model,
+        )
+    }
+}
+
+/// Live counts for status tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub live_sessions: usize,
+    pub stored_sessions: usize,
+    pub active_turns: usize,
+    pub queued_turns: usize,
+    pub max_concurrent: usize,
 }

@@ -109,6 +109,42 @@ pub fn attach(files: &[String], cwd: &Confined) -> Result<Attachments> {
     Ok(out)
 }
 
+/// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
+/// appended in place (the prompt is moved, never copied, on its way to codex's stdin), the
+/// images for `--image`. Codex's invocation checks the whole prompt's size.
+pub(crate) fn compose(
+    mut prompt: String,
+    files: &[String],
+    cwd: &Confined,
+) -> Result<(String, Vec<Confined>)> {
+    if prompt.trim().is_empty() {
+        return Err(Error::invalid("prompt", "must not be empty"));
+    }
+    let att = crate::actors::files::attach(files, cwd)?;
+    prompt.push_str(&att.text);
+    Ok((prompt, att.images))
+}
+
+/// A fresh empty directory for a `query` or `search`, confined inside itself.
+pub(crate) fn scratch_dir() -> Result<(tempfile::TempDir, Confined)> {
+    let dir = tempfile::Builder::new()
+        .prefix("codex-mcp-bridge-")
+        .tempdir()
+        .map_err(Error::io("creating a scratch directory"))?;
+    let canon = dir
+        .path()
+        .canonicalize()
+        .map_err(Error::io("resolving the scratch directory"))?;
+    let c = crate::confine::resolve(
+        "workingDirectory",
+        &canon.to_string_lossy(),
+        Path::new("/"),
+        std::slice::from_ref(&canon),
+        Kind::Dir,
+    )?;
+    Ok((dir, c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

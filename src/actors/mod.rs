@@ -13,251 +13,40 @@
 //! every change).
 
 pub mod calls;
+pub mod client;
 pub mod files;
+pub mod inflight;
 pub mod limiter;
 pub mod oneshot;
 pub mod registry;
+pub mod runner;
 pub mod schema;
 pub mod session;
+pub mod shared;
+pub mod spares;
 pub mod structured;
 pub mod warm;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use ractor::{Actor, ActorRef};
 use tokio_util::sync::CancellationToken;
 
-use crate::codex::argv::{Common, ReasoningEffort, SandboxLevel};
-use crate::codex::home::{disableable, nested_servers};
-use crate::codex::process::TurnOutcome;
-use crate::codex::rollout::TurnContext;
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
-use crate::security::redact::ClientSecrets;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use calls::{
-    Answer, BackendStatus, Finding, OneShot, OneShotCall, SessionPage, SessionStatus, SessionView,
-    Status, WorkDir,
+    Answer, BackendStatus, Counts, Finding, OneShot, OneShotCall, SessionPage, SessionStatus,
+    SessionView, Status, TurnCall, TurnReport, WorkDir,
 };
+pub use client::{ClientContext, ClientId, Progress};
 pub use limiter::Limiter;
 use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};
 use session::SessionMessage;
-
-/// A progress callback: one human-readable line about what codex is doing.
-pub type Progress = Arc<dyn Fn(String) + Send + Sync>;
-
-/// What one client connection brings: its operator settings, the codex invocation built from
-/// its own allowlisted environment (API keys and CODEX_HOME differ between hosts), and its
-/// CODEX_HOME. A turn runs with the context of the connection that asked for it, so one host's
-/// credentials never reach another host's codex process.
-#[derive(Debug, Clone)]
-pub struct ClientContext {
-    /// Which MCP connection this is: a stdio or socket connection, one Streamable HTTP session,
-    /// or one session-less HTTP request. What only the client that started a turn may do
-    /// (steer it) is decided by this, never by the settings, which connections share.
-    pub id: ClientId,
-    pub config: Arc<Config>,
-    /// Program, filtered environment, operator overrides, danger switch.
-    pub common: Common,
-    /// Where codex keeps this client's threads.
-    pub codex_home: PathBuf,
-    /// Its host's literal secrets, redacted from its turns and answers on top of the
-    /// process-wide redactor (none for the owning process's own client: they are in it).
-    pub secrets: ClientSecrets,
-}
-
-/// The identity of one MCP connection, unique in this process (never reused).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClientId(u64);
-
-impl ClientId {
-    /// A new identity, different from every other of this process.
-    pub fn fresh() -> ClientId {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        ClientId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-    }
-}
-
-impl ClientContext {
-    /// The context of a client whose process has `config` and the environment `vars`.
-    pub fn new(config: Config, vars: &[(String, String)]) -> ClientContext {
-        ClientContext {
-            id: ClientId::fresh(),
-            common: Common {
-                program: config.codex_bin.clone(),
-                env: crate::security::env::filter_env(
-                    vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                ),
-                overrides: config.codex_overrides.clone(),
-                allow_danger: config.allow_danger,
-                disable_mcp_servers: vec![],
-            },
-            codex_home: crate::codex::home::codex_home(vars),
-            config: Arc::new(config),
-            secrets: ClientSecrets::default(),
-        }
-    }
-
-    /// The same settings and environment for another connection, with an identity of its own
-    /// (the owning process's stdio client and each of its HTTP sessions share the settings).
-    pub fn for_connection(&self) -> ClientContext {
-        ClientContext {
-            id: ClientId::fresh(),
-            ..self.clone()
-        }
-    }
-
-    /// This context, for a client whose host has the literal `secrets`.
-    pub fn with_secrets(mut self, secrets: ClientSecrets) -> ClientContext {
-        self.secrets = secrets;
-        self
-    }
-
-    /// The invocation settings of a turn: nested MCP servers disabled when `disable_nested`
-    /// (`query`, `search`) or when the operator said so.
-    pub fn common_for(&self, disable_nested: bool) -> Common {
-        let mut c = self.common.clone();
-        if disable_nested || self.config.nested_mcp == crate::config::NestedMcp::Disable {
-            c.disable_mcp_servers = disableable(&nested_servers(&self.codex_home));
-        }
-        c
-    }
-
-    /// Refuse a stored session whose thread lives in another CODEX_HOME: codex could not find
-    /// it there.
-    pub fn check_codex_home(&self, rec: &SessionRecord) -> Result<()> {
-        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
-        match &rec.codex_home {
-            Some(h) if canonical(std::path::Path::new(h)) != canonical(&self.codex_home) => {
-                Err(Error::invalid(
-                    "sessionId",
-                    format!(
-                        "session {} was started by a client with another CODEX_HOME, where Codex keeps \
-                     its thread; it can only be continued by a client using that CODEX_HOME",
-                        rec.session_id
-                    ),
-                ))
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Everything the actors share; read-only after start. `config`, `common` and `codex_home`
-/// are the owning process's own client context ([`Bridge::own_context`]); the limiter, the
-/// store and the timeouts are the owner's for every connection.
-pub struct Shared {
-    pub config: Arc<Config>,
-    pub store: Store,
-    pub limiter: Limiter,
-    /// Invocation settings (program, filtered environment, operator overrides).
-    pub common: Common,
-    /// Where codex keeps threads (for rollout checks and `codex delete`).
-    pub codex_home: PathBuf,
-    /// How long an idle session actor lives before it stops (it comes back from the store).
-    pub idle_timeout: Duration,
-    /// How long a call may wait for a turn slot.
-    pub queue_timeout: Duration,
-    /// Test-only fault hooks (a prompt that makes the session actor panic).
-    pub fault_injection: bool,
-    /// Live session actors by session id.
-    pub live: DashMap<SessionId, ActorRef<SessionMessage>>,
-    /// The cap on warm app-server processes, and who holds one.
-    pub warm: warm::WarmPool,
-    /// What runs the session actors' turns and forks: codex (`Default`), or a unit test's fake.
-    pub backends: session::Backends,
-}
-
-impl Shared {
-    /// The owning process's own client context, with an identity of its own.
-    pub fn own_context(&self) -> ClientContext {
-        ClientContext {
-            id: ClientId::fresh(),
-            config: self.config.clone(),
-            common: self.common.clone(),
-            codex_home: self.codex_home.clone(),
-            secrets: ClientSecrets::default(),
-        }
-    }
-}
-
-/// One turn asked for by a tool call.
-pub struct TurnCall {
-    /// `None`: a new session with a generated id.
-    pub session_id: Option<SessionId>,
-    /// Start a new Codex thread under the same session id.
-    pub reset: bool,
-    /// Moved, not copied, into codex's invocation.
-    pub prompt: String,
-    /// `files` attachments, resolved inside the session's working directory.
-    pub files: Vec<String>,
-    pub sandbox: Option<SandboxLevel>,
-    pub model: Option<String>,
-    pub reasoning_effort: Option<ReasoningEffort>,
-    /// The confined working directory; the session actor holds a stored session to its own.
-    pub cwd: WorkDir,
-    pub timeout: Duration,
-    /// On a busy session: wait for its turn (true) or fail at once.
-    pub wait_if_busy: bool,
-    pub cancel: CancellationToken,
-    pub progress: Option<Progress>,
-    /// The asking connection's context; `None`: the owning process's own.
-    pub client: Option<Arc<ClientContext>>,
-    /// Asks codex's questions of this turn of the person behind the connection that started it
-    /// (`approvals = ask`, a client that can be asked); `None`: every question is declined.
-    pub asker: Option<crate::codex::app_server::approval::Asker>,
-}
-
-/// What a turn did, for the MCP layer.
-#[derive(Debug, Clone)]
-pub struct TurnReport {
-    pub session_id: SessionId,
-    /// The session existed with a thread, and this turn continued it.
-    pub resumed: bool,
-    /// The session record was created by this call.
-    pub created: bool,
-    pub outcome: TurnOutcome,
-    /// Time spent waiting for the session and for a slot.
-    pub queued: Duration,
-    /// The level asked for (after defaulting).
-    pub sandbox: SandboxLevel,
-    /// What codex recorded for the turn (approval, reviewer, sandbox), when it keeps a rollout.
-    pub recorded: Option<TurnContext>,
-    /// The model codex recorded it ran with, else the one asked for.
-    pub model: Option<String>,
-    /// The session's record after the turn.
-    pub record: Option<SessionRecord>,
-}
-
-impl TurnReport {
-    /// The answer of this turn, for the MCP layer to shape.
-    pub fn into_answer(self) -> Answer {
-        Answer::of(
-            self.outcome,
-            self.queued,
-            self.sandbox,
-            self.recorded,
-            self.model,
-        )
-    }
-}
-
-/// Live counts for status tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Counts {
-    pub live_sessions: usize,
-    pub stored_sessions: usize,
-    pub active_turns: usize,
-    pub queued_turns: usize,
-    pub max_concurrent: usize,
-}
+pub use shared::Shared;
 
 /// The typed handle over the registry.
 #[derive(Clone)]
@@ -271,9 +60,15 @@ impl Bridge {
     /// Recover from a previous crash (kill leftover turns, mark them interrupted), then start
     /// the registry.
     pub async fn start(shared: Shared) -> Result<Bridge> {
+        Bridge::start_with(shared, session::Backends::default()).await
+    }
+
+    /// [`Bridge::start`] with what runs the session actors' turns and forks (a unit test's
+    /// fake in place of codex).
+    pub async fn start_with(shared: Shared, backends: session::Backends) -> Result<Bridge> {
         recover_interrupted(&shared.store).await?;
         let shared = Arc::new(shared);
-        let (registry, _) = Actor::spawn(None, RegistryActor, shared.clone())
+        let (registry, _) = Actor::spawn(None, RegistryActor { backends }, shared.clone())
             .await
             .map_err(|e| {
                 Error::SessionFailed(format!("could not start the session registry: {e}"))
@@ -296,7 +91,7 @@ impl Bridge {
         // (closing them)
         Actor::spawn_linked(
             None,
-            warm::OneShotKeeper,
+            spares::OneShotKeeper,
             Arc::downgrade(&shared),
             registry.get_cell(),
         )
@@ -670,15 +465,4 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
         store.clear_inflight(&id)?;
     }
     Ok(store.flush().await?)
-}
-
-/// The record of a spawned codex process that the takeover sweep needs to find and kill it.
-pub(crate) fn inflight_of(info: crate::codex::process::SpawnInfo) -> crate::store::InflightTurn {
-    crate::store::InflightTurn {
-        pid: info.pid,
-        start_ticks: info.start_ticks,
-        argv_hash: info.argv_hash,
-        started_ms: crate::store::now_ms(),
-        cgroup: info.cgroup,
-    }
 }

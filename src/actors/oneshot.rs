@@ -21,30 +21,22 @@
 //! usable app-server, or every warm process busy, the call runs with `codex exec`.
 
 use std::future::Future;
-use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::calls::{Answer, Finding, OneShot, OneShotCall};
-use crate::actors::warm::{OneShotServer, Serves};
-use crate::actors::{ClientContext, Progress, Shared};
-use crate::codex::argv::{
-    Common, OneShotRequest, PathKind, ReasoningEffort, ReviewRequest, SandboxLevel, SpawnSpec,
-    WarmTurn, build_one_shot_server, build_query, build_review, build_search, build_warm_one_shot,
-};
-use crate::codex::events::describe;
-use crate::codex::process::{
-    CodexCommand, Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, ThreadWanted,
-    TurnControl, TurnOutcome, WarmProcess, key_of, run, run_command,
-};
+use crate::actors::client::ClientContext;
+use crate::actors::runner::{Lease, Runner};
+use crate::actors::shared::Shared;
+use crate::codex::argv::{PathKind, ReviewRequest, build_query, build_review, build_search};
+use crate::codex::process::{CodexCommand, SpawnHook, SpawnInfo, run_command};
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
-use crate::security::paths::{Confined, Kind};
 
 /// What a one-shot actor runs: given the hook that records codex's process and the token that
 /// stops it, a future that answers its caller itself.
@@ -198,7 +190,7 @@ impl Actor for OneShotActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             OneShotMessage::Spawned { info } => {
-                let t = crate::actors::inflight_of(info);
+                let t = crate::actors::inflight::inflight_of(info);
                 if let Err(e) = st.shared.store.put_inflight(&st.key, &t) {
                     tracing::error!(error = %e, "could not record the one-shot turn in flight");
                 }
@@ -232,364 +224,6 @@ impl Actor for OneShotActor {
             let _ = st.shared.store.flush().await;
         }
         Ok(())
-    }
-}
-
-/// What every codex run of one call shares: where it runs, whose it is, how it is watched.
-pub(crate) struct Runner<'a> {
-    pub shared: &'a Shared,
-    pub client: &'a ClientContext,
-    /// Records codex's process for the crash sweep.
-    pub hook: SpawnHook,
-    pub cancel: &'a CancellationToken,
-    /// One sink for the whole call.
-    pub progress: Option<Progress>,
-    /// The warm processes this call used, given back (or retired) before it answers.
-    pub leases: std::sync::Mutex<Vec<Lease>>,
-}
-
-/// How many times a one-shot start killed before it answered `initialize` is tried again.
-const KILLED_STARTS: usize = 3;
-/// How long a one-shot start waits for a place under `max_warm` before the call runs with
-/// `codex exec` (as a session turn's).
-const SLOT_WAIT: Duration = Duration::from_secs(10);
-/// How long it waits for a close it asked for before asking another idle holder.
-const CLOSE_PATIENCE: Duration = Duration::from_secs(5);
-
-/// A one-shot app-server taken by one call: used for its turns, then given back to the pool
-/// when every turn completed and it let go of the call's thread, else retired (killed).
-pub(crate) struct Lease {
-    server: OneShotServer,
-    /// A turn that did not complete, or a process that cannot go on: never reused.
-    spoiled: bool,
-}
-
-impl Lease {
-    /// Run one turn of the call on this process, under the global limit; the outcome and the
-    /// time spent queued. `wanted` is `Start` for the call's first turn (a new ephemeral
-    /// thread), `Resume` of that thread for `structured`'s re-ask (loaded: nothing is sent
-    /// but the turn).
-    pub(crate) async fn run(
-        &mut self,
-        runner: &Runner<'_>,
-        wanted: ThreadWanted,
-        turn: &WarmTurn,
-        timeout: Duration,
-    ) -> Result<(TurnOutcome, Duration)> {
-        let slot = runner.queue().await?;
-        let (queued, progress) = (slot.1, runner.progress.clone());
-        let mut opts = RunOptions::new(timeout, runner.client.config.limits);
-        opts.cancel = runner.cancel.clone();
-        opts.secrets = runner.client.secrets.clone();
-        let secrets = runner.client.secrets.clone();
-        let Some(w) = self.server.process.as_mut() else {
-            self.spoiled = true;
-            return Err(Error::SessionFailed(
-                "the one-shot app-server is gone".into(),
-            ));
-        };
-        let outcome = w
-            .run_turn(
-                wanted,
-                turn,
-                &opts,
-                &mut TurnControl::default(),
-                move |ev| {
-                    if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-                        p(secrets.redact(&line).into_owned());
-                    }
-                },
-            )
-            .await;
-        if !matches!(outcome.ending, Ending::Completed) || !w.reusable() {
-            self.spoiled = true;
-        }
-        drop(slot);
-        Ok((outcome, queued))
-    }
-
-    /// Give the process back for the next call of its client (after it let go of this call's
-    /// thread), or retire it.
-    async fn finish(mut self, shared: &Shared) {
-        // a process whose turn did not complete is never used again: killed
-        let reusable = !self.spoiled
-            && match self.server.process.as_mut() {
-                Some(w) => w.forget_thread().await && w.reusable() && !w.exited(),
-                None => false,
-            };
-        if !reusable {
-            return self.server.kill().await;
-        }
-        if let Some(refused) = shared.warm.put_one_shot(self.server) {
-            refused.retire().await;
-        }
-    }
-}
-
-/// An exec builder of a `query` or `search`.
-type BuildOneShot = fn(&Common, OneShotRequest) -> Result<SpawnSpec>;
-
-/// A hook that puts the spawned process on record under `record` (flushed by the caller).
-fn record_hook(store: crate::store::Store, record: SessionId) -> SpawnHook {
-    Arc::new(move |info: &SpawnInfo| {
-        let t = crate::actors::inflight_of(info.clone());
-        if let Err(e) = store.put_inflight(&record, &t) {
-            tracing::error!(error = %e, "could not record a one-shot app-server");
-        }
-    })
-}
-
-impl Runner<'_> {
-    /// Wait for a global slot (progress says how many are ahead); the slot and the wait.
-    async fn queue(&self) -> Result<(crate::actors::limiter::Slot, Duration)> {
-        let (shared, progress) = (self.shared, self.progress.clone());
-        let since = Instant::now();
-        let slot = shared
-            .limiter
-            .acquire(shared.queue_timeout, self.cancel, |ahead| {
-                if let Some(p) = &progress {
-                    p(format!(
-                        "queued behind {} turn(s) waiting for a codex slot",
-                        ahead + shared.limiter.active()
-                    ));
-                }
-            })
-            .await?;
-        Ok((slot, since.elapsed()))
-    }
-
-    /// Run `spec` under the global limit; the outcome and the time spent queued.
-    pub(crate) async fn run(
-        &self,
-        spec: SpawnSpec,
-        timeout: Duration,
-    ) -> Result<(TurnOutcome, Duration)> {
-        let progress = self.progress.clone();
-        let (slot, queued) = self.queue().await?;
-        let mut opts = RunOptions::new(timeout, self.client.config.limits);
-        opts.cancel = self.cancel.clone();
-        opts.secrets = self.client.secrets.clone();
-        opts.on_spawn = Some(self.hook.clone());
-        let secrets = self.client.secrets.clone();
-        let outcome = run(spec, opts, move |ev| {
-            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-                p(secrets.redact(&line).into_owned());
-            }
-        })
-        .await?;
-        drop(slot);
-        Ok((outcome, queued))
-    }
-
-    /// Keep `lease` until the call's answer is ready (then it is given back or retired).
-    pub(crate) fn keep(&self, lease: Lease) {
-        self.leases
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(lease);
-    }
-
-    /// A warm app-server of this client for a one-shot call that `serves` (`dir`: the call's
-    /// working directory, for `structured`), started with `common`: an idle one started the
-    /// same way, else a new one into a place under `max_warm`. `None`: the call runs with
-    /// `codex exec` (the exec backend is set, codex has no usable app-server, or no place came
-    /// free in time).
-    pub(crate) async fn lease(
-        &self,
-        serves: Serves,
-        common: &Common,
-        dir: Option<&Confined>,
-        timeout: Duration,
-    ) -> Result<Option<Lease>> {
-        let shared = self.shared;
-        if shared.config.backend != crate::config::Backend::AppServer {
-            return Ok(None);
-        }
-        if let Some(why) = shared.warm.unusable() {
-            tracing::debug!("{why}: this one-shot call runs with codex exec");
-            return Ok(None);
-        }
-        let search = serves == Serves::Scratch { search: true };
-        let spec_in = |cwd: Confined| build_one_shot_server(common, cwd, search);
-        let fits = |s: &OneShotServer| {
-            let cwd = match (&s.home, dir) {
-                (Some((_, home)), _) => home.clone(),
-                (None, Some(d)) => d.clone(),
-                (None, None) => return false,
-            };
-            match (spec_in(cwd), s.process.as_ref()) {
-                (Ok(spec), Some(w)) => w.key() == &key_of(&spec),
-                _ => false,
-            }
-        };
-        if let Some(server) = shared.warm.take_one_shot(self.client.id, &serves, fits) {
-            return Ok(Some(Lease {
-                server,
-                spoiled: false,
-            }));
-        }
-        let (home, cwd) = match dir {
-            Some(d) => (None, d.clone()),
-            None => {
-                let (t, c) = scratch_dir()?;
-                (Some((t, c.clone())), c)
-            }
-        };
-        let spec = spec_in(cwd)?;
-        let t0 = Instant::now();
-        let mut killed = 0;
-        loop {
-            let remaining = timeout.saturating_sub(t0.elapsed());
-            let slot = shared
-                .warm
-                .slot(SLOT_WAIT.min(remaining), CLOSE_PATIENCE, self.cancel)
-                .await;
-            let Some(slot) = slot else {
-                if self.cancel.is_cancelled() {
-                    return Err(Error::Cancelled { partial: None });
-                }
-                if t0.elapsed() >= timeout {
-                    return Err(Error::TimedOut {
-                        after: timeout,
-                        partial: None,
-                    });
-                }
-                tracing::info!(
-                    "no warm codex process came free in time (max_warm); this call runs with codex exec"
-                );
-                return Ok(None);
-            };
-            let record = SessionId::generate();
-            let hook = record_hook(shared.store.clone(), record.clone());
-            let spawned = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
-                _ = tokio::time::sleep(timeout.saturating_sub(t0.elapsed())) => Err(Error::TimedOut {
-                    after: timeout,
-                    partial: None,
-                }),
-                w = WarmProcess::spawn(&spec, Some(hook)) => w,
-            };
-            let forget = || {
-                let _ = shared.store.clear_inflight(&record);
-            };
-            match spawned {
-                Ok(mut w) => {
-                    w.hold(slot);
-                    if !shared.warm.known() {
-                        shared.warm.record(Ok(()));
-                    }
-                    let _ = shared.store.flush().await;
-                    let server = OneShotServer::new(
-                        self.client.id,
-                        serves,
-                        w,
-                        record,
-                        home,
-                        shared.store.clone(),
-                    );
-                    return Ok(Some(Lease {
-                        server,
-                        spoiled: false,
-                    }));
-                }
-                Err(Error::Process(ProcessError::KilledAtStart { signal }))
-                    if killed < KILLED_STARTS =>
-                {
-                    forget();
-                    killed += 1;
-                    tracing::info!(
-                        signal,
-                        attempt = killed,
-                        "codex app-server was killed before it answered `initialize`; starting another"
-                    );
-                }
-                // the binary's app-server failed to start or to answer: this call, and the
-                // next ones (sessions' too), run with codex exec
-                Err(e @ (Error::Codex { .. } | Error::Process(_))) => {
-                    forget();
-                    tracing::warn!(
-                        error = %self.client.secrets.redact(&crate::security::redact::redact(&e.to_string())),
-                        "codex app-server did not start"
-                    );
-                    shared.warm.record(Err(
-                        "codex app-server did not start or answer (the server log says why)".into(),
-                    ));
-                    return Ok(None);
-                }
-                Err(e) => {
-                    forget();
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    /// A `query` or `search` on a warm app-server: a new ephemeral thread in the call's fresh
-    /// empty directory. `Err(req)` hands the request back when the call runs with
-    /// `codex exec`.
-    async fn scratch_warm(
-        &self,
-        kind: PathKind,
-        req: OneShotRequest,
-        timeout: Duration,
-    ) -> Result<std::result::Result<Answer, OneShotRequest>> {
-        let serves = Serves::Scratch {
-            search: kind == PathKind::Search,
-        };
-        let common = self.client.common_for(true);
-        let started = Instant::now();
-        let Some(mut lease) = self.lease(serves, &common, None, timeout).await? else {
-            return Ok(Err(req));
-        };
-        // a start-up counts against the call's time
-        let timeout = timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(1));
-        let model = req.model.clone();
-        let turn = match build_warm_one_shot(&common, req, kind) {
-            Ok(t) => t,
-            Err(e) => {
-                self.keep(lease);
-                return Err(e);
-            }
-        };
-        let ran = lease.run(self, ThreadWanted::Start, &turn, timeout).await;
-        self.keep(lease);
-        let (outcome, queued) = ran?;
-        Ok(Ok(Answer::of(
-            outcome,
-            queued,
-            SandboxLevel::ReadOnly,
-            None,
-            model,
-        )))
-    }
-
-    /// A `query` or `search` turn, read-only in a fresh empty directory with nested MCP
-    /// servers off: `(prompt, model, reasoning effort)` built by `build`.
-    async fn scratch(
-        &self,
-        (kind, build): (PathKind, BuildOneShot),
-        (prompt, model, reasoning_effort): (String, Option<String>, Option<ReasoningEffort>),
-        timeout: Duration,
-    ) -> Result<Answer> {
-        let (_dir, cwd) = scratch_dir()?;
-        let req = OneShotRequest {
-            prompt,
-            model: model.clone(),
-            reasoning_effort,
-            cwd,
-        };
-        let req = match self.scratch_warm(kind, req, timeout).await? {
-            Ok(answer) => return Ok(answer),
-            Err(req) => req,
-        };
-        // the prompt moves into the spec (see `build_turn`)
-        let spec = build(&self.client.common_for(true), req)?;
-        let (outcome, queued) = self.run(spec, timeout).await?;
-        let sandbox = SandboxLevel::ReadOnly;
-        Ok(Answer::of(outcome, queued, sandbox, None, model))
     }
 }
 
@@ -682,7 +316,7 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
             model,
             cwd,
         } => {
-            let (prompt, images) = super::session::compose(prompt, &files, &cwd)?;
+            let (prompt, images) = crate::actors::files::compose(prompt, &files, &cwd)?;
             let ask = super::structured::Ask {
                 prompt,
                 plan: *plan,
@@ -703,26 +337,6 @@ fn non_empty(field: &str, text: &str) -> Result<()> {
         return Err(Error::invalid(field, "must not be empty"));
     }
     Ok(())
-}
-
-/// A fresh empty directory for a `query` or `search`, confined inside itself.
-pub(crate) fn scratch_dir() -> Result<(tempfile::TempDir, Confined)> {
-    let dir = tempfile::Builder::new()
-        .prefix("codex-mcp-bridge-")
-        .tempdir()
-        .map_err(Error::io("creating a scratch directory"))?;
-    let canon = dir
-        .path()
-        .canonicalize()
-        .map_err(Error::io("resolving the scratch directory"))?;
-    let c = crate::confine::resolve(
-        "workingDirectory",
-        &canon.to_string_lossy(),
-        Path::new("/"),
-        std::slice::from_ref(&canon),
-        Kind::Dir,
-    )?;
-    Ok((dir, c))
 }
 
 /// Parse `[P1] title — path:lines` lines of a rendered review.

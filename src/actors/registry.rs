@@ -12,8 +12,9 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
-use crate::actors::session::{SessionActor, SessionArgs, SessionMessage};
-use crate::actors::{Shared, TurnCall, TurnReport};
+use crate::actors::calls::{TurnCall, TurnReport};
+use crate::actors::session::{Backends, SessionActor, SessionArgs, SessionMessage};
+use crate::actors::shared::Shared;
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::SessionRecord;
@@ -29,34 +30,37 @@ pub enum RegistryMessage {
     /// (the record is its actor's), else read from the store.
     Get {
         id: SessionId,
-        reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
+        reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
     },
     /// Close a session (live or stored).
     Close {
         id: SessionId,
         delete_thread: bool,
         /// Whose codex deletes the thread.
-        client: Arc<crate::actors::ClientContext>,
+        client: Arc<crate::actors::client::ClientContext>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
     /// Add a message to a live session's running turn.
     Steer {
         id: SessionId,
         text: String,
-        client: Arc<crate::actors::ClientContext>,
+        client: Arc<crate::actors::client::ClientContext>,
         reply: oneshot::Sender<Result<()>>,
     },
     /// Fork a session (its actor is started from the store when it is not live).
     Fork {
         id: SessionId,
-        client: Arc<crate::actors::ClientContext>,
+        client: Arc<crate::actors::client::ClientContext>,
         timeout: std::time::Duration,
-        reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+        reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
     },
 }
 
-/// The registry's behaviour (stateless; see [`Shared`]).
-pub struct RegistryActor;
+/// The registry's behaviour (its state is [`Shared`]), with what runs the session actors'
+/// turns and forks: codex ([`Backends::default`]), or a unit test's fake.
+pub struct RegistryActor {
+    pub backends: Backends,
+}
 
 impl RegistryActor {
     async fn session(
@@ -75,6 +79,7 @@ impl RegistryActor {
             SessionActor,
             SessionArgs {
                 shared: shared.clone(),
+                backends: self.backends.clone(),
                 id: id.clone(),
                 record,
             },
@@ -92,9 +97,9 @@ impl RegistryActor {
         myself: &ActorRef<RegistryMessage>,
         shared: &Arc<Shared>,
         id: SessionId,
-        client: Arc<crate::actors::ClientContext>,
+        client: Arc<crate::actors::client::ClientContext>,
         timeout: std::time::Duration,
-        reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+        reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
     ) {
         if shared.live.get(&id).is_none() && !matches!(shared.store.get(&id), Ok(Some(_))) {
             let _ = reply.send(Err(Error::invalid(
@@ -236,7 +241,7 @@ fn steer(
     shared: &Arc<Shared>,
     id: SessionId,
     text: String,
-    client: Arc<crate::actors::ClientContext>,
+    client: Arc<crate::actors::client::ClientContext>,
     reply: oneshot::Sender<Result<()>>,
 ) {
     let live = shared.live.get(&id).map(|e| e.value().clone());
@@ -268,7 +273,7 @@ fn steer(
 fn get(
     shared: &Arc<Shared>,
     id: SessionId,
-    reply: oneshot::Sender<Result<Option<crate::actors::SessionView>>>,
+    reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
 ) {
     let existing = shared.live.get(&id).map(|e| e.value().clone());
     // a live actor answers from its record; one that stopped meanwhile left its
@@ -285,7 +290,7 @@ fn get(
         None => reply,
     };
     let stored = shared.store.get(&id).map_err(Error::from);
-    let _ = reply.send(stored.map(|r| r.map(|r| crate::actors::SessionView::of(&r, false))));
+    let _ = reply.send(stored.map(|r| r.map(|r| crate::actors::calls::SessionView::of(&r, false))));
 }
 
 /// Close a session, always through its actor (a stored session's is started from its record
@@ -298,7 +303,7 @@ async fn close(
     shared: &Arc<Shared>,
     id: SessionId,
     delete_thread: bool,
-    client: Arc<crate::actors::ClientContext>,
+    client: Arc<crate::actors::client::ClientContext>,
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
     let mut msg = SessionMessage::Close {

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::actors::calls::Answer;
-use crate::actors::oneshot::Lease;
-use crate::actors::oneshot::Runner;
+use crate::actors::runner::Lease;
+use crate::actors::runner::Runner;
 use crate::actors::schema::Plan;
 use crate::actors::warm::Serves;
 use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn, build_warm_turn};

@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use ractor::ActorRef;
-
 use crate::codex::process::WarmKey;
 use crate::security::ids::SessionId;
 
@@ -96,7 +94,7 @@ pub enum Serves {
 /// the crash sweep, and (for `query` and `search`) the directory it was started in, removed
 /// with it. Retire it with [`OneShotServer::retire`]; dropping it kills the process.
 pub struct OneShotServer {
-    pub client: crate::actors::ClientId,
+    pub client: crate::actors::client::ClientId,
     pub serves: Serves,
     pub process: Option<crate::codex::process::WarmProcess>,
     /// Its `inflight` key (no session uses it).
@@ -110,7 +108,7 @@ pub struct OneShotServer {
 impl OneShotServer {
     /// A server for `client`'s calls of kind `serves`, running `process`, on record as `record`.
     pub fn new(
-        client: crate::actors::ClientId,
+        client: crate::actors::client::ClientId,
         serves: Serves,
         process: crate::codex::process::WarmProcess,
         record: SessionId,
@@ -193,7 +191,7 @@ impl WarmPool {
     /// the call would start now) and is alive; one found dead or unfit is retired.
     pub fn take_one_shot(
         &self,
-        client: crate::actors::ClientId,
+        client: crate::actors::client::ClientId,
         serves: &Serves,
         fits: impl Fn(&OneShotServer) -> bool,
     ) -> Option<OneShotServer> {
@@ -235,7 +233,7 @@ impl WarmPool {
     }
 
     /// The idle one-shot servers unused for `idle` or found dead, taken out (to be retired).
-    fn expired_one_shots(&self, idle: Duration) -> Vec<OneShotServer> {
+    pub(crate) fn expired_one_shots(&self, idle: Duration) -> Vec<OneShotServer> {
         let mut pool = self.idle_one_shots();
         let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut pool.idle)
             .into_iter()
@@ -246,7 +244,7 @@ impl WarmPool {
     }
 
     /// Close the pool to one-shot servers and take every idle one (shutdown).
-    fn close_one_shots(&self) -> Vec<OneShotServer> {
+    pub(crate) fn close_one_shots(&self) -> Vec<OneShotServer> {
         let mut pool = self.idle_one_shots();
         pool.closed = true;
         std::mem::take(&mut pool.idle)
@@ -375,7 +373,7 @@ impl WarmPool {
     }
 
     /// Keep `w` as the spare for `key`; returns the one it replaces (to be closed).
-    fn put_spare(
+    pub(crate) fn put_spare(
         &self,
         key: WarmKey,
         w: crate::codex::process::WarmProcess,
@@ -385,6 +383,28 @@ impl WarmPool {
             .unwrap_or_else(|p| p.into_inner())
             .replace((key, w))
             .map(|(_, old)| old)
+    }
+
+    /// The spare's own watch, for the spare whose process is `pid`: `None` while it waits,
+    /// `Some(Some(w))` when it is to be closed (it exited, or it waited until `until`),
+    /// `Some(None)` when a session took it or another replaced it.
+    pub(crate) fn spare_done(
+        &self,
+        pid: i32,
+        until: tokio::time::Instant,
+    ) -> Option<Option<crate::codex::process::WarmProcess>> {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        match spare.as_mut() {
+            Some((_, w)) if w.info().pid == pid => {
+                if w.exited() || tokio::time::Instant::now() >= until {
+                    spare.take().map(|(_, w)| Some(w))
+                } else {
+                    None
+                }
+            }
+            // taken by a session, or replaced
+            _ => Some(None),
+        }
     }
 
     /// Close the spare (shutdown).
@@ -504,7 +524,7 @@ pub async fn probe(
     common: &crate::codex::argv::Common,
     slot: Option<Slot>,
 ) -> std::result::Result<(), String> {
-    let (_dir, cwd) = crate::actors::oneshot::scratch_dir().map_err(|e| e.to_string())?;
+    let (_dir, cwd) = crate::actors::files::scratch_dir().map_err(|e| e.to_string())?;
     let spec = crate::codex::argv::build_app_server(common, cwd).map_err(|e| e.to_string())?;
     match crate::codex::process::WarmProcess::spawn(&spec, None).await {
         Ok(mut w) => {
@@ -515,143 +535,5 @@ pub async fn probe(
             Ok(())
         }
         Err(e) => Err(crate::security::redact::redact(&e.to_string()).into_owned()),
-    }
-}
-
-/// Start a spare app-server from `spec` in the background, replacing the one there (closed);
-/// it closes itself after the idle timeout if no session took it.
-/// The task holds the shared state weakly: a stopped server's store is not kept open by it.
-pub fn refill(shared: &std::sync::Arc<crate::actors::Shared>, spec: crate::codex::argv::SpawnSpec) {
-    // the spare counts against the cap: none when the warm sessions fill it
-    if shared.warm.len() >= shared.warm.max() {
-        return;
-    }
-    // a spare never waits for room: it starts only into a free slot
-    let Some(slot) = shared.warm.try_slot() else {
-        return;
-    };
-    let key = crate::codex::process::key_of(&spec);
-    let idle = shared.idle_timeout;
-    let weak = std::sync::Arc::downgrade(shared);
-    tokio::spawn(async move {
-        let Ok(mut w) = crate::codex::process::WarmProcess::spawn(&spec, None).await else {
-            return;
-        };
-        w.hold(slot);
-        let pid = w.info().pid;
-        let Some(shared) = weak.upgrade() else {
-            w.close().await;
-            return;
-        };
-        // the sessions may have filled the cap while it started
-        if shared.warm.len() >= shared.warm.max() {
-            drop(shared);
-            w.close().await;
-            return;
-        }
-        let old = shared.warm.put_spare(key, w);
-        drop(shared);
-        if let Some(old) = old {
-            old.close().await;
-        }
-        // until a session takes it: closed once idle too long, forgotten (and reaped) as soon
-        // as it exits by itself
-        let until = tokio::time::Instant::now() + idle;
-        loop {
-            let now = tokio::time::Instant::now();
-            tokio::time::sleep_until((now + std::time::Duration::from_secs(1)).min(until)).await;
-            let Some(shared) = weak.upgrade() else {
-                return;
-            };
-            let done = {
-                let mut spare = shared.warm.spare.lock().unwrap_or_else(|p| p.into_inner());
-                match spare.as_mut() {
-                    Some((_, w)) if w.info().pid == pid => {
-                        if w.exited() || tokio::time::Instant::now() >= until {
-                            Some(spare.take())
-                        } else {
-                            None
-                        }
-                    }
-                    // taken by a session, or replaced
-                    _ => Some(None),
-                }
-            };
-            match done {
-                None => continue,
-                Some(Some((_, w))) => {
-                    w.close().await;
-                    return;
-                }
-                Some(None) => return,
-            }
-        }
-    });
-}
-
-/// The actor that closes idle one-shot app-servers: after the idle timeout (looked at every
-/// second), and all of them when it stops (shutdown; linked under the registry). It holds the
-/// shared state weakly, so a stopped server's store is not kept open by it.
-pub struct OneShotKeeper;
-
-/// Messages to the [`OneShotKeeper`].
-pub enum KeeperMessage {
-    /// Look for idle servers past the idle timeout.
-    Tick,
-}
-
-/// How often the keeper looks for idle one-shot servers to close.
-const KEEP_EVERY: Duration = Duration::from_secs(1);
-
-impl ractor::Actor for OneShotKeeper {
-    type Msg = KeeperMessage;
-    type State = std::sync::Weak<crate::actors::Shared>;
-    type Arguments = std::sync::Weak<crate::actors::Shared>;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<KeeperMessage>,
-        shared: Self::Arguments,
-    ) -> Result<Self::State, ractor::ActorProcessingErr> {
-        // the ticker ends with the actor (its cast fails)
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(KEEP_EVERY).await;
-                if myself.cast(KeeperMessage::Tick).is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(shared)
-    }
-
-    async fn handle(
-        &self,
-        _myself: ActorRef<KeeperMessage>,
-        msg: KeeperMessage,
-        shared: &mut Self::State,
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        let KeeperMessage::Tick = msg;
-        let Some(s) = shared.upgrade() else {
-            return Ok(());
-        };
-        let expired = s.warm.expired_one_shots(s.idle_timeout);
-        drop(s);
-        futures::future::join_all(expired.into_iter().map(OneShotServer::retire)).await;
-        Ok(())
-    }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<KeeperMessage>,
-        shared: &mut Self::State,
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        let Some(s) = shared.upgrade() else {
-            return Ok(());
-        };
-        let all = s.warm.close_one_shots();
-        drop(s);
-        futures::future::join_all(all.into_iter().map(OneShotServer::retire)).await;
-        Ok(())
     }
 }

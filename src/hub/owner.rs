@@ -34,7 +34,6 @@ pub async fn start_bridge(
         queue_timeout: own.config.queue_timeout,
         fault_injection: std::env::var_os("CODEX_BRIDGE_TEST_FAULTS").is_some_and(|v| v == "1"),
         live: Default::default(),
-        backends: Default::default(),
         warm: crate::actors::warm::WarmPool::new(own.config.max_warm),
         store,
         config: own.config,

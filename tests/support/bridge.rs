@@ -254,7 +254,6 @@ pub async fn start_bridge(
         queue_timeout: Duration::from_secs(120),
         fault_injection: o.fault_injection,
         live: Default::default(),
-        backends: Default::default(),
     };
     Bridge::start(shared).await.expect("bridge starts")
 }

@@ -9,57 +9,10 @@
 
 use futures::future::BoxFuture;
 
-use super::*;
-
-/// What a turn's run ended with: codex's outcome and what codex recorded of the turn, or why
-/// it could not run.
-pub(super) type Ran = Result<(TurnOutcome, Option<TurnContext>)>;
-
-/// Runs a session's prepared turns and its forks.
-pub(super) trait Driver: Send + Sync + 'static {
-    /// Run one prepared turn to its end (completion, failure, timeout or `turn.cancel`). `warm`
-    /// is the session's warm process between turns; it comes back when it may serve the next.
-    fn run<'a>(
-        &'a self,
-        turn: &'a TurnEnv<'a>,
-        run: Backed,
-        warm: Option<WarmProcess>,
-    ) -> BoxFuture<'a, (Ran, Option<WarmProcess>)>;
-
-    /// Fork `thread` (of the working directory `cwd`) into a new thread, on a process that no
-    /// turn uses; the new thread's id.
-    fn fork<'a>(
-        &'a self,
-        fork: ForkSpec,
-        shared: &'a Arc<Shared>,
-    ) -> BoxFuture<'a, Result<ThreadId>>;
-}
-
-/// A fork to make: the one-off app-server's invocation and the thread to fork.
-pub(super) struct ForkSpec {
-    pub(super) server: SpawnSpec,
-    pub(super) thread: ThreadId,
-    pub(super) cwd: Confined,
-    pub(super) model: Option<String>,
-    pub(super) timeout: Duration,
-}
-
-/// The driver the actors use ([`Shared::backends`]): codex itself, unless a unit test put a
-/// fake in its place.
-#[derive(Clone)]
-pub struct Backends(pub(super) Arc<dyn Driver>);
-
-impl Default for Backends {
-    fn default() -> Self {
-        Backends(Arc::new(Codex))
-    }
-}
-
-impl std::fmt::Debug for Backends {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Backends")
-    }
-}
+use super::driver::*;
+use super::prelude::*;
+use super::run::run_turn;
+use super::warm_run::run_warm;
 
 /// The real driver: `codex exec` for an exec turn, the session's warm `codex app-server` for a
 /// warm one (see [`run_warm`]), a one-off app-server for a fork.
@@ -133,5 +86,11 @@ impl Driver for Codex {
             process.close().await;
             forked
         })
+    }
+}
+
+impl Default for Backends {
+    fn default() -> Self {
+        Backends(Arc::new(Codex))
     }
 }

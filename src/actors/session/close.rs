@@ -4,7 +4,9 @@
 //! back (proved by `tests::a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds` and
 //! `tests::a_turn_racing_the_close_of_a_stored_session_never_revives_it`).
 
-use super::*;
+use super::message::*;
+use super::prelude::*;
+use super::state::*;
 
 /// A thread can be deleted only by a client using the CODEX_HOME that keeps it.
 pub(super) fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {
@@ -140,4 +142,14 @@ pub(super) async fn oneshot_delete(
         .await
         .inspect_err(|e| tracing::warn!(%thread, error = %e, "codex delete could not start"))
         .ok()
+}
+
+/// Close the warm app-server between turns (EOF first), forget its process record, and give
+/// its place in the cap back.
+pub(super) async fn close_warm(st: &mut SessionState) {
+    if let Some(w) = st.warm.take() {
+        st.shared.warm.release(&st.id);
+        w.close().await;
+        let _ = st.shared.store.clear_inflight(&st.id);
+    }
 }

@@ -2,7 +2,9 @@
 //! codex recorded of it is checked against what was asked ([`check_recorded`]: a mismatch fails
 //! the turn closed), flushed before the caller is answered.
 
-use super::*;
+use super::message::*;
+use super::prelude::*;
+use super::state::*;
 
 /// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
 /// the sandbox level. A mismatch fails the call closed.

@@ -1,7 +1,11 @@
 //! `forkSession`: the thread copied into a new session by the driver (a one-off app-server on
 //! the real one), in a task the actor owns (aborted with its state); turns wait meanwhile.
 
-use super::*;
+use super::driver::*;
+use super::message::*;
+use super::prelude::*;
+use super::prepare::record_dir;
+use super::state::*;
 
 /// Fork the session's thread into a new session: same working directory and CODEX_HOME, a
 /// thread of its own from `thread/fork` on a one-off app-server (so that no two processes
@@ -12,7 +16,7 @@ pub(super) fn fork(
     st: &mut SessionState,
     client: Arc<ClientContext>,
     timeout: Duration,
-    reply: oneshot::Sender<Result<crate::actors::SessionView>>,
+    reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
 ) {
     let prepared = fork_checked(st, &client);
     let (parent, thread, cwd, server) = match prepared {
@@ -23,6 +27,7 @@ pub(super) fn fork(
         }
     };
     let shared = st.shared.clone();
+    let backends = st.backends.clone();
     st.forking = true;
     let me = myself.clone();
     let home = client.codex_home.display().to_string();
@@ -37,7 +42,7 @@ pub(super) fn fork(
                     model: parent.model.clone(),
                     timeout,
                 };
-                let forked = shared.backends.0.fork(spec, &shared).await?;
+                let forked = backends.0.fork(spec, &shared).await?;
                 let mut rec =
                     SessionRecord::new(SessionId::generate(), cwd.path().to_path_buf(), now_ms());
                 // the fork's thread lives in the asking client's CODEX_HOME (the parent's,
@@ -50,7 +55,7 @@ pub(super) fn fork(
                 shared.store.put(&rec)?;
                 shared.store.flush().await?;
                 tracing::info!(from = %thread, to = %forked, new_session = %rec.session_id, "forked");
-                Ok(crate::actors::SessionView::of(&rec, false))
+                Ok(crate::actors::calls::SessionView::of(&rec, false))
             };
             let forked = forked.await;
             let _ = me.cast(SessionMessage::ForkDone);

@@ -2,28 +2,10 @@
 //! backend chosen (in one place, [`warm_backend`]) and codex's invocation built, and only then
 //! the record marked running.
 
-use super::*;
-
-/// A turn ready to run: codex's invocation and what the actor needs when it ends.
-pub(super) struct Prepared {
-    pub(super) client: Arc<ClientContext>,
-    pub(super) run: Backed,
-    pub(super) meta: CallMeta,
-    pub(super) prior_usage: Usage,
-}
-
-/// How a prepared turn runs.
-pub(super) enum Backed {
-    /// A `codex exec` process for this turn.
-    Exec(SpawnSpec),
-    /// A turn on the session's warm app-server (`server` starts one when it has none, or one
-    /// of another key).
-    Warm {
-        server: SpawnSpec,
-        turn: WarmTurn,
-        wanted: ThreadWanted,
-    },
-}
+use super::driver::*;
+use super::message::*;
+use super::prelude::*;
+use super::state::*;
 
 /// The working directory of a call on this session: the one it is bound to (a caller naming
 /// another is refused), checked again against the client's roots; a new session's is the
@@ -67,22 +49,6 @@ pub(super) fn record_dir(client: &ClientContext, rec: &SessionRecord) -> Result<
     )
 }
 
-/// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
-/// appended in place (the prompt is moved, never copied, on its way to codex's stdin), the
-/// images for `--image`. Codex's invocation checks the whole prompt's size.
-pub(crate) fn compose(
-    mut prompt: String,
-    files: &[String],
-    cwd: &Confined,
-) -> Result<(String, Vec<Confined>)> {
-    if prompt.trim().is_empty() {
-        return Err(Error::invalid("prompt", "must not be empty"));
-    }
-    let att = crate::actors::files::attach(files, cwd)?;
-    prompt.push_str(&att.text);
-    Ok((prompt, att.images))
-}
-
 /// Check a call against the session and build codex's invocation; only then mark the record
 /// running (stored and flushed), so that a call that cannot be built leaves it as it was.
 pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Result<Prepared> {
@@ -106,7 +72,8 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
     } else {
         st.record.as_ref().and_then(|r| r.thread_id)
     };
-    let (prompt, images) = compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let (prompt, images) =
+        crate::actors::files::compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
     let dir = cwd.path().to_path_buf();
     let warm = warm_backend(st, !images.is_empty());
     let req = TurnRequest {

@@ -1,7 +1,8 @@
 //! The session's queue of waiting calls: arrival order, `max_queued_turns` and
 //! `max_queued_prompt_bytes`, and callers that gave up answered and dropped.
 
-use super::*;
+use super::prelude::*;
+use super::state::*;
 
 /// A call on a busy session: queued behind the running turn, or refused when it asked not to
 /// wait, or when the session's queue is full (`max_queued_turns` calls, or

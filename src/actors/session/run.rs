@@ -1,7 +1,10 @@
 //! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::*;
+use super::driver::*;
+use super::message::*;
+use super::prelude::*;
+use super::state::*;
 
 /// Run a prepared turn in a task that reports back with `TurnFinished`.
 pub(super) fn launch(
@@ -14,6 +17,7 @@ pub(super) fn launch(
 ) {
     let cancel = call.cancel.child_token();
     let shared = st.shared.clone();
+    let backends = st.backends.clone();
     let me = myself.clone();
     let progress = call.progress.clone();
     let timeout = call.timeout;
@@ -55,7 +59,7 @@ pub(super) fn launch(
             let (result, warm) = match slot {
                 Err(e) => (Err(e), warm),
                 Ok(slot) => {
-                    let outcome = shared.backends.0.run(&turn, run, warm).await;
+                    let outcome = backends.0.run(&turn, run, warm).await;
                     drop(slot);
                     outcome
                 }
@@ -93,71 +97,6 @@ fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> Tu
         control.asker = call.asker.clone();
     }
     control
-}
-
-/// What a turn's task runs with.
-pub(super) struct TurnEnv<'a> {
-    pub(super) shared: &'a Arc<Shared>,
-    pub(super) me: &'a ActorRef<SessionMessage>,
-    pub(super) client: &'a ClientContext,
-    pub(super) timeout: Duration,
-    pub(super) prior_usage: Usage,
-    pub(super) cancel: &'a CancellationToken,
-    pub(super) progress: Option<crate::actors::Progress>,
-    /// The warm turn's asker and steer inbox (taken by the run that reaches codex).
-    pub(super) control: std::sync::Mutex<TurnControl>,
-}
-
-impl TurnEnv<'_> {
-    /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
-    /// records its process for the crash sweep.
-    pub(super) fn options(&self) -> RunOptions {
-        let mut opts = RunOptions::new(self.timeout, self.client.config.limits);
-        opts.cancel = self.cancel.clone();
-        opts.prior_thread_usage = self.prior_usage;
-        opts.secrets = self.client.secrets.clone();
-        let me_spawn = self.me.clone();
-        opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
-            let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
-        }));
-        opts
-    }
-
-    /// Run the turn on a warm process, with the turn's asker and steer inbox (kept for a run on
-    /// another process when this one had ended before the turn reached it).
-    pub(super) async fn run_on(
-        &self,
-        process: &mut WarmProcess,
-        wanted: ThreadWanted,
-        t: &WarmTurn,
-        opts: &RunOptions,
-    ) -> TurnOutcome {
-        let mut ctl = std::mem::take(&mut *self.control.lock().unwrap_or_else(|p| p.into_inner()));
-        let outcome = process
-            .run_turn(wanted, t, opts, &mut ctl, self.on_event())
-            .await;
-        *self.control.lock().unwrap_or_else(|p| p.into_inner()) = ctl;
-        outcome
-    }
-
-    /// Every event: a thread id goes to the actor (stored at once), a description to the
-    /// caller's progress, redacted.
-    pub(super) fn on_event(&self) -> impl FnMut(&Event) + Send + use<> {
-        let me_ev = self.me.clone();
-        let secrets = self.client.secrets.clone();
-        let progress = self.progress.clone();
-        move |ev: &Event| {
-            if let Event::ThreadStarted { thread_id } = ev {
-                let _ = me_ev.cast(SessionMessage::ThreadStarted { thread: *thread_id });
-            }
-            if let Event::TurnStarted = ev {
-                let _ = me_ev.cast(SessionMessage::TurnRunning);
-            }
-            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-                p(secrets.redact(&line).into_owned());
-            }
-        }
-    }
 }
 
 /// Run codex for a turn: its process and thread id reported to the actor as they appear, its

@@ -1,17 +1,11 @@
 //! `steer`: a message handed to the running warm turn, for the client that started it only.
 
-use super::*;
+use super::prelude::*;
+use super::state::*;
 
 /// How long a steer waits for codex to take it (codex answers `turn/steer` within
 /// `STEER_TIMEOUT`; this bounds the way there).
 pub(super) const STEER_WAIT: Duration = Duration::from_secs(30);
-
-/// The running warm turn's steer inbox, who started the turn, and whether codex runs it yet.
-pub(super) struct SteerInbox {
-    pub(super) tx: tokio::sync::mpsc::UnboundedSender<Steer>,
-    pub(super) client: Arc<ClientContext>,
-    pub(super) running: bool,
-}
 
 /// Add `text` to the running turn, for the client that started it. Refused at once when no
 /// turn runs, when it runs with `codex exec` (which cannot take a message mid-turn), when

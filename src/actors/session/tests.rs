@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::Semaphore;
 
+use super::driver::*;
 use super::*;
 use crate::actors::{Bridge, Limiter};
 use crate::codex::process::TurnOutput;
@@ -54,7 +55,7 @@ impl Driver for Fake {
         turn: &'a TurnEnv<'a>,
         run: Backed,
         _warm: Option<WarmProcess>,
-    ) -> futures::future::BoxFuture<'a, (backend::Ran, Option<WarmProcess>)> {
+    ) -> futures::future::BoxFuture<'a, (driver::Ran, Option<WarmProcess>)> {
         Box::pin(async move {
             let Backed::Exec(spec) = run else {
                 panic!("the fake runs exec turns only");
@@ -136,9 +137,10 @@ async fn setup(max_queued_turns: usize, idle: Duration) -> Setup {
         queue_timeout: Duration::from_secs(120),
         fault_injection: false,
         live: Default::default(),
-        backends: Backends(fake.clone()),
     };
-    let bridge = Bridge::start(shared).await.unwrap();
+    let bridge = Bridge::start_with(shared, Backends(fake.clone()))
+        .await
+        .unwrap();
     Setup { bridge, fake, dir }
 }
 

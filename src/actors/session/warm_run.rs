@@ -2,7 +2,10 @@
 //! same way (`key_of`), else the spare or a new one under `max_warm`; a process that ended before
 //! codex accepted the turn is replaced; `codex exec` when no app-server is usable.
 
-use super::*;
+use super::driver::*;
+use super::message::*;
+use super::prelude::*;
+use super::run::{log_finished, run_turn};
 
 /// How many times a turn's warm process may be replaced because it had ended before the turn
 /// reached it (killed from outside, the OOM killer, a crash at start-up).
@@ -133,7 +136,7 @@ pub(super) async fn obtain(
     // a spare started the same way for this directory and client: no start-up wait; then the
     // next spare starts (a host's next new session here finds one too)
     if let Some(w) = turn.shared.warm.take_spare(key) {
-        crate::actors::warm::refill(turn.shared, server.clone());
+        crate::actors::spares::refill(turn.shared, server.clone());
         let _ = turn.me.cast(SessionMessage::Spawned {
             info: w.info().clone(),
         });
@@ -183,7 +186,7 @@ pub(super) async fn obtain(
                 if !turn.shared.warm.known() {
                     turn.shared.warm.record(Ok(()));
                 }
-                crate::actors::warm::refill(turn.shared, server.clone());
+                crate::actors::spares::refill(turn.shared, server.clone());
                 return Obtained::Process(w);
             }
             Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {

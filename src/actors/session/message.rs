@@ -1,0 +1,86 @@
+//! The session actor's messages ([`SessionMessage`]) and what a turn's task sends back
+//! ([`Finished`]). Names no actor state, so [`crate::actors::shared::Shared`] can name it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::actors::calls::{SessionView, TurnCall, TurnReport};
+use crate::actors::client::ClientContext;
+use crate::codex::argv::SandboxLevel;
+use crate::codex::process::{SpawnInfo, TurnOutcome, WarmProcess};
+use crate::codex::rollout::TurnContext;
+use crate::error::Result;
+use crate::security::ids::ThreadId;
+use crate::store::SessionRecord;
+
+/// Messages to a session actor.
+pub enum SessionMessage {
+    /// Run a turn (or queue it behind the current one).
+    StartTurn {
+        call: Box<TurnCall>,
+        reply: oneshot::Sender<Result<TurnReport>>,
+    },
+    /// Codex reported the thread id (mid-turn); stored at once so a crash can still resume.
+    ThreadStarted { thread: ThreadId },
+    /// Codex runs; remember its process for crash recovery.
+    Spawned { info: SpawnInfo },
+    /// The turn's task ended.
+    TurnFinished { finished: Box<Finished> },
+    /// Close the session: cancel its turn, forget it, optionally delete codex's thread.
+    Close {
+        delete_thread: bool,
+        /// Whose codex deletes the thread.
+        client: Arc<ClientContext>,
+        reply: oneshot::Sender<Result<Option<SessionRecord>>>,
+    },
+    /// The session's record as the session tools show it (not an activity: it does not keep
+    /// the actor alive).
+    Get {
+        reply: oneshot::Sender<Result<Option<SessionView>>>,
+    },
+    /// Stop if idle long enough.
+    IdleCheck,
+    /// Close the warm app-server process if the session is idle (the cap on warm processes
+    /// was reached and this session was the least recently used).
+    CloseWarm,
+    /// Add a message to the running turn (`turn/steer`); answered once codex took it.
+    Steer {
+        text: String,
+        /// Who asks: only the client that started the turn may steer it.
+        client: Arc<ClientContext>,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// Codex started the running turn (`turn/started`): it can take a steer from now on.
+    TurnRunning,
+    /// A fork of the session's thread ended: turns may run again.
+    ForkDone,
+    /// Fork the session's thread into a new session (same working directory, a thread of its
+    /// own from `thread/fork`); answered with the new session.
+    Fork {
+        client: Arc<ClientContext>,
+        timeout: Duration,
+        reply: oneshot::Sender<Result<SessionView>>,
+    },
+}
+
+/// What a turn task sends back.
+pub struct Finished {
+    pub(super) result: Result<(TurnOutcome, Option<TurnContext>)>,
+    /// The warm app-server, handed back when it may serve the next turn.
+    pub(super) warm: Option<WarmProcess>,
+    pub(super) queued: Duration,
+    pub(super) call: CallMeta,
+}
+
+/// The parts of a call the actor needs after the turn.
+pub(super) struct CallMeta {
+    pub(super) sandbox: SandboxLevel,
+    pub(super) model: Option<String>,
+    pub(super) resumed: bool,
+    pub(super) created: bool,
+    pub(super) reset: bool,
+    /// The turn may be sent with approval policy `on-request` (its caller can be asked).
+    pub(super) may_ask: bool,
+}
