@@ -21,7 +21,7 @@
 //! 7. `cli`, then `main` (the binary, which names the library as a crate).
 //!
 //! The other invariants:
-//! - pure: `security/*`, `codex/argv.rs` and `codex/events.rs` name no `tokio`,
+//! - pure: `security/*`, `codex/argv.rs`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
 //!   `std::process`, `std::fs`, `std::env` or `sled`;
 //! - spawn: only `codex/process*` names `std::process::Command` or `tokio::process`;
 //! - mcp: `mcp/*` names no process or store type (`codex::process`, `SpawnSpec`,
@@ -47,6 +47,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &[
         "codex",
+        "codex::applied",
         "codex::argv",
         "codex::events",
         "codex::home",
@@ -374,8 +375,10 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
     let mut flag = |rule: &str, what: String| {
         out.insert(format!("{display}: {rule}: {what}"));
     };
-    let pure =
-        starts_with(module, "security") || module == "codex::argv" || module == "codex::events";
+    let pure = starts_with(module, "security")
+        || module == "codex::argv"
+        || module == "codex::events"
+        || module == "codex::applied";
     let spawner = starts_with(module, "codex::process");
     let in_mcp = starts_with(module, "mcp");
     let in_store = starts_with(module, "store");

@@ -6,19 +6,32 @@ use super::message::*;
 use super::prelude::*;
 use super::state::*;
 
-/// Check what codex recorded against what was asked: approval `never`, reviewer `user`, and
-/// the sandbox level. A mismatch fails the call closed.
+/// Check what codex recorded against what was asked ([`crate::codex::applied`]: approval
+/// `never`, reviewer `user`, and the sandbox level). A mismatch fails the call closed.
 pub fn check_recorded(
     asked: SandboxLevel,
     recorded: &TurnContext,
     may_ask: bool,
 ) -> std::result::Result<(), String> {
+    use crate::codex::applied::{Applied, ApprovalsAsked, Asked, differences};
     // `on-request` only for a turn whose questions go to the person who started it
-    let approval_ok = recorded.approval_policy == "never"
-        || (may_ask && recorded.approval_policy == "on-request");
-    let ok =
-        approval_ok && recorded.approvals_reviewer == "user" && recorded.sandbox == asked.as_arg();
-    if ok {
+    let wanted = Asked {
+        sandbox: asked,
+        approvals: if may_ask {
+            ApprovalsAsked::NeverOrOnRequest
+        } else {
+            ApprovalsAsked::Never
+        },
+        cwd: None,
+    };
+    let applied = Applied {
+        sandbox_matches: recorded.sandbox == asked.as_arg(),
+        sandbox: &recorded.sandbox,
+        approval_policy: &recorded.approval_policy,
+        approvals_reviewer: &recorded.approvals_reviewer,
+        cwd: None,
+    };
+    if differences(&wanted, &applied).is_empty() {
         Ok(())
     } else {
         Err(format!(
@@ -104,6 +117,8 @@ pub(super) fn fold(
         && let Err(msg) = check_recorded(call.sandbox, ctx, call.may_ask)
     {
         tracing::error!(session = %id, "{msg}");
+        // withheld: what a turn under another policy answered is not passed on
+        outcome.output.message = None;
         outcome.ending = Ending::Failed {
             kind: FailureKind::PolicyMismatch,
             message: msg,

@@ -85,7 +85,23 @@ impl Driver for Fake {
                 message: Some(format!("done: {prompt}")),
                 ..Default::default()
             };
-            (Ok((TurnOutcome { ending, output }, None)), None)
+            // what codex recorded of the turn: as asked (`recorded`), or with the approval
+            // policy widened (`widened`), as a config layer that beat the pins would leave it
+            let recorded = ["recorded", "widened"]
+                .into_iter()
+                .find(|p| prompt.starts_with(p))
+                .map(|p| crate::codex::rollout::TurnContext {
+                    approval_policy: if p == "widened" {
+                        "on-request"
+                    } else {
+                        "never"
+                    }
+                    .into(),
+                    approvals_reviewer: "user".into(),
+                    sandbox: "read-only".into(),
+                    model: None,
+                });
+            (Ok((TurnOutcome { ending, output }, recorded)), None)
         })
     }
 
@@ -430,5 +446,37 @@ async fn a_fork_makes_a_new_session_and_turns_wait_for_it() {
     let r = answer(during).await.unwrap();
     assert!(r.resumed);
     assert_eq!(r.outcome.output.thread_id, Some(parent_thread));
+    s.bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_turn_codex_recorded_under_another_policy_fails_closed_and_its_answer_is_withheld() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    // the control: recorded as asked (read-only, never, user), the answer comes back
+    let r = answer(s.spawn_turn(s.call("p", "recorded as asked")))
+        .await
+        .unwrap();
+    assert_eq!(r.outcome.ending, Ending::Completed);
+    assert_eq!(r.into_answer().response, "done: recorded as asked");
+    // recorded with `on-request` for a turn whose caller cannot be asked
+    let r = answer(s.spawn_turn(s.call("p", "widened approvals")))
+        .await
+        .unwrap();
+    let Ending::Failed { kind, message } = &r.outcome.ending else {
+        panic!(
+            "a widened policy must fail the turn: {:?}",
+            r.outcome.ending
+        );
+    };
+    assert_eq!(*kind, FailureKind::PolicyMismatch);
+    assert!(message.contains("approval `on-request`"), "{message}");
+    let a = r.into_answer();
+    assert_eq!(
+        a.response, "",
+        "the answer of a turn under another policy is withheld"
+    );
+    assert!(a.error.is_some());
+    let rec = s.bridge.get(&sid("p")).unwrap().unwrap();
+    assert_eq!(rec.last_status, Some(TurnStatus::Failed));
     s.bridge.shutdown().await;
 }

@@ -439,37 +439,10 @@ impl EffectivePolicy {
         })
     }
 
-    /// Compare with what the templates send: `level`, `never`, `user`, `cwd`. The error names
-    /// every difference.
+    /// Compare with what the templates send: `level`, `never`, `user`, `cwd`
+    /// ([`crate::codex::applied`]). The error names every difference.
     pub fn check(&self, level: SandboxLevel, cwd: &Path) -> Result<(), PolicyMismatch> {
-        let mut diffs = Vec::new();
-        if !self.sandbox.matches(level) {
-            diffs.push(format!(
-                "sandbox is {:?}, expected {}",
-                self.sandbox,
-                level.as_arg()
-            ));
-        }
-        if self.approval_policy != "never" {
-            diffs.push(format!(
-                "approval policy is {}, expected never",
-                self.approval_policy
-            ));
-        }
-        if self.approvals_reviewer != "user" {
-            diffs.push(format!(
-                "approvals reviewer is {}, expected user",
-                self.approvals_reviewer
-            ));
-        }
-        if Path::new(&self.cwd) != cwd {
-            diffs.push("working directory differs from the one sent".to_owned());
-        }
-        if diffs.is_empty() {
-            Ok(())
-        } else {
-            Err(PolicyMismatch(diffs.join("; ")))
-        }
+        self.check_with(level, cwd, Approvals::Never)
     }
 }
 
@@ -1071,22 +1044,29 @@ impl EffectivePolicy {
         cwd: &Path,
         approvals: Approvals,
     ) -> Result<(), PolicyMismatch> {
-        if self.approval_policy != approvals.as_str() {
-            let mut others = self.clone();
-            others.approval_policy = Approvals::Never.as_str().to_owned();
-            let mut diffs = vec![format!(
-                "approval policy is {}, expected {}",
-                self.approval_policy,
-                approvals.as_str()
-            )];
-            if let Err(PolicyMismatch(d)) = others.check(level, cwd) {
-                diffs.push(d);
-            }
-            return Err(PolicyMismatch(diffs.join("; ")));
+        use crate::codex::applied::{Applied, ApprovalsAsked, Asked, differences};
+        let asked = Asked {
+            sandbox: level,
+            approvals: match approvals {
+                Approvals::Never => ApprovalsAsked::Never,
+                Approvals::OnRequest => ApprovalsAsked::OnRequest,
+            },
+            cwd: Some(cwd),
+        };
+        let sandbox = format!("{:?}", self.sandbox);
+        let applied = Applied {
+            sandbox_matches: self.sandbox.matches(level),
+            sandbox: &sandbox,
+            approval_policy: &self.approval_policy,
+            approvals_reviewer: &self.approvals_reviewer,
+            cwd: Some(&self.cwd),
+        };
+        let diffs = differences(&asked, &applied);
+        if diffs.is_empty() {
+            Ok(())
+        } else {
+            Err(PolicyMismatch(diffs.join("; ")))
         }
-        let mut same = self.clone();
-        same.approval_policy = Approvals::Never.as_str().to_owned();
-        same.check(level, cwd)
     }
 }
 
