@@ -89,9 +89,9 @@ impl Bridge {
         }
         // the idle one-shot app-servers' keeper, linked under the registry: shutdown stops it
         // (closing them)
-        Actor::spawn_linked(
+        let (keeper, _) = Actor::spawn_linked(
             None,
-            spares::OneShotKeeper,
+            spares::PoolKeeper,
             Arc::downgrade(&shared),
             registry.get_cell(),
         )
@@ -99,6 +99,7 @@ impl Bridge {
         .map_err(|e| {
             Error::SessionFailed(format!("could not start the warm pool's keeper: {e}"))
         })?;
+        shared.warm.set_keeper(keeper);
         let own = Arc::new(shared.own_context());
         Ok(Bridge {
             registry,
@@ -205,7 +206,7 @@ impl Bridge {
             // the probe's process counts against max_warm too; with no place free, some
             // process runs already and a start will tell
             if let Some(slot) = pool.try_slot() {
-                pool.record(warm::probe(&client.common, Some(slot)).await.map_err(|why| {
+                pool.record(pool.probe_owned(&client.common, Some(slot)).await.map_err(|why| {
                     tracing::warn!(error = %client.secrets.redact(&why), "codex app-server did not start");
                     "codex app-server did not start or answer (the server log says why)".to_owned()
                 }));

@@ -20,29 +20,75 @@ use crate::security::redact::ClientSecrets;
 use crate::store::Store;
 
 /// Everything the actors share; read-only after start. `config`, `common` and `codex_home`
-/// are the owning process's own client context ([`Bridge::own_context`]); the limiter, the
-/// store and the timeouts are the owner's for every connection.
+/// are the owning process's own client context ([`crate::actors::Bridge::own_context`]); the
+/// limiter, the store and the timeouts are the owner's for every connection. Its fields are the
+/// crate's: outside it, one is built with [`Shared::new`] and read through its methods.
 pub struct Shared {
-    pub config: Arc<Config>,
-    pub store: Store,
-    pub limiter: Limiter,
+    pub(crate) config: Arc<Config>,
+    pub(crate) store: Store,
+    pub(crate) limiter: Limiter,
     /// Invocation settings (program, filtered environment, operator overrides).
-    pub common: Common,
+    pub(crate) common: Common,
     /// Where codex keeps threads (for rollout checks and `codex delete`).
-    pub codex_home: PathBuf,
+    pub(crate) codex_home: PathBuf,
     /// How long an idle session actor lives before it stops (it comes back from the store).
-    pub idle_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     /// How long a call may wait for a turn slot.
-    pub queue_timeout: Duration,
+    pub(crate) queue_timeout: Duration,
     /// Test-only fault hooks (a prompt that makes the session actor panic).
-    pub fault_injection: bool,
+    pub(crate) fault_injection: bool,
     /// Live session actors by session id.
-    pub live: DashMap<SessionId, ActorRef<SessionMessage>>,
+    pub(crate) live: DashMap<SessionId, ActorRef<SessionMessage>>,
     /// The cap on warm app-server processes, and who holds one.
-    pub warm: WarmPool,
+    pub(crate) warm: WarmPool,
 }
 
 impl Shared {
+    /// The state for a process whose own client has `config`, `common` and `codex_home`, over
+    /// `store`: limits, timeouts and the warm cap from `config`, no fault injection.
+    pub fn new(config: Arc<Config>, common: Common, codex_home: PathBuf, store: Store) -> Shared {
+        Shared {
+            limiter: Limiter::new(config.max_concurrent),
+            warm: WarmPool::new(config.max_warm),
+            idle_timeout: config.idle_timeout,
+            queue_timeout: config.queue_timeout,
+            fault_injection: false,
+            live: DashMap::new(),
+            common,
+            codex_home,
+            store,
+            config,
+        }
+    }
+
+    /// The same, with session actors that stop after `idle` without a call.
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Shared {
+        self.idle_timeout = idle;
+        self
+    }
+
+    /// The same, with calls that wait at most `wait` for a turn slot.
+    pub fn with_queue_timeout(mut self, wait: Duration) -> Shared {
+        self.queue_timeout = wait;
+        self
+    }
+
+    /// The same, with the test-only fault hooks on or off.
+    pub fn with_fault_injection(mut self, on: bool) -> Shared {
+        self.fault_injection = on;
+        self
+    }
+
+    /// The store every actor writes through.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// How long a call may wait for a turn slot.
+    pub fn queue_timeout(&self) -> Duration {
+        self.queue_timeout
+    }
+
     /// The owning process's own client context, with an identity of its own.
     pub fn own_context(&self) -> ClientContext {
         ClientContext {

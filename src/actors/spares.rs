@@ -1,32 +1,26 @@
-//! The warm pool's work in the background: the spare app-server's refill ([`refill`]) and the
-//! keeper that closes idle one-shot app-servers ([`OneShotKeeper`]). They hold the shared state
-//! (weakly), which the pool itself does not name.
+//! The warm pool's work in the background, owned by one actor ([`PoolKeeper`]): the spare
+//! app-server's start and watch, the probe of `ping`, closing idle one-shot app-servers. It
+//! holds the shared state (weakly), which the pool itself does not name.
 
 use std::time::Duration;
 
 use ractor::ActorRef;
 
-use crate::actors::warm::OneShotServer;
+use crate::actors::warm::{KeeperMessage, OneShotServer, Slot};
 
-/// Start a spare app-server from `spec` in the background, replacing the one there (closed);
-/// it closes itself after the idle timeout if no session took it.
-/// The task holds the shared state weakly: a stopped server's store is not kept open by it.
-pub fn refill(
-    shared: &std::sync::Arc<crate::actors::shared::Shared>,
+/// The spare's start from `spec` into `slot`, then its watch until a session takes it, it
+/// exits, or it was idle too long (closed). Runs in a task of the [`PoolKeeper`]; it holds the
+/// shared state weakly, so a stopped server's store is not kept open by it.
+fn start_spare(
+    weak: std::sync::Weak<crate::actors::shared::Shared>,
     spec: crate::codex::argv::SpawnSpec,
-) {
-    // the spare counts against the cap: none when the warm sessions fill it
-    if shared.warm.len() >= shared.warm.max() {
-        return;
-    }
-    // a spare never waits for room: it starts only into a free slot
-    let Some(slot) = shared.warm.try_slot() else {
-        return;
-    };
+    slot: Slot,
+) -> impl std::future::Future<Output = ()> + Send {
     let key = crate::codex::process::key_of(&spec);
-    let idle = shared.idle_timeout;
-    let weak = std::sync::Arc::downgrade(shared);
-    tokio::spawn(async move {
+    async move {
+        let Some(idle) = weak.upgrade().map(|s| s.idle_timeout) else {
+            return;
+        };
         let Ok(mut w) = crate::codex::process::WarmProcess::spawn(&spec, None).await else {
             return;
         };
@@ -66,26 +60,37 @@ pub fn refill(
                 Some(None) => return,
             }
         }
-    });
+    }
 }
 
-/// The actor that closes idle one-shot app-servers: after the idle timeout (looked at every
-/// second), and all of them when it stops (shutdown; linked under the registry). It holds the
-/// shared state weakly, so a stopped server's store is not kept open by it.
-pub struct OneShotKeeper;
+/// The warm pool's keeper, linked under the registry: it owns every process the pool starts
+/// in the background, each in a task of its own (the spare's start and watch, a probe), and
+/// closes the idle one-shot app-servers after the idle timeout (looked at every second). When
+/// it stops (shutdown) its tasks are aborted, which kills what they started, and every idle
+/// one-shot is closed. It holds the shared state weakly, so a stopped server's store is not
+/// kept open by it.
+pub struct PoolKeeper;
 
-/// Messages to the [`OneShotKeeper`].
-pub enum KeeperMessage {
-    /// Look for idle servers past the idle timeout.
-    Tick,
+/// The keeper's state: the shared state (weakly) and its running tasks.
+pub struct KeeperState {
+    shared: std::sync::Weak<crate::actors::shared::Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl KeeperState {
+    /// Keep `task`, forgetting those that ended.
+    fn own(&mut self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.retain(|t| !t.is_finished());
+        self.tasks.push(task);
+    }
 }
 
 /// How often the keeper looks for idle one-shot servers to close.
 const KEEP_EVERY: Duration = Duration::from_secs(1);
 
-impl ractor::Actor for OneShotKeeper {
+impl ractor::Actor for PoolKeeper {
     type Msg = KeeperMessage;
-    type State = std::sync::Weak<crate::actors::shared::Shared>;
+    type State = KeeperState;
     type Arguments = std::sync::Weak<crate::actors::shared::Shared>;
 
     async fn pre_start(
@@ -102,31 +107,56 @@ impl ractor::Actor for OneShotKeeper {
                 }
             }
         });
-        Ok(shared)
+        Ok(KeeperState {
+            shared,
+            tasks: Vec::new(),
+        })
     }
 
     async fn handle(
         &self,
         _myself: ActorRef<KeeperMessage>,
         msg: KeeperMessage,
-        shared: &mut Self::State,
+        state: &mut Self::State,
     ) -> Result<(), ractor::ActorProcessingErr> {
-        let KeeperMessage::Tick = msg;
-        let Some(s) = shared.upgrade() else {
-            return Ok(());
-        };
-        let expired = s.warm.expired_one_shots(s.idle_timeout);
-        drop(s);
-        futures::future::join_all(expired.into_iter().map(OneShotServer::retire)).await;
+        match msg {
+            KeeperMessage::Tick => {
+                let Some(s) = state.shared.upgrade() else {
+                    return Ok(());
+                };
+                let expired = s.warm.expired_one_shots(s.idle_timeout);
+                drop(s);
+                futures::future::join_all(expired.into_iter().map(OneShotServer::retire)).await;
+            }
+            KeeperMessage::Refill { spec, slot } => {
+                let task = tokio::spawn(start_spare(state.shared.clone(), spec, slot));
+                state.own(task);
+            }
+            KeeperMessage::Probe {
+                common,
+                slot,
+                reply,
+            } => {
+                let task = tokio::spawn(async move {
+                    let _ = reply.send(crate::actors::warm::probe(&common, slot).await);
+                });
+                state.own(task);
+            }
+        }
         Ok(())
     }
 
     async fn post_stop(
         &self,
         _myself: ActorRef<KeeperMessage>,
-        shared: &mut Self::State,
+        state: &mut Self::State,
     ) -> Result<(), ractor::ActorProcessingErr> {
-        let Some(s) = shared.upgrade() else {
+        // what the tasks started dies with them (a process is killed when dropped)
+        for t in state.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+        let Some(s) = state.shared.upgrade() else {
             return Ok(());
         };
         let all = s.warm.close_one_shots();

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use ractor::ActorRef;
+
 use crate::codex::process::WarmKey;
 use crate::security::ids::SessionId;
 
@@ -70,6 +72,28 @@ pub struct WarmPool {
     slots: Arc<Semaphore>,
     /// The idle app-servers of one-shot calls.
     one_shots: Mutex<OneShotIdle>,
+    /// The actor that owns the pool's work in the background (the spare's start, the probe,
+    /// closing idle one-shots: `actors/spares.rs`), once the bridge started it.
+    keeper: std::sync::OnceLock<ActorRef<KeeperMessage>>,
+}
+
+/// Messages to the pool's keeper (`actors::spares::PoolKeeper`), which owns every process the
+/// pool starts in the background: each runs in a task of the keeper, aborted (its process
+/// killed) when the keeper stops.
+pub enum KeeperMessage {
+    /// Look for idle one-shot servers past the idle timeout.
+    Tick,
+    /// Start a spare app-server from `spec` into `slot`.
+    Refill {
+        spec: crate::codex::argv::SpawnSpec,
+        slot: Slot,
+    },
+    /// Start an app-server with `common` and close it ([`probe`]), then answer.
+    Probe {
+        common: crate::codex::argv::Common,
+        slot: Option<Slot>,
+        reply: tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
+    },
 }
 
 /// The idle one-shot app-servers, and whether the pool still takes any back (not once its
@@ -180,7 +204,50 @@ impl WarmPool {
             health: Mutex::new(None),
             slots: Arc::new(Semaphore::new(max.max(1))),
             one_shots: Mutex::new(OneShotIdle::default()),
+            keeper: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The actor that owns the pool's background work (set once, by the bridge's start).
+    pub(crate) fn set_keeper(&self, keeper: ActorRef<KeeperMessage>) {
+        let _ = self.keeper.set(keeper);
+    }
+
+    /// Start a spare app-server from `spec` in the keeper, replacing the one there (closed);
+    /// it closes itself after the idle timeout if no session took it. None when the warm
+    /// sessions fill the cap, no slot is free now (a spare never waits for room), or no keeper
+    /// runs.
+    pub fn refill(&self, spec: crate::codex::argv::SpawnSpec) {
+        if self.len() >= self.max() {
+            return;
+        }
+        let (Some(keeper), Some(slot)) = (self.keeper.get(), self.try_slot()) else {
+            return;
+        };
+        let _ = keeper.cast(KeeperMessage::Refill { spec, slot });
+    }
+
+    /// [`probe`] in the keeper, which owns its process: whether this codex has a usable
+    /// app-server. An error too when the keeper is gone (shutdown).
+    pub async fn probe_owned(
+        &self,
+        common: &crate::codex::argv::Common,
+        slot: Option<Slot>,
+    ) -> std::result::Result<(), String> {
+        let Some(keeper) = self.keeper.get() else {
+            return probe(common, slot).await;
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        keeper
+            .cast(KeeperMessage::Probe {
+                common: common.clone(),
+                slot,
+                reply,
+            })
+            .map_err(|_| "the server is shutting down".to_owned())?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the server is shutting down".to_owned()))
     }
 
     fn idle_one_shots(&self) -> std::sync::MutexGuard<'_, OneShotIdle> {

@@ -8,7 +8,7 @@ use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::actors::{Bridge, ClientContext, Limiter, Shared};
+use crate::actors::{Bridge, ClientContext, Shared};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hub::{
@@ -26,18 +26,9 @@ pub async fn start_bridge(
     store: Store,
 ) -> Result<Bridge> {
     let own = ClientContext::new(config, vars);
-    let shared = Shared {
-        limiter: Limiter::new(own.config.max_concurrent),
-        common: own.common,
-        codex_home: own.codex_home,
-        idle_timeout: own.config.idle_timeout,
-        queue_timeout: own.config.queue_timeout,
-        fault_injection: std::env::var_os("CODEX_BRIDGE_TEST_FAULTS").is_some_and(|v| v == "1"),
-        live: Default::default(),
-        warm: crate::actors::warm::WarmPool::new(own.config.max_warm),
-        store,
-        config: own.config,
-    };
+    let fault_injection = std::env::var_os("CODEX_BRIDGE_TEST_FAULTS").is_some_and(|v| v == "1");
+    let shared = Shared::new(own.config, own.common, own.codex_home, store)
+        .with_fault_injection(fault_injection);
     Bridge::start(shared).await
 }
 

@@ -335,7 +335,7 @@ impl McpServer {
     /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
     /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
     pub fn task_ttl(&self) -> Duration {
-        self.client.config.max_timeout + self.bridge.shared().queue_timeout + TASK_RESULT_GRACE
+        self.client.config.max_timeout + self.bridge.shared().queue_timeout() + TASK_RESULT_GRACE
     }
 
     /// Run one tool call to its result.

@@ -446,7 +446,7 @@ async fn sessions_past_their_time_to_live_are_forgotten_but_not_live_ones() {
     let mock = MockApi::start().await;
     let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
     bridge.turn(call(&env, Some("fresh"), "hi")).await.unwrap();
-    let store = &bridge.shared().store;
+    let store = &bridge.shared().store();
     let work = env.work().canonicalize().unwrap();
     store
         .put(&SessionRecord::new(sid("ancient"), work.clone(), 1_000))
@@ -555,7 +555,7 @@ async fn the_takeover_sweep_kills_a_one_shot_turn_left_running() {
     let call = hanging_query(&bridge);
     mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
         .await;
-    let store = &bridge.shared().store;
+    let store = &bridge.shared().store();
     let deadline = Instant::now() + Duration::from_secs(10);
     while store.inflight().unwrap().is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -725,7 +725,7 @@ async fn the_takeover_sweep_kills_a_version_probe_left_running() {
     client.common.program = fake.clone();
     let b = bridge.clone();
     let probe = tokio::spawn(async move { b.codex_version(&client).await });
-    let store = &bridge.shared().store;
+    let store = &bridge.shared().store();
     let pid = the_one_inflight(store, &fake).await;
     assert!(own_codex().contains(&pid));
     codex_mcp_bridge::actors::recover_interrupted(store)
@@ -758,7 +758,7 @@ async fn the_takeover_sweep_kills_a_thread_deletion_left_running() {
         b.close(&sid("del"), true, Some(std::sync::Arc::new(client)))
             .await
     });
-    let store = &bridge.shared().store;
+    let store = &bridge.shared().store();
     let pid = the_one_inflight(store, &fake).await;
     assert!(own_codex().contains(&pid));
     codex_mcp_bridge::actors::recover_interrupted(store)

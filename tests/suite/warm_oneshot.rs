@@ -407,7 +407,7 @@ async fn each_client_context_gets_its_own_one_shot_app_server() {
     let recorded = || -> BTreeSet<i32> {
         bridge
             .shared()
-            .store
+            .store()
             .inflight()
             .unwrap()
             .into_iter()
@@ -439,7 +439,7 @@ async fn each_client_context_gets_its_own_one_shot_app_server() {
         !both.iter().any(|p| alive(*p)),
         "a one-shot app-server outlived the shutdown"
     );
-    assert!(bridge.shared().store.inflight().unwrap().is_empty());
+    assert!(bridge.shared().store().inflight().unwrap().is_empty());
 }
 
 /// The idle timeout closes an idle one-shot app-server, and `max_warm` counts it: with one

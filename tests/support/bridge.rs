@@ -243,18 +243,15 @@ pub async fn start_bridge(
     let store = codex_mcp_bridge::store::Store::open(&config.store_dir).expect("store");
     let mut c = common(env, mock);
     c.allow_danger = o.allow_danger;
-    let shared = Shared {
-        warm: codex_mcp_bridge::actors::warm::WarmPool::new(config.max_warm),
-        limiter: Limiter::new(config.max_concurrent),
-        config: std::sync::Arc::new(config),
+    let shared = Shared::new(
+        std::sync::Arc::new(config),
+        c,
+        env.codex_home().to_path_buf(),
         store,
-        common: c,
-        codex_home: env.codex_home().to_path_buf(),
-        idle_timeout: o.idle,
-        queue_timeout: Duration::from_secs(120),
-        fault_injection: o.fault_injection,
-        live: Default::default(),
-    };
+    )
+    .with_idle_timeout(o.idle)
+    .with_queue_timeout(Duration::from_secs(120))
+    .with_fault_injection(o.fault_injection);
     Bridge::start(shared).await.expect("bridge starts")
 }
 

@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::driver::*;
 use super::*;
-use crate::actors::{Bridge, Limiter};
+use crate::actors::Bridge;
 use crate::codex::process::TurnOutput;
 use crate::config::{Config, Settings};
 
@@ -142,18 +142,14 @@ async fn setup(max_queued_turns: usize, idle: Duration) -> Setup {
     let store = crate::store::Store::open(&config.store_dir).unwrap();
     let own = ClientContext::new(config.clone(), &vars);
     let fake = Arc::new(Fake::default());
-    let shared = Shared {
-        warm: crate::actors::warm::WarmPool::new(config.max_warm),
-        limiter: Limiter::new(config.max_concurrent),
-        config: Arc::new(config),
+    let shared = Shared::new(
+        Arc::new(config),
+        own.common.clone(),
+        own.codex_home.clone(),
         store,
-        common: own.common.clone(),
-        codex_home: own.codex_home.clone(),
-        idle_timeout: idle,
-        queue_timeout: Duration::from_secs(120),
-        fault_injection: false,
-        live: Default::default(),
-    };
+    )
+    .with_idle_timeout(idle)
+    .with_queue_timeout(Duration::from_secs(120));
     let bridge = Bridge::start_with(shared, Backends(fake.clone()))
         .await
         .unwrap();

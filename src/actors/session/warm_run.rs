@@ -136,7 +136,7 @@ pub(super) async fn obtain(
     // a spare started the same way for this directory and client: no start-up wait; then the
     // next spare starts (a host's next new session here finds one too)
     if let Some(w) = turn.shared.warm.take_spare(key) {
-        crate::actors::spares::refill(turn.shared, server.clone());
+        turn.shared.warm.refill(server.clone());
         let _ = turn.me.cast(SessionMessage::Spawned {
             info: w.info().clone(),
         });
@@ -186,7 +186,7 @@ pub(super) async fn obtain(
                 if !turn.shared.warm.known() {
                     turn.shared.warm.record(Ok(()));
                 }
-                crate::actors::spares::refill(turn.shared, server.clone());
+                turn.shared.warm.refill(server.clone());
                 return Obtained::Process(w);
             }
             Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {

@@ -82,9 +82,11 @@ pub struct FileSummary {
 
 impl FileSummary {
     fn from_change(c: &Value) -> Option<Self> {
+        // each field codex announces is required: a change whose kind or content is missing
+        // cannot be shown as it is, and is not asked (never shown as an empty write)
         let path = c["path"].as_str()?;
-        let kind = c["kind"]["type"].as_str().unwrap_or("update");
-        let diff = c["diff"].as_str().unwrap_or_default();
+        let kind = c["kind"]["type"].as_str()?;
+        let diff = c["diff"].as_str()?;
         let (added, removed) = match kind {
             "add" => (diff.lines().count(), 0),
             "delete" => (0, diff.lines().count()),
@@ -1297,6 +1299,20 @@ mod tests {
             change_question(&book),
             Err(NotAQuestion::Unshowable { .. })
         ));
+        // a change whose kind or content codex did not announce: not asked either (never an
+        // empty write shown as the whole of it)
+        for change in [
+            json!({"path": "/w/a", "kind": {"type": "add"}}),
+            json!({"path": "/w/a", "kind": {"type": "update"}, "diff": null}),
+            json!({"path": "/w/a", "diff": "+x\n"}),
+            json!({"path": "/w/a", "kind": {}, "diff": "+x\n"}),
+        ] {
+            let book = change_book(json!([change.clone()]));
+            assert!(
+                matches!(change_question(&book), Err(NotAQuestion::Unshowable { .. })),
+                "{change}"
+            );
+        }
         // within the budget but more lines than a diff shows
         let long: String = (0..shown::DIFF.max_lines + 1)
             .map(|i| format!("{i}\n"))
