@@ -145,7 +145,7 @@ fn retained(t: &Transcript) -> usize {
         + t.failure.as_ref().map_or(0, String::len)
         + t.commands
             .iter()
-            .map(|c| c.command.len() + c.status.len())
+            .map(|c| c.command.len() + c.status.as_str().len())
             .sum::<usize>()
         + t.files_changed.iter().map(String::len).sum::<usize>()
 }

@@ -1,5 +1,8 @@
-//! Codex `exec --json` JSONL events, parsed into typed values, and the [`Transcript`] that
-//! folds them into a turn's result. Pure: no IO.
+//! The bridge's own turn events ([`Event`], [`Item`]) and the [`Transcript`] that folds them
+//! into a turn's result. `codex exec --json` lines deserialize into them directly; the
+//! app-server backend maps its typed items to them (`app_server::translate`), every field
+//! from the item itself: an event carries only what both backends report, an item's state is
+//! an [`ItemStatus`], a retry is [`Event::Retrying`]. Pure: no IO.
 //!
 //! Unknown event or item types are counted, never fatal: codex adds types between releases.
 
@@ -67,23 +70,22 @@ pub enum Item {
         #[serde(default)]
         text: String,
     },
+    /// Codex reasons (its text is not kept: no progress line or result shows it).
     Reasoning {
         #[serde(default)]
         id: String,
-        #[serde(default)]
-        text: String,
     },
     CommandExecution {
         #[serde(default)]
         id: String,
         #[serde(default)]
         command: String,
-        #[serde(default)]
-        aggregated_output: String,
+        /// (Its output is not kept: no result shows it, and it is skipped, not copied, as the
+        /// line is read.)
         #[serde(default)]
         exit_code: Option<i64>,
         #[serde(default)]
-        status: String,
+        status: ItemStatus,
     },
     FileChange {
         #[serde(default)]
@@ -91,7 +93,7 @@ pub enum Item {
         #[serde(default)]
         changes: Vec<FileChange>,
         #[serde(default)]
-        status: String,
+        status: ItemStatus,
     },
     McpToolCall {
         #[serde(default)]
@@ -101,7 +103,7 @@ pub enum Item {
         #[serde(default)]
         tool: String,
         #[serde(default)]
-        status: String,
+        status: ItemStatus,
     },
     WebSearch {
         #[serde(default)]
@@ -126,13 +128,40 @@ pub enum Item {
     Unknown,
 }
 
-/// One file of a `file_change` item.
+/// One file of a `file_change` item (the path is all a result shows).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct FileChange {
     #[serde(default)]
     pub path: String,
-    #[serde(default)]
-    pub kind: String,
+}
+
+/// The state of an item: what exec prints as `status` (snake case) and the app-server's
+/// item `status` (camel case), as one type. Shown in results with exec's spelling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    InProgress,
+    Completed,
+    Failed,
+    /// Refused (by an approval answer or the policy): it did not run.
+    Declined,
+    /// A state this version does not know, or none given.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl ItemStatus {
+    /// Exec's spelling (`in_progress`, `completed`, `failed`, `declined`, `unknown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemStatus::InProgress => "in_progress",
+            ItemStatus::Completed => "completed",
+            ItemStatus::Failed => "failed",
+            ItemStatus::Declined => "declined",
+            ItemStatus::Unknown => "unknown",
+        }
+    }
 }
 
 /// One entry of a `todo_list` item.
@@ -289,7 +318,7 @@ pub fn describe(event: &Event) -> Option<String> {
 pub struct CommandRun {
     pub command: String,
     pub exit_code: Option<i64>,
-    pub status: String,
+    pub status: ItemStatus,
 }
 
 /// Everything a turn's events say, folded as they arrive.
@@ -360,7 +389,7 @@ impl Transcript {
                         self.commands.push(CommandRun {
                             command: command.clone(),
                             exit_code: *exit_code,
-                            status: status.clone(),
+                            status: *status,
                         });
                     }
                 }
@@ -421,13 +450,57 @@ mod tests {
             vec![CommandRun {
                 command: "bash -lc ls".into(),
                 exit_code: Some(0),
-                status: "completed".into()
+                status: ItemStatus::Completed
             }]
         );
         assert_eq!(t.files_changed, vec!["src/a.rs".to_string()]);
         assert_eq!(t.thread_usage.unwrap().input_tokens, 10);
         assert!(t.turn_completed && t.failure.is_none());
         assert_eq!((t.unknown_events, t.malformed_lines), (0, 0));
+    }
+
+    #[test]
+    fn an_items_state_is_typed_and_a_state_this_version_does_not_know_is_unknown() {
+        for (spelled, want) in [
+            ("in_progress", ItemStatus::InProgress),
+            ("completed", ItemStatus::Completed),
+            ("failed", ItemStatus::Failed),
+            ("declined", ItemStatus::Declined),
+            ("paused", ItemStatus::Unknown),
+        ] {
+            let line = format!(
+                r#"{{"type":"item.completed","item":{{"id":"i","type":"command_execution","command":"ls","aggregated_output":"big","exit_code":0,"status":"{spelled}"}}}}"#
+            );
+            let Event::ItemCompleted {
+                item: Item::CommandExecution { status, .. },
+            } = ev(&line)
+            else {
+                panic!("{line}");
+            };
+            assert_eq!(status, want, "{spelled}");
+            if want != ItemStatus::Unknown {
+                assert_eq!(status.as_str(), spelled);
+            }
+        }
+        // none given: unknown, and the line still counts as the item it is
+        let Event::ItemCompleted {
+            item: Item::FileChange {
+                status, changes, ..
+            },
+        } = ev(
+            r#"{"type":"item.completed","item":{"id":"f","type":"file_change","changes":[{"path":"a","kind":"add"}]}}"#,
+        )
+        else {
+            panic!("a file change");
+        };
+        assert_eq!(
+            (status, changes[0].path.as_str()),
+            (ItemStatus::Unknown, "a")
+        );
+        assert_eq!(
+            serde_json::to_value(ItemStatus::InProgress).unwrap(),
+            serde_json::json!("in_progress")
+        );
     }
 
     #[test]

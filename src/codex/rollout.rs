@@ -103,13 +103,67 @@ pub fn find_rollout(codex_home: &Path, thread: &ThreadId) -> Option<PathBuf> {
 
 /// The last `turn_context` recorded for `thread`, if codex wrote a rollout for it.
 pub fn last_turn_context(codex_home: &Path, thread: &ThreadId) -> Option<TurnContext> {
-    let file = std::fs::File::open(find_rollout(codex_home, thread)?).ok()?;
-    BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter(|l| l.contains("\"turn_context\""))
-        .filter_map(|l| parse_turn_context(&l))
-        .last()
+    turn_context_in(&find_rollout(codex_home, thread)?)
+}
+
+/// [`last_turn_context`], read from `known` (the rollout codex reported for the thread, as a
+/// warm app-server does) when it is one of `codex_home`'s rollouts of `thread`, without
+/// walking the sessions directory; else found as there.
+pub fn turn_context_of(
+    codex_home: &Path,
+    thread: &ThreadId,
+    known: Option<&Path>,
+) -> Option<TurnContext> {
+    let suffix = format!("-{thread}.jsonl");
+    let sessions = codex_home.join("sessions");
+    let usable = known.filter(|p| {
+        p.starts_with(&sessions)
+            && p.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::RootDir
+                )
+            })
+            && p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+    });
+    match usable {
+        Some(p) => turn_context_in(p).or_else(|| last_turn_context(codex_home, thread)),
+        None => last_turn_context(codex_home, thread),
+    }
+}
+
+/// How much of a rollout's end is read first for its last `turn_context` (a turn's records
+/// follow it; the whole file is read only when they fill more than this).
+const TURN_CONTEXT_TAIL: u64 = 1024 * 1024;
+
+/// The last `turn_context` in the rollout at `path`: from its last [`TURN_CONTEXT_TAIL`]
+/// bytes (the line cut at the tail's start skipped), else from the whole file.
+pub fn turn_context_in(path: &Path) -> Option<TurnContext> {
+    use std::io::{Read, Seek, SeekFrom};
+    let last = |lines: &mut dyn Iterator<Item = String>| {
+        lines
+            .filter(|l| l.contains("\"turn_context\""))
+            .filter_map(|l| parse_turn_context(&l))
+            .last()
+    };
+    let mut file = std::fs::File::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    if len > TURN_CONTEXT_TAIL {
+        file.seek(SeekFrom::Start(len - TURN_CONTEXT_TAIL)).ok()?;
+        let mut tail = Vec::new();
+        file.by_ref()
+            .take(TURN_CONTEXT_TAIL)
+            .read_to_end(&mut tail)
+            .ok()?;
+        let text = String::from_utf8_lossy(&tail);
+        if let Some(found) = last(&mut text.lines().skip(1).map(str::to_owned)) {
+            return Some(found);
+        }
+        file.seek(SeekFrom::Start(0)).ok()?;
+    }
+    last(&mut BufReader::new(file).lines().map_while(Result::ok))
 }
 
 /// A model's tool call as codex recorded it (`response_item` records): which tool, and whether
@@ -193,6 +247,46 @@ mod tests {
         assert_eq!(model_calls(text, "call_4")[0].tty, Some(true));
         assert!(model_calls(text, "call_9").is_empty());
         assert!(model_calls(text, "call_").is_empty());
+    }
+
+    #[test]
+    fn the_last_turn_context_is_found_in_a_long_rollout_and_a_reported_path_must_be_the_threads() {
+        let ctx = |policy: &str| {
+            format!(
+                r#"{{"type":"turn_context","payload":{{"approval_policy":"{policy}","approvals_reviewer":"user","sandbox_policy":{{"type":"read-only"}}}}}}"#
+            )
+        };
+        let filler = format!(
+            "{}\n",
+            r#"{"type":"response_item","payload":{"type":"message","content":"x"}}"#
+        )
+        .repeat((2 * TURN_CONTEXT_TAIL as usize) / 60);
+        let home = tempfile::tempdir().unwrap();
+        let day = home.path().join("sessions/2026/12/04");
+        std::fs::create_dir_all(&day).unwrap();
+        let thread = ThreadId::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
+        let file = day.join(format!("rollout-2026-12-04T00-00-00-{thread}.jsonl"));
+        // the last record in the tail: the last one wins
+        std::fs::write(
+            &file,
+            format!("{}\n{filler}{}\n", ctx("untrusted"), ctx("never")),
+        )
+        .unwrap();
+        assert_eq!(turn_context_in(&file).unwrap().approval_policy, "never");
+        // only before the tail (a turn whose records fill more than it): the whole file is read
+        std::fs::write(&file, format!("{}\n{filler}", ctx("on-request"))).unwrap();
+        assert_eq!(
+            turn_context_in(&file).unwrap().approval_policy,
+            "on-request"
+        );
+        // a reported path is used only when it is one of this CODEX_HOME's rollouts of the
+        // thread; any other is ignored and the rollout is found as usual
+        let elsewhere = home.path().join("other.jsonl");
+        std::fs::write(&elsewhere, format!("{}\n", ctx("untrusted"))).unwrap();
+        for known in [Some(file.as_path()), Some(elsewhere.as_path()), None] {
+            let got = turn_context_of(home.path(), &thread, known).unwrap();
+            assert_eq!(got.approval_policy, "on-request", "{known:?}");
+        }
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<Error>) {
             .map(|c| CommandReport {
                 command: c.command,
                 exit_code: c.exit_code,
-                status: c.status,
+                status: c.status.as_str().to_owned(),
             })
             .collect(),
         files_changed: a.files_changed,

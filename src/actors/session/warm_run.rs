@@ -80,11 +80,17 @@ pub(super) async fn run_warm(
         None => None,
     };
     let mut attempt = 0;
+    // a process this turn took (the spare) or started: the next spare is started for the
+    // session after it, so that a host's next new session here finds one too
+    let mut spare_wanted = false;
     loop {
         let mut process = match next.take() {
             Some(w) => w,
             None => match obtain(turn, &server, &key).await {
-                Obtained::Process(w) => w,
+                Obtained::Process(w) => {
+                    spare_wanted = true;
+                    w
+                }
                 Obtained::Exec => return (run_exec(turn, t, wanted).await, None),
                 Obtained::Done(result) => return (result, None),
             },
@@ -95,6 +101,11 @@ pub(super) async fn run_warm(
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
         let outcome = turn.run_on(&mut process, wanted, &t, &opts).await;
+        // once the turn ended, not while it runs: a spare's start-up takes the CPU the turn
+        // needs (on 2 cores it made a first turn a third slower)
+        if std::mem::take(&mut spare_wanted) {
+            turn.shared.warm.refill(server.clone());
+        }
         let ended_unreached = !process.reusable()
             && !process.accepted()
             && matches!(
@@ -133,10 +144,9 @@ pub(super) async fn obtain(
     server: &SpawnSpec,
     key: &crate::codex::process::WarmKey,
 ) -> Obtained {
-    // a spare started the same way for this directory and client: no start-up wait; then the
-    // next spare starts (a host's next new session here finds one too)
+    // a spare started the same way for this directory and client: no start-up wait (the next
+    // spare starts once this turn ended: see `run_warm`)
     if let Some(w) = turn.shared.warm.take_spare(key) {
-        turn.shared.warm.refill(server.clone());
         let _ = turn.me.cast(SessionMessage::Spawned {
             info: w.info().clone(),
         });
@@ -186,7 +196,6 @@ pub(super) async fn obtain(
                 if !turn.shared.warm.known() {
                     turn.shared.warm.record(Ok(()));
                 }
-                turn.shared.warm.refill(server.clone());
                 return Obtained::Process(w);
             }
             Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {
@@ -235,10 +244,10 @@ pub(super) fn conclude(
     Option<WarmProcess>,
 ) {
     log_finished(&outcome);
-    let recorded = outcome
-        .output
-        .thread_id
-        .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
+    // read from the rollout codex reported for the thread (no walk of the sessions directory)
+    let recorded = outcome.output.thread_id.and_then(|t| {
+        crate::codex::rollout::turn_context_of(&turn.client.codex_home, &t, process.rollout())
+    });
     let keep = process.reusable().then_some(process);
     (Ok((outcome, recorded)), keep)
 }

@@ -565,26 +565,17 @@ pub enum TurnStatus {
     Unknown,
 }
 
-/// The state of a command or file-change item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ItemStatus {
-    InProgress,
-    Completed,
-    Failed,
-    /// Refused (by the approval answer or the policy): it did not run.
-    Declined,
-    Unknown,
-}
+/// The state of a command or file-change item: the bridge's own ([`ItemStatus`]), read from
+/// the app-server's camel-case spelling.
+pub use crate::codex::events::ItemStatus;
 
-impl ItemStatus {
-    fn from_value(v: &Value) -> Self {
-        match v.as_str() {
-            Some("inProgress") => ItemStatus::InProgress,
-            Some("completed") => ItemStatus::Completed,
-            Some("failed") => ItemStatus::Failed,
-            Some("declined") => ItemStatus::Declined,
-            _ => ItemStatus::Unknown,
-        }
+fn item_status(v: &Value) -> ItemStatus {
+    match v.as_str() {
+        Some("inProgress") => ItemStatus::InProgress,
+        Some("completed") => ItemStatus::Completed,
+        Some("failed") => ItemStatus::Failed,
+        Some("declined") => ItemStatus::Declined,
+        _ => ItemStatus::Unknown,
     }
 }
 
@@ -600,7 +591,6 @@ pub enum Item {
         command: String,
         status: ItemStatus,
         exit_code: Option<i64>,
-        output: Option<String>,
     },
     FileChange {
         id: String,
@@ -627,13 +617,12 @@ impl Item {
             "commandExecution" => Item::CommandExecution {
                 id,
                 command: s("command"),
-                status: ItemStatus::from_value(&v["status"]),
+                status: item_status(&v["status"]),
                 exit_code: v["exitCode"].as_i64(),
-                output: v["aggregatedOutput"].as_str().map(str::to_owned),
             },
             "fileChange" => Item::FileChange {
                 id,
-                status: ItemStatus::from_value(&v["status"]),
+                status: item_status(&v["status"]),
                 paths: v["changes"]
                     .as_array()
                     .map(|a| {
@@ -1584,7 +1573,6 @@ mod tests {
                         command: "/bin/bash -lc 'echo hi > out.txt'".into(),
                         status: ItemStatus::Declined,
                         exit_code: None,
-                        output: None
                     }
                 },
                 Notification::ItemStarted {

@@ -1,13 +1,15 @@
-//! What an app-server notification means in the exec path's terms (pure): items become the
-//! [`Event`]s that `codex exec --json` prints, so a warm turn folds into the same
-//! [`crate::codex::events::Transcript`] and shows the same progress lines, results and
-//! redaction as an exec turn.
+//! An app-server item as the bridge's own turn event (pure), every field taken from the item
+//! itself (nothing is made up for what the app-server does not report), so a warm turn folds
+//! into the same [`crate::codex::events::Transcript`] and shows the same progress lines,
+//! results and redaction as an exec turn.
 
-use super::protocol::{Item, ItemStatus, TokenUsage};
+#[cfg(test)]
+use super::protocol::ItemStatus;
+use super::protocol::{Item, TokenUsage};
 use crate::codex::events::{self, Event, Usage};
 
-/// The exec item of an app-server item; `None` for items the exec path does not report
-/// (user messages, and kinds the bridge does not read).
+/// The bridge's item of an app-server item; `None` for items the bridge does not report (user
+/// messages, and kinds it does not read).
 pub fn item(item: &Item) -> Option<events::Item> {
     Some(match item {
         Item::AgentMessage { id, text } => events::Item::AgentMessage {
@@ -19,29 +21,23 @@ pub fn item(item: &Item) -> Option<events::Item> {
             command,
             status,
             exit_code,
-            output,
         } => events::Item::CommandExecution {
             id: id.clone(),
             command: command.clone(),
-            aggregated_output: output.clone().unwrap_or_default(),
             exit_code: *exit_code,
-            status: status_name(*status).to_owned(),
+            status: *status,
         },
         Item::FileChange { id, status, paths } => events::Item::FileChange {
             id: id.clone(),
             changes: paths
                 .iter()
-                .map(|p| events::FileChange {
-                    path: p.clone(),
-                    kind: String::new(),
-                })
+                .map(|p| events::FileChange { path: p.clone() })
                 .collect(),
-            status: status_name(*status).to_owned(),
+            status: *status,
         },
-        Item::Other { kind, id } if kind == "reasoning" => events::Item::Reasoning {
-            id: id.clone(),
-            text: String::new(),
-        },
+        Item::Other { kind, id } if kind == "reasoning" => {
+            events::Item::Reasoning { id: id.clone() }
+        }
         Item::Other { .. } => return None,
     })
 }
@@ -54,17 +50,6 @@ pub fn started(i: &Item) -> Option<Event> {
 /// `item/completed` as exec's `item.completed`.
 pub fn completed(i: &Item) -> Option<Event> {
     item(i).map(|item| Event::ItemCompleted { item })
-}
-
-/// The exec spelling of an item's state.
-fn status_name(s: ItemStatus) -> &'static str {
-    match s {
-        ItemStatus::InProgress => "in_progress",
-        ItemStatus::Completed => "completed",
-        ItemStatus::Failed => "failed",
-        ItemStatus::Declined => "declined",
-        ItemStatus::Unknown => "unknown",
-    }
 }
 
 /// A `thread/tokenUsage/updated` count as the bridge's [`Usage`].
@@ -90,7 +75,6 @@ mod tests {
             command: "ls -la".into(),
             status: ItemStatus::Completed,
             exit_code: Some(0),
-            output: Some("x\n".into()),
         };
         let msg = Item::AgentMessage {
             id: "m".into(),
@@ -107,7 +91,7 @@ mod tests {
         }
         assert_eq!(t.last_message.as_deref(), Some("done"));
         assert_eq!(t.commands[0].command, "ls -la");
-        assert_eq!(t.commands[0].status, "completed");
+        assert_eq!(t.commands[0].status, ItemStatus::Completed);
         assert_eq!(t.files_changed, vec!["a.rs".to_owned()]);
         assert_eq!(
             describe(&started(&cmd).unwrap()).as_deref(),

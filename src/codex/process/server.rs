@@ -354,6 +354,12 @@ impl WarmProcess {
         !self.spent
     }
 
+    /// The rollout file codex reported for the thread it has loaded (`None`: none loaded, or
+    /// an ephemeral thread).
+    pub fn rollout(&self) -> Option<&std::path::Path> {
+        self.loaded.as_ref().and_then(|l| l.rollout.as_deref())
+    }
+
     /// The thread it has loaded, if any.
     pub fn loaded_thread(&self) -> Option<&str> {
         self.loaded.as_ref().map(|l| l.thread.as_str())
