@@ -206,10 +206,13 @@ impl Bridge {
             // the probe's process counts against max_warm too; with no place free, some
             // process runs already and a start will tell
             if let Some(slot) = pool.try_slot() {
-                pool.record(pool.probe_owned(&client.common, Some(slot)).await.map_err(|why| {
-                    tracing::warn!(error = %client.secrets.redact(&why), "codex app-server did not start");
-                    "codex app-server did not start or answer (the server log says why)".to_owned()
-                }));
+                // `None`: the keeper stopped (shutdown), which says nothing of the app-server
+                if let Some(found) = pool.probe_owned(&client.common, Some(slot)).await {
+                    pool.record(found.map_err(|why| {
+                        tracing::warn!(error = %client.secrets.redact(&why), "codex app-server did not start");
+                        "codex app-server did not start or answer (the server log says why)".to_owned()
+                    }));
+                }
             }
         }
         let warning = match configured {

@@ -126,7 +126,14 @@ impl ractor::Actor for PoolKeeper {
                 };
                 let expired = s.warm.expired_one_shots(s.idle_timeout);
                 drop(s);
-                futures::future::join_all(expired.into_iter().map(OneShotServer::retire)).await;
+                if !expired.is_empty() {
+                    // in a task of its own: a refill or a probe does not wait behind the closes
+                    let closing =
+                        futures::future::join_all(expired.into_iter().map(OneShotServer::retire));
+                    state.own(tokio::spawn(async move {
+                        closing.await;
+                    }));
+                }
             }
             KeeperMessage::Refill { spec, slot } => {
                 let task = tokio::spawn(start_spare(state.shared.clone(), spec, slot));
@@ -135,10 +142,16 @@ impl ractor::Actor for PoolKeeper {
             KeeperMessage::Probe {
                 common,
                 slot,
-                reply,
+                mut reply,
             } => {
+                // a caller that gave up (a cancelled `ping`) stops the probe: its process dies
                 let task = tokio::spawn(async move {
-                    let _ = reply.send(crate::actors::warm::probe(&common, slot).await);
+                    tokio::select! {
+                        found = crate::actors::warm::probe(&common, slot) => {
+                            let _ = reply.send(found);
+                        }
+                        _ = reply.closed() => {}
+                    }
                 });
                 state.own(task);
             }
@@ -159,6 +172,8 @@ impl ractor::Actor for PoolKeeper {
         let Some(s) = state.shared.upgrade() else {
             return Ok(());
         };
+        // a spare whose start ended after the shutdown closed the spare: its watch is gone
+        s.warm.close_spare().await;
         let all = s.warm.close_one_shots();
         drop(s);
         futures::future::join_all(all.into_iter().map(OneShotServer::retire)).await;

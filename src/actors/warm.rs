@@ -12,7 +12,7 @@
 //! `structured`: [`OneShotServer`]), each for one client context and never shared: taken
 //! whole by the call that uses it (so the call's one-shot actor owns it while its turn runs,
 //! and its cancel or stop kills it), given back only after a completed turn whose thread it let
-//! go of, closed after the idle timeout by the [`OneShotKeeper`] actor, at shutdown, and when
+//! go of, closed after the idle timeout by the pool's keeper actor (`spares::PoolKeeper`), at shutdown, and when
 //! a new process needs its slot. Each is on record (`inflight`, under a key of its own) for
 //! as long as it lives.
 
@@ -228,14 +228,15 @@ impl WarmPool {
     }
 
     /// [`probe`] in the keeper, which owns its process: whether this codex has a usable
-    /// app-server. An error too when the keeper is gone (shutdown).
+    /// app-server. `None` when the keeper could not answer (it stopped: shutdown), which says
+    /// nothing of the app-server.
     pub async fn probe_owned(
         &self,
         common: &crate::codex::argv::Common,
         slot: Option<Slot>,
-    ) -> std::result::Result<(), String> {
+    ) -> Option<std::result::Result<(), String>> {
         let Some(keeper) = self.keeper.get() else {
-            return probe(common, slot).await;
+            return Some(probe(common, slot).await);
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         keeper
@@ -244,10 +245,8 @@ impl WarmPool {
                 slot,
                 reply,
             })
-            .map_err(|_| "the server is shutting down".to_owned())?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err("the server is shutting down".to_owned()))
+            .ok()?;
+        answer.await.ok()
     }
 
     fn idle_one_shots(&self) -> std::sync::MutexGuard<'_, OneShotIdle> {

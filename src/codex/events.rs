@@ -80,8 +80,7 @@ pub enum Item {
         id: String,
         #[serde(default)]
         command: String,
-        /// (Its output is not kept: no result shows it, and it is skipped, not copied, as the
-        /// line is read.)
+        /// (Its output is not kept: no result shows it.)
         #[serde(default)]
         exit_code: Option<i64>,
         #[serde(default)]

@@ -125,7 +125,7 @@ pub(super) struct ForkSpec {
     pub(super) timeout: Duration,
 }
 
-/// The driver the actors use ([`Shared::backends`]): codex itself, unless a unit test put a
+/// The driver the session actors use (the registry's, given to each): codex itself, unless a unit test put a
 /// fake in its place.
 #[derive(Clone)]
 pub struct Backends(pub(super) Arc<dyn Driver>);

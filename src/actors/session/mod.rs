@@ -12,7 +12,7 @@
 //! holds a sandbox level. [`TurnGuard`] kills the turn's processes and frees its slot when the
 //! state is dropped, because ractor skips `post_stop` when an actor panics or is killed.
 //!
-//! The turn itself is run by a [`backend::Driver`] with one call (`Shared::backends`: codex,
+//! The turn itself is run by a [`backend::Driver`] with one call (the registry's `Backends`: codex,
 //! or in the unit tests of `tests` a fake that runs no process). Files: `prepare` (a call made
 //! ready, the backend chosen once), `run` (the turn's task), `warm_run` (the real driver's warm
 //! path), `finish` (the record after a turn), `queue`, `steer`, `fork`, `close`.

@@ -101,11 +101,6 @@ pub(super) async fn run_warm(
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
         let outcome = turn.run_on(&mut process, wanted, &t, &opts).await;
-        // once the turn ended, not while it runs: a spare's start-up takes the CPU the turn
-        // needs (on 2 cores it made a first turn a third slower)
-        if std::mem::take(&mut spare_wanted) {
-            turn.shared.warm.refill(server.clone());
-        }
         let ended_unreached = !process.reusable()
             && !process.accepted()
             && matches!(
@@ -125,6 +120,12 @@ pub(super) async fn run_warm(
             );
             process.close().await;
             continue;
+        }
+        // once the turn ended, not while it runs (a spare's start-up takes the CPU the turn
+        // needs: on 2 cores it made a first turn a third slower), nor before a replacement's
+        // start (starts are one at a time)
+        if spare_wanted {
+            turn.shared.warm.refill(server.clone());
         }
         return conclude(turn, process, outcome);
     }
