@@ -39,19 +39,8 @@ async fn wait_dead(pids: &[i32], limit: Duration) -> Vec<i32> {
 /// A warm session's `codex app-server` stays by design (the app-server backend); whatever it
 /// started does not.
 async fn assert_no_process_left(s: &Tapped) {
-    // codex's own start-up probe (`lsb_release -a` and what it runs) under a starting
-    // app-server is not a turn's process
-    let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
-    let parent = |p: i32| -> i32 {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| {
-                let after = &s[s.rfind(')')? + 2..];
-                after.split(' ').nth(1)?.parse().ok()
-            })
-            .unwrap_or(0)
-    };
-    let probe = |p: i32| comm(p).trim() == "lsb_release" || comm(parent(p)).trim() == "lsb_release";
+    // codex's own start-up probes under a starting app-server are not a turn's processes
+    let probe = crate::support::process::is_start_up_probe;
     let left = || -> Vec<i32> {
         descendants(s.pid)
             .into_iter()

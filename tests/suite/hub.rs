@@ -449,17 +449,24 @@ async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
         text(&got)
     );
     // exactly one of them took the store over; nothing runs any more under either (but a warm
-    // session's app-server, with the app-server backend)
+    // session's app-server, with the app-server backend, and the start-up probes of a spare
+    // the last turn started, which run for a while on a loaded machine)
     let busy = |pid: u32| {
-        descendants(pid)
-            .into_iter()
-            .any(|p| !crate::support::process::is_app_server(p))
+        descendants(pid).into_iter().any(|p| {
+            !crate::support::process::is_app_server(p)
+                && !crate::support::process::is_start_up_probe(p)
+        })
     };
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while (busy(s2.pid) || busy(s3.pid)) && Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut quiet = false;
+    while Instant::now() < deadline {
+        if !busy(s2.pid) && !busy(s3.pid) {
+            quiet = true;
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!busy(s2.pid) && !busy(s3.pid));
+    assert!(quiet, "processes still run under the remaining servers");
 }
 
 #[tokio::test]

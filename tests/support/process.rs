@@ -54,13 +54,34 @@ pub fn describe_output(out: &Output) -> String {
     )
 }
 
-/// Whether process `pid` exists and is not a zombie.
+/// Whether `pid` is one of the commands codex's app-server runs as it starts, not a turn's
+/// process: `lsb_release -a` (a python script: seconds on a loaded machine) and what it runs,
+/// and a `git` it starts itself (its direct child). A spare starting in the background shows
+/// them for a while.
+pub fn is_start_up_probe(pid: i32) -> bool {
+    let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    let parent = |p: i32| -> i32 {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| {
+                let after = &s[s.rfind(')')? + 2..];
+                after.split(' ').nth(1)?.parse().ok()
+            })
+            .unwrap_or(0)
+    };
+    let me = comm(pid);
+    me.trim() == "lsb_release"
+        || comm(parent(pid)).trim() == "lsb_release"
+        || (me.trim() == "git" && is_app_server(parent(pid)))
+}
+
 /// Whether `pid` is a `codex app-server` (a warm session's process).
 pub fn is_app_server(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"app-server".as_slice()))
 }
 
+/// Whether process `pid` exists and is not a zombie.
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
 }
