@@ -49,11 +49,14 @@ async fn assert_no_process_left(s: &Tapped) {
     };
     // codex's app-server runs `lsb_release -a` as it starts (a python script: seconds on a
     // loaded machine), so a spare starting in the background may show one for a while
+    // judged by the last reading of the wait (a new spare's probes may start after it)
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !left().is_empty() && Instant::now() < deadline {
+    let mut last = left();
+    while !last.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
+        last = left();
     }
-    let left: Vec<(i32, String)> = left()
+    let left: Vec<(i32, String)> = last
         .into_iter()
         .map(|p| {
             let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();

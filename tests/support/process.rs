@@ -56,8 +56,10 @@ pub fn describe_output(out: &Output) -> String {
 
 /// Whether `pid` is one of the commands codex's app-server runs as it starts, not a turn's
 /// process: `lsb_release -a` (a python script: seconds on a loaded machine) and what it runs,
-/// and a `git` it starts itself (its direct child). A spare starting in the background shows
-/// them for a while.
+/// and the `git` it starts itself (its own fetch of `github.com/openai/plugins.git`: a `git`
+/// child and that git's own `git remote-https`, which waits on a closed network). A spare
+/// starting in the background shows them for a while. A turn's `git` runs under its shell,
+/// never as the app-server's child.
 pub fn is_start_up_probe(pid: i32) -> bool {
     let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
     let parent = |p: i32| -> i32 {
@@ -69,10 +71,22 @@ pub fn is_start_up_probe(pid: i32) -> bool {
             })
             .unwrap_or(0)
     };
-    let me = comm(pid);
-    me.trim() == "lsb_release"
-        || comm(parent(pid)).trim() == "lsb_release"
-        || (me.trim() == "git" && is_app_server(parent(pid)))
+    // a git whose parent is the app-server, or a git started by such a git
+    let codex_git = |p: i32| {
+        let mut p = p;
+        for _ in 0..4 {
+            if comm(p).trim() != "git" {
+                return false;
+            }
+            let up = parent(p);
+            if is_app_server(up) {
+                return true;
+            }
+            p = up;
+        }
+        false
+    };
+    comm(pid).trim() == "lsb_release" || comm(parent(pid)).trim() == "lsb_release" || codex_git(pid)
 }
 
 /// Whether `pid` is a `codex app-server` (a warm session's process).
