@@ -30,6 +30,24 @@ pub(crate) struct Ask {
     pub timeout: Duration,
 }
 
+impl Ask {
+    /// The turn of one attempt, with `prompt` (moved in): read-only by default, no image, a
+    /// new thread; each backend adds what it sends on top.
+    fn request(&self, prompt: String) -> TurnRequest {
+        TurnRequest {
+            prompt,
+            sandbox: None,
+            model: self.model.clone(),
+            reasoning_effort: None,
+            cwd: self.cwd.clone(),
+            images: vec![],
+            resume: None,
+            output_schema: None,
+            output_last_message: None,
+        }
+    }
+}
+
 /// Codex's `--output-schema` and `-o` files, in a private directory removed with it.
 struct Files {
     _dir: tempfile::TempDir,
@@ -89,10 +107,10 @@ pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
 async fn warm_answer(
     runner: &Runner<'_>,
     lease: &mut Lease,
-    ask: Ask,
+    mut ask: Ask,
     started: Instant,
 ) -> Result<Answer> {
-    let mut prompt = ask.prompt;
+    let mut prompt = std::mem::take(&mut ask.prompt);
     prompt.push_str(&ask.plan.prompt_suffix);
     let mut wanted = ThreadWanted::Start;
     let mut total_queued = Duration::ZERO;
@@ -103,17 +121,7 @@ async fn warm_answer(
             .timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(1));
-        let req = TurnRequest {
-            prompt: std::mem::take(&mut prompt),
-            sandbox: None,
-            model: ask.model.clone(),
-            reasoning_effort: None,
-            cwd: ask.cwd.clone(),
-            images: vec![],
-            resume: None,
-            output_schema: None,
-            output_last_message: None,
-        };
+        let req = ask.request(std::mem::take(&mut prompt));
         let turn = build_warm_turn(&common, req)?.into_one_shot(ask.plan.native_schema.clone());
         let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
         total_queued += queued;
@@ -146,10 +154,10 @@ async fn warm_answer(
 
 /// [`answer`] with `codex exec`: `--output-schema` and `-o` files, the re-ask an
 /// `exec resume` of the thread.
-async fn exec_answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
+async fn exec_answer(runner: &Runner<'_>, mut ask: Ask) -> Result<Answer> {
     let files = Files::new(&ask.plan)?;
     let started = Instant::now();
-    let mut prompt = ask.prompt;
+    let mut prompt = std::mem::take(&mut ask.prompt);
     prompt.push_str(&ask.plan.prompt_suffix);
     let mut resume: Option<ThreadId> = None;
     let mut total_queued = Duration::ZERO;
@@ -161,11 +169,6 @@ async fn exec_answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(1));
         let req = TurnRequest {
-            prompt: std::mem::take(&mut prompt),
-            sandbox: None,
-            model: ask.model.clone(),
-            reasoning_effort: None,
-            cwd: ask.cwd.clone(),
             images: ask.images.clone(),
             resume,
             output_schema: ask
@@ -174,6 +177,7 @@ async fn exec_answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
                 .as_ref()
                 .map(|_| files.schema.clone()),
             output_last_message: Some(files.answer.clone()),
+            ..ask.request(std::mem::take(&mut prompt))
         };
         let spec = build_turn(&common, req)?;
         let sandbox = spec.sandbox();
