@@ -23,7 +23,7 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use codex_mcp_bridge::codex::app_server::protocol::{self, ThreadRef, TurnParams};
+use codex_mcp_bridge::codex::app_server::protocol::{self, TurnParams};
 use codex_mcp_bridge::codex::argv::{SpawnSpec, build_turn};
 use codex_mcp_bridge::security::ids::ThreadId;
 
@@ -88,12 +88,7 @@ async fn exec_turn(spec: &SpawnSpec) -> (f64, String) {
     (secs, String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-async fn warm_turn(
-    app: &mut AppServer,
-    thread: &ThreadRef,
-    cwd: &std::path::Path,
-    n: usize,
-) -> f64 {
+async fn warm_turn(app: &mut AppServer, thread: &ThreadId, cwd: &std::path::Path, n: usize) -> f64 {
     let started = Instant::now();
     let id = app
         .client

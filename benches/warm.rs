@@ -60,7 +60,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use codex_mcp_bridge::codex::app_server::protocol::{self, ThreadRef, TurnParams};
+use codex_mcp_bridge::codex::app_server::protocol::{self, TurnParams};
 use codex_mcp_bridge::codex::argv::{SpawnSpec, build_turn};
 use codex_mcp_bridge::security::ids::ThreadId;
 use serde_json::{Value, json};
@@ -606,7 +606,7 @@ impl Bare<'_> {
 /// A raw `codex app-server` with one thread open: the floor a session turn is measured against.
 struct Raw {
     app: AppServer,
-    thread: ThreadRef,
+    thread: ThreadId,
     cwd: PathBuf,
 }
 

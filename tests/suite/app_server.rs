@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use codex_mcp_bridge::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use codex_mcp_bridge::codex::app_server::protocol::{
-    self, Item, ItemStatus, Notification, PolicyWatch, ReportedSandbox, ThreadOpened, ThreadRef,
+    self, Item, ItemStatus, Notification, PolicyWatch, ReportedSandbox, ThreadId, ThreadOpened,
     TurnParams, TurnStatus,
 };
 use codex_mcp_bridge::codex::argv::SandboxLevel;
@@ -37,7 +37,7 @@ async fn open(app: &AppServer, msg: protocol::Outgoing) -> ThreadOpened {
 /// One turn through the template; returns its log.
 async fn turn(
     app: &mut AppServer,
-    thread: &ThreadRef,
+    thread: &ThreadId,
     prompt: &str,
     sandbox: Option<SandboxLevel>,
     cwd: &Path,

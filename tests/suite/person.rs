@@ -21,8 +21,7 @@ use codex_mcp_bridge::codex::app_server::client::{
     Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event,
 };
 use codex_mcp_bridge::codex::app_server::protocol::{
-    self, Approvals, Item, ItemStatus, Notification, ThreadOpened, ThreadRef, TurnParams,
-    TurnStatus,
+    self, Approvals, Item, ItemStatus, Notification, ThreadId, ThreadOpened, TurnParams, TurnStatus,
 };
 use codex_mcp_bridge::codex::argv::SandboxLevel;
 use codex_mcp_bridge::mcp::elicit::{self, APPROVE_FIELD};
@@ -85,7 +84,7 @@ impl Asking {
     /// Start a read-only turn with `approvals`; returns its id.
     async fn start_turn(
         &self,
-        thread: &ThreadRef,
+        thread: &ThreadId,
         prompt: &str,
         approvals: Approvals,
     ) -> protocol::TurnRef {

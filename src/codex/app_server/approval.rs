@@ -28,7 +28,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use super::protocol::{RequestId, RequestKind, ServerRequest};
+use super::protocol::{RequestId, RequestKind, ServerRequest, TurnRef};
 use crate::codex::rollout::ModelCall;
 use crate::security::paths;
 use crate::security::redact::ClientSecrets;
@@ -416,8 +416,13 @@ impl Question {
             method: req.method.clone(),
             field,
         };
+        // a request whose thread, turn or item cannot be read cannot be placed: not asked
+        let head = req
+            .head
+            .as_ref()
+            .map_err(|_| missing("threadId, turnId or itemId"))?;
         Ok(match &req.kind {
-            RequestKind::CommandApproval { .. } => {
+            RequestKind::CommandApproval => {
                 // 0.171.0's `kind`: `writeStdin` (input to a running terminal) or
                 // `humanCommand` (needs a capability the bridge does not declare) are not
                 // commands a person can judge from this form.
@@ -451,7 +456,7 @@ impl Question {
             }
             RequestKind::FileChangeApproval => {
                 // a person judges the files codex announced, shown whole, or nothing
-                let files = match p["itemId"].as_str().and_then(|id| book.files(id)) {
+                let files = match head.item_id.as_deref().and_then(|id| book.files(id)) {
                     Some(Some(f)) => f.to_vec(),
                     Some(None) => return Err(unshowable("changes")),
                     None => return Err(missing("changes (codex did not announce them)")),
@@ -515,11 +520,14 @@ impl Question {
                 let questions: Vec<InputQuestion> = qs
                     .iter()
                     .take(MAX_ENTRIES)
-                    .filter_map(|q| {
-                        Some(InputQuestion {
-                            id: q["id"].as_str()?.to_owned(),
-                            header: capped(q["header"].as_str().unwrap_or_default()),
-                            question: capped(q["question"].as_str().unwrap_or_default()),
+                    .map(|q| {
+                        // each of a question's texts is required: a question whose text is
+                        // missing is not shown as an empty one
+                        let text = |k: &'static str| q[k].as_str().ok_or_else(|| missing(k));
+                        Ok(InputQuestion {
+                            id: text("id")?.to_owned(),
+                            header: capped(text("header")?),
+                            question: capped(text("question")?),
                             options: q["options"]
                                 .as_array()
                                 .map(|o| {
@@ -533,7 +541,7 @@ impl Question {
                             secret: q["isSecret"].as_bool().unwrap_or(false),
                         })
                     })
-                    .collect();
+                    .collect::<Result<_, _>>()?;
                 if questions.is_empty() {
                     return Err(missing("questions"));
                 }
@@ -541,7 +549,10 @@ impl Question {
             }
             RequestKind::Elicitation => Question::McpElicitation {
                 server: opt_str(&p["serverName"]).ok_or_else(|| missing("serverName"))?,
-                message: opt_str(&p["message"]).unwrap_or_default(),
+                message: p["message"]
+                    .as_str()
+                    .map(capped)
+                    .ok_or_else(|| missing("message"))?,
                 form: (p["mode"] == "form"
                     || (p["mode"].is_null() && p["requestedSchema"].is_object()))
                 .then(|| p["requestedSchema"].clone())
@@ -878,7 +889,7 @@ pub struct Asked {
     pub request: ServerRequest,
     pub question: Question,
     /// `params.turnId`: the turn that asks (answer only if that turn is still running).
-    pub turn_id: Option<String>,
+    pub turn_id: Option<TurnRef>,
     deadline: Instant,
     reply: oneshot::Sender<Answer>,
 }
@@ -891,7 +902,7 @@ impl Asked {
         deadline: Instant,
     ) -> (Self, oneshot::Receiver<Answer>) {
         let (reply, rx) = oneshot::channel();
-        let turn_id = request.params["turnId"].as_str().map(str::to_owned);
+        let turn_id = request.head.as_ref().ok().and_then(|h| h.turn_id.clone());
         (
             Asked {
                 request,
@@ -934,8 +945,16 @@ mod tests {
     use super::*;
     use crate::codex::app_server::protocol::{Incoming, parse_line};
 
+    const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
+    const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
+
+    /// A request line, its thread and turn ids written `"T"` and `"U"` standing for the UUIDs
+    /// codex prints (an id that is no UUID makes the request unreadable: see the test below).
     fn req(line: &str) -> ServerRequest {
-        match parse_line(line).unwrap() {
+        let line = line
+            .replace("\"T\"", &format!("\"{THREAD}\""))
+            .replace("\"U\"", &format!("\"{TURN}\""));
+        match parse_line(&line).unwrap() {
             Incoming::Request(r) => r,
             other => panic!("{other:?}"),
         }
@@ -1406,7 +1425,7 @@ mod tests {
         let q = Question::parse(&r, &ChangeBook::default()).unwrap();
         let later = Instant::now() + std::time::Duration::from_secs(60);
         let (asked, rx) = Asked::new(r.clone(), q.clone(), later);
-        assert_eq!(asked.turn_id.as_deref(), Some("U"));
+        assert_eq!(asked.turn_id.as_deref(), Some(TURN));
         assert_eq!(
             asked.answer(Decision::AcceptOnce, None),
             Decision::AcceptOnce

@@ -445,7 +445,7 @@ mod tests {
 
     fn approval(id: i64) -> String {
         json!({"method": "item/commandExecution/requestApproval", "id": id,
-            "params": {"threadId": "T", "turnId": "U", "itemId": "c", "command": "touch /x", "cwd": "/w"}})
+            "params": {"threadId": "01a22759-e393-7f71-bea4-35a12106bc11", "turnId": "01a22753-3cfc-7740-b25a-145bedef01df", "itemId": "c", "command": "touch /x", "cwd": "/w"}})
         .to_string()
     }
 
@@ -553,7 +553,7 @@ mod tests {
         drop(to_client);
         assert!(matches!(events.recv().await, Some(Event::Closed(None))));
         // after stdout ended nothing waits forever
-        let t = protocol::ThreadRef::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
+        let t = protocol::ThreadId::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
         let err = client
             .start_turn(&TurnParams {
                 thread: &t,
@@ -591,7 +591,7 @@ mod tests {
         );
         let c = client.clone();
         let second = tokio::spawn(async move {
-            let t = protocol::ThreadRef::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
+            let t = protocol::ThreadId::parse("01a22759-e393-7f71-bea4-35a12106bc11").unwrap();
             c.request(&protocol::clean_background_terminals(&t)).await
         });
         from_client.next_line().await.unwrap().unwrap();

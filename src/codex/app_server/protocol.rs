@@ -141,9 +141,9 @@ impl Outgoing {
     }
 }
 
-/// A thread id as codex prints it: a lowercase hyphenated UUID (v7 for app-server threads).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ThreadRef(String);
+/// A thread id: the bridge's one thread id type (a UUID, parsed once), in every message
+/// written and read here.
+pub use crate::security::ids::ThreadId;
 
 /// A turn id as codex printed it (a UUID).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -161,18 +161,6 @@ fn check_uuid(field: &'static str, raw: &str) -> Result<String, ProtocolError> {
     Ok(raw.to_ascii_lowercase())
 }
 
-impl ThreadRef {
-    /// Parse a thread id (anything but a plain UUID is refused).
-    pub fn parse(raw: &str) -> Result<Self, ProtocolError> {
-        check_uuid("threadId", raw).map(ThreadRef)
-    }
-
-    /// The id.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
 impl TurnRef {
     /// Parse a turn id (anything but a plain UUID is refused).
     pub fn parse(raw: &str) -> Result<Self, ProtocolError> {
@@ -183,6 +171,43 @@ impl TurnRef {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+impl PartialEq<str> for TurnRef {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for TurnRef {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// The id's text (read only: a `TurnRef` is built only by [`TurnRef::parse`]).
+impl std::ops::Deref for TurnRef {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<TurnRef> for str {
+    fn eq(&self, other: &TurnRef) -> bool {
+        self == other.0
+    }
+}
+
+impl<'de> Deserialize<'de> for TurnRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = std::borrow::Cow::<str>::deserialize(d)?;
+        TurnRef::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+fn thread_value(thread: &ThreadId) -> Value {
+    Value::from(thread.to_arg())
 }
 
 fn cwd_value(cwd: &Path) -> Result<Value, ProtocolError> {
@@ -259,7 +284,7 @@ pub fn thread_start(
 /// `thread/resume` of a stored thread. On a thread the process already has loaded codex ignores
 /// `sandbox`: only the next `turn/start`'s `sandboxPolicy` resets it.
 pub fn thread_resume(
-    thread: &ThreadRef,
+    thread: &ThreadId,
     cwd: &Path,
     model: Option<&str>,
 ) -> Result<Outgoing, ProtocolError> {
@@ -270,12 +295,12 @@ pub fn thread_resume(
 /// `thread/fork`): `threadId` beside the fixed keys, nothing a caller names.
 fn on_thread(
     method: Method,
-    thread: &ThreadRef,
+    thread: &ThreadId,
     cwd: &Path,
     model: Option<&str>,
 ) -> Result<Outgoing, ProtocolError> {
     let mut p = thread_params(cwd, model)?;
-    p.insert("threadId".into(), Value::from(thread.as_str()));
+    p.insert("threadId".into(), thread_value(thread));
     Ok(Outgoing {
         method,
         params: Some(Value::Object(p)),
@@ -297,7 +322,7 @@ pub fn sandbox_policy(level: SandboxLevel) -> Value {
 /// A turn: the caller's text and the few typed values a turn may carry.
 #[derive(Debug, Clone)]
 pub struct TurnParams<'a> {
-    pub thread: &'a ThreadRef,
+    pub thread: &'a ThreadId,
     pub prompt: &'a str,
     /// `None` is read-only, whatever the previous turn used.
     pub sandbox: Option<SandboxLevel>,
@@ -315,7 +340,7 @@ pub fn turn_start(t: &TurnParams<'_>) -> Result<Outgoing, ProtocolError> {
     }
     let level = t.sandbox.unwrap_or(SandboxLevel::ReadOnly);
     let mut p = Map::new();
-    p.insert("threadId".into(), Value::from(t.thread.as_str()));
+    p.insert("threadId".into(), thread_value(t.thread));
     p.insert("input".into(), json!([{"type": "text", "text": t.prompt}]));
     p.insert("sandboxPolicy".into(), sandbox_policy(level));
     p.insert("approvalPolicy".into(), Value::from("never"));
@@ -335,18 +360,18 @@ pub fn turn_start(t: &TurnParams<'_>) -> Result<Outgoing, ProtocolError> {
 
 /// `turn/interrupt`. It ends the turn (`interrupted`) in a few ms but leaves a running command
 /// alive: follow it with [`clean_background_terminals`].
-pub fn turn_interrupt(thread: &ThreadRef, turn: &TurnRef) -> Outgoing {
+pub fn turn_interrupt(thread: &ThreadId, turn: &TurnRef) -> Outgoing {
     Outgoing {
         method: Method::TurnInterrupt,
-        params: Some(json!({"threadId": thread.as_str(), "turnId": turn.as_str()})),
+        params: Some(json!({"threadId": thread_value(thread), "turnId": turn.as_str()})),
     }
 }
 
 /// `thread/backgroundTerminals/clean`: kills the commands the thread's turns left running.
-pub fn clean_background_terminals(thread: &ThreadRef) -> Outgoing {
+pub fn clean_background_terminals(thread: &ThreadId) -> Outgoing {
     Outgoing {
         method: Method::CleanBackgroundTerminals,
-        params: Some(json!({"threadId": thread.as_str()})),
+        params: Some(json!({"threadId": thread_value(thread)})),
     }
 }
 
@@ -364,28 +389,55 @@ pub enum ReportedSandbox {
         network: bool,
     },
     DangerFullAccess,
-    /// `externalSandbox` or a type this module does not know: never what the bridge sent.
+    /// `externalSandbox`, a type this module does not know, or a known type in a shape it does
+    /// not read: never what the bridge sent.
     Other(String),
+}
+
+/// The wire shapes of the sandboxes the bridge sends; any other shape is
+/// [`ReportedSandbox::Other`] (a policy union codex may extend: read, never matched).
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum WireSandbox {
+    #[serde(rename_all = "camelCase")]
+    ReadOnly {
+        #[serde(default = "network_unknown")]
+        network_access: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    WorkspaceWrite {
+        #[serde(default)]
+        writable_roots: Vec<String>,
+        #[serde(default = "network_unknown")]
+        network_access: bool,
+    },
+    DangerFullAccess,
+}
+
+/// A sandbox that does not say whether it has network counts as one that has it (so it never
+/// matches what the bridge sent).
+fn network_unknown() -> bool {
+    true
 }
 
 impl ReportedSandbox {
     fn from_value(v: &Value) -> Self {
-        let network = v["networkAccess"].as_bool().unwrap_or(true);
-        match v["type"].as_str() {
-            Some("readOnly") => ReportedSandbox::ReadOnly { network },
-            Some("workspaceWrite") => ReportedSandbox::WorkspaceWrite {
-                writable_roots: v["writableRoots"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|r| r.as_str().unwrap_or("<not a string>").to_owned())
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                network,
+        match WireSandbox::deserialize(v) {
+            Ok(WireSandbox::ReadOnly { network_access }) => ReportedSandbox::ReadOnly {
+                network: network_access,
             },
-            Some("dangerFullAccess") => ReportedSandbox::DangerFullAccess,
-            other => ReportedSandbox::Other(other.unwrap_or("<none>").to_owned()),
+            Ok(WireSandbox::WorkspaceWrite {
+                writable_roots,
+                network_access,
+            }) => ReportedSandbox::WorkspaceWrite {
+                writable_roots,
+                network: network_access,
+            },
+            Ok(WireSandbox::DangerFullAccess) => ReportedSandbox::DangerFullAccess,
+            Err(_) => ReportedSandbox::Other(match v.get("type").and_then(Value::as_str) {
+                Some(t) => t.to_owned(),
+                None => v.to_string(),
+            }),
         }
     }
 
@@ -416,29 +468,33 @@ pub struct EffectivePolicy {
     pub cwd: String,
 }
 
-impl EffectivePolicy {
-    /// From a `thread/start` / `thread/resume` result (`sandbox`) or a `threadSettings`
-    /// object (`sandboxPolicy`).
-    fn from_value(v: &Value, sandbox_key: &str) -> Result<Self, ProtocolError> {
-        let missing =
-            |k: &str| ProtocolError::Malformed(format!("no `{k}` in the reported policy"));
-        let sandbox = v.get(sandbox_key).ok_or_else(|| missing(sandbox_key))?;
-        let approval = v
-            .get("approvalPolicy")
-            .ok_or_else(|| missing("approvalPolicy"))?;
-        Ok(EffectivePolicy {
-            sandbox: ReportedSandbox::from_value(sandbox),
-            approval_policy: approval
-                .as_str()
-                .map_or_else(|| approval.to_string(), str::to_owned),
-            approvals_reviewer: v["approvalsReviewer"]
-                .as_str()
-                .ok_or_else(|| missing("approvalsReviewer"))?
-                .to_owned(),
-            cwd: v["cwd"].as_str().ok_or_else(|| missing("cwd"))?.to_owned(),
-        })
-    }
+/// The policy keys of a thread result and of `threadSettings`, every one required; the sandbox
+/// (`sandbox` there, `sandboxPolicy` here) is read by [`ReportedSandbox::from_value`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePolicy {
+    #[serde(alias = "sandboxPolicy")]
+    sandbox: Value,
+    approval_policy: Value,
+    approvals_reviewer: String,
+    cwd: String,
+}
 
+impl From<WirePolicy> for EffectivePolicy {
+    fn from(w: WirePolicy) -> Self {
+        EffectivePolicy {
+            sandbox: ReportedSandbox::from_value(&w.sandbox),
+            approval_policy: match w.approval_policy {
+                Value::String(s) => s,
+                other => other.to_string(),
+            },
+            approvals_reviewer: w.approvals_reviewer,
+            cwd: w.cwd,
+        }
+    }
+}
+
+impl EffectivePolicy {
     /// Compare with what the templates send: `level`, `never`, `user`, `cwd`
     /// ([`crate::codex::applied`]). The error names every difference.
     pub fn check(&self, level: SandboxLevel, cwd: &Path) -> Result<(), PolicyMismatch> {
@@ -452,7 +508,7 @@ impl EffectivePolicy {
 /// at each `turn/started` against what that `turn/start` sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyWatch {
-    thread: ThreadRef,
+    thread: ThreadId,
     current: EffectivePolicy,
 }
 
@@ -460,7 +516,7 @@ impl PolicyWatch {
     /// Start from the policy of a `thread/start` / `thread/resume` result.
     pub fn new(opened: &ThreadOpened) -> Self {
         PolicyWatch {
-            thread: opened.thread.clone(),
+            thread: opened.thread,
             current: opened.policy.clone(),
         }
     }
@@ -468,7 +524,7 @@ impl PolicyWatch {
     /// Take in a notification (those of other threads and of other kinds change nothing).
     pub fn observe(&mut self, n: &Notification) {
         if let Notification::ThreadSettingsUpdated { thread_id, policy } = n
-            && thread_id == self.thread.as_str()
+            && *thread_id == self.thread
         {
             self.current = policy.clone();
         }
@@ -490,10 +546,11 @@ impl PolicyWatch {
 #[error("codex app-server reports a policy other than the one the bridge set: {0}")]
 pub struct PolicyMismatch(pub String);
 
-/// The `thread/start` / `thread/resume` result: the thread and its effective policy.
+/// The `thread/start` / `thread/resume` / `thread/fork` result: the thread and its effective
+/// policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadOpened {
-    pub thread: ThreadRef,
+    pub thread: ThreadId,
     pub policy: EffectivePolicy,
     /// `thread.path`: the rollout file (`None` for an ephemeral thread).
     pub path: Option<String>,
@@ -501,26 +558,62 @@ pub struct ThreadOpened {
     pub turns: usize,
 }
 
-/// Read a `thread/start` / `thread/resume` result.
+/// A thread as the bridge reads it: its id, its rollout and how many turns it holds.
+#[derive(Deserialize)]
+struct WireThread {
+    id: ThreadId,
+    path: Option<String>,
+    turns: Vec<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct WireOpened {
+    thread: WireThread,
+    #[serde(flatten)]
+    policy: WirePolicy,
+}
+
+/// A turn as the bridge reads it (`turn/start` result, `turn/started`, `turn/completed`).
+#[derive(Deserialize)]
+struct WireTurn {
+    id: TurnRef,
+    status: TurnStatus,
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    message: String,
+}
+
+/// Read `v` as the shape `T` of `what`; a missing or mistyped field is an error that names it
+/// (serde's message), never a default.
+fn typed<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T, ProtocolError> {
+    serde_json::from_value(v).map_err(|e| ProtocolError::Malformed(format!("`{what}`: {e}")))
+}
+
+fn typed_ref<'a, T: Deserialize<'a>>(what: &str, v: &'a Value) -> Result<T, ProtocolError> {
+    T::deserialize(v).map_err(|e| ProtocolError::Malformed(format!("`{what}`: {e}")))
+}
+
+/// Read a `thread/start` / `thread/resume` / `thread/fork` result.
 pub fn parse_thread_opened(result: &Value) -> Result<ThreadOpened, ProtocolError> {
-    let thread = &result["thread"];
-    let id = thread["id"]
-        .as_str()
-        .ok_or_else(|| ProtocolError::Malformed("no `thread.id` in the result".into()))?;
+    let w: WireOpened = typed_ref("thread result", result)?;
     Ok(ThreadOpened {
-        thread: ThreadRef::parse(id)?,
-        policy: EffectivePolicy::from_value(result, "sandbox")?,
-        path: thread["path"].as_str().map(str::to_owned),
-        turns: thread["turns"].as_array().map_or(0, Vec::len),
+        thread: w.thread.id,
+        policy: w.policy.into(),
+        path: w.thread.path,
+        turns: w.thread.turns.len(),
     })
 }
 
 /// Read a `turn/start` result: the id of the turn it started.
 pub fn parse_turn_started(result: &Value) -> Result<TurnRef, ProtocolError> {
-    let id = result["turn"]["id"]
-        .as_str()
-        .ok_or_else(|| ProtocolError::Malformed("no `turn.id` in the result".into()))?;
-    TurnRef::parse(id)
+    #[derive(Deserialize)]
+    struct Started {
+        turn: WireTurn,
+    }
+    typed_ref::<Started>("turn/start result", result).map(|s| s.turn.id)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -555,13 +648,15 @@ pub enum Incoming {
     Request(ServerRequest),
 }
 
-/// The state a turn ended in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The state a turn ended in (a state of a later version reads as `Unknown`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum TurnStatus {
     Completed,
     Interrupted,
     Failed,
     InProgress,
+    #[serde(other)]
     Unknown,
 }
 
@@ -569,13 +664,28 @@ pub enum TurnStatus {
 /// the app-server's camel-case spelling.
 pub use crate::codex::events::ItemStatus;
 
-fn item_status(v: &Value) -> ItemStatus {
-    match v.as_str() {
-        Some("inProgress") => ItemStatus::InProgress,
-        Some("completed") => ItemStatus::Completed,
-        Some("failed") => ItemStatus::Failed,
-        Some("declined") => ItemStatus::Declined,
-        _ => ItemStatus::Unknown,
+/// [`ItemStatus`] as the app-server spells it (a state of a later version reads as
+/// `Unknown`; a missing one is an error).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum WireItemStatus {
+    InProgress,
+    Completed,
+    Failed,
+    Declined,
+    #[serde(other)]
+    Unknown,
+}
+
+impl From<WireItemStatus> for ItemStatus {
+    fn from(w: WireItemStatus) -> Self {
+        match w {
+            WireItemStatus::InProgress => ItemStatus::InProgress,
+            WireItemStatus::Completed => ItemStatus::Completed,
+            WireItemStatus::Failed => ItemStatus::Failed,
+            WireItemStatus::Declined => ItemStatus::Declined,
+            WireItemStatus::Unknown => ItemStatus::Unknown,
+        }
     }
 }
 
@@ -605,105 +715,137 @@ pub enum Item {
     },
 }
 
+/// Every item's `type` and `id`.
+#[derive(Deserialize)]
+struct WireItemHead {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
+}
+
+/// The items the bridge reads, each field it reads required.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum WireItem {
+    AgentMessage {
+        id: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    CommandExecution {
+        id: String,
+        command: String,
+        status: WireItemStatus,
+        exit_code: Option<i64>,
+    },
+    FileChange {
+        id: String,
+        status: WireItemStatus,
+        changes: Vec<WirePath>,
+    },
+}
+
+/// A file change's path (what it writes is read, for a person, by
+/// [`super::approval::ChangeBook`]).
+#[derive(Deserialize)]
+struct WirePath {
+    path: String,
+}
+
 impl Item {
-    fn from_value(v: &Value) -> Self {
-        let id = v["id"].as_str().unwrap_or_default().to_owned();
-        let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
-        match v["type"].as_str().unwrap_or_default() {
-            "agentMessage" => Item::AgentMessage {
-                id,
-                text: s("text"),
-            },
-            "commandExecution" => Item::CommandExecution {
-                id,
-                command: s("command"),
-                status: item_status(&v["status"]),
-                exit_code: v["exitCode"].as_i64(),
-            },
-            "fileChange" => Item::FileChange {
-                id,
-                status: item_status(&v["status"]),
-                paths: v["changes"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|c| c["path"].as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            },
-            other => Item::Other {
-                kind: other.to_owned(),
-                id,
-            },
+    fn from_value(v: &Value) -> Result<Self, ProtocolError> {
+        let head: WireItemHead = typed_ref("item", v)?;
+        if !matches!(
+            head.kind.as_str(),
+            "agentMessage" | "commandExecution" | "fileChange"
+        ) {
+            return Ok(Item::Other {
+                kind: head.kind,
+                id: head.id,
+            });
         }
+        Ok(match typed_ref::<WireItem>("item", v)? {
+            WireItem::AgentMessage { id, text } => Item::AgentMessage { id, text },
+            WireItem::CommandExecution {
+                id,
+                command,
+                status,
+                exit_code,
+            } => Item::CommandExecution {
+                id,
+                command,
+                status: status.into(),
+                exit_code,
+            },
+            WireItem::FileChange {
+                id,
+                status,
+                changes,
+            } => Item::FileChange {
+                id,
+                status: status.into(),
+                paths: changes.into_iter().map(|c| c.path).collect(),
+            },
+        })
     }
 }
 
 /// Token counts of the last model call and of the whole thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 pub struct TokenUsage {
+    #[serde(rename = "inputTokens")]
     pub input: u64,
+    #[serde(rename = "cachedInputTokens")]
     pub cached_input: u64,
+    #[serde(rename = "outputTokens")]
     pub output: u64,
+    #[serde(rename = "reasoningOutputTokens")]
     pub reasoning_output: u64,
+    #[serde(rename = "totalTokens")]
     pub total: u64,
-}
-
-impl TokenUsage {
-    fn from_value(v: &Value) -> Self {
-        let n = |k: &str| v[k].as_u64().unwrap_or(0);
-        TokenUsage {
-            input: n("inputTokens"),
-            cached_input: n("cachedInputTokens"),
-            output: n("outputTokens"),
-            reasoning_output: n("reasoningOutputTokens"),
-            total: n("totalTokens"),
-        }
-    }
 }
 
 /// A notification the bridge acts on; the rest are [`Notification::Other`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Notification {
     ThreadStarted {
-        thread_id: String,
+        thread_id: ThreadId,
     },
     /// A `turn/start` changed the thread's settings: the policy the next turns run with.
     ThreadSettingsUpdated {
-        thread_id: String,
+        thread_id: ThreadId,
         policy: EffectivePolicy,
     },
     TurnStarted {
-        thread_id: String,
-        turn_id: String,
+        thread_id: ThreadId,
+        turn_id: TurnRef,
     },
     TurnCompleted {
-        thread_id: String,
-        turn_id: String,
+        thread_id: ThreadId,
+        turn_id: TurnRef,
         status: TurnStatus,
         error: Option<String>,
     },
     ItemStarted {
-        thread_id: String,
-        turn_id: String,
+        thread_id: ThreadId,
+        turn_id: TurnRef,
         item: Item,
     },
     ItemCompleted {
-        thread_id: String,
-        turn_id: String,
+        thread_id: ThreadId,
+        turn_id: TurnRef,
         item: Item,
     },
     TokenUsage {
-        thread_id: String,
-        turn_id: String,
+        thread_id: ThreadId,
+        turn_id: TurnRef,
         last: TokenUsage,
         total: TokenUsage,
     },
     /// A turn error (`willRetry`: codex retries by itself).
     Error {
-        thread_id: String,
-        turn_id: String,
+        thread_id: ThreadId,
+        turn_id: TurnRef,
         message: String,
         will_retry: bool,
     },
@@ -712,38 +854,126 @@ pub enum Notification {
     },
 }
 
-fn notification(method: &str, p: &Value) -> Result<Notification, ProtocolError> {
-    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+impl Notification {
+    /// The thread and turn a notification of a turn belongs to (`None` for the others).
+    pub fn turn(&self) -> Option<(&ThreadId, &TurnRef)> {
+        match self {
+            Notification::TurnStarted { thread_id, turn_id }
+            | Notification::TurnCompleted {
+                thread_id, turn_id, ..
+            }
+            | Notification::ItemStarted {
+                thread_id, turn_id, ..
+            }
+            | Notification::ItemCompleted {
+                thread_id, turn_id, ..
+            }
+            | Notification::TokenUsage {
+                thread_id, turn_id, ..
+            }
+            | Notification::Error {
+                thread_id, turn_id, ..
+            } => Some((thread_id, turn_id)),
+            Notification::ThreadStarted { .. }
+            | Notification::ThreadSettingsUpdated { .. }
+            | Notification::Other { .. } => None,
+        }
+    }
+}
+
+/// The params of the notifications the bridge reads, every field it reads required.
+mod wire {
+    use super::*;
+
+    #[derive(Deserialize)]
+    pub(super) struct ThreadStarted {
+        pub(super) thread: ThreadHead,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ThreadHead {
+        pub(super) id: ThreadId,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct SettingsUpdated {
+        pub(super) thread_id: ThreadId,
+        pub(super) thread_settings: WirePolicy,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct OfTurn {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn: WireTurn,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct OfItem {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn_id: TurnRef,
+        pub(super) item: Value,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Usages {
+        pub(super) last: TokenUsage,
+        pub(super) total: TokenUsage,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct UsageUpdated {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn_id: TurnRef,
+        pub(super) token_usage: Usages,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct TurnError {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn_id: TurnRef,
+        pub(super) error: WireError,
+        pub(super) will_retry: bool,
+    }
+}
+
+fn notification(method: &str, p: Value) -> Result<Notification, ProtocolError> {
     Ok(match method {
         "thread/started" => Notification::ThreadStarted {
-            thread_id: s(&p["thread"]["id"]),
+            thread_id: typed::<wire::ThreadStarted>(method, p)?.thread.id,
         },
-        "thread/settings/updated" => Notification::ThreadSettingsUpdated {
-            thread_id: s(&p["threadId"]),
-            policy: EffectivePolicy::from_value(&p["threadSettings"], "sandboxPolicy")?,
-        },
-        "turn/started" => Notification::TurnStarted {
-            thread_id: s(&p["threadId"]),
-            turn_id: s(&p["turn"]["id"]),
-        },
-        "turn/completed" => Notification::TurnCompleted {
-            thread_id: s(&p["threadId"]),
-            turn_id: s(&p["turn"]["id"]),
-            status: match p["turn"]["status"].as_str() {
-                Some("completed") => TurnStatus::Completed,
-                Some("interrupted") => TurnStatus::Interrupted,
-                Some("failed") => TurnStatus::Failed,
-                Some("inProgress") => TurnStatus::InProgress,
-                _ => TurnStatus::Unknown,
-            },
-            error: p["turn"]["error"]["message"].as_str().map(str::to_owned),
-        },
+        "thread/settings/updated" => {
+            let w: wire::SettingsUpdated = typed(method, p)?;
+            Notification::ThreadSettingsUpdated {
+                thread_id: w.thread_id,
+                policy: w.thread_settings.into(),
+            }
+        }
+        "turn/started" => {
+            let w: wire::OfTurn = typed(method, p)?;
+            Notification::TurnStarted {
+                thread_id: w.thread_id,
+                turn_id: w.turn.id,
+            }
+        }
+        "turn/completed" => {
+            let w: wire::OfTurn = typed(method, p)?;
+            Notification::TurnCompleted {
+                thread_id: w.thread_id,
+                turn_id: w.turn.id,
+                status: w.turn.status,
+                error: w.turn.error.map(|e| e.message),
+            }
+        }
         "item/started" | "item/completed" => {
-            let (thread_id, turn_id, item) = (
-                s(&p["threadId"]),
-                s(&p["turnId"]),
-                Item::from_value(&p["item"]),
-            );
+            let w: wire::OfItem = typed(method, p)?;
+            let (thread_id, turn_id) = (w.thread_id, w.turn_id);
+            let item = Item::from_value(&w.item)
+                .map_err(|e| ProtocolError::Malformed(format!("`{method}`: {e}")))?;
             if method == "item/started" {
                 Notification::ItemStarted {
                     thread_id,
@@ -758,18 +988,24 @@ fn notification(method: &str, p: &Value) -> Result<Notification, ProtocolError> 
                 }
             }
         }
-        "thread/tokenUsage/updated" => Notification::TokenUsage {
-            thread_id: s(&p["threadId"]),
-            turn_id: s(&p["turnId"]),
-            last: TokenUsage::from_value(&p["tokenUsage"]["last"]),
-            total: TokenUsage::from_value(&p["tokenUsage"]["total"]),
-        },
-        "error" => Notification::Error {
-            thread_id: s(&p["threadId"]),
-            turn_id: s(&p["turnId"]),
-            message: s(&p["error"]["message"]),
-            will_retry: p["willRetry"].as_bool().unwrap_or(false),
-        },
+        "thread/tokenUsage/updated" => {
+            let w: wire::UsageUpdated = typed(method, p)?;
+            Notification::TokenUsage {
+                thread_id: w.thread_id,
+                turn_id: w.turn_id,
+                last: w.token_usage.last,
+                total: w.token_usage.total,
+            }
+        }
+        "error" => {
+            let w: wire::TurnError = typed(method, p)?;
+            Notification::Error {
+                thread_id: w.thread_id,
+                turn_id: w.turn_id,
+                message: w.error.message,
+                will_retry: w.will_retry,
+            }
+        }
         other => Notification::Other {
             method: other.to_owned(),
         },
@@ -780,7 +1016,7 @@ fn notification(method: &str, p: &Value) -> Result<Notification, ProtocolError> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RequestKind {
     /// `item/commandExecution/requestApproval`: run a command outside the sandbox.
-    CommandApproval { command: String },
+    CommandApproval,
     /// `item/fileChange/requestApproval`.
     FileChangeApproval,
     /// `item/permissions/requestApproval`: grant extra filesystem or network permissions.
@@ -799,14 +1035,33 @@ pub enum RequestKind {
     Unknown(String),
 }
 
+/// Where a request of codex's belongs: the thread, turn and item it names (each `None` when
+/// it names none), read typed; or why they could not be read (such a request is never asked
+/// of a person, and is declined).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub thread_id: Option<ThreadId>,
+    pub turn_id: Option<TurnRef>,
+    pub item_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireHead {
+    #[serde(alias = "conversationId")]
+    thread_id: Option<ThreadId>,
+    turn_id: Option<TurnRef>,
+    item_id: Option<String>,
+}
+
 /// A request from codex, with the id its answer must carry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerRequest {
     pub id: RequestId,
     pub method: String,
     pub kind: RequestKind,
-    /// `params.threadId`, when the request names one.
-    pub thread_id: Option<String>,
+    /// The thread, turn and item it names, or why they cannot be read.
+    pub head: Result<RequestHead, String>,
     /// The params as codex sent them (read by [`super::approval::Question::parse`]).
     pub params: Value,
 }
@@ -815,11 +1070,9 @@ pub struct ServerRequest {
 pub const UNSUPPORTED_REQUEST_CODE: i64 = -32601;
 
 impl ServerRequest {
-    fn new(id: RequestId, method: &str, p: &Value) -> Self {
+    fn new(id: RequestId, method: &str, p: Value) -> Self {
         let kind = match method {
-            "item/commandExecution/requestApproval" => RequestKind::CommandApproval {
-                command: p["command"].as_str().unwrap_or_default().to_owned(),
-            },
+            "item/commandExecution/requestApproval" => RequestKind::CommandApproval,
             "item/fileChange/requestApproval" => RequestKind::FileChangeApproval,
             "item/permissions/requestApproval" => RequestKind::PermissionsApproval,
             "item/tool/requestUserInput" => RequestKind::UserInput,
@@ -829,16 +1082,41 @@ impl ServerRequest {
             "applyPatchApproval" => RequestKind::LegacyPatchApproval,
             other => RequestKind::Unknown(other.to_owned()),
         };
+        let head = match &p {
+            Value::Null => Ok(RequestHead {
+                thread_id: None,
+                turn_id: None,
+                item_id: None,
+            }),
+            v => WireHead::deserialize(v)
+                .map(|w| RequestHead {
+                    thread_id: w.thread_id,
+                    turn_id: w.turn_id,
+                    item_id: w.item_id,
+                })
+                .map_err(|e| e.to_string()),
+        };
         ServerRequest {
             id,
             method: method.to_owned(),
             kind,
-            thread_id: p["threadId"]
-                .as_str()
-                .or_else(|| p["conversationId"].as_str())
-                .map(str::to_owned),
-            params: p.clone(),
+            head,
+            params: p,
         }
+    }
+
+    /// The thread the request names, when it names one that could be read.
+    pub fn thread_id(&self) -> Option<&ThreadId> {
+        self.head.as_ref().ok().and_then(|h| h.thread_id.as_ref())
+    }
+
+    /// Whether the request belongs to turn `turn` of `thread`: its head was read, and each of
+    /// the thread and turn it names (codex may name neither) is that one.
+    pub fn is_of(&self, thread: &ThreadId, turn: &TurnRef) -> bool {
+        self.head.as_ref().is_ok_and(|h| {
+            h.thread_id.as_ref().is_none_or(|t| t == thread)
+                && h.turn_id.as_ref().is_none_or(|t| t == turn)
+        })
     }
 
     /// The refusal of this request, as a JSON line: never an approval, never input.
@@ -850,7 +1128,7 @@ impl ServerRequest {
     /// - anything else: a JSON-RPC error.
     pub fn decline(&self) -> String {
         let result = match &self.kind {
-            RequestKind::CommandApproval { .. } | RequestKind::FileChangeApproval => {
+            RequestKind::CommandApproval | RequestKind::FileChangeApproval => {
                 json!({"decision": "decline"})
             }
             RequestKind::PermissionsApproval => json!({"permissions": {}, "scope": "turn"}),
@@ -872,11 +1150,13 @@ impl ServerRequest {
     }
 }
 
-/// Parse one line from codex.
+/// Parse one line from codex: a response, a notification (those the bridge reads typed, a
+/// missing or mistyped field an error) or a request (always answerable: its id and method are
+/// read first).
 pub fn parse_line(line: &str) -> Result<Incoming, ProtocolError> {
     let v: Value =
         serde_json::from_str(line).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
-    let Value::Object(m) = v else {
+    let Value::Object(mut m) = v else {
         return Err(ProtocolError::Malformed("not an object".into()));
     };
     let id = match m.get("id") {
@@ -885,16 +1165,21 @@ pub fn parse_line(line: &str) -> Result<Incoming, ProtocolError> {
             ProtocolError::Malformed("`id` is neither a number nor a string".into())
         })?),
     };
-    let params = m.get("params").cloned().unwrap_or(Value::Null);
-    match (id, m.get("method").and_then(Value::as_str)) {
-        (Some(id), Some(method)) => Ok(Incoming::Request(ServerRequest::new(id, method, &params))),
-        (None, Some(method)) => Ok(Incoming::Notification(notification(method, &params)?)),
+    let params = m.remove("params").unwrap_or(Value::Null);
+    let method = match m.get("method") {
+        None => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(_) => return Err(ProtocolError::Malformed("`method` is not a string".into())),
+    };
+    match (id, method) {
+        (Some(id), Some(method)) => Ok(Incoming::Request(ServerRequest::new(id, method, params))),
+        (None, Some(method)) => Ok(Incoming::Notification(notification(method, params)?)),
         (Some(id), None) => {
-            let result = match (m.get("result"), m.get("error")) {
+            let result = match (m.remove("result"), m.get("error")) {
                 (_, Some(e)) => Err(RpcError::deserialize(e).map_err(|_| {
                     ProtocolError::Malformed("`error` is not a JSON-RPC error".into())
                 })?),
-                (Some(r), None) => Ok(r.clone()),
+                (Some(r), None) => Ok(r),
                 (None, None) => {
                     return Err(ProtocolError::Malformed(
                         "a response without `result` or `error`".into(),
@@ -929,23 +1214,22 @@ pub fn turn_start_with_schema(
 
 /// `thread/unsubscribe`: the process unloads `thread` (an ephemeral thread, never written to
 /// disk, is gone with it).
-pub fn thread_unsubscribe(thread: &ThreadRef) -> Outgoing {
+pub fn thread_unsubscribe(thread: &ThreadId) -> Outgoing {
     Outgoing {
         method: Method::ThreadUnsubscribe,
-        params: Some(json!({"threadId": thread.as_str()})),
+        params: Some(json!({"threadId": thread_value(thread)})),
     }
 }
 
 /// Read a `thread/unsubscribe` result: whether the thread is no longer loaded (`unsubscribed`,
 /// or `notLoaded`). `notSubscribed` (another client holds it) and anything else is `false`.
 pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
-    match result["status"].as_str() {
-        Some("unsubscribed" | "notLoaded") => Ok(true),
-        Some(_) => Ok(false),
-        None => Err(ProtocolError::Malformed(
-            "no `status` in the `thread/unsubscribe` result".into(),
-        )),
+    #[derive(Deserialize)]
+    struct Unsubscribed {
+        status: String,
     }
+    let u: Unsubscribed = typed_ref("thread/unsubscribe result", result)?;
+    Ok(matches!(u.status.as_str(), "unsubscribed" | "notLoaded"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -958,7 +1242,7 @@ pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
 /// same shape on 0.145.0 and 0.171.0). Give the thread's own `model`: a fork to another model
 /// hands the history over as a summary, which costs a model call (measured on both versions).
 pub fn thread_fork(
-    thread: &ThreadRef,
+    thread: &ThreadId,
     cwd: &Path,
     model: Option<&str>,
 ) -> Result<Outgoing, ProtocolError> {
@@ -968,7 +1252,7 @@ pub fn thread_fork(
 /// `turn/steer`: `text` joins the running turn `turn` of `thread` (codex refuses it when that
 /// turn is not the one running). Nothing else: no sandbox, policy or cwd travels with a steer.
 pub fn turn_steer(
-    thread: &ThreadRef,
+    thread: &ThreadId,
     turn: &TurnRef,
     text: &str,
 ) -> Result<Outgoing, ProtocolError> {
@@ -978,7 +1262,7 @@ pub fn turn_steer(
     Ok(Outgoing {
         method: Method::TurnSteer,
         params: Some(json!({
-            "threadId": thread.as_str(),
+            "threadId": thread_value(thread),
             "expectedTurnId": turn.as_str(),
             "input": [{"type": "text", "text": text}],
         })),
@@ -987,10 +1271,12 @@ pub fn turn_steer(
 
 /// Read a `turn/steer` result: the turn the input joined.
 pub fn parse_steered(result: &Value) -> Result<TurnRef, ProtocolError> {
-    let id = result["turnId"]
-        .as_str()
-        .ok_or_else(|| ProtocolError::Malformed("no `turnId` in the result".into()))?;
-    TurnRef::parse(id)
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Steered {
+        turn_id: TurnRef,
+    }
+    typed_ref::<Steered>("turn/steer result", result).map(|s| s.turn_id)
 }
 
 /// The approval policy a turn is sent with. `Never` is the default; `OnRequest` lets codex ask
@@ -1067,8 +1353,22 @@ mod tests {
     const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
     const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
 
-    fn thread() -> ThreadRef {
-        ThreadRef::parse(THREAD).unwrap()
+    fn thread() -> ThreadId {
+        ThreadId::parse(THREAD).unwrap()
+    }
+
+    fn turn() -> TurnRef {
+        TurnRef::parse(TURN).unwrap()
+    }
+
+    /// A measured line with its thread and turn ids (`"T"`, `"U"`) as the UUIDs codex prints.
+    fn with_ids(line: &str) -> String {
+        line.replace("\"T\"", &format!("\"{THREAD}\""))
+            .replace("\"U\"", &format!("\"{TURN}\""))
+    }
+
+    fn policy_of(v: &Value) -> EffectivePolicy {
+        WirePolicy::deserialize(v).unwrap().into()
     }
 
     fn keys(o: &Outgoing) -> BTreeSet<String> {
@@ -1204,7 +1504,7 @@ mod tests {
             "01a22759-e393-7f71-bea4-35a12106bc1",
             "01a22759/e393-7f71-bea4-35a12106bc11",
         ] {
-            assert!(ThreadRef::parse(bad).is_err(), "{bad}");
+            assert!(ThreadId::parse(bad).is_err(), "{bad}");
             assert!(TurnRef::parse(bad).is_err(), "{bad}");
         }
     }
@@ -1380,7 +1680,7 @@ mod tests {
         v171["thread"]["turns"] = json!([{"id": TURN, "status": "completed", "items": []}]);
         for (v, turns) in [(v145, 0), (v171, 1)] {
             let o = parse_thread_opened(&v).unwrap();
-            assert_eq!(o.thread.as_str(), THREAD);
+            assert_eq!(o.thread, thread());
             assert_eq!(o.turns, turns);
             assert!(o.path.is_some());
             assert_eq!(
@@ -1408,7 +1708,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(thread_id, THREAD);
+        assert_eq!(thread_id, thread());
         assert_eq!(
             policy.check(SandboxLevel::WorkspaceWrite, Path::new("/w")),
             Ok(())
@@ -1425,9 +1725,7 @@ mod tests {
             for (k, v) in patch.as_object().unwrap() {
                 p[k] = v.clone();
             }
-            EffectivePolicy::from_value(&p, "sandboxPolicy")
-                .unwrap()
-                .check(SandboxLevel::ReadOnly, Path::new("/w"))
+            policy_of(&p).check(SandboxLevel::ReadOnly, Path::new("/w"))
         };
         assert_eq!(widened(json!({})), Ok(()));
         for patch in [
@@ -1471,7 +1769,7 @@ mod tests {
         };
         let mut watch = PolicyWatch::new(&opened);
         let widened = |thread_id: &str| Notification::ThreadSettingsUpdated {
-            thread_id: thread_id.into(),
+            thread_id: ThreadId::parse(thread_id).unwrap(),
             policy: EffectivePolicy {
                 sandbox: ReportedSandbox::DangerFullAccess,
                 ..opened.policy.clone()
@@ -1512,21 +1810,21 @@ mod tests {
         ];
         let got: Vec<Notification> = lines
             .iter()
-            .map(|l| match parse_line(l).unwrap() {
+            .map(|l| match parse_line(&with_ids(l)).unwrap() {
                 Incoming::Notification(n) => n,
                 other => panic!("{other:?}"),
             })
             .collect();
-        let (t, u) = ("T".to_owned(), "U".to_owned());
+        let (t, u) = (thread(), turn());
         assert_eq!(
             got,
             vec![
                 Notification::TurnStarted {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone()
                 },
                 Notification::ItemCompleted {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone(),
                     item: Item::AgentMessage {
                         id: "msg_1".into(),
@@ -1534,7 +1832,7 @@ mod tests {
                     }
                 },
                 Notification::ItemCompleted {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone(),
                     item: Item::AgentMessage {
                         id: "msg_8".into(),
@@ -1542,7 +1840,7 @@ mod tests {
                     }
                 },
                 Notification::TokenUsage {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone(),
                     last: TokenUsage {
                         input: 10,
@@ -1560,13 +1858,13 @@ mod tests {
                     },
                 },
                 Notification::TurnCompleted {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone(),
                     status: TurnStatus::Interrupted,
                     error: None
                 },
                 Notification::ItemCompleted {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone(),
                     item: Item::CommandExecution {
                         id: "call_2".into(),
@@ -1576,7 +1874,7 @@ mod tests {
                     }
                 },
                 Notification::ItemStarted {
-                    thread_id: t.clone(),
+                    thread_id: t,
                     turn_id: u.clone(),
                     item: Item::FileChange {
                         id: "p1".into(),
@@ -1601,14 +1899,14 @@ mod tests {
     fn every_server_request_gets_a_refusal_with_its_own_id() {
         // measured on 0.145.0; ids start at 0
         let approval = r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"call_2","startedAtMs":1,"environmentId":"local","reason":"Write out.txt?","command":"/bin/bash -lc 'echo hi > out.txt; echo exit=$?'","cwd":"/w","commandActions":[{"type":"unknown","command":"echo hi > out.txt; echo exit=$?"}],"proposedExecpolicyAmendment":["/bin/bash","-lc","echo hi > out.txt; echo exit=$?"],"availableDecisions":["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":[]}},"cancel"]}}"#;
-        let Incoming::Request(r) = parse_line(approval).unwrap() else {
+        let Incoming::Request(r) = parse_line(&with_ids(approval)).unwrap() else {
             panic!()
         };
         assert_eq!(r.id, RequestId::Int(0));
-        assert_eq!(r.thread_id.as_deref(), Some("T"));
-        assert!(
-            matches!(&r.kind, RequestKind::CommandApproval { command } if command.contains("out.txt"))
-        );
+        assert_eq!(r.thread_id(), Some(&thread()));
+        assert!(r.is_of(&thread(), &turn()));
+        assert_eq!(r.kind, RequestKind::CommandApproval);
+        assert!(r.params["command"].as_str().unwrap().contains("out.txt"));
         assert_eq!(r.decline(), r#"{"id":0,"result":{"decision":"decline"}}"#);
 
         let answer = |method: &str, id: Value| -> Value {
@@ -1690,5 +1988,108 @@ mod tests {
             parse_turn_started(&json!({"turn": {"id": TURN, "items": [], "status": "inProgress"}}));
         assert_eq!(turn.unwrap().as_str(), TURN);
         assert!(parse_turn_started(&json!({"turn": {}})).is_err());
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_field_is_an_error_not_an_empty_value() {
+        let ids = r#""threadId":"T","turnId":"U""#;
+        let item = |item: &str, method: &str| {
+            with_ids(&format!(
+                r#"{{"method":"{method}","params":{{"item":{item},{ids}}}}}"#
+            ))
+        };
+        let usage = |last: &str| {
+            with_ids(&format!(
+                r#"{{"method":"thread/tokenUsage/updated","params":{{{ids},"tokenUsage":{{"last":{last},"total":{last}}}}}}}"#
+            ))
+        };
+        let full = r#"{"totalTokens":3,"inputTokens":1,"cachedInputTokens":0,"outputTokens":2,"reasoningOutputTokens":0}"#;
+        // the controls: the same lines, complete, read
+        for good in [
+            with_ids(
+                r#"{"method":"turn/completed","params":{"threadId":"T","turn":{"id":"U","items":[],"status":"completed"}}}"#,
+            ),
+            item(
+                r#"{"type":"agentMessage","id":"m","text":"hi"}"#,
+                "item/completed",
+            ),
+            item(
+                r#"{"type":"fileChange","id":"f","changes":[{"path":"/w/a","kind":{"type":"add"},"diff":"x"}],"status":"completed"}"#,
+                "item/started",
+            ),
+            usage(full),
+            with_ids(&format!(
+                r#"{{"method":"error","params":{{{ids},"error":{{"message":"m"}},"willRetry":false}}}}"#
+            )),
+        ] {
+            assert!(
+                matches!(parse_line(&good), Ok(Incoming::Notification(n)) if n.turn().is_some()),
+                "{good}"
+            );
+        }
+        for bad in [
+            // a turn that ended without saying how
+            with_ids(
+                r#"{"method":"turn/completed","params":{"threadId":"T","turn":{"id":"U","items":[]}}}"#,
+            ),
+            // an answer without its text, a text that is no string
+            item(r#"{"type":"agentMessage","id":"m"}"#, "item/completed"),
+            item(
+                r#"{"type":"agentMessage","id":"m","text":7}"#,
+                "item/completed",
+            ),
+            // a change without its path
+            item(
+                r#"{"type":"fileChange","id":"f","changes":[{"kind":{"type":"add"},"diff":"x"}],"status":"completed"}"#,
+                "item/started",
+            ),
+            // a count missing from the usage
+            usage(r#"{"totalTokens":3,"inputTokens":1,"cachedInputTokens":0,"outputTokens":2}"#),
+            // an error that does not say whether codex retries
+            with_ids(&format!(
+                r#"{{"method":"error","params":{{{ids},"error":{{"message":"m"}}}}}}"#
+            )),
+            // a thread id that is no UUID
+            format!(
+                r#"{{"method":"turn/started","params":{{"threadId":"T","turn":{{"id":"{TURN}","items":[],"status":"inProgress"}}}}}}"#
+            ),
+        ] {
+            assert!(
+                matches!(parse_line(&bad), Err(ProtocolError::Malformed(_))),
+                "{bad}: {:?}",
+                parse_line(&bad)
+            );
+        }
+        // what a later version may add reads as unknown, not as an error
+        let Ok(Incoming::Notification(Notification::ItemStarted { item: future, .. })) = parse_line(
+            &item(r#"{"type":"someFutureItem","id":"z"}"#, "item/started"),
+        ) else {
+            panic!("an unknown item type is read")
+        };
+        assert!(matches!(future, Item::Other { ref kind, .. } if kind == "someFutureItem"));
+        let Ok(Incoming::Notification(Notification::ItemCompleted {
+            item: Item::CommandExecution { status, .. },
+            ..
+        })) = parse_line(&item(
+            r#"{"type":"commandExecution","id":"c","command":"ls","status":"someFutureState"}"#,
+            "item/completed",
+        ))
+        else {
+            panic!("an unknown status is read")
+        };
+        assert_eq!(status, ItemStatus::Unknown);
+        // a request whose thread id is no UUID belongs to no thread of ours
+        let Ok(Incoming::Request(r)) = parse_line(
+            r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"c","command":"ls"}}"#,
+        ) else {
+            panic!("a request is read")
+        };
+        assert!(r.thread_id().is_none() && !r.is_of(&thread(), &turn()));
+        let Ok(Incoming::Request(r)) = parse_line(&with_ids(
+            r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"c","command":"ls"}}"#,
+        )) else {
+            panic!("a request is read")
+        };
+        assert!(r.is_of(&thread(), &turn()));
     }
 }

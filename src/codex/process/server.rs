@@ -37,8 +37,7 @@ use crate::codex::app_server::approval::{
 };
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
 use crate::codex::app_server::protocol::{
-    self, Approvals, Notification, PolicyWatch, ThreadOpened, ThreadRef, TurnParams, TurnRef,
-    TurnStatus,
+    self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef, TurnStatus,
 };
 use crate::codex::app_server::translate;
 use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
@@ -105,7 +104,7 @@ pub enum ThreadWanted {
 
 /// The thread a process has loaded, and the policy codex last reported for it.
 struct Loaded {
-    thread: ThreadRef,
+    thread: ThreadId,
     watch: PolicyWatch,
     /// Codex's rollout file of the thread (`None`: ephemeral), where the model's calls are.
     rollout: Option<std::path::PathBuf>,
@@ -361,8 +360,8 @@ impl WarmProcess {
     }
 
     /// The thread it has loaded, if any.
-    pub fn loaded_thread(&self) -> Option<&str> {
-        self.loaded.as_ref().map(|l| l.thread.as_str())
+    pub fn loaded_thread(&self) -> Option<ThreadId> {
+        self.loaded.as_ref().map(|l| l.thread)
     }
 
     /// A failure message with the last of stderr (codex's own lines), redacted by the caller.
@@ -472,11 +471,8 @@ impl WarmProcess {
             open_ms = t0.elapsed().as_millis() as u64,
             "warm thread open"
         );
-        // the id is parsed once, here; one that is not a UUID is refused (never resumed)
-        let thread_id = ThreadId::parse(thread.as_str()).map_err(|_| {
-            Stop::Refused("codex app-server opened a thread whose id is not a UUID".into())
-        })?;
-        let opened = events::Event::ThreadStarted { thread_id };
+        // the id was parsed as codex's result was read: one that is not a UUID was refused
+        let opened = events::Event::ThreadStarted { thread_id: thread };
         t.apply_event(&opened);
         on_event(&opened);
         let params = TurnParams {
@@ -509,9 +505,7 @@ impl WarmProcess {
                 Some(asked) = self.asked.recv() => {
                     // only a question of this turn (its thread, and its turn when codex names
                     // one), while it runs, goes to its asker; a few at once at most
-                    let p = &asked.request.params;
-                    let ours = p["threadId"].as_str().is_none_or(|th| th == thread.as_str())
-                        && asked.turn_id.as_deref().is_none_or(|tu| tu == turn_id.as_str());
+                    let ours = asked.request.is_of(&thread, &turn_id);
                     match (&ctl.asker, ours) {
                         (Some(ask), true) if answering.len() < MAX_OPEN_QUESTIONS => {
                             let rollout = self.loaded.as_ref().and_then(|l| l.rollout.clone());
@@ -564,7 +558,7 @@ impl WarmProcess {
                 .as_mut()
                 .ok_or_else(|| Stop::Refused("no thread is loaded".into()))?;
             loaded.watch.observe(&n);
-            let ours = |th: &str, tu: &str| th == thread.as_str() && tu == turn_id.as_str();
+            let ours = |th: &ThreadId, tu: &TurnRef| *th == thread && *tu == turn_id;
             match &n {
                 Notification::TurnStarted {
                     thread_id,
@@ -679,15 +673,13 @@ impl WarmProcess {
         turn: &WarmTurn,
         opts: &RunOptions,
         deadline: tokio::time::Instant,
-    ) -> std::result::Result<ThreadRef, Stop> {
+    ) -> std::result::Result<ThreadId, Stop> {
         let cwd = turn.cwd().path();
         if let Some(moving) = self.moving.take() {
             let _ = moving.await;
         }
         let msg = match wanted {
-            ThreadWanted::Resume(id) => {
-                let thread =
-                    ThreadRef::parse(&id.to_string()).map_err(|e| Stop::Refused(e.to_string()))?;
+            ThreadWanted::Resume(thread) => {
                 if let Some(l) = &self.loaded
                     && l.thread == thread
                 {
@@ -703,9 +695,9 @@ impl WarmProcess {
         if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd) {
             return Err(Stop::Policy(m.to_string(), None));
         }
-        let thread = opened.thread.clone();
+        let thread = opened.thread;
         self.loaded = Some(Loaded {
-            thread: thread.clone(),
+            thread,
             watch: PolicyWatch::new(&opened),
             rollout: opened.path.as_ref().map(std::path::PathBuf::from),
         });
@@ -761,9 +753,8 @@ impl WarmProcess {
             kind: FailureKind::TurnFailed,
             message,
         };
-        let from = ThreadRef::parse(&thread.to_string()).map_err(|e| refused(e.to_string()))?;
-        let msg =
-            protocol::thread_fork(&from, cwd.path(), model).map_err(|e| refused(e.to_string()))?;
+        let msg = protocol::thread_fork(&thread, cwd.path(), model)
+            .map_err(|e| refused(e.to_string()))?;
         let client = self.client.as_ref().ok_or(Error::Codex {
             kind: FailureKind::Crashed,
             message: "codex app-server is closed".into(),
@@ -785,10 +776,9 @@ impl WarmProcess {
                 message: m.to_string(),
             });
         }
-        let forked = ThreadId::parse(opened.thread.as_str())
-            .map_err(|_| refused("codex named the fork with an id that is not a UUID".into()))?;
+        let forked = opened.thread;
         self.loaded = Some(Loaded {
-            thread: opened.thread.clone(),
+            thread: forked,
             watch: PolicyWatch::new(&opened),
             rollout: opened.path.as_ref().map(std::path::PathBuf::from),
         });
@@ -952,10 +942,16 @@ fn screened(
             && let Question::Command { command, .. } = &asked.question
             && !command.is_empty()
         {
-            let item = asked.request.params["itemId"].as_str().unwrap_or_default();
-            let calls = match rollout {
-                Some(path) => recorded_calls(&path, item).await,
-                None => Vec::new(),
+            // an escalation names its model call (the item); one that names none is not asked
+            let item = asked
+                .request
+                .head
+                .as_ref()
+                .ok()
+                .and_then(|h| h.item_id.as_deref());
+            let calls = match (rollout, item) {
+                (Some(path), Some(item)) => recorded_calls(&path, item).await,
+                _ => Vec::new(),
             };
             refused = approval::escalable(&calls).err();
         }
@@ -1051,7 +1047,7 @@ async fn next_steer(steers: &mut Option<mpsc::UnboundedReceiver<Steer>>) -> Opti
 /// `turn/steer` on the running turn, bounded; codex's refusal as a sentence.
 async fn steer_turn<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     client: &Client<W>,
-    thread: &ThreadRef,
+    thread: &ThreadId,
     turn: &TurnRef,
     text: &str,
 ) -> std::result::Result<(), String> {
