@@ -89,12 +89,13 @@ async fn exec_turn(spec: &SpawnSpec) -> (f64, String) {
 }
 
 async fn warm_turn(app: &mut AppServer, thread: &ThreadId, cwd: &std::path::Path, n: usize) -> f64 {
+    let prompt = support::bridge::prompt_of(&format!("warm {n}"));
     let started = Instant::now();
     let id = app
         .client
         .start_turn(&TurnParams {
             thread,
-            prompt: &format!("warm {n}"),
+            prompt: &prompt,
             sandbox: None,
             cwd,
             model: None,

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use codex_mcp_bridge::codex::argv::{
-    Common, OneShotRequest, ReasoningEffort, ReviewRequest, ReviewTarget, SandboxLevel,
+    Common, OneShotRequest, Prompt, ReasoningEffort, ReviewRequest, ReviewTarget, SandboxLevel,
     TurnRequest, build_query, build_review, build_search, build_turn,
 };
 use codex_mcp_bridge::confine;
@@ -104,7 +104,7 @@ fn confined(path: &str, kind: Kind, field: &str) -> Confined {
 
 fn new_turn(prompt: &str) -> TurnRequest {
     TurnRequest {
-        prompt: prompt.to_owned(),
+        prompt: Prompt::parse("prompt", prompt.to_owned()).expect("a prompt"),
         sandbox: Some(SandboxLevel::WorkspaceWrite),
         model: Some("gpt-5.5".into()),
         reasoning_effort: Some(ReasoningEffort::High),
@@ -129,7 +129,7 @@ fn bench_argv(c: &mut Criterion) {
     resumed.images.clear();
     resumed.resume = Some(ThreadId::parse(THREAD).expect("uuid"));
     let query = OneShotRequest {
-        prompt: prompt.clone(),
+        prompt: Prompt::parse("prompt", prompt.clone()).expect("a prompt"),
         model: Some("gpt-5.5".into()),
         reasoning_effort: Some(ReasoningEffort::Low),
         cwd: confined(
@@ -140,7 +140,11 @@ fn bench_argv(c: &mut Criterion) {
     };
     // a search is a short question, not a task
     let search = OneShotRequest {
-        prompt: "latest stable tokio release and its MSRV, with the changelog link".into(),
+        prompt: Prompt::parse(
+            "query",
+            "latest stable tokio release and its MSRV, with the changelog link".into(),
+        )
+        .expect("a prompt"),
         ..query.clone()
     };
     let review = ReviewRequest {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use codex_mcp_bridge::codex::argv::{OneShotRequest, SpawnSpec, build_query, build_search};
 use serde_json::{Value, json};
 
-use support::bridge::{common, confine_dir};
+use support::bridge::{common, confine_dir, prompt_of};
 use support::mcp::{Protocol, Server, connect_with, server_env, text};
 use support::{MockApi, Reply, TestEnv};
 
@@ -185,7 +185,7 @@ async fn bridge_call(s: &Server, tool: &str, prompt: &str) -> Result<f64, String
 async fn bare_call(env: &TestEnv, mock: &MockApi, tool: &str, prompt: &str) -> Result<f64, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let req = OneShotRequest {
-        prompt: sent_prompt(tool, prompt),
+        prompt: prompt_of(&sent_prompt(tool, prompt)),
         model: None,
         reasoning_effort: None,
         cwd: confine_dir(&dir.path().canonicalize().map_err(|e| e.to_string())?),

@@ -633,13 +633,14 @@ impl Raw {
 
     /// One turn, `turn/start` sent to `turn/completed` read.
     async fn turn(&mut self, prompt: &str) -> Result<f64, String> {
+        let prompt = support::bridge::prompt_of(prompt);
         let started = Instant::now();
         let id = self
             .app
             .client
             .start_turn(&TurnParams {
                 thread: &self.thread,
-                prompt,
+                prompt: &prompt,
                 sandbox: None,
                 cwd: &self.cwd,
                 model: None,

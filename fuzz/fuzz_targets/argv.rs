@@ -19,15 +19,17 @@
 //!   none; workspace-write for review; danger only when the operator allowed it);
 //! - a turn, query or search ends in `-- -` and sends the prompt on stdin, byte for byte;
 //!   a review has no `--` and no stdin;
-//! - the builder refuses exactly the inputs it must (empty or huge prompt, bad model, danger
-//!   without the operator's consent, an image with `,` or a leading `-`).
+//! - `Prompt::parse` refuses exactly the empty (or blank) and the huge prompt, and a builder
+//!   refuses exactly the inputs it must (bad model, danger without the operator's consent, an
+//!   image with `,` or a leading `-`).
 #![no_main]
 
 use std::path::{Path, PathBuf};
 
 use arbitrary::Arbitrary;
 use codex_mcp_bridge::codex::argv::{
-    Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, OneShotRequest, PathKind, ReasoningEffort, ReviewMode,
+    Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, OneShotRequest, PathKind, Prompt, ReasoningEffort,
+    ReviewMode,
     ReviewRequest, ReviewTarget, SandboxLevel, SpawnSpec, TurnRequest, build_query, build_review,
     build_search, build_turn, pins, review_target,
 };
@@ -160,6 +162,14 @@ fn prompt_ok(p: &str) -> bool {
     !p.trim().is_empty() && p.len() <= MAX_PROMPT_BYTES
 }
 
+/// The prompt checked the one way a tool call's is: refused exactly when [`prompt_ok`] says
+/// so; `None` (nothing left to build) when refused.
+fn checked_prompt(p: &str) -> Option<Prompt> {
+    let parsed = Prompt::parse("prompt", p.to_owned());
+    assert_eq!(parsed.is_ok(), prompt_ok(p), "Prompt::parse on {p:?}: {parsed:?}");
+    parsed.ok()
+}
+
 fuzz_target!(|input: Input| {
     // Operator overrides reach the builders only through the denylist.
     let overrides: Vec<Override> = input
@@ -224,8 +234,11 @@ fuzz_target!(|input: Input| {
             if images.iter().any(|p| p.chars().any(char::is_control)) {
                 return;
             }
+            let Some(checked) = checked_prompt(&prompt) else {
+                return;
+            };
             let req = TurnRequest {
-                prompt: prompt.clone(),
+                prompt: checked,
                 sandbox,
                 model: model.clone(),
                 reasoning_effort: effort,
@@ -240,8 +253,7 @@ fuzz_target!(|input: Input| {
                 output_last_message: structured.then(|| LAST_MESSAGE_FILE.into()),
             };
             let level = sandbox.unwrap_or(SandboxLevel::ReadOnly);
-            let must_fail = !prompt_ok(&prompt)
-                || model.as_deref().is_some_and(|m| !model_ok(m))
+            let must_fail = model.as_deref().is_some_and(|m| !model_ok(m))
                 || (level == SandboxLevel::DangerFullAccess && !input.allow_danger)
                 || images.iter().any(|p| p.contains(',') || p.starts_with('-'));
             let result = build_turn(&common, req.clone());
@@ -291,8 +303,11 @@ fuzz_target!(|input: Input| {
                 ReasoningEffort::parse("reasoningEffort", EFFORTS[i as usize % EFFORTS.len()])
                     .unwrap()
             });
+            let Some(checked) = checked_prompt(&prompt) else {
+                return;
+            };
             let req = OneShotRequest {
-                prompt: prompt.clone(),
+                prompt: checked,
                 model: model.clone(),
                 reasoning_effort: effort,
                 cwd: cwd_c.clone(),
@@ -302,7 +317,7 @@ fuzz_target!(|input: Input| {
             } else {
                 build_query(&common, req.clone())
             };
-            let must_fail = !prompt_ok(&prompt) || model.as_deref().is_some_and(|m| !model_ok(m));
+            let must_fail = model.as_deref().is_some_and(|m| !model_ok(m));
             assert_eq!(result.is_err(), must_fail, "{:?}", result.as_ref().err());
             let mut bound = vec![("--sandbox", "read-only".to_owned())];
             if let Some(m) = model {

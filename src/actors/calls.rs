@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::client::{ClientContext, Progress};
 use crate::actors::schema::Plan;
-use crate::codex::argv::{ReasoningEffort, ReviewTarget, SandboxLevel};
+use crate::codex::argv::{Prompt, ReasoningEffort, ReviewTarget, SandboxLevel};
 use crate::codex::events::{CommandRun, Usage};
 use crate::codex::process::{Ending, TurnOutcome};
 use crate::codex::rollout::TurnContext;
@@ -45,14 +45,14 @@ impl WorkDir {
 pub enum OneShot {
     /// A question, with optional context, in a fresh empty read-only directory.
     Query {
-        prompt: String,
+        prompt: Prompt,
         context: Option<String>,
         model: Option<String>,
         reasoning_effort: Option<ReasoningEffort>,
     },
     /// A web search, in a fresh empty read-only directory.
     Search {
-        query: String,
+        query: Prompt,
         model: Option<String>,
     },
     /// Codex's review of a repository.
@@ -63,7 +63,7 @@ pub enum OneShot {
     },
     /// An answer checked against a JSON Schema, asked once more when it does not validate.
     Structured {
-        prompt: String,
+        prompt: Prompt,
         /// Attached inside `cwd`.
         files: Vec<String>,
         plan: Box<Plan>,
@@ -262,8 +262,9 @@ pub struct TurnCall {
     pub session_id: Option<SessionId>,
     /// Start a new Codex thread under the same session id.
     pub reset: bool,
-    /// Moved, not copied, into codex's invocation.
-    pub prompt: String,
+    /// Checked where the call was parsed; moved, not copied, into codex's invocation (`None`
+    /// once it has moved into the turn: the call itself stays whole for the turn's task).
+    pub prompt: Option<Prompt>,
     /// `files` attachments, resolved inside the session's working directory.
     pub files: Vec<String>,
     pub sandbox: Option<SandboxLevel>,

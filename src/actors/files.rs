@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::codex::argv::Prompt;
 use crate::confine;
 use crate::error::{Error, Result};
 use crate::security::paths::{self, Confined, Kind};
@@ -109,19 +110,16 @@ pub fn attach(files: &[String], cwd: &Confined) -> Result<Attachments> {
     Ok(out)
 }
 
-/// A caller's prompt (refused when empty) with its `files` attached inside `cwd`: the text
-/// appended in place (the prompt is moved, never copied, on its way to codex's stdin), the
-/// images for `--image`. Codex's invocation checks the whole prompt's size.
+/// A caller's prompt with its `files` attached inside `cwd`: the text appended in place (the
+/// prompt is moved, never copied, on its way to codex's stdin; the whole refused as `prompt`
+/// when it is then too large), the images for `--image`.
 pub(crate) fn compose(
-    mut prompt: String,
+    mut prompt: Prompt,
     files: &[String],
     cwd: &Confined,
-) -> Result<(String, Vec<Confined>)> {
-    if prompt.trim().is_empty() {
-        return Err(Error::invalid("prompt", "must not be empty"));
-    }
+) -> Result<(Prompt, Vec<Confined>)> {
     let att = crate::actors::files::attach(files, cwd)?;
-    prompt.push_str(&att.text);
+    prompt.append(&att.text)?;
     Ok((prompt, att.images))
 }
 

@@ -1,13 +1,96 @@
 //! The `inflight` record of a codex process (what the takeover sweep needs to find and kill
-//! it), made from what identifies the process once it runs. A leaf of `actors/`.
+//! it), made from what identifies the process once it runs, and [`Recorded`]: an app-server
+//! that no session owns (the pool's spare, a fork's one-off process) kept on record under a
+//! key of its own for as long as it lives. A leaf of `actors/`.
+
+use crate::codex::process::{SpawnHook, SpawnInfo, WarmProcess};
+use crate::security::ids::SessionId;
+use crate::store::Store;
 
 /// The record of a spawned codex process that the takeover sweep needs to find and kill it.
-pub(crate) fn inflight_of(info: crate::codex::process::SpawnInfo) -> crate::store::InflightTurn {
+pub(crate) fn inflight_of(info: SpawnInfo) -> crate::store::InflightTurn {
     crate::store::InflightTurn {
         pid: info.pid,
         start_ticks: info.start_ticks,
         argv_hash: info.argv_hash,
         started_ms: crate::store::now_ms(),
         cgroup: info.cgroup,
+    }
+}
+
+/// A hook that puts the spawned process on record under `record` as it starts (flushed by the
+/// caller).
+pub(crate) fn record_hook(store: Store, record: SessionId) -> SpawnHook {
+    std::sync::Arc::new(move |info: &SpawnInfo| {
+        let t = inflight_of(info.clone());
+        if let Err(e) = store.put_inflight(&record, &t) {
+            tracing::error!(error = %e, "could not record an app-server process");
+        }
+    })
+}
+
+/// An app-server no session owns, on record (`inflight`, under a generated key no session
+/// uses) from its spawn until it is closed, killed, dropped or handed to a session (which
+/// records it under its own id). So a bridge that dies while it holds one leaves a record the
+/// next bridge's takeover sweep kills it by.
+pub(crate) struct Recorded {
+    process: Option<WarmProcess>,
+    record: SessionId,
+    store: Store,
+}
+
+impl Recorded {
+    /// Spawn an app-server from `spec` (see [`WarmProcess::spawn`]), on record from the
+    /// moment it runs.
+    pub(crate) async fn spawn(
+        spec: &crate::codex::argv::SpawnSpec,
+        store: Store,
+    ) -> crate::error::Result<Recorded> {
+        let record = SessionId::generate();
+        let hook = record_hook(store.clone(), record.clone());
+        // made first, so a start that fails or is dropped (a timeout) forgets the record too
+        let mut me = Recorded {
+            process: None,
+            record,
+            store,
+        };
+        me.process = Some(WarmProcess::spawn(spec, Some(hook)).await?);
+        let _ = me.store.flush().await;
+        Ok(me)
+    }
+
+    /// The process.
+    pub(crate) fn process(&mut self) -> &mut WarmProcess {
+        self.process
+            .as_mut()
+            .expect("a Recorded holds its process until it is given up")
+    }
+
+    /// The process's pid.
+    pub(crate) fn pid(&self) -> i32 {
+        self.process.as_ref().map_or(0, |p| p.info().pid)
+    }
+
+    /// The process, handed on (to a session, which records it under its own id): its record
+    /// here is forgotten.
+    pub(crate) fn into_process(mut self) -> WarmProcess {
+        self.process.take().expect("a Recorded holds its process")
+    }
+
+    /// Close the process (EOF, then a kill; reaped) and forget its record.
+    pub(crate) async fn close(mut self) {
+        if let Some(p) = self.process.take() {
+            p.close().await;
+        }
+        let _ = self.store.clear_inflight(&self.record);
+        let _ = self.store.flush().await;
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        // closed, handed on, or not (a failed or aborted start, an aborted task: the process,
+        // if any, is killed as it drops): its record here goes either way
+        let _ = self.store.clear_inflight(&self.record);
     }
 }

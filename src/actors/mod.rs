@@ -240,10 +240,9 @@ impl Bridge {
     pub async fn steer(
         &self,
         id: &SessionId,
-        text: String,
+        text: crate::codex::argv::Prompt,
         client: Arc<ClientContext>,
     ) -> Result<()> {
-        crate::codex::argv::validate_prompt("prompt", &text)?;
         self.ask_registry(|reply| RegistryMessage::Steer {
             id: id.clone(),
             text,

@@ -282,9 +282,10 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
             model,
             reasoning_effort,
         } => {
-            non_empty("prompt", &prompt)?;
             let prompt = match context {
-                Some(c) if !c.trim().is_empty() => format!("Context:\n{c}\n\nQuestion:\n{prompt}"),
+                Some(c) if !c.trim().is_empty() => {
+                    prompt.prefix(&format!("Context:\n{c}\n\nQuestion:\n"))?
+                }
                 _ => prompt,
             };
             let req = (prompt, model, reasoning_effort);
@@ -293,8 +294,7 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
                 .await
         }
         OneShot::Search { query, model } => {
-            non_empty("query", &query)?;
-            let prompt = format!("Search the web and answer with sources: {query}");
+            let prompt = query.prefix("Search the web and answer with sources: ")?;
             let req = (prompt, model, None);
             runner
                 .scratch((PathKind::Search, build_search), req, timeout)
@@ -328,15 +328,6 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
             super::structured::answer(runner, ask).await
         }
     }
-}
-
-/// A caller's question, refused when empty (codex's invocation checks the whole prompt,
-/// which the bridge's own wording never leaves empty).
-fn non_empty(field: &str, text: &str) -> Result<()> {
-    if text.trim().is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
-    }
-    Ok(())
 }
 
 /// Parse `[P1] title — path:lines` lines of a rendered review.

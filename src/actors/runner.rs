@@ -3,7 +3,6 @@
 //! the one-shot actor's calls and by `structured`'s re-asking loop.
 
 use crate::actors::files::scratch_dir;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -13,12 +12,12 @@ use crate::actors::client::{ClientContext, Progress};
 use crate::actors::shared::Shared;
 use crate::actors::warm::{OneShotServer, Serves};
 use crate::codex::argv::{
-    Common, OneShotRequest, PathKind, ReasoningEffort, SandboxLevel, SpawnSpec, WarmTurn,
+    Common, OneShotRequest, PathKind, Prompt, ReasoningEffort, SandboxLevel, SpawnSpec, WarmTurn,
     build_one_shot_server, build_warm_one_shot,
 };
 use crate::codex::events::describe;
 use crate::codex::process::{
-    Ending, ProcessError, RunOptions, SpawnHook, SpawnInfo, ThreadWanted, TurnControl, TurnOutcome,
+    Ending, ProcessError, RunOptions, SpawnHook, ThreadWanted, TurnControl, TurnOutcome,
     WarmProcess, key_of, run,
 };
 use crate::error::{Error, Result};
@@ -118,16 +117,6 @@ impl Lease {
 
 /// An exec builder of a `query` or `search`.
 type BuildOneShot = fn(&Common, OneShotRequest) -> Result<SpawnSpec>;
-
-/// A hook that puts the spawned process on record under `record` (flushed by the caller).
-pub(crate) fn record_hook(store: crate::store::Store, record: SessionId) -> SpawnHook {
-    Arc::new(move |info: &SpawnInfo| {
-        let t = crate::actors::inflight::inflight_of(info.clone());
-        if let Err(e) = store.put_inflight(&record, &t) {
-            tracing::error!(error = %e, "could not record a one-shot app-server");
-        }
-    })
-}
 
 impl Runner<'_> {
     /// Wait for a global slot (progress says how many are ahead); the slot and the wait.
@@ -250,7 +239,7 @@ impl Runner<'_> {
                 return Ok(None);
             };
             let record = SessionId::generate();
-            let hook = record_hook(shared.store.clone(), record.clone());
+            let hook = crate::actors::inflight::record_hook(shared.store.clone(), record.clone());
             let spawned = tokio::select! {
                 biased;
                 _ = self.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
@@ -337,7 +326,7 @@ impl Runner<'_> {
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
         let model = req.model.clone();
-        let turn = match build_warm_one_shot(&common, req, kind) {
+        let turn = match build_warm_one_shot(&common, req) {
             Ok(t) => t,
             Err(e) => {
                 self.keep(lease);
@@ -361,7 +350,7 @@ impl Runner<'_> {
     pub(crate) async fn scratch(
         &self,
         (kind, build): (PathKind, BuildOneShot),
-        (prompt, model, reasoning_effort): (String, Option<String>, Option<ReasoningEffort>),
+        (prompt, model, reasoning_effort): (Prompt, Option<String>, Option<ReasoningEffort>),
         timeout: Duration,
     ) -> Result<Answer> {
         let (_dir, cwd) = scratch_dir()?;

@@ -84,6 +84,11 @@ impl Shared {
         &self.store
     }
 
+    /// The warm app-server pool (its cap, its spare).
+    pub fn warm_pool(&self) -> &WarmPool {
+        &self.warm
+    }
+
     /// How long a call may wait for a turn slot.
     pub fn queue_timeout(&self) -> Duration {
         self.queue_timeout

@@ -18,14 +18,15 @@ fn start_spare(
 ) -> impl std::future::Future<Output = ()> + Send {
     let key = crate::codex::process::key_of(&spec);
     async move {
-        let Some(idle) = weak.upgrade().map(|s| s.idle_timeout) else {
+        let Some((idle, store)) = weak.upgrade().map(|s| (s.idle_timeout, s.store.clone())) else {
             return;
         };
-        let Ok(mut w) = crate::codex::process::WarmProcess::spawn(&spec, None).await else {
+        // on record from its spawn: a bridge that dies now leaves it to the next one's sweep
+        let Ok(mut w) = crate::actors::inflight::Recorded::spawn(&spec, store).await else {
             return;
         };
-        w.hold(slot);
-        let pid = w.info().pid;
+        w.process().hold(slot);
+        let pid = w.pid();
         let Some(shared) = weak.upgrade() else {
             w.close().await;
             return;

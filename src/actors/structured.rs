@@ -11,6 +11,7 @@ use crate::actors::runner::Lease;
 use crate::actors::runner::Runner;
 use crate::actors::schema::Plan;
 use crate::actors::warm::Serves;
+use crate::codex::argv::Prompt;
 use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted};
@@ -21,7 +22,7 @@ use crate::security::paths::Confined;
 /// A `structured` call, validated.
 pub(crate) struct Ask {
     /// The caller's prompt with its attached files' text.
-    pub prompt: String,
+    pub prompt: Prompt,
     pub plan: Plan,
     pub model: Option<String>,
     pub cwd: Confined,
@@ -30,22 +31,27 @@ pub(crate) struct Ask {
     pub timeout: Duration,
 }
 
-impl Ask {
-    /// The turn of one attempt, with `prompt` (moved in): read-only by default, no image, a
-    /// new thread; each backend adds what it sends on top.
-    fn request(&self, prompt: String) -> TurnRequest {
-        TurnRequest {
-            prompt,
-            sandbox: None,
-            model: self.model.clone(),
-            reasoning_effort: None,
-            cwd: self.cwd.clone(),
-            images: vec![],
-            resume: None,
-            output_schema: None,
-            output_last_message: None,
-        }
+/// The turn of one attempt of a call for `model` in `cwd`, with `prompt` (moved in):
+/// read-only by default, no image, a new thread; each backend adds what it sends on top.
+fn request(model: &Option<String>, cwd: &Confined, prompt: Prompt) -> TurnRequest {
+    TurnRequest {
+        prompt,
+        sandbox: None,
+        model: model.clone(),
+        reasoning_effort: None,
+        cwd: cwd.clone(),
+        images: vec![],
+        resume: None,
+        output_schema: None,
+        output_last_message: None,
     }
+}
+
+/// The first attempt's prompt: the caller's, with the plan's instructions appended (counted
+/// against the prompt's limit like all the bridge adds).
+fn first_prompt(mut prompt: Prompt, plan: &Plan) -> Result<Option<Prompt>> {
+    prompt.append(&plan.prompt_suffix)?;
+    Ok(Some(prompt))
 }
 
 /// Codex's `--output-schema` and `-o` files, in a private directory removed with it.
@@ -107,21 +113,21 @@ pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
 async fn warm_answer(
     runner: &Runner<'_>,
     lease: &mut Lease,
-    mut ask: Ask,
+    ask: Ask,
     started: Instant,
 ) -> Result<Answer> {
-    let mut prompt = std::mem::take(&mut ask.prompt);
-    prompt.push_str(&ask.plan.prompt_suffix);
+    let mut next = first_prompt(ask.prompt, &ask.plan)?;
     let mut wanted = ThreadWanted::Start;
     let mut total_queued = Duration::ZERO;
     let common = runner.client.common_for(false);
     let sandbox = SandboxLevel::ReadOnly;
     for attempt in 0..2 {
+        let Some(prompt) = next.take() else { break };
         let remaining = ask
             .timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(1));
-        let req = ask.request(std::mem::take(&mut prompt));
+        let req = request(&ask.model, &ask.cwd, prompt);
         let turn = build_warm_turn(&common, req)?.into_one_shot(ask.plan.native_schema.clone());
         let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
         total_queued += queued;
@@ -141,7 +147,7 @@ async fn warm_answer(
                 if let Some(t) = thread {
                     wanted = ThreadWanted::Resume(t);
                 }
-                prompt = ask_again(runner, &errors);
+                next = Some(ask_again(runner, &errors)?);
             }
             Err(errors) => {
                 a.error = Some(not_valid(&errors));
@@ -154,15 +160,15 @@ async fn warm_answer(
 
 /// [`answer`] with `codex exec`: `--output-schema` and `-o` files, the re-ask an
 /// `exec resume` of the thread.
-async fn exec_answer(runner: &Runner<'_>, mut ask: Ask) -> Result<Answer> {
+async fn exec_answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
     let files = Files::new(&ask.plan)?;
     let started = Instant::now();
-    let mut prompt = std::mem::take(&mut ask.prompt);
-    prompt.push_str(&ask.plan.prompt_suffix);
+    let mut next = first_prompt(ask.prompt, &ask.plan)?;
     let mut resume: Option<ThreadId> = None;
     let mut total_queued = Duration::ZERO;
     let common = runner.client.common_for(false);
     for attempt in 0..2 {
+        let Some(prompt) = next.take() else { break };
         let _ = std::fs::remove_file(&files.answer);
         let remaining = ask
             .timeout
@@ -177,7 +183,7 @@ async fn exec_answer(runner: &Runner<'_>, mut ask: Ask) -> Result<Answer> {
                 .as_ref()
                 .map(|_| files.schema.clone()),
             output_last_message: Some(files.answer.clone()),
-            ..ask.request(std::mem::take(&mut prompt))
+            ..request(&ask.model, &ask.cwd, prompt)
         };
         let spec = build_turn(&common, req)?;
         let sandbox = spec.sandbox();
@@ -202,7 +208,7 @@ async fn exec_answer(runner: &Runner<'_>, mut ask: Ask) -> Result<Answer> {
             }
             Err(errors) if attempt == 0 && thread.is_some() => {
                 resume = thread;
-                prompt = ask_again(runner, &errors);
+                next = Some(ask_again(runner, &errors)?);
             }
             Err(errors) => {
                 a.error = Some(not_valid(&errors));
@@ -214,13 +220,16 @@ async fn exec_answer(runner: &Runner<'_>, mut ask: Ask) -> Result<Answer> {
 }
 
 /// The re-ask after an answer that did not validate (said on the call's progress).
-fn ask_again(runner: &Runner<'_>, errors: &str) -> String {
+fn ask_again(runner: &Runner<'_>, errors: &str) -> Result<Prompt> {
     if let Some(p) = &runner.progress {
         p("answer did not validate; asking once more".into());
     }
-    format!(
-        "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
-    )
+    Ok(Prompt::parse(
+        "prompt",
+        format!(
+            "Your answer did not validate against the JSON Schema:\n{errors}\nReply again with only the corrected JSON."
+        ),
+    )?)
 }
 
 /// The error of an answer that still does not validate.

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use ractor::ActorRef;
 
+use crate::actors::inflight::Recorded;
 use crate::codex::process::WarmKey;
 use crate::security::ids::SessionId;
 
@@ -62,8 +63,9 @@ pub struct WarmPool {
     max: usize,
     /// One app-server started ahead, for the next new session in the directory (and with the
     /// client) of the last one started: its key and the process. Owned here until a session
-    /// takes it; closed after the idle timeout unused, and at shutdown.
-    spare: Mutex<Option<(WarmKey, crate::codex::process::WarmProcess)>>,
+    /// takes it; closed after the idle timeout unused, and at shutdown. On record (`inflight`)
+    /// until then.
+    spare: Mutex<Option<(WarmKey, Recorded)>>,
     entries: Mutex<Vec<Entry>>,
     /// Whether this codex has a usable app-server, once known: the first warm start (or a
     /// probe) tells. `Err` holds why not; turns then run with `codex exec`.
@@ -422,8 +424,8 @@ impl WarmPool {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         match spare.take() {
             Some((k, mut w)) if &k == key => {
-                if w.reusable() && !w.exited() {
-                    Some(w)
+                if w.process().reusable() && !w.process().exited() {
+                    Some(w.into_process())
                 } else {
                     // dead or distrusted: closed (killed, if anything is left of it, and
                     // reaped before its slot comes back)
@@ -439,11 +441,7 @@ impl WarmPool {
     }
 
     /// Keep `w` as the spare for `key`; returns the one it replaces (to be closed).
-    pub(crate) fn put_spare(
-        &self,
-        key: WarmKey,
-        w: crate::codex::process::WarmProcess,
-    ) -> Option<crate::codex::process::WarmProcess> {
+    pub(crate) fn put_spare(&self, key: WarmKey, w: Recorded) -> Option<Recorded> {
         self.spare
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -458,11 +456,11 @@ impl WarmPool {
         &self,
         pid: i32,
         until: tokio::time::Instant,
-    ) -> Option<Option<crate::codex::process::WarmProcess>> {
+    ) -> Option<Option<Recorded>> {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         match spare.as_mut() {
-            Some((_, w)) if w.info().pid == pid => {
-                if w.exited() || tokio::time::Instant::now() >= until {
+            Some((_, w)) if w.pid() == pid => {
+                if w.process().exited() || tokio::time::Instant::now() >= until {
                     spare.take().map(|(_, w)| Some(w))
                 } else {
                     None
@@ -471,6 +469,12 @@ impl WarmPool {
             // taken by a session, or replaced
             _ => Some(None),
         }
+    }
+
+    /// The pid of the spare waiting in the pool, if one does (started, not yet taken).
+    pub fn spare_pid(&self) -> Option<i32> {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        spare.as_ref().map(|(_, w)| w.pid())
     }
 
     /// Close the spare (shutdown).

@@ -1,9 +1,10 @@
 //! The tool handlers: parse arguments (field-named errors), resolve the caller's paths, turn
 //! them into typed requests on [`crate::actors::Bridge`], and shape its answers. Nothing here
-//! builds a codex invocation, runs a process or reads the store: the actors do, and the
-//! checks of what reaches codex (prompt, model, sandbox policy) run where the invocation is
-//! built. The model id is also checked here, first, so a bad one is refused before anything
-//! is queued or spawned, on either backend.
+//! builds a codex invocation, runs a process or reads the store: the actors do. A prompt is
+//! checked here, once, into a [`Prompt`] that is carried to codex; the checks of the rest of
+//! what reaches codex (model, sandbox policy) run where the invocation is built. The model id
+//! is also checked here, first, so a bad one is refused before anything is queued or spawned,
+//! on either backend.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use crate::actors::schema;
 use crate::actors::{Answer, OneShot, OneShotCall, SessionView, TurnCall, WorkDir};
 use crate::codex::app_server::approval::Decision;
-use crate::codex::argv::review_target;
+use crate::codex::argv::{Prompt, review_target};
 use crate::codex::home::nested_servers;
 use crate::config::{
     ApprovalMode, CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION,
@@ -214,7 +215,7 @@ impl McpServer {
         let call = TurnCall {
             session_id,
             reset: p.reset_session.unwrap_or(false),
-            prompt: p.prompt,
+            prompt: Some(Prompt::parse("prompt", p.prompt)?),
             files: p.files.unwrap_or_default(),
             sandbox,
             model: p.model,
@@ -273,7 +274,7 @@ impl McpServer {
             let reasoning_effort = p.reasoning_effort;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let request = OneShot::Query {
-                prompt: p.prompt,
+                prompt: Prompt::parse("prompt", p.prompt)?,
                 context: p.context,
                 model: p.model,
                 reasoning_effort,
@@ -289,7 +290,7 @@ impl McpServer {
             check_model(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let request = OneShot::Search {
-                query: p.query,
+                query: Prompt::parse("query", p.query)?,
                 model: p.model,
             };
             self.one_shot(request, timeout, ctx).await
@@ -329,7 +330,7 @@ impl McpServer {
                 None => self.default_dir(ctx).await?,
             };
             let request = OneShot::Structured {
-                prompt: p.prompt,
+                prompt: Prompt::parse("prompt", p.prompt)?,
                 files: p.files.unwrap_or_default(),
                 plan: Box::new(plan),
                 model: p.model,
@@ -407,9 +408,8 @@ impl McpServer {
         let run = async {
             let p: SteerParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            self.bridge
-                .steer(&id, p.prompt, self.client.clone())
-                .await?;
+            let text = Prompt::parse("prompt", p.prompt)?;
+            self.bridge.steer(&id, text, self.client.clone()).await?;
             Ok(ok_result(
                 format!("Codex took the message into session {id}'s running turn."),
                 SteerResult {

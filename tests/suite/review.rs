@@ -36,9 +36,11 @@ async fn a_call_refused_on_its_arguments_is_refused_at_once_on_a_busy_session() 
         matches!(&err, Error::InvalidArgument { field, .. } if field == "sandbox"),
         "a refused sandbox on a busy session: {err}"
     );
-    let mut empty = call(&env, Some("refused-busy"), "  ");
-    empty.wait_if_busy = false;
-    let err = bridge.turn(empty).await.unwrap_err();
+    // an empty prompt is refused where the tool call is parsed, before any session is asked:
+    // no call can carry one (the MCP layer's refusal is in `hostile`)
+    let err = Error::from(
+        codex_mcp_bridge::codex::argv::Prompt::parse("prompt", "  ".into()).unwrap_err(),
+    );
     assert!(
         matches!(&err, Error::InvalidArgument { field, .. } if field == "prompt"),
         "an empty prompt on a busy session: {err}"

@@ -230,14 +230,14 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
     let thread = first.output.thread_id.unwrap();
     assert_pinned(&recorded(&env, &thread), "read-only");
     req.resume = Some(thread);
-    req.prompt = "second".into();
+    req.prompt = crate::support::bridge::prompt_of("second");
     completed(&run_spec(build_turn(&c, req.clone()).unwrap()).await);
     assert_pinned(&recorded(&env, &thread), "read-only");
 
     // query and search are ephemeral (no rollout): judge them on the request's permissions text
     let tmp = tempfile::tempdir_in(env.root()).unwrap();
     let one = OneShotRequest {
-        prompt: "q".into(),
+        prompt: crate::support::bridge::prompt_of("q"),
         model: Some("gpt-5.5".into()),
         reasoning_effort: Some(ReasoningEffort::Low),
         cwd: confine_dir(tmp.path()),

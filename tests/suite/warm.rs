@@ -1094,3 +1094,83 @@ async fn a_full_session_queue_refuses_the_next_call_naming_the_limit_and_loses_n
         text(&got)
     );
 }
+
+/// The spare app-server is on record for the takeover sweep while it waits (under a key no
+/// session uses); the session that takes it has it on record under its own id (and the spare's
+/// key is forgotten); once the bridge closes it, nothing of it is left on record. Without the
+/// spare's record a bridge that dies while one waits leaves it to no sweep.
+#[tokio::test]
+async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
+    use crate::support::bridge::call;
+    use codex_mcp_bridge::codex::process::Ending;
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.set_default(Reply::message("ok"));
+    let bridge = crate::support::bridge::start_warm_bridge(&env, &mock).await;
+    // each process on record, with the key it is on record under
+    let recorded = || -> Vec<(i32, String)> {
+        let mut all: Vec<(i32, String)> = bridge
+            .shared()
+            .store()
+            .inflight()
+            .unwrap()
+            .into_iter()
+            .map(|(id, t)| (t.pid, id.to_string()))
+            .collect();
+        all.sort();
+        all
+    };
+    let me = std::process::id();
+    // both sessions ask as one client (a spare serves the client it was started for)
+    let as_one = |session: &str, prompt: &str| {
+        let mut c = call(&env, Some(session), prompt);
+        c.client = Some(bridge.own_context().clone());
+        c
+    };
+    let first = bridge.turn(as_one("s1", "one")).await.unwrap();
+    assert_eq!(first.outcome.ending, Ending::Completed);
+    // the spare for this directory starts in the background, on record from its spawn (and
+    // still once it waits in the pool)
+    let spare_waits = || bridge.shared().warm_pool().spare_pid().is_some();
+    assert!(
+        wait_until(Duration::from_secs(30), || spare_waits()
+            && app_servers(me).len() == 2
+            && recorded().len() == 2)
+        .await,
+        "the session's process and the spare, each on record: {:?} {:?}",
+        app_servers(me),
+        recorded()
+    );
+    let rec = recorded();
+    let servers = app_servers(me);
+    assert!(
+        servers.iter().all(|p| rec.iter().any(|(q, _)| q == p)),
+        "{servers:?} {rec:?}"
+    );
+    let (spare, spare_key) = rec
+        .iter()
+        .find(|(_, k)| k != "s1")
+        .cloned()
+        .expect("the spare is on record under a key of its own");
+    assert_eq!(bridge.shared().warm_pool().spare_pid(), Some(spare));
+    assert!(rec.iter().any(|(_, k)| k == "s1"), "{rec:?}");
+    // a second session in the same directory takes the spare: on record as that session's now
+    let second = bridge.turn(as_one("s2", "two")).await.unwrap();
+    assert_eq!(second.outcome.ending, Ending::Completed);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let rec = recorded();
+            rec.contains(&(spare, "s2".to_owned())) && !rec.iter().any(|(_, k)| *k == spare_key)
+        })
+        .await,
+        "the taken spare {spare} is the session's record, not the pool's: {:?}",
+        recorded()
+    );
+    let live: Vec<i32> = app_servers(me);
+    bridge.shutdown().await;
+    assert!(
+        !live.iter().any(|p| alive(*p)),
+        "an app-server outlived the shutdown"
+    );
+    assert_eq!(recorded(), vec![], "a closed process left its record");
+}

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::bridge::{BridgeOpts, start_bridge};
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
 use crate::support::process::{alive, is_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -102,6 +101,27 @@ async fn call_each(s: &Server, mock: &MockApi) -> Vec<(&'static str, bool, BTree
             Reply::message("{\"answer\": 42}"),
         ),
     ] {
+        // a blank prompt is refused naming the tool's own argument, before anything runs
+        let key = if tool == "search" { "query" } else { "prompt" };
+        let mut blank = args.clone();
+        blank[key] = json!(" \n");
+        let r = s.call(tool, blank).await;
+        assert!(
+            r.is_error == Some(true)
+                && text(&r).starts_with(&format!("invalid argument `{key}`: must not be empty")),
+            "{tool}: {}",
+            text(&r)
+        );
+        // and so is one past the limit
+        let mut huge = args.clone();
+        huge[key] = json!("x".repeat(codex_mcp_bridge::codex::argv::MAX_PROMPT_BYTES + 1));
+        let r = s.call(tool, huge).await;
+        assert!(
+            r.is_error == Some(true)
+                && text(&r).starts_with(&format!("invalid argument `{key}`: is larger than")),
+            "{tool}: {}",
+            &text(&r)[..text(&r).len().min(200)]
+        );
         mock.push(slow(reply));
         let (r, exec, servers) = watch_children(s.pid, s.call(tool, args)).await;
         assert!(r.is_error != Some(true), "{tool}: {}", text(&r));
@@ -367,15 +387,7 @@ async fn each_client_context_gets_its_own_one_shot_app_server() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     mock.set_default(Reply::message("ok"));
-    let bridge = start_bridge(
-        &env,
-        &mock,
-        BridgeOpts {
-            backend: Some("app-server"),
-            ..Default::default()
-        },
-    )
-    .await;
+    let bridge = crate::support::bridge::start_warm_bridge(&env, &mock).await;
     let (a, b) = (
         bridge.own_context().clone(),
         std::sync::Arc::new(bridge.shared().own_context()),
@@ -387,7 +399,7 @@ async fn each_client_context_gets_its_own_one_shot_app_server() {
             let answer = bridge
                 .one_shot(OneShotCall {
                     request: OneShot::Query {
-                        prompt: "hi".into(),
+                        prompt: crate::support::bridge::prompt_of("hi"),
                         context: None,
                         model: None,
                         reasoning_effort: None,

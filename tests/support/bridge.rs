@@ -59,10 +59,15 @@ pub fn confine_dir(dir: &Path) -> Confined {
     .expect("confine work dir")
 }
 
+/// A caller's prompt, checked as the MCP layer checks one (a test's prompts are never empty).
+pub fn prompt_of(text: &str) -> codex_mcp_bridge::codex::argv::Prompt {
+    codex_mcp_bridge::codex::argv::Prompt::parse("prompt", text.into()).expect("a prompt")
+}
+
 /// A new-turn request in `env.work()` with `prompt` and everything else default.
 pub fn turn(env: &TestEnv, prompt: &str) -> TurnRequest {
     TurnRequest {
-        prompt: prompt.into(),
+        prompt: prompt_of(prompt),
         sandbox: None,
         model: None,
         reasoning_effort: None,
@@ -255,6 +260,15 @@ pub async fn start_bridge(
     Bridge::start(shared).await.expect("bridge starts")
 }
 
+/// [`start_bridge`] on the app-server backend, with the other options at their defaults.
+pub async fn start_warm_bridge(env: &TestEnv, mock: &MockApi) -> codex_mcp_bridge::actors::Bridge {
+    let o = BridgeOpts {
+        backend: Some("app-server"),
+        ..Default::default()
+    };
+    start_bridge(env, mock, o).await
+}
+
 /// A turn call in `env.work()` with defaults.
 pub fn call(
     env: &TestEnv,
@@ -265,7 +279,7 @@ pub fn call(
         session_id: session
             .map(|s| codex_mcp_bridge::security::ids::SessionId::parse("sessionId", s).unwrap()),
         reset: false,
-        prompt: prompt.into(),
+        prompt: Some(prompt_of(prompt)),
         files: vec![],
         sandbox: None,
         model: None,

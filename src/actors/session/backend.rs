@@ -75,14 +75,20 @@ impl Driver for Codex {
                     ))
                 })?;
             let left = timeout.saturating_sub(t0.elapsed());
-            let mut process = tokio::time::timeout(left, WarmProcess::spawn(&server, None))
-                .await
-                .map_err(|_| Error::TimedOut {
-                    after: timeout,
-                    partial: None,
-                })??;
-            process.hold(place);
-            let forked = process.fork(thread, &cwd, model.as_deref(), timeout).await;
+            // on record for the takeover sweep while it lives, like every process
+            let spawned = crate::actors::inflight::Recorded::spawn(&server, shared.store.clone());
+            let mut process =
+                tokio::time::timeout(left, spawned)
+                    .await
+                    .map_err(|_| Error::TimedOut {
+                        after: timeout,
+                        partial: None,
+                    })??;
+            process.process().hold(place);
+            let forked = process
+                .process()
+                .fork(thread, &cwd, model.as_deref(), timeout)
+                .await;
             process.close().await;
             forked
         })

@@ -15,7 +15,11 @@ pub(super) struct Prepared {
     pub(super) prior_usage: Usage,
 }
 
-/// How a prepared turn runs.
+/// How a prepared turn runs (one per turn, moved once: the size of a variant costs nothing).
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per turn, never copied or stored"
+)]
 pub(super) enum Backed {
     /// A `codex exec` process for this turn.
     Exec(SpawnSpec),

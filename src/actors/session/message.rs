@@ -47,7 +47,7 @@ pub enum SessionMessage {
     CloseWarm,
     /// Add a message to the running turn (`turn/steer`); answered once codex took it.
     Steer {
-        text: String,
+        text: crate::codex::argv::Prompt,
         /// Who asks: only the client that started the turn may steer it.
         client: Arc<ClientContext>,
         reply: oneshot::Sender<Result<()>>,

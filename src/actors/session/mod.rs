@@ -186,7 +186,7 @@ async fn turn_asked(
     call: Box<TurnCall>,
     reply: oneshot::Sender<Result<TurnReport>>,
 ) {
-    if st.shared.fault_injection && call.prompt == PANIC_PROMPT {
+    if st.shared.fault_injection && call.prompt.as_deref() == Some(PANIC_PROMPT) {
         panic!("fault injection: session actor panics");
     }
     if st.current.is_none() && !st.forking {
@@ -198,8 +198,7 @@ async fn turn_asked(
         .client
         .as_ref()
         .map_or(&st.shared.common, |c| &c.common);
-    let checked =
-        crate::codex::argv::check_call(common, &call.prompt, call.model.as_deref(), call.sandbox);
+    let checked = crate::codex::argv::check_call(common, call.model.as_deref(), call.sandbox);
     match checked {
         Ok(()) => queue(st, call, reply),
         Err(e) => {

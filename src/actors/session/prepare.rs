@@ -72,8 +72,11 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
     } else {
         st.record.as_ref().and_then(|r| r.thread_id)
     };
-    let (prompt, images) =
-        crate::actors::files::compose(std::mem::take(&mut call.prompt), &call.files, &cwd)?;
+    let prompt = call
+        .prompt
+        .take()
+        .ok_or_else(|| Error::invalid("prompt", "was already used by a turn"))?;
+    let (prompt, images) = crate::actors::files::compose(prompt, &call.files, &cwd)?;
     let dir = cwd.path().to_path_buf();
     let warm = warm_backend(st, !images.is_empty());
     let req = TurnRequest {

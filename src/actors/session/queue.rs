@@ -74,5 +74,7 @@ pub(super) fn queue(
 pub(super) fn held_bytes(call: &TurnCall) -> usize {
     call.files
         .iter()
-        .fold(call.prompt.len(), |n, f| n.saturating_add(f.len()))
+        .fold(call.prompt.as_ref().map_or(0, |p| p.len()), |n, f| {
+            n.saturating_add(f.len())
+        })
 }

@@ -10,6 +10,7 @@ use tokio::sync::Semaphore;
 use super::driver::*;
 use super::*;
 use crate::actors::Bridge;
+use crate::codex::argv::Prompt;
 use crate::codex::process::TurnOutput;
 use crate::config::{Config, Settings};
 
@@ -170,7 +171,7 @@ impl Setup {
         TurnCall {
             session_id: Some(sid(session)),
             reset: false,
-            prompt: prompt.into(),
+            prompt: Some(Prompt::parse("prompt", prompt.into()).unwrap()),
             files: vec![],
             sandbox: None,
             model: None,

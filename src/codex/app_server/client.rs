@@ -557,7 +557,7 @@ mod tests {
         let err = client
             .start_turn(&TurnParams {
                 thread: &t,
-                prompt: "x",
+                prompt: &protocol::Prompt::parse("prompt", "x".into()).unwrap(),
                 sandbox: None,
                 cwd: Path::new("/w"),
                 model: None,

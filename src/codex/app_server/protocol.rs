@@ -144,6 +144,7 @@ impl Outgoing {
 /// A thread id: the bridge's one thread id type (a UUID, parsed once), in every message
 /// written and read here.
 pub use crate::security::ids::ThreadId;
+pub use crate::security::prompt::Prompt;
 
 /// A turn id as codex printed it (a UUID).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -323,7 +324,8 @@ pub fn sandbox_policy(level: SandboxLevel) -> Value {
 #[derive(Debug, Clone)]
 pub struct TurnParams<'a> {
     pub thread: &'a ThreadId,
-    pub prompt: &'a str,
+    /// Checked where the call was parsed (never empty, bounded).
+    pub prompt: &'a Prompt,
     /// `None` is read-only, whatever the previous turn used.
     pub sandbox: Option<SandboxLevel>,
     /// A confined directory.
@@ -335,13 +337,13 @@ pub struct TurnParams<'a> {
 /// `turn/start`. Always carries `sandboxPolicy`, `approvalPolicy: "never"`,
 /// `approvalsReviewer: "user"` and `cwd`: every one of them is sticky on the thread.
 pub fn turn_start(t: &TurnParams<'_>) -> Result<Outgoing, ProtocolError> {
-    if t.prompt.trim().is_empty() {
-        return Err(invalid("prompt", "must not be empty"));
-    }
     let level = t.sandbox.unwrap_or(SandboxLevel::ReadOnly);
     let mut p = Map::new();
     p.insert("threadId".into(), thread_value(t.thread));
-    p.insert("input".into(), json!([{"type": "text", "text": t.prompt}]));
+    p.insert(
+        "input".into(),
+        json!([{"type": "text", "text": &**t.prompt}]),
+    );
     p.insert("sandboxPolicy".into(), sandbox_policy(level));
     p.insert("approvalPolicy".into(), Value::from("never"));
     p.insert("approvalsReviewer".into(), Value::from("user"));
@@ -1254,17 +1256,14 @@ pub fn thread_fork(
 pub fn turn_steer(
     thread: &ThreadId,
     turn: &TurnRef,
-    text: &str,
+    text: &Prompt,
 ) -> Result<Outgoing, ProtocolError> {
-    if text.trim().is_empty() {
-        return Err(invalid("input", "must not be empty"));
-    }
     Ok(Outgoing {
         method: Method::TurnSteer,
         params: Some(json!({
             "threadId": thread_value(thread),
             "expectedTurnId": turn.as_str(),
-            "input": [{"type": "text", "text": text}],
+            "input": [{"type": "text", "text": &**text}],
         })),
     })
 }
@@ -1367,6 +1366,10 @@ mod tests {
             .replace("\"U\"", &format!("\"{TURN}\""))
     }
 
+    fn text(s: &str) -> Prompt {
+        Prompt::parse("prompt", s.into()).unwrap()
+    }
+
     fn policy_of(v: &Value) -> EffectivePolicy {
         WirePolicy::deserialize(v).unwrap().into()
     }
@@ -1431,7 +1434,7 @@ mod tests {
         let t = thread();
         let base = TurnParams {
             thread: &t,
-            prompt: "-cmcp_servers={evil={command=\"touch\"}}",
+            prompt: &text("-cmcp_servers={evil={command=\"touch\"}}"),
             sandbox: None,
             cwd: Path::new("/w/repo"),
             model: None,
@@ -1479,10 +1482,10 @@ mod tests {
     #[test]
     fn bad_values_are_refused_with_their_field() {
         let t = thread();
-        let turn = |prompt, cwd, model| {
+        let turn = |prompt: &str, cwd, model| {
             turn_start(&TurnParams {
                 thread: &t,
-                prompt,
+                prompt: &text(prompt),
                 sandbox: None,
                 cwd: Path::new(cwd),
                 model,
@@ -1493,7 +1496,11 @@ mod tests {
             Err(ProtocolError::Invalid { field, .. }) => field,
             other => panic!("{other:?}"),
         };
-        assert_eq!(field(turn(" \n", "/w", None)), "prompt");
+        // an empty prompt is no `Prompt`: none reaches a template
+        assert_eq!(
+            Prompt::parse("prompt", " \n".into()).unwrap_err().field,
+            "prompt"
+        );
         assert_eq!(field(turn("x", "relative", None)), "cwd");
         assert_eq!(field(turn("x", "/w", Some(""))), "model");
         assert_eq!(field(turn("x", "/w", Some("a\nb"))), "model");
@@ -1520,7 +1527,7 @@ mod tests {
             thread_resume(&t, Path::new("/w"), None).unwrap(),
             turn_start(&TurnParams {
                 thread: &t,
-                prompt: "x",
+                prompt: &text("x"),
                 sandbox: None,
                 cwd: Path::new("/w"),
                 model: None,
@@ -1554,7 +1561,7 @@ mod tests {
         let t = thread();
         let params = TurnParams {
             thread: &t,
-            prompt: "x",
+            prompt: &text("x"),
             sandbox: None,
             cwd: Path::new("/w"),
             model: None,
@@ -1608,20 +1615,17 @@ mod tests {
             json!({"method": "thread/fork", "id": 5, "params": {"threadId": THREAD, "cwd": "/w",
                 "sandbox": "read-only", "approvalPolicy": "never", "approvalsReviewer": "user"}})
         );
-        let steer = turn_steer(&t, &turn, "also check b").unwrap();
+        let steer = turn_steer(&t, &turn, &text("also check b")).unwrap();
         assert_eq!(
             line(&steer, 6),
             json!({"method": "turn/steer", "id": 6, "params": {"threadId": THREAD,
                 "expectedTurnId": TURN, "input": [{"type": "text", "text": "also check b"}]}})
         );
-        assert!(matches!(
-            turn_steer(&t, &turn, " "),
-            Err(ProtocolError::Invalid { field: "input", .. })
-        ));
+        assert!(Prompt::parse("prompt", " ".into()).is_err());
         assert_eq!(parse_steered(&json!({"turnId": TURN})).unwrap(), turn);
         let base = TurnParams {
             thread: &t,
-            prompt: "x",
+            prompt: &text("x"),
             sandbox: None,
             cwd: Path::new("/w"),
             model: None,

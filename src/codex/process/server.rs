@@ -69,7 +69,7 @@ const ANSWER_DEADLINE: Duration = Duration::from_secs(LONGEST_WAIT.as_secs() + 1
 
 /// A message to add to the running turn, and where to say whether codex took it.
 pub struct Steer {
-    pub text: String,
+    pub text: protocol::Prompt,
     pub reply: tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
 }
 
@@ -429,12 +429,10 @@ impl WarmProcess {
             other => other,
         };
         let containment = super::cgroup::containment();
+        // the thread's usage is the session's prior total plus codex's per-call counts of this
+        // turn (`drive`: a resumed process's running total may not include the turns of earlier
+        // processes), so the turn's is that minus the prior, as on exec (`finish`)
         let mut output = finish(t, opts, started.elapsed(), None, String::new(), containment);
-        // a warm turn's usage: codex's per-call counts summed (a resumed process's running
-        // total may not include the turns of earlier processes)
-        output.turn_usage = output
-            .thread_usage
-            .map(|u| u.delta(&opts.prior_thread_usage));
         output.approvals = asks.records;
         output.steered = asks
             .steered
@@ -532,7 +530,7 @@ impl WarmProcess {
                     let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
                     let taken = steer_turn(client, &thread, &turn_id, &steer.text).await;
                     if taken.is_ok() {
-                        asks.steered.push(steer.text);
+                        asks.steered.push(steer.text.into_string());
                     }
                     let _ = steer.reply.send(taken);
                     continue;
@@ -1049,7 +1047,7 @@ async fn steer_turn<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     client: &Client<W>,
     thread: &ThreadId,
     turn: &TurnRef,
-    text: &str,
+    text: &protocol::Prompt,
 ) -> std::result::Result<(), String> {
     let msg = protocol::turn_steer(thread, turn, text).map_err(|e| e.to_string())?;
     match tokio::time::timeout(STEER_TIMEOUT, client.request(&msg)).await {
