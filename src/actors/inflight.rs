@@ -29,9 +29,9 @@ pub(crate) fn record_hook(store: Store, record: SessionId) -> SpawnHook {
     })
 }
 
-/// An app-server no session owns, on record (`inflight`, under a generated key no session
-/// uses) from its spawn until it is closed, killed, dropped or handed to a session (which
-/// records it under its own id). So a bridge that dies while it holds one leaves a record the
+/// An app-server no session owns (the pool's spare, a fork's one-off process, a probe's), on
+/// record (`inflight`, under a generated key no session uses) from its spawn until it is
+/// closed, dropped or handed to a session ([`Recorded::hand_to`]: then under its id). So a bridge that dies while it holds one leaves a record the
 /// next bridge's takeover sweep kills it by.
 pub(crate) struct Recorded {
     process: Option<WarmProcess>,
@@ -71,10 +71,14 @@ impl Recorded {
         self.process.as_ref().map_or(0, |p| p.info().pid)
     }
 
-    /// The process, handed on (to a session, which records it under its own id): its record
-    /// here is forgotten.
-    pub(crate) fn into_process(mut self) -> WarmProcess {
-        self.process.take().expect("a Recorded holds its process")
+    /// The process, handed to session `to`: on record under its id first, then its record
+    /// here is forgotten (so it is never off the record).
+    pub(crate) fn hand_to(mut self, to: &SessionId) -> WarmProcess {
+        let p = self.process.take().expect("a Recorded holds its process");
+        if let Err(e) = self.store.put_inflight(to, &inflight_of(p.info().clone())) {
+            tracing::error!(error = %e, "could not record the spare for its session");
+        }
+        p
     }
 
     /// Close the process (EOF, then a kill; reaped) and forget its record.
@@ -89,8 +93,9 @@ impl Recorded {
 
 impl Drop for Recorded {
     fn drop(&mut self) {
-        // closed, handed on, or not (a failed or aborted start, an aborted task: the process,
-        // if any, is killed as it drops): its record here goes either way
+        // closed, handed on, or not (a failed or aborted start, an aborted task): a process
+        // still here is killed first (as it drops), then its record goes
+        drop(self.process.take());
         let _ = self.store.clear_inflight(&self.record);
     }
 }

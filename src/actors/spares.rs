@@ -146,9 +146,10 @@ impl ractor::Actor for PoolKeeper {
                 mut reply,
             } => {
                 // a caller that gave up (a cancelled `ping`) stops the probe: its process dies
+                let store = state.shared.upgrade().map(|s| s.store.clone());
                 let task = tokio::spawn(async move {
                     tokio::select! {
-                        found = crate::actors::warm::probe(&common, slot) => {
+                        found = crate::actors::warm::probe(&common, slot, store) => {
                             let _ = reply.send(found);
                         }
                         _ = reply.closed() => {}

@@ -238,7 +238,8 @@ impl WarmPool {
         slot: Option<Slot>,
     ) -> Option<std::result::Result<(), String>> {
         let Some(keeper) = self.keeper.get() else {
-            return Some(probe(common, slot).await);
+            // no keeper (a pool outside a bridge): no store to put it on record in either
+            return Some(probe(common, slot, None).await);
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         keeper
@@ -420,12 +421,17 @@ impl WarmPool {
 
     /// The spare, when it was started with `key` (the same invocation: directory, client
     /// environment, CODEX_HOME, binary, pins) and is fit to use.
-    pub fn take_spare(&self, key: &WarmKey) -> Option<crate::codex::process::WarmProcess> {
+    /// It goes on record as session `to`'s before the pool forgets its own record of it.
+    pub fn take_spare(
+        &self,
+        key: &WarmKey,
+        to: &SessionId,
+    ) -> Option<crate::codex::process::WarmProcess> {
         let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
         match spare.take() {
             Some((k, mut w)) if &k == key => {
                 if w.process().reusable() && !w.process().exited() {
-                    Some(w.into_process())
+                    Some(w.hand_to(to))
                 } else {
                     // dead or distrusted: closed (killed, if anything is left of it, and
                     // reaped before its slot comes back)
@@ -589,21 +595,34 @@ impl WarmPool {
 
 /// Start a `codex app-server` with `common` in a scratch directory, complete the handshake and
 /// close it: whether this codex binary has a usable app-server (for `ping` and `doctor`).
-/// `slot` is the probe's place under a server's cap (`None` outside a server: `doctor`).
+/// `slot` is the probe's place under a server's cap, and `store` where its process is on
+/// record for the takeover sweep while it lives (both `None` outside a server: `doctor`).
 pub async fn probe(
     common: &crate::codex::argv::Common,
     slot: Option<Slot>,
+    store: Option<crate::store::Store>,
 ) -> std::result::Result<(), String> {
     let (_dir, cwd) = crate::actors::files::scratch_dir().map_err(|e| e.to_string())?;
     let spec = crate::codex::argv::build_app_server(common, cwd).map_err(|e| e.to_string())?;
-    match crate::codex::process::WarmProcess::spawn(&spec, None).await {
-        Ok(mut w) => {
+    let redacted =
+        |e: crate::error::Error| crate::security::redact::redact(&e.to_string()).into_owned();
+    match store {
+        Some(store) => {
+            let mut w = Recorded::spawn(&spec, store).await.map_err(redacted)?;
+            if let Some(s) = slot {
+                w.process().hold(s);
+            }
+            w.close().await;
+        }
+        None => {
+            let mut w = crate::codex::process::WarmProcess::spawn(&spec, None)
+                .await
+                .map_err(redacted)?;
             if let Some(s) = slot {
                 w.hold(s);
             }
             w.close().await;
-            Ok(())
         }
-        Err(e) => Err(crate::security::redact::redact(&e.to_string()).into_owned()),
     }
+    Ok(())
 }

@@ -6,6 +6,7 @@
 
 pub mod env;
 pub mod ids;
+pub mod lookalike;
 pub mod overrides;
 pub mod paths;
 pub mod prompt;

@@ -16,8 +16,8 @@
 //! - a line or paragraph separator (U+2028, U+2029), a blank other than the space (no-break,
 //!   ideographic, en/em spaces, U+2800), private-use, surrogate or unassigned code points, or
 //!   more than [`MAX_MARKS`] combining marks on one character;
-//! - a character that makes a word look like another ([`look_alikes`]: `gіthub.com` with a
-//!   Cyrillic `і`, a fullwidth `ｒｍ`), while text in one script is shown as it is;
+//! - a word made to look like another ([`super::lookalike`]: `gіthub.com` with a Cyrillic
+//!   `і`, a fullwidth `ｒｍ`), while text in one script is shown as it is;
 //! - more lines than the limits allow, a line longer than they allow, more than
 //!   [`MAX_BLANK_LINES`] blank lines in a row, indentation wider than [`MAX_INDENT`] columns or
 //!   a run of blanks inside a line wider than [`MAX_BLANK_RUN`] columns (a tab counts 8).
@@ -26,8 +26,6 @@
 //! escape (`\u{1b}`, `\n`), so a record can say what was asked without carrying it.
 
 use unicode_general_category::{GeneralCategory, get_general_category};
-use unicode_security::MixedScript;
-use unicode_security::confusable_detection::skeleton;
 
 /// How much of a text a form shows whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +79,7 @@ pub enum Unreadable {
     /// More combining marks on one character than [`MAX_MARKS`].
     #[error("more than {MAX_MARKS} combining marks on one character at line {0}")]
     StackedMarks(usize),
-    /// A character that makes its word look like another ([`look_alikes`]).
+    /// A character that makes its word look like another ([`super::lookalike`]).
     #[error("a character that makes a word look like another (U+{0:04X}) at line {1}")]
     LookAlike(u32, usize),
     /// More lines than the limit.
@@ -115,7 +113,7 @@ impl Unreadable {
                 "not asked: the question holds characters a form cannot show as they are (unassigned, private-use or stacked combining characters)"
             }
             Unreadable::LookAlike(..) => {
-                "not asked: the question holds a word that looks like another (a letter of another script or a fullwidth or styled form among ASCII letters), which a form cannot show as it is"
+                "not asked: the question holds a word that looks like another (a letter, digit or symbol of another script or a styled form that reads as an ASCII one), which a form cannot show as it is"
             }
             Unreadable::TooManyLines(_) | Unreadable::LineTooLong(..) => {
                 "not asked: the question has more (or longer) lines than a form shows whole"
@@ -158,67 +156,6 @@ fn refused(c: char, line: usize) -> Option<Unreadable> {
         }
         _ => None,
     }
-}
-
-/// Whether `c` is a character that looks like an ASCII letter or digit without being one: a
-/// letter of another script (Cyrillic `а`, Greek `ο`), or a compatibility form (fullwidth `ａ`,
-/// mathematical `𝐚`, `ℓ`), by the confusables of Unicode's UTS #39 (`skeleton`).
-fn looks_ascii(c: char) -> bool {
-    if c.is_ascii() || !c.is_alphanumeric() {
-        return false;
-    }
-    let mut buf = [0; 4];
-    let mut prototype = skeleton(c.encode_utf8(&mut buf));
-    prototype.all(|s| s.is_ascii_alphanumeric())
-}
-
-/// Compatibility forms of letters and digits (fullwidth, mathematical, letterlike, enclosed):
-/// no word of a command needs them, and each looks like its plain letter.
-fn compatibility_form(c: char) -> bool {
-    matches!(c as u32,
-        0xFF01..=0xFF5E | 0x1D400..=0x1D7FF | 0x2100..=0x214F | 0x2460..=0x24FF | 0x1F100..=0x1F1FF)
-}
-
-/// The byte offsets of the characters of `line` that make a word look like another, so a form
-/// would show a command other than the one that runs (`gіthub.com` with a Cyrillic `і`):
-/// within one blank-separated piece, a character that looks like an ASCII letter or digit
-/// ([`looks_ascii`]) in a word (a run of letters, digits and marks) that
-/// - is a compatibility form ([`compatibility_form`]), or
-/// - mixes scripts (Latin and Cyrillic in one word), or
-/// - is made only of such characters, in a piece that also holds an ASCII letter
-///   (`аррӏе.com` in Cyrillic letters).
-///
-/// Text in one script is left alone (`привет`, `kapı`, `Grüße`), as are words of another
-/// script beside ASCII ones (`msg="Привет"`).
-fn look_alikes(line: &str) -> Vec<usize> {
-    // where a piece of `line` starts in it
-    let at = |piece: &str| piece.as_ptr() as usize - line.as_ptr() as usize;
-    let mut found = Vec::new();
-    for piece in line.split([' ', '\t']) {
-        if piece.is_ascii() {
-            continue;
-        }
-        let ascii_letter = piece.chars().any(|c| c.is_ascii_alphabetic());
-        for word in piece.split(|c: char| !(c.is_alphanumeric() || is_mark(c))) {
-            if word.is_ascii() {
-                continue;
-            }
-            let like: Vec<(usize, char)> = word
-                .char_indices()
-                .filter(|(_, c)| looks_ascii(*c))
-                .collect();
-            if like.is_empty() {
-                continue;
-            }
-            let odd = like.iter().any(|(_, c)| compatibility_form(*c))
-                || !word.is_single_script()
-                || (ascii_letter && word.chars().filter(|c| !is_mark(*c)).all(looks_ascii));
-            if odd {
-                found.extend(like.iter().map(|(i, _)| at(word) + i));
-            }
-        }
-    }
-    found
 }
 
 fn is_mark(c: char) -> bool {
@@ -271,9 +208,8 @@ pub fn check(text: &str, limits: &Limits) -> Result<(), Unreadable> {
         if chars > limits.max_line_chars {
             return Err(Unreadable::LineTooLong(limits.max_line_chars, n));
         }
-        if let Some(&at) = look_alikes(line).first() {
-            let c = line[at..].chars().next().unwrap_or_default();
-            return Err(Unreadable::LookAlike(c as u32, n));
+        if let Some(p) = super::lookalike::pieces(line).first() {
+            return Err(Unreadable::LookAlike(p.culprit as u32, n));
         }
         if line.trim().is_empty() {
             blank_lines += 1;
@@ -349,23 +285,17 @@ fn clip(s: String, max: usize) -> String {
     cut
 }
 
-/// `line` (one line, no tab) with every character that looks like an ASCII one escaped in
-/// each piece [`look_alikes`] finds one in; `None` when it finds none.
+/// `line` (one line, no tab) with every character that is not ASCII escaped in each piece
+/// the look-alike rule refuses ([`super::lookalike::pieces`]), so no such piece is left;
+/// `None` when it refuses none.
 fn escape_look_alikes(line: &str) -> Option<String> {
-    let found = look_alikes(line);
-    if found.is_empty() {
+    let pieces = super::lookalike::pieces(line);
+    if pieces.is_empty() {
         return None;
     }
-    let flagged = |at: usize| {
-        // the piece around `at`
-        let start = line[..at].rfind(' ').map_or(0, |i| i + 1);
-        let end = line[at..].find(' ').map_or(line.len(), |i| at + i);
-        (start, end)
-    };
-    let pieces: Vec<(usize, usize)> = found.iter().map(|&at| flagged(at)).collect();
-    let mut out = String::with_capacity(line.len() + 8 * found.len());
+    let mut out = String::with_capacity(line.len() + 8 * pieces.len());
     for (at, c) in line.char_indices() {
-        if looks_ascii(c) && pieces.iter().any(|&(s, e)| s <= at && at < e) {
+        if !c.is_ascii() && pieces.iter().any(|p| p.start <= at && at < p.end) {
             out.push_str(&escape(c));
         } else {
             out.push(c);
@@ -475,7 +405,7 @@ mod tests {
             // a word of Cyrillic look-alikes beside ASCII: apple.com
             ("open \u{430}\u{440}\u{440}\u{4cf}\u{435}.com", 0x430),
             // fullwidth and mathematical letters
-            ("\u{ff52}\u{ff4d} -rf /", 0xff52),
+            ("rm -rf /\u{ff48}\u{ff4f}\u{ff4d}\u{ff45}", 0xff48),
             ("echo \u{1d41a}bc", 0x1d41a),
         ] {
             assert_eq!(
@@ -514,7 +444,7 @@ mod tests {
 
         #[test]
         fn visible_text_cut_short_always_passes(
-            s in "[a-z.=\" \\u{430}-\\u{44f}\\u{3b1}-\\u{3c9}\\u{ff41}-\\u{ff5a}\\u{1b}]{0,60}",
+            s in "[a-z0-9.=/:@\" \\u{430}-\\u{44f}\\u{3b1}-\\u{3c9}\\u{ff41}-\\u{ff5a}\\u{1b}\\u{261}\\u{131}\\u{307}\\u{237a}\\u{d7}\\u{9e8}\\u{456}]{0,60}",
             max in 1usize..40,
         ) {
             let v = visible(&s, max);

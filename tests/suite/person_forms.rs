@@ -200,7 +200,7 @@ async fn a_command_whose_words_look_like_others_is_never_shown_and_one_script_is
             "open https://\u{430}\u{440}\u{440}\u{4cf}\u{435}.com",
             0x430,
         ),
-        ("wide.txt", "\u{ff45}\u{ff43}\u{ff48}\u{ff4f} hi", 0xff45),
+        ("wide.txt", "cat ~/.\u{ff53}\u{ff53}\u{ff48}/id_rsa", 0xff53),
     ];
     for (i, (name, tail, c)) in hostile.iter().enumerate() {
         let target = outside(&env, name);

@@ -34,6 +34,8 @@ pub(super) enum Backed {
 
 /// What a turn's task runs with.
 pub(super) struct TurnEnv<'a> {
+    /// The session the turn is of (the record its processes are on).
+    pub(super) session: &'a SessionId,
     pub(super) shared: &'a Arc<Shared>,
     pub(super) me: &'a ActorRef<SessionMessage>,
     pub(super) client: &'a ClientContext,

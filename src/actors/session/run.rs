@@ -23,6 +23,7 @@ pub(super) fn launch(
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
     let warm = st.warm.take();
+    let session = st.id.clone();
     let control = control_of(st, call, &prepared);
     // one span per turn, with the session id, so a user can follow a call through the logs
     let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
@@ -47,6 +48,7 @@ pub(super) fn launch(
                 .await;
             let queued = since.elapsed();
             let turn = TurnEnv {
+                session: &session,
                 shared: &shared,
                 me: &me,
                 client: &client,
