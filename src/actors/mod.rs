@@ -118,8 +118,13 @@ impl Bridge {
         &self.own
     }
 
-    /// Run one turn; resolves when it ended (or failed to start).
-    pub async fn turn(&self, call: TurnCall) -> Result<TurnReport> {
+    /// Run one turn; resolves when it ended (or failed to start). A call without a client is
+    /// this process's own ([`Bridge::own_context`]), as a steer without one is: the same
+    /// caller turn after turn (its spare, its one-shot processes), not a new one each time.
+    pub async fn turn(&self, mut call: TurnCall) -> Result<TurnReport> {
+        if call.client.is_none() {
+            call.client = Some(self.own.clone());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Turn {

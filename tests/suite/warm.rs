@@ -1121,13 +1121,8 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
         all
     };
     let me = std::process::id();
-    // both sessions ask as one client (a spare serves the client it was started for)
-    let as_one = |session: &str, prompt: &str| {
-        let mut c = call(&env, Some(session), prompt);
-        c.client = Some(bridge.own_context().clone());
-        c
-    };
-    let first = bridge.turn(as_one("s1", "one")).await.unwrap();
+    // both calls without a client: the bridge's own, whose spare the second session takes
+    let first = bridge.turn(call(&env, Some("s1"), "one")).await.unwrap();
     assert_eq!(first.outcome.ending, Ending::Completed);
     // the spare for this directory starts in the background, on record from its spawn (and
     // still once it waits in the pool)
@@ -1155,7 +1150,7 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     assert_eq!(bridge.shared().warm_pool().spare_pid(), Some(spare));
     assert!(rec.iter().any(|(_, k)| k == "s1"), "{rec:?}");
     // a second session in the same directory takes the spare: on record as that session's now
-    let second = bridge.turn(as_one("s2", "two")).await.unwrap();
+    let second = bridge.turn(call(&env, Some("s2"), "two")).await.unwrap();
     assert_eq!(second.outcome.ending, Ending::Completed);
     assert!(
         wait_until(Duration::from_secs(10), || {
