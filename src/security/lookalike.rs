@@ -52,7 +52,8 @@ fn looks_ascii(c: char) -> bool {
     prototype.all(|s| s.is_ascii_alphanumeric())
 }
 
-fn is_mark(c: char) -> bool {
+/// A combining mark (nonspacing or enclosing): part of the character before it.
+pub(crate) fn is_mark(c: char) -> bool {
     !c.is_ascii()
         && matches!(
             get_general_category(c),
@@ -74,9 +75,7 @@ pub fn pieces(line: &str) -> Vec<Piece> {
         if piece.is_ascii() {
             continue;
         }
-        let beside =
-            piece.chars().any(|c| c.is_ascii_alphabetic()) || piece.contains(['.', '/', ':', '@']);
-        if let Some(culprit) = refused(piece, beside) {
+        if let Some(culprit) = refused(piece) {
             let start = at(piece);
             found.push(Piece {
                 start,
@@ -88,11 +87,12 @@ pub fn pieces(line: &str) -> Vec<Piece> {
     found
 }
 
-/// The first character that makes `piece` look like another, if any (`beside`: it holds ASCII
-/// letters or reads as a host, URL or path).
-fn refused(piece: &str, beside: bool) -> Option<char> {
+/// The first character that makes `piece` look like another, if any.
+fn refused(piece: &str) -> Option<char> {
     let paths = piece.contains(['.', '/', ':', '@']);
     let ascii_letters = piece.chars().any(|c| c.is_ascii_alphabetic());
+    // it holds ASCII letters or reads as a host, URL or path
+    let beside = ascii_letters || paths;
     // 6: symbols
     if beside
         && let Some(c) = piece

@@ -27,6 +27,8 @@
 
 use unicode_general_category::{GeneralCategory, get_general_category};
 
+use super::lookalike::is_mark;
+
 /// How much of a text a form shows whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -156,14 +158,6 @@ fn refused(c: char, line: usize) -> Option<Unreadable> {
         }
         _ => None,
     }
-}
-
-fn is_mark(c: char) -> bool {
-    !c.is_ascii()
-        && matches!(
-            get_general_category(c),
-            GeneralCategory::NonspacingMark | GeneralCategory::EnclosingMark
-        )
 }
 
 /// Whether `text` can be shown whole and as it is within `limits`.
