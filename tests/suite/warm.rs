@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::support::bridge::{pids_with_cmdline, pids_with_cmdline_prefix};
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
-use crate::support::process::{alive, is_app_server};
+use crate::support::process::{alive, is_bridge_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
 
 /// The bridge with the app-server backend (whatever the suite's default) and `extra` settings.
@@ -26,7 +26,7 @@ async fn warm_server(env: &TestEnv, mock: &MockApi, extra: &[(&str, &str)]) -> S
 fn app_servers(server_pid: u32) -> Vec<i32> {
     codex_mcp_bridge::codex::process::descendants(server_pid as i32)
         .into_iter()
-        .filter(|p| is_app_server(*p))
+        .filter(|p| is_bridge_app_server(*p))
         .collect()
 }
 

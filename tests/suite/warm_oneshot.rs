@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
-use crate::support::process::{alive, is_app_server};
+use crate::support::process::{alive, is_app_server, is_bridge_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
 
 /// The bridge with the backend `backend` and `extra` settings.
@@ -52,7 +52,7 @@ fn codex_children(pid: u32) -> Vec<(i32, Vec<String>)> {
 fn app_servers(pid: u32) -> Vec<i32> {
     let mut v: Vec<i32> = codex_mcp_bridge::codex::process::descendants(pid as i32)
         .into_iter()
-        .filter(|p| is_app_server(*p))
+        .filter(|p| is_bridge_app_server(*p))
         .collect();
     v.sort_unstable();
     v
@@ -74,7 +74,7 @@ async fn watch_children<F: std::future::Future>(
                     if args.iter().any(|a| a == "exec") {
                         exec = true;
                     }
-                    if args.iter().any(|a| a == "app-server") {
+                    if is_bridge_app_server(p) {
                         servers.insert(p);
                     }
                 }

@@ -62,15 +62,6 @@ pub fn describe_output(out: &Output) -> String {
 /// never as the app-server's child.
 pub fn is_start_up_probe(pid: i32) -> bool {
     let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
-    let parent = |p: i32| -> i32 {
-        std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| {
-                let after = &s[s.rfind(')')? + 2..];
-                after.split(' ').nth(1)?.parse().ok()
-            })
-            .unwrap_or(0)
-    };
     // a git whose parent is the app-server, or a git started by such a git
     let codex_git = |p: i32| {
         let mut p = p;
@@ -78,7 +69,7 @@ pub fn is_start_up_probe(pid: i32) -> bool {
             if comm(p).trim() != "git" {
                 return false;
             }
-            let up = parent(p);
+            let up = parent_of(p);
             if is_app_server(up) {
                 return true;
             }
@@ -86,10 +77,33 @@ pub fn is_start_up_probe(pid: i32) -> bool {
         }
         false
     };
-    comm(pid).trim() == "lsb_release" || comm(parent(pid)).trim() == "lsb_release" || codex_git(pid)
+    comm(pid).trim() == "lsb_release"
+        || comm(parent_of(pid)).trim() == "lsb_release"
+        || codex_git(pid)
 }
 
-/// Whether `pid` is a `codex app-server` (a warm session's process).
+/// The parent of `pid` (0 when it is gone).
+pub fn parent_of(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = &s[s.rfind(')')? + 2..];
+            after.split(' ').nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Whether `pid` is a `codex app-server` the bridge started: an app-server whose parent is
+/// not one. As an app-server starts a child (its start-up probes, a turn's shell), the child
+/// shows the app-server's command line from its fork until its exec (seen on 0.145.0 as a
+/// `tokio-rt-worker` with the app-server's argv), so a count of app-servers by command line
+/// alone sees two where one runs (failed once in CI).
+pub fn is_bridge_app_server(pid: i32) -> bool {
+    is_app_server(pid) && !is_app_server(parent_of(pid))
+}
+
+/// Whether `pid` is a `codex app-server` (a warm session's process), or a child of one
+/// between its fork and its exec.
 pub fn is_app_server(pid: i32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"app-server".as_slice()))
