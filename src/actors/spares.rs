@@ -136,6 +136,7 @@ impl ractor::Actor for PoolKeeper {
                     }));
                 }
             }
+            KeeperMessage::Close(closing) => state.own(tokio::spawn(closing)),
             KeeperMessage::Refill { spec, slot } => {
                 let task = tokio::spawn(start_spare(state.shared.clone(), spec, slot));
                 state.own(task);

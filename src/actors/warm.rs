@@ -90,6 +90,10 @@ pub enum KeeperMessage {
         spec: crate::codex::argv::SpawnSpec,
         slot: Slot,
     },
+    /// Close a process the pool let go of (a spare or an idle one-shot no longer fit, or
+    /// closed for room): the close runs in a task of the keeper, so a shutdown aborts it, which
+    /// kills what is left of the process.
+    Close(futures::future::BoxFuture<'static, ()>),
     /// Start an app-server with `common` and close it ([`probe`]), then answer.
     Probe {
         common: crate::codex::argv::Common,
@@ -215,6 +219,24 @@ impl WarmPool {
         let _ = self.keeper.set(keeper);
     }
 
+    /// Close a process the pool let go of in a task of the keeper ([`KeeperMessage::Close`]);
+    /// with no keeper to take it (a pool outside a bridge, or after the keeper stopped at
+    /// shutdown) in a task of its own, as the close must still reap it.
+    fn close_owned(&self, closing: impl std::future::Future<Output = ()> + Send + 'static) {
+        let closing: futures::future::BoxFuture<'static, ()> = Box::pin(closing);
+        let refused = match self.keeper.get() {
+            Some(keeper) => match keeper.cast(KeeperMessage::Close(closing)) {
+                Ok(()) => return,
+                Err(ractor::MessagingErr::SendErr(KeeperMessage::Close(c))) => c,
+                // the keeper's mailbox is gone with the future in it: the process it
+                // held is killed as it drops
+                Err(_) => return,
+            },
+            None => closing,
+        };
+        tokio::spawn(refused);
+    }
+
     /// Start a spare app-server from `spec` in the keeper, replacing the one there (closed);
     /// it closes itself after the idle timeout if no session took it. None when the warm
     /// sessions fill the cap, no slot is free now (a spare never waits for room), or no keeper
@@ -283,7 +305,7 @@ impl WarmPool {
             pool.idle = kept;
         }
         for s in unfit {
-            tokio::spawn(s.retire());
+            self.close_owned(s.retire());
         }
         found
     }
@@ -337,7 +359,7 @@ impl WarmPool {
                 tracing::info!(
                     "closing an idle one-shot app-server for a new one (max_warm reached)"
                 );
-                tokio::spawn(s.retire());
+                self.close_owned(s.retire());
                 true
             }
             None => false,
@@ -400,7 +422,7 @@ impl WarmPool {
         match spare {
             Some((_, w)) => {
                 tracing::info!("closing the spare app-server for a new one (max_warm reached)");
-                tokio::spawn(w.close());
+                self.close_owned(w.close());
                 true
             }
             None => false,
@@ -435,7 +457,7 @@ impl WarmPool {
                 } else {
                     // dead or distrusted: closed (killed, if anything is left of it, and
                     // reaped before its slot comes back)
-                    tokio::spawn(w.close());
+                    self.close_owned(w.close());
                     None
                 }
             }

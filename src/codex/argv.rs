@@ -401,11 +401,35 @@ fn cwd_str(c: &Confined) -> Result<&Path> {
 /// (`compose` appends attachments in place; the runner takes them with
 /// [`SpawnSpec::take_stdin`]). The one copy is serde's, out of the request's JSON.
 pub fn build_turn(common: &Common, req: TurnRequest) -> Result<SpawnSpec> {
+    Ok(check_turn(common, req)?.into_exec(common))
+}
+
+/// A `codex` tool turn or a `structured` turn, checked once ([`check_turn`]): the prompt, the
+/// resolved sandbox level (read-only when none was asked for, danger only when the operator
+/// allows it), a bounded model id, a UTF-8 working directory, images codex can take and
+/// absolute UTF-8 output files. What is made of it ([`CheckedTurn::into_exec`],
+/// [`CheckedTurn::into_warm`]) is assembled from checked values and cannot fail. Fields are
+/// private: only [`check_turn`] makes one.
+#[derive(Debug, Clone)]
+pub struct CheckedTurn {
+    prompt: Prompt,
+    sandbox: SandboxLevel,
+    model: Option<String>,
+    effort: Option<ReasoningEffort>,
+    cwd: Confined,
+    images: Vec<Confined>,
+    resume: Option<ThreadId>,
+    output_schema: Option<PathBuf>,
+    output_last_message: Option<PathBuf>,
+}
+
+/// Check a turn's arguments once (see [`CheckedTurn`]).
+pub fn check_turn(common: &Common, req: TurnRequest) -> Result<CheckedTurn> {
     if let Some(m) = &req.model {
         validate_model("model", m)?;
     }
     let sandbox = resolve_sandbox(common, req.sandbox)?;
-    let cwd = cwd_str(&req.cwd)?;
+    cwd_str(&req.cwd)?;
     for img in &req.images {
         if img
             .path()
@@ -418,61 +442,120 @@ pub fn build_turn(common: &Common, req: TurnRequest) -> Result<SpawnSpec> {
             ));
         }
     }
-
-    let mut args: Vec<String> = vec![
-        "exec".into(),
-        "--json".into(),
-        format!("--sandbox={}", sandbox.as_arg()),
-    ];
-    if req.resume.is_some() {
-        // `--sandbox` and `--json` stay on the parent; the uuid goes right before `--`
-        args.push("resume".into());
+    for f in [&req.output_schema, &req.output_last_message]
+        .into_iter()
+        .flatten()
+    {
+        path_arg(f)?;
     }
-    args.push("--skip-git-repo-check".into());
-    if let Some(m) = &req.model {
-        args.push(format!("--model={m}"));
-    }
-    if let Some(f) = &req.output_schema {
-        args.push(format!("--output-schema={}", path_arg(f)?));
-    }
-    if let Some(f) = &req.output_last_message {
-        args.push(format!("--output-last-message={}", path_arg(f)?));
-    }
-    for img in &req.images {
-        args.push(format!(
-            "--image={}",
-            img.path().to_str().unwrap_or_default()
-        ));
-    }
-    let mut deep = Deepest::new(common);
-    if let Some(e) = req.reasoning_effort {
-        deep.push(format!(
-            "model_reasoning_effort={}",
-            toml_basic_string(e.as_str())
-        ));
-    }
-    deep.emit(&mut args, cwd);
-    if let Some(thread) = &req.resume {
-        args.push(thread.to_arg());
-    }
-    args.push("--".into());
-    args.push("-".into());
-
-    let kind = match (&req.resume, &req.output_schema) {
-        (_, Some(_)) => PathKind::Structured,
-        (Some(_), None) => PathKind::Resume,
-        (None, None) => PathKind::Exec,
-    };
-    Ok(SpawnSpec {
-        program: common.program.clone(),
-        args,
-        env: common.env.clone(),
-        cwd: req.cwd,
-        checked: req.images,
-        stdin: Some(req.prompt.into_string().into_bytes()),
+    Ok(CheckedTurn {
+        prompt: req.prompt,
         sandbox,
-        kind,
+        model: req.model,
+        effort: req.reasoning_effort,
+        cwd: req.cwd,
+        images: req.images,
+        resume: req.resume,
+        output_schema: req.output_schema,
+        output_last_message: req.output_last_message,
     })
+}
+
+impl CheckedTurn {
+    /// The level this turn runs at.
+    pub fn sandbox(&self) -> SandboxLevel {
+        self.sandbox
+    }
+
+    /// The confined working directory.
+    pub fn cwd(&self) -> &Confined {
+        &self.cwd
+    }
+
+    /// Whether it attaches images (which only `codex exec` takes).
+    pub fn has_images(&self) -> bool {
+        !self.images.is_empty()
+    }
+
+    /// The turn on a warm app-server (the prompt moves); handed back when only `codex exec`
+    /// can run it (images, or `structured`'s output files).
+    pub fn into_warm(self) -> std::result::Result<WarmTurn, Box<CheckedTurn>> {
+        if !self.images.is_empty()
+            || self.output_schema.is_some()
+            || self.output_last_message.is_some()
+        {
+            return Err(Box::new(self));
+        }
+        Ok(WarmTurn {
+            prompt: self.prompt,
+            sandbox: self.sandbox,
+            model: self.model,
+            effort: self.effort,
+            cwd: self.cwd,
+            ephemeral: false,
+            output_schema: None,
+        })
+    }
+
+    /// `codex exec`'s invocation of the turn. The request is taken by value so that its
+    /// prompt (up to [`MAX_PROMPT_BYTES`]) moves into the spec's stdin: the bytes parsed from
+    /// the MCP request are the bytes written to codex (the runner takes them with
+    /// [`SpawnSpec::take_stdin`]).
+    pub fn into_exec(self, common: &Common) -> SpawnSpec {
+        // every path here was checked to be UTF-8 (and the files absolute) by `check_turn`
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        let mut args: Vec<String> = vec![
+            "exec".into(),
+            "--json".into(),
+            format!("--sandbox={}", self.sandbox.as_arg()),
+        ];
+        if self.resume.is_some() {
+            // `--sandbox` and `--json` stay on the parent; the uuid goes right before `--`
+            args.push("resume".into());
+        }
+        args.push("--skip-git-repo-check".into());
+        if let Some(m) = &self.model {
+            args.push(format!("--model={m}"));
+        }
+        if let Some(f) = &self.output_schema {
+            args.push(format!("--output-schema={}", text(f)));
+        }
+        if let Some(f) = &self.output_last_message {
+            args.push(format!("--output-last-message={}", text(f)));
+        }
+        for img in &self.images {
+            args.push(format!("--image={}", text(img.path())));
+        }
+        let mut deep = Deepest::new(common);
+        if let Some(e) = self.effort {
+            deep.push(format!(
+                "model_reasoning_effort={}",
+                toml_basic_string(e.as_str())
+            ));
+        }
+        deep.emit(&mut args, self.cwd.path());
+        if let Some(thread) = &self.resume {
+            args.push(thread.to_arg());
+        }
+        args.push("--".into());
+        args.push("-".into());
+
+        let kind = match (&self.resume, &self.output_schema) {
+            (_, Some(_)) => PathKind::Structured,
+            (Some(_), None) => PathKind::Resume,
+            (None, None) => PathKind::Exec,
+        };
+        SpawnSpec {
+            program: common.program.clone(),
+            args,
+            env: common.env.clone(),
+            cwd: self.cwd,
+            checked: self.images,
+            stdin: Some(self.prompt.into_string().into_bytes()),
+            sandbox: self.sandbox,
+            kind,
+        }
+    }
 }
 
 /// The pin that makes an app-server's own default read-only (defence in depth only: every
@@ -542,44 +625,33 @@ impl WarmTurn {
         self
     }
 
-    /// The same turn for `codex exec` (the prompt moves back), when no app-server can run it.
-    pub fn into_request(self, resume: Option<ThreadId>) -> TurnRequest {
-        TurnRequest {
+    /// The same session turn for `codex exec` (the prompt moves on), when no app-server can
+    /// run it: assembled from the values checked when it was made, so nothing is checked or
+    /// can fail again.
+    pub fn into_exec(self, common: &Common, resume: Option<ThreadId>) -> SpawnSpec {
+        CheckedTurn {
             prompt: self.prompt,
-            sandbox: Some(self.sandbox),
+            sandbox: self.sandbox,
             model: self.model,
-            reasoning_effort: self.effort,
+            effort: self.effort,
             cwd: self.cwd,
             images: vec![],
             resume,
             output_schema: None,
             output_last_message: None,
         }
+        .into_exec(common)
     }
 }
 
 /// Check a turn for a warm app-server (see [`WarmTurn`]). Image attachments are not carried:
 /// the caller runs such a turn through [`build_turn`].
 pub fn build_warm_turn(common: &Common, req: TurnRequest) -> Result<WarmTurn> {
-    if let Some(m) = &req.model {
-        validate_model("model", m)?;
-    }
-    if !req.images.is_empty() {
-        return Err(Error::invalid(
+    check_turn(common, req)?.into_warm().map_err(|_| {
+        Error::invalid(
             "files",
             "images go through codex exec, not a warm app-server",
-        ));
-    }
-    let sandbox = resolve_sandbox(common, req.sandbox)?;
-    cwd_str(&req.cwd)?;
-    Ok(WarmTurn {
-        prompt: req.prompt,
-        sandbox,
-        model: req.model,
-        effort: req.reasoning_effort,
-        cwd: req.cwd,
-        ephemeral: false,
-        output_schema: None,
+        )
     })
 }
 

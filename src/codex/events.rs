@@ -37,16 +37,16 @@ pub enum Event {
     ItemUpdated { item: Item },
     #[serde(rename = "item.completed")]
     ItemCompleted { item: Item },
-    /// A top-level error: transient (`Reconnecting... 2/5`) or terminal.
+    /// A top-level error that ends the turn (exec's retry notice, an `error` line whose text
+    /// starts `Reconnecting`, is read as [`Event::Retrying`] by [`parse_line`]).
     #[serde(rename = "error")]
     Error {
         #[serde(default)]
         message: String,
     },
-    /// Codex retries the model's request and says why. Not on exec's wire (exec prints a retry
-    /// as an `error` whose message starts with `Reconnecting`, read by [`is_transient`]): the
-    /// app-server backend sends it for an `error` notification with `willRetry`, so a retry
-    /// is a variant, never text to search.
+    /// Codex retries the model's request and says why: exec's `error` line whose text starts
+    /// `Reconnecting` (read once, by [`parse_line`]), the app-server's `error` notification with
+    /// `willRetry`. Downstream a retry is this variant, never text to search.
     #[serde(skip_deserializing)]
     Retrying { message: String },
 }
@@ -185,6 +185,11 @@ pub enum Parsed {
 /// Parse one JSONL line. Never panics; blank lines are [`Parsed::Malformed`].
 pub fn parse_line(line: &str) -> Parsed {
     match serde_json::from_str::<Event>(line) {
+        // exec prints a retry as an `error` whose text says so: read here, once, into the
+        // variant both backends report (nothing downstream reads an error's text for it)
+        Ok(Event::Error { message }) if is_transient(&message) => {
+            Parsed::Event(Event::Retrying { message })
+        }
         Ok(ev) => Parsed::Event(ev),
         Err(_) => {
             #[derive(Deserialize)]
@@ -200,8 +205,9 @@ pub fn parse_line(line: &str) -> Parsed {
     }
 }
 
-/// Is a top-level `error` event a transient retry notice rather than a failure?
-pub fn is_transient(message: &str) -> bool {
+/// Is exec's top-level `error` line a transient retry notice rather than a failure? Read only
+/// by [`parse_line`].
+fn is_transient(message: &str) -> bool {
     message.trim_start().starts_with("Reconnecting")
 }
 
@@ -260,7 +266,6 @@ pub fn describe(event: &Event) -> Option<String> {
         Event::TurnStarted => Some("thinking".into()),
         Event::TurnCompleted { .. } => Some("finishing".into()),
         Event::TurnFailed { .. } => None,
-        Event::Error { message } if is_transient(message) => Some(clip(message)),
         Event::Error { .. } => None,
         Event::Retrying { message } => Some(clip(&format!("retrying: {message}"))),
         Event::ItemStarted { item } | Event::ItemUpdated { item } => match item {
@@ -367,13 +372,7 @@ impl Transcript {
                 self.turn_completed = true;
             }
             Event::TurnFailed { error } => self.failure = Some(error.message.clone()),
-            Event::Error { message } => {
-                if is_transient(message) {
-                    self.retries += 1;
-                } else {
-                    self.failure = Some(message.clone());
-                }
-            }
+            Event::Error { message } => self.failure = Some(message.clone()),
             Event::Retrying { .. } => self.retries += 1,
             Event::ItemStarted { .. } | Event::ItemUpdated { .. } => {}
             Event::ItemCompleted { item } => match item {
@@ -554,6 +553,13 @@ mod tests {
         );
         // and no JSONL line reads as one: exec's wire has no such type
         assert!(serde_json::from_str::<Event>(r#"{"type":"retrying","message":"x"}"#).is_err());
+        // exec's retry notice is read into the variant once, where its line is parsed
+        assert_eq!(
+            parse_line(r#"{"type":"error","message":"Reconnecting... 1/5 (stream disconnected)"}"#),
+            Parsed::Event(Event::Retrying {
+                message: "Reconnecting... 1/5 (stream disconnected)".into()
+            })
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use futures::future::BoxFuture;
 
 use super::driver::*;
+use super::message::Ran;
 use super::prelude::*;
 use super::run::run_turn;
 use super::warm_run::run_warm;

@@ -98,10 +98,6 @@ impl TurnEnv<'_> {
         }
     }
 }
-/// What a turn's run ended with: codex's outcome and what codex recorded of the turn, or why
-/// it could not run.
-pub(super) type Ran = Result<(TurnOutcome, Option<TurnContext>)>;
-
 /// Runs a session's prepared turns and its forks.
 pub(super) trait Driver: Send + Sync + 'static {
     /// Run one prepared turn to its end (completion, failure, timeout or `turn.cancel`). `warm`

@@ -85,7 +85,7 @@ pub(super) async fn finish(
             rec.last_error = Some(redact(&e.to_string()).into_owned());
             Err(e)
         }
-        Ok((outcome, recorded)) => Ok(fold(rec, &st.id, &f.call, f.queued, outcome, recorded)),
+        Ok(ran) => Ok(fold(rec, &st.id, &f.call, f.queued, ran)),
     };
     rec.last_used_ms = now_ms();
     let saved = store.put(rec).and(store.flush().await);
@@ -110,11 +110,18 @@ pub(super) fn fold(
     id: &SessionId,
     call: &CallMeta,
     queued: Duration,
-    mut outcome: TurnOutcome,
-    recorded: Option<TurnContext>,
+    ran: TurnRan,
 ) -> TurnReport {
+    let TurnRan {
+        mut outcome,
+        recorded,
+        on,
+    } = ran;
+    // a person could be asked only on the app-server: a turn the warm backend handed to
+    // `codex exec` is held to `never`, whatever was planned
+    let may_ask = call.may_ask && on == RanOn::AppServer;
     if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
-        && let Err(msg) = check_recorded(call.sandbox, ctx, call.may_ask)
+        && let Err(msg) = check_recorded(call.sandbox, ctx, may_ask)
     {
         tracing::error!(session = %id, "{msg}");
         // withheld: what a turn under another policy answered is not passed on

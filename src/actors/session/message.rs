@@ -67,7 +67,7 @@ pub enum SessionMessage {
 
 /// What a turn task sends back.
 pub struct Finished {
-    pub(super) result: Result<(TurnOutcome, Option<TurnContext>)>,
+    pub(super) result: Ran,
     /// The warm app-server, handed back when it may serve the next turn.
     pub(super) warm: Option<WarmProcess>,
     pub(super) queued: Duration,
@@ -84,3 +84,21 @@ pub(super) struct CallMeta {
     /// The turn may be sent with approval policy `on-request` (its caller can be asked).
     pub(super) may_ask: bool,
 }
+
+/// Which backend ran a turn: the one prepared, or `codex exec` when the warm backend handed
+/// the turn on (no app-server could run it). What codex may have recorded is judged by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RanOn {
+    Exec,
+    AppServer,
+}
+
+/// A turn codex ran: its outcome, what codex recorded of it, and where it ran.
+pub(super) struct TurnRan {
+    pub(super) outcome: TurnOutcome,
+    pub(super) recorded: Option<TurnContext>,
+    pub(super) on: RanOn,
+}
+
+/// What a turn's run ended with, or why it could not run.
+pub(super) type Ran = Result<TurnRan>;

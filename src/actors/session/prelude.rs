@@ -18,7 +18,7 @@ pub(super) use crate::actors::client::ClientContext;
 pub(super) use crate::actors::shared::Shared;
 pub(super) use crate::actors::warm::Acquired;
 pub(super) use crate::codex::argv::{
-    SandboxLevel, SpawnSpec, TurnRequest, WarmTurn, build_app_server, build_turn, build_warm_turn,
+    CheckedTurn, SandboxLevel, SpawnSpec, TurnRequest, WarmTurn, build_app_server, check_turn,
 };
 pub(super) use crate::codex::events::{Event, FailureKind, Usage, describe};
 pub(super) use crate::codex::process::{

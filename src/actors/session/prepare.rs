@@ -78,20 +78,24 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         .ok_or_else(|| Error::invalid("prompt", "was already used by a turn"))?;
     let (prompt, images) = crate::actors::files::compose(prompt, &call.files, &cwd)?;
     let dir = cwd.path().to_path_buf();
-    let warm = warm_backend(st, !images.is_empty());
-    let req = TurnRequest {
-        prompt,
-        sandbox: call.sandbox,
-        model: call.model.clone(),
-        reasoning_effort: call.reasoning_effort,
-        cwd,
-        images,
-        resume,
-        output_schema: None,
-        output_last_message: None,
-    };
     let common = client.common_for(false);
-    let built = build_backed(&common, req, resume, warm);
+    // checked once: what runs it (below, or a fallback to exec) is assembled from checked values
+    let checked = check_turn(
+        &common,
+        TurnRequest {
+            prompt,
+            sandbox: call.sandbox,
+            model: call.model.clone(),
+            reasoning_effort: call.reasoning_effort,
+            cwd,
+            images,
+            resume,
+            output_schema: None,
+            output_last_message: None,
+        },
+    )?;
+    let warm = warm_backend(st, checked.has_images());
+    let built = build_backed(&common, checked, resume, warm);
     if warm && built.is_err() {
         if st.warm.is_some() {
             st.shared.warm.idle(&st.id, &st.closer);
@@ -164,28 +168,30 @@ async fn mark_running(
 }
 
 /// Codex's invocation for a prepared turn: a warm turn (and the app-server to run it on) or an
-/// exec spec.
+/// exec spec, both from the turn checked once.
 pub(super) fn build_backed(
     common: &crate::codex::argv::Common,
-    req: TurnRequest,
+    checked: CheckedTurn,
     resume: Option<crate::security::ids::ThreadId>,
     warm: bool,
 ) -> Result<Backed> {
     if warm {
-        let server = build_app_server(common, req.cwd.clone())?;
+        let server = build_app_server(common, checked.cwd().clone())?;
         let wanted = match resume {
             Some(t) => ThreadWanted::Resume(t),
             None => ThreadWanted::Start,
         };
-        // the prompt moves into the turn
-        let turn = build_warm_turn(common, req)?;
-        Ok(Backed::Warm {
-            server,
-            turn,
-            wanted,
-        })
+        // the prompt moves into the turn (images never reach here: `warm_backend`)
+        match checked.into_warm() {
+            Ok(turn) => Ok(Backed::Warm {
+                server,
+                turn,
+                wanted,
+            }),
+            Err(checked) => Ok(Backed::Exec(checked.into_exec(common))),
+        }
     } else {
-        // the prompt moves into the spec (see `build_turn`)
-        Ok(Backed::Exec(build_turn(common, req)?))
+        // the prompt moves into the spec
+        Ok(Backed::Exec(checked.into_exec(common)))
     }
 }

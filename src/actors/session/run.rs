@@ -103,17 +103,18 @@ fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> Tu
 
 /// Run codex for a turn: its process and thread id reported to the actor as they appear, its
 /// events as progress; then what codex recorded of the turn.
-pub(super) async fn run_turn(
-    turn: &TurnEnv<'_>,
-    spec: SpawnSpec,
-) -> Result<(TurnOutcome, Option<TurnContext>)> {
+pub(super) async fn run_turn(turn: &TurnEnv<'_>, spec: SpawnSpec) -> Ran {
     let outcome = run(spec, turn.options(), turn.on_event()).await?;
     log_finished(&outcome);
     let recorded = outcome
         .output
         .thread_id
         .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
-    Ok((outcome, recorded))
+    Ok(TurnRan {
+        outcome,
+        recorded,
+        on: RanOn::Exec,
+    })
 }
 
 pub(super) fn log_finished(outcome: &TurnOutcome) {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 use super::driver::*;
+use super::message::{Ran, RanOn, TurnRan};
 use super::*;
 use crate::actors::Bridge;
 use crate::codex::argv::Prompt;
@@ -56,18 +57,33 @@ impl Driver for Fake {
         turn: &'a TurnEnv<'a>,
         run: Backed,
         _warm: Option<WarmProcess>,
-    ) -> futures::future::BoxFuture<'a, (driver::Ran, Option<WarmProcess>)> {
+    ) -> futures::future::BoxFuture<'a, (Ran, Option<WarmProcess>)> {
         Box::pin(async move {
-            let Backed::Exec(spec) = run else {
-                panic!("the fake runs exec turns only");
+            // an exec turn: the prompt on stdin, the thread it resumes in argv; a warm turn:
+            // both as the turn has them. A warm turn whose prompt says `fallback` runs as the
+            // real driver runs one no app-server could take: with `codex exec`
+            let (prompt, resumes, on) = match run {
+                Backed::Exec(spec) => (
+                    String::from_utf8_lossy(spec.stdin().unwrap_or_default()).into_owned(),
+                    spec.args().iter().find_map(|a| ThreadId::parse(a).ok()),
+                    RanOn::Exec,
+                ),
+                Backed::Warm { turn, wanted, .. } => {
+                    let prompt = turn.prompt().to_string();
+                    let on = if prompt.contains("fallback") {
+                        RanOn::Exec
+                    } else {
+                        RanOn::AppServer
+                    };
+                    let resumes = match wanted {
+                        ThreadWanted::Resume(t) => Some(t),
+                        ThreadWanted::Start => None,
+                    };
+                    (prompt, resumes, on)
+                }
             };
-            let prompt = String::from_utf8_lossy(spec.stdin().unwrap_or_default()).into_owned();
             self.runs.lock().unwrap().push(prompt.clone());
-            let thread = spec
-                .args()
-                .iter()
-                .find_map(|a| ThreadId::parse(a).ok())
-                .unwrap_or_else(|| self.new_thread());
+            let thread = resumes.unwrap_or_else(|| self.new_thread());
             let mut on_event = turn.on_event();
             on_event(&Event::ThreadStarted { thread_id: thread });
             let ending = if prompt.starts_with("hold") {
@@ -102,7 +118,12 @@ impl Driver for Fake {
                     sandbox: "read-only".into(),
                     model: None,
                 });
-            (Ok((TurnOutcome { ending, output }, recorded)), None)
+            let ran = TurnRan {
+                outcome: TurnOutcome { ending, output },
+                recorded,
+                on,
+            };
+            (Ok(ran), None)
         })
     }
 
@@ -127,6 +148,10 @@ struct Setup {
 }
 
 async fn setup(max_queued_turns: usize, idle: Duration) -> Setup {
+    setup_on(Backend::Exec, max_queued_turns, idle).await
+}
+
+async fn setup_on(backend: Backend, max_queued_turns: usize, idle: Duration) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::create_dir_all(root.join("work")).unwrap();
@@ -135,7 +160,7 @@ async fn setup(max_queued_turns: usize, idle: Duration) -> Setup {
         store: Some(root.join("store")),
         codex_bin: Some(PathBuf::from("/nonexistent/codex")),
         max_queued_turns: Some(max_queued_turns),
-        backend: Some(Backend::Exec),
+        backend: Some(backend),
         ..Default::default()
     };
     let vars = vec![("HOME".to_owned(), root.to_string_lossy().into_owned())];
@@ -475,5 +500,41 @@ async fn a_turn_codex_recorded_under_another_policy_fails_closed_and_its_answer_
     assert!(a.error.is_some());
     let rec = s.bridge.get(&sid("p")).unwrap().unwrap();
     assert_eq!(rec.last_status, Some(TurnStatus::Failed));
+    s.bridge.shutdown().await;
+}
+
+/// An asker that is never called (the fake asks no question): the call has a person behind it.
+fn a_person() -> crate::codex::app_server::approval::Asker {
+    Arc::new(|_| Box::pin(std::future::pending()))
+}
+
+#[tokio::test]
+async fn a_turn_handed_from_the_app_server_to_exec_is_held_to_never_though_a_person_could_be_asked()
+{
+    let s = setup_on(Backend::AppServer, 16, Duration::from_secs(60)).await;
+    // the control: on the app-server, with a person to ask, `on-request` is what was asked
+    let mut call = s.call("p", "widened on the app-server");
+    call.asker = Some(a_person());
+    let r = answer(s.spawn_turn(call)).await.unwrap();
+    assert_eq!(r.outcome.ending, Ending::Completed);
+    assert_eq!(r.into_answer().response, "done: widened on the app-server");
+    // planned on the app-server, run with `codex exec` (no app-server could take it): no
+    // person was reachable there, so `on-request` is not what was asked
+    let mut call = s.call("p", "widened, run by the fallback");
+    call.asker = Some(a_person());
+    let r = answer(s.spawn_turn(call)).await.unwrap();
+    let Ending::Failed { kind, message } = &r.outcome.ending else {
+        panic!(
+            "a fallback turn recorded with `on-request` must fail closed: {:?}",
+            r.outcome.ending
+        );
+    };
+    assert_eq!(*kind, FailureKind::PolicyMismatch);
+    assert!(message.contains("approval `on-request`"), "{message}");
+    assert_eq!(r.into_answer().response, "");
+    assert_eq!(
+        s.fake.runs(),
+        ["widened on the app-server", "widened, run by the fallback"]
+    );
     s.bridge.shutdown().await;
 }

@@ -27,24 +27,17 @@ pub(super) enum Obtained {
     /// No warm process for this turn: it runs with `codex exec`.
     Exec,
     /// The turn ends without one (cancelled, timed out, or an error).
-    Done(Result<(TurnOutcome, Option<TurnContext>)>),
+    Done(Ran),
 }
 
-/// Run a warm turn with `codex exec` instead (on the same thread); the prompt moves on.
-pub(super) async fn run_exec(
-    turn: &TurnEnv<'_>,
-    t: WarmTurn,
-    wanted: ThreadWanted,
-) -> Result<(TurnOutcome, Option<TurnContext>)> {
+/// Run a warm turn with `codex exec` instead (on the same thread): its invocation is assembled
+/// from the turn as it was checked when the call was prepared; the prompt moves on.
+pub(super) async fn run_exec(turn: &TurnEnv<'_>, t: WarmTurn, wanted: ThreadWanted) -> Ran {
     let resume = match wanted {
         ThreadWanted::Resume(t) => Some(t),
         ThreadWanted::Start => None,
     };
-    run_turn(
-        turn,
-        build_turn(&turn.client.common_for(false), t.into_request(resume))?,
-    )
-    .await
+    run_turn(turn, t.into_exec(&turn.client.common_for(false), resume)).await
 }
 
 /// Run a turn on the session's warm app-server: the one it has when it was started the same
@@ -59,10 +52,7 @@ pub(super) async fn run_warm(
     server: SpawnSpec,
     t: WarmTurn,
     wanted: ThreadWanted,
-) -> (
-    Result<(TurnOutcome, Option<TurnContext>)>,
-    Option<WarmProcess>,
-) {
+) -> (Ran, Option<WarmProcess>) {
     let started = Instant::now();
     let mut opts = turn.options();
     let key = key_of(&server);
@@ -240,15 +230,19 @@ pub(super) fn conclude(
     turn: &TurnEnv<'_>,
     process: WarmProcess,
     outcome: TurnOutcome,
-) -> (
-    Result<(TurnOutcome, Option<TurnContext>)>,
-    Option<WarmProcess>,
-) {
+) -> (Ran, Option<WarmProcess>) {
     log_finished(&outcome);
     // read from the rollout codex reported for the thread (no walk of the sessions directory)
     let recorded = outcome.output.thread_id.and_then(|t| {
         crate::codex::rollout::turn_context_of(&turn.client.codex_home, &t, process.rollout())
     });
     let keep = process.reusable().then_some(process);
-    (Ok((outcome, recorded)), keep)
+    (
+        Ok(TurnRan {
+            outcome,
+            recorded,
+            on: RanOn::AppServer,
+        }),
+        keep,
+    )
 }
