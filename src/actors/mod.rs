@@ -24,6 +24,7 @@ pub mod schema;
 pub mod session;
 pub mod shared;
 pub mod spares;
+pub mod starts;
 pub mod structured;
 pub mod warm;
 

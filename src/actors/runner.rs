@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::calls::Answer;
 use crate::actors::client::{ClientContext, Progress};
 use crate::actors::shared::Shared;
+use crate::actors::starts::{StartFor, Started, start_warm};
 use crate::actors::warm::{OneShotServer, Serves};
 use crate::codex::argv::{
     Common, OneShotRequest, PathKind, Prompt, ReasoningEffort, SandboxLevel, SpawnSpec, WarmTurn,
@@ -17,8 +18,7 @@ use crate::codex::argv::{
 };
 use crate::codex::events::describe;
 use crate::codex::process::{
-    Ending, ProcessError, RunOptions, SpawnHook, ThreadWanted, TurnControl, TurnOutcome,
-    WarmProcess, key_of, run,
+    Ending, RunOptions, SpawnHook, ThreadWanted, TurnControl, TurnOutcome, key_of, run,
 };
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
@@ -36,14 +36,6 @@ pub(crate) struct Runner<'a> {
     /// The warm processes this call used, given back (or retired) before it answers.
     pub leases: std::sync::Mutex<Vec<Lease>>,
 }
-
-/// How many times a one-shot start killed before it answered `initialize` is tried again.
-const KILLED_STARTS: usize = 3;
-/// How long a one-shot start waits for a place under `max_warm` before the call runs with
-/// `codex exec` (as a session turn's).
-const SLOT_WAIT: Duration = Duration::from_secs(10);
-/// How long it waits for a close it asked for before asking another idle holder.
-const CLOSE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// A one-shot app-server taken by one call: used for its turns, then given back to the pool
 /// when every turn completed and it let go of the call's thread, else retired (killed).
@@ -215,93 +207,43 @@ impl Runner<'_> {
             }
         };
         let spec = spec_in(cwd)?;
-        let t0 = Instant::now();
-        let mut killed = 0;
-        loop {
-            let remaining = timeout.saturating_sub(t0.elapsed());
-            let slot = shared
-                .warm
-                .slot(SLOT_WAIT.min(remaining), CLOSE_PATIENCE, self.cancel)
-                .await;
-            let Some(slot) = slot else {
-                if self.cancel.is_cancelled() {
-                    return Err(Error::Cancelled { partial: None });
-                }
-                if t0.elapsed() >= timeout {
-                    return Err(Error::TimedOut {
-                        after: timeout,
-                        partial: None,
-                    });
-                }
-                tracing::info!(
-                    "no warm codex process came free in time (max_warm); this call runs with codex exec"
-                );
-                return Ok(None);
-            };
-            let record = SessionId::generate();
-            let hook = crate::actors::inflight::record_hook(shared.store.clone(), record.clone());
-            let spawned = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
-                _ = tokio::time::sleep(timeout.saturating_sub(t0.elapsed())) => Err(Error::TimedOut {
-                    after: timeout,
-                    partial: None,
-                }),
-                w = WarmProcess::spawn(&spec, Some(hook)) => w,
-            };
-            let forget = || {
+        // on record from its spawn under a key of its own, for the crash sweep
+        let record = SessionId::generate();
+        let started = start_warm(
+            StartFor {
+                shared,
+                secrets: &self.client.secrets,
+                cancel: self.cancel,
+                timeout,
+            },
+            &spec,
+            || {
+                Some(crate::actors::inflight::record_hook(
+                    shared.store.clone(),
+                    record.clone(),
+                ))
+            },
+            || {
                 let _ = shared.store.clear_inflight(&record);
-            };
-            match spawned {
-                Ok(mut w) => {
-                    w.hold(slot);
-                    if !shared.warm.known() {
-                        shared.warm.record(Ok(()));
-                    }
-                    let _ = shared.store.flush().await;
-                    let server = OneShotServer::new(
-                        self.client.id,
-                        serves,
-                        w,
-                        record,
-                        home,
-                        shared.store.clone(),
-                    );
-                    return Ok(Some(Lease {
-                        server,
-                        spoiled: false,
-                    }));
-                }
-                Err(Error::Process(ProcessError::KilledAtStart { signal }))
-                    if killed < KILLED_STARTS =>
-                {
-                    forget();
-                    killed += 1;
-                    tracing::info!(
-                        signal,
-                        attempt = killed,
-                        "codex app-server was killed before it answered `initialize`; starting another"
-                    );
-                }
-                // the binary's app-server failed to start or to answer: this call, and the
-                // next ones (sessions' too), run with codex exec
-                Err(e @ (Error::Codex { .. } | Error::Process(_))) => {
-                    forget();
-                    tracing::warn!(
-                        error = %self.client.secrets.redact(&crate::security::redact::redact(&e.to_string())),
-                        "codex app-server did not start"
-                    );
-                    shared.warm.record(Err(
-                        "codex app-server did not start or answer (the server log says why)".into(),
-                    ));
-                    return Ok(None);
-                }
-                Err(e) => {
-                    forget();
-                    return Err(e);
-                }
-            }
-        }
+            },
+        )
+        .await?;
+        let Started::Process(w) = started else {
+            return Ok(None);
+        };
+        let _ = shared.store.flush().await;
+        let server = OneShotServer::new(
+            self.client.id,
+            serves,
+            w,
+            record,
+            home,
+            shared.store.clone(),
+        );
+        Ok(Some(Lease {
+            server,
+            spoiled: false,
+        }))
     }
 
     /// A `query` or `search` on a warm app-server: a new ephemeral thread in the call's fresh

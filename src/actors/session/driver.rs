@@ -32,65 +32,61 @@ pub(super) enum Backed {
     },
 }
 
-/// What a turn's task runs with.
+/// What a turn's task hands its driver besides the spec ([`Backed`]): where the turn runs and
+/// whose it is, its control handle and the sink of its events.
 pub(super) struct TurnEnv<'a> {
     /// The session the turn is of (the record its processes are on).
     pub(super) session: &'a SessionId,
     pub(super) shared: &'a Arc<Shared>,
-    pub(super) me: &'a ActorRef<SessionMessage>,
     pub(super) client: &'a ClientContext,
     pub(super) timeout: Duration,
     pub(super) prior_usage: Usage,
-    pub(super) cancel: &'a CancellationToken,
-    pub(super) progress: Option<crate::actors::client::Progress>,
-    /// The warm turn's asker and steer inbox (taken by the run that reaches codex).
-    pub(super) control: std::sync::Mutex<TurnControl>,
+    pub(super) control: Control<'a>,
+    pub(super) sink: Sink,
 }
 
-impl TurnEnv<'_> {
-    /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
-    /// records its process for the crash sweep.
-    pub(super) fn options(&self) -> RunOptions {
-        let mut opts = RunOptions::new(self.timeout, self.client.config.limits);
-        opts.cancel = self.cancel.clone();
-        opts.prior_thread_usage = self.prior_usage;
-        opts.secrets = self.client.secrets.clone();
-        let me_spawn = self.me.clone();
-        opts.on_spawn = Some(Arc::new(move |info: &SpawnInfo| {
-            let _ = me_spawn.cast(SessionMessage::Spawned { info: info.clone() });
-        }));
-        opts
+/// A turn's control handle: its cancel and, on the app-server, its steer inbox and the asker
+/// of its caller's person (taken by the run that reaches codex, kept for a run on another
+/// process when this one had ended before the turn reached it).
+pub(super) struct Control<'a> {
+    pub(super) cancel: &'a CancellationToken,
+    pub(super) turn: std::sync::Mutex<TurnControl>,
+}
+
+/// The sink of a turn's events, the bridge's own ([`Event`]): a process spawned and a thread
+/// started go to the session's actor (on record, stored at once), the turn's start opens it to
+/// steers, and each event's description goes to the caller's progress, redacted.
+pub(super) struct Sink {
+    pub(super) me: ActorRef<SessionMessage>,
+    pub(super) secrets: crate::security::redact::ClientSecrets,
+    pub(super) progress: Option<crate::actors::client::Progress>,
+}
+
+impl Sink {
+    /// A process of the turn spawned: on record under the session for the crash sweep.
+    pub(super) fn spawned(&self, info: &SpawnInfo) {
+        let _ = self.me.cast(SessionMessage::Spawned { info: info.clone() });
     }
 
-    /// Run the turn on a warm process, with the turn's asker and steer inbox (kept for a run on
-    /// another process when this one had ended before the turn reached it).
-    pub(super) async fn run_on(
-        &self,
-        process: &mut WarmProcess,
-        wanted: ThreadWanted,
-        t: &WarmTurn,
-        opts: &RunOptions,
-    ) -> TurnOutcome {
-        let mut ctl = std::mem::take(&mut *self.control.lock().unwrap_or_else(|p| p.into_inner()));
-        let outcome = process
-            .run_turn(wanted, t, opts, &mut ctl, self.on_event())
-            .await;
-        *self.control.lock().unwrap_or_else(|p| p.into_inner()) = ctl;
-        outcome
+    /// The hook a spawn calls with its process ([`Sink::spawned`]).
+    pub(super) fn spawn_hook(&self) -> SpawnHook {
+        let me = self.me.clone();
+        Arc::new(move |info: &SpawnInfo| {
+            let _ = me.cast(SessionMessage::Spawned { info: info.clone() });
+        })
     }
 
-    /// Every event: a thread id goes to the actor (stored at once), a description to the
-    /// caller's progress, redacted.
-    pub(super) fn on_event(&self) -> impl FnMut(&Event) + Send + use<> {
-        let me_ev = self.me.clone();
-        let secrets = self.client.secrets.clone();
+    /// Every event (see [`Sink`]).
+    pub(super) fn events(&self) -> impl FnMut(&Event) + Send + use<> {
+        let me = self.me.clone();
+        let secrets = self.secrets.clone();
         let progress = self.progress.clone();
         move |ev: &Event| {
             if let Event::ThreadStarted { thread_id } = ev {
-                let _ = me_ev.cast(SessionMessage::ThreadStarted { thread: *thread_id });
+                let _ = me.cast(SessionMessage::ThreadStarted { thread: *thread_id });
             }
             if let Event::TurnStarted = ev {
-                let _ = me_ev.cast(SessionMessage::TurnRunning);
+                let _ = me.cast(SessionMessage::TurnRunning);
             }
             if let (Some(p), Some(line)) = (&progress, describe(ev)) {
                 p(secrets.redact(&line).into_owned());
@@ -98,10 +94,43 @@ impl TurnEnv<'_> {
         }
     }
 }
+
+impl TurnEnv<'_> {
+    /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
+    /// records its process for the crash sweep.
+    pub(super) fn options(&self) -> RunOptions {
+        let mut opts = RunOptions::new(self.timeout, self.client.config.limits);
+        opts.cancel = self.control.cancel.clone();
+        opts.prior_thread_usage = self.prior_usage;
+        opts.secrets = self.client.secrets.clone();
+        opts.on_spawn = Some(self.sink.spawn_hook());
+        opts
+    }
+
+    /// Run the turn on a warm process, with the turn's control handle and its sink.
+    pub(super) async fn run_on(
+        &self,
+        process: &mut WarmProcess,
+        wanted: ThreadWanted,
+        t: &WarmTurn,
+        opts: &RunOptions,
+    ) -> TurnOutcome {
+        let lock = || self.control.turn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ctl = std::mem::take(&mut *lock());
+        let outcome = process
+            .run_turn(wanted, t, opts, &mut ctl, self.sink.events())
+            .await;
+        *lock() = ctl;
+        outcome
+    }
+}
+
 /// Runs a session's prepared turns and its forks.
 pub(super) trait Driver: Send + Sync + 'static {
-    /// Run one prepared turn to its end (completion, failure, timeout or `turn.cancel`). `warm`
-    /// is the session's warm process between turns; it comes back when it may serve the next.
+    /// Run one prepared turn, `run`, to its end (completion, failure, timeout or the cancel of
+    /// `turn.control`), its events into `turn.sink`; which backend ran it is in the answer.
+    /// `warm` is the session's warm process between turns; it comes back when it may serve
+    /// the next.
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,

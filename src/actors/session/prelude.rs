@@ -22,7 +22,7 @@ pub(super) use crate::codex::argv::{
 };
 pub(super) use crate::codex::events::{Event, FailureKind, Usage, describe};
 pub(super) use crate::codex::process::{
-    Ending, ProcessError, RunOptions, SpawnInfo, Steer, ThreadWanted, TurnControl, TurnOutcome,
+    Ending, RunOptions, SpawnHook, SpawnInfo, Steer, ThreadWanted, TurnControl, TurnOutcome,
     WarmProcess, key_of, run,
 };
 pub(super) use crate::codex::rollout::{TurnContext, last_turn_context};

@@ -50,13 +50,18 @@ pub(super) fn launch(
             let turn = TurnEnv {
                 session: &session,
                 shared: &shared,
-                me: &me,
                 client: &client,
                 timeout,
                 prior_usage,
-                cancel: &task_cancel,
-                progress,
-                control: std::sync::Mutex::new(control),
+                control: Control {
+                    cancel: &task_cancel,
+                    turn: std::sync::Mutex::new(control),
+                },
+                sink: Sink {
+                    me: me.clone(),
+                    secrets: client.secrets.clone(),
+                    progress,
+                },
             };
             let (result, warm) = match slot {
                 Err(e) => (Err(e), warm),
@@ -104,7 +109,7 @@ fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> Tu
 /// Run codex for a turn: its process and thread id reported to the actor as they appear, its
 /// events as progress; then what codex recorded of the turn.
 pub(super) async fn run_turn(turn: &TurnEnv<'_>, spec: SpawnSpec) -> Ran {
-    let outcome = run(spec, turn.options(), turn.on_event()).await?;
+    let outcome = run(spec, turn.options(), turn.sink.events()).await?;
     log_finished(&outcome);
     let recorded = outcome
         .output

@@ -84,11 +84,11 @@ impl Driver for Fake {
             };
             self.runs.lock().unwrap().push(prompt.clone());
             let thread = resumes.unwrap_or_else(|| self.new_thread());
-            let mut on_event = turn.on_event();
+            let mut on_event = turn.sink.events();
             on_event(&Event::ThreadStarted { thread_id: thread });
             let ending = if prompt.starts_with("hold") {
                 tokio::select! {
-                    _ = turn.cancel.cancelled() => Ending::Cancelled,
+                    _ = turn.control.cancel.cancelled() => Ending::Cancelled,
                     p = self.release.acquire() => {
                         p.unwrap().forget();
                         Ending::Completed

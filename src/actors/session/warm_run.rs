@@ -6,19 +6,11 @@ use super::driver::*;
 use super::message::*;
 use super::prelude::*;
 use super::run::{log_finished, run_turn};
+use crate::actors::starts::{StartFor, Started, start_warm};
 
 /// How many times a turn's warm process may be replaced because it had ended before the turn
 /// reached it (killed from outside, the OOM killer, a crash at start-up).
 pub(super) const REPLACEMENTS: usize = 3;
-
-/// How long a warm start waits for a place under `max_warm` (processes still closing, a fork's
-/// one-off) before the turn runs with `codex exec` instead.
-pub(super) const SLOT_WAIT: Duration = Duration::from_secs(10);
-
-/// How long a warm start waits for the close [`crate::actors::warm::WarmPool::acquire`] asked
-/// for before it asks another idle holder to close its process (a close takes at most its
-/// grace and a kill).
-pub(super) const CLOSE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// What a turn's task gets when it needs a new warm process.
 pub(super) enum Obtained {
@@ -100,7 +92,7 @@ pub(super) async fn run_warm(
                     ..
                 }
             );
-        if ended_unreached && attempt < REPLACEMENTS && !turn.cancel.is_cancelled() {
+        if ended_unreached && attempt < REPLACEMENTS && !turn.control.cancel.is_cancelled() {
             // it had ended (killed, crashed) before codex accepted the turn: nothing of the
             // turn ran there, and a new one runs it on the same thread
             attempt += 1;
@@ -122,14 +114,8 @@ pub(super) async fn run_warm(
 }
 
 /// A new warm process for a turn: the spare when it was started the same way, else one started
-/// into a free place under `max_warm` (waiting for one a closing process gives back). A start
-/// whose process is killed before it answers `initialize` is tried again; when no place comes
-/// free in time the turn runs with `codex exec`, and when the binary's app-server cannot start
-/// this turn and the next ones do.
-///
-/// One piece on purpose: a single loop of start attempts, each of whose exits (a process, exec,
-/// an ending) is one arm of the same `match`, so the retry bound and the timeout are read in
-/// one place.
+/// into a free place under `max_warm` by the one warm start ([`start_warm`]), whose
+/// process is reported to the actor (on record under the session) as it spawns.
 pub(super) async fn obtain(
     turn: &TurnEnv<'_>,
     server: &SpawnSpec,
@@ -138,89 +124,26 @@ pub(super) async fn obtain(
     // a spare started the same way for this directory and client: no start-up wait (the next
     // spare starts once this turn ended: see `run_warm`)
     if let Some(w) = turn.shared.warm.take_spare(key, turn.session) {
-        let _ = turn.me.cast(SessionMessage::Spawned {
-            info: w.info().clone(),
-        });
+        turn.sink.spawned(w.info());
         return Obtained::Process(w);
     }
-    let t0 = Instant::now();
-    let mut killed = 0;
-    loop {
-        let remaining = turn.timeout.saturating_sub(t0.elapsed());
-        let slot = turn
-            .shared
-            .warm
-            .slot(SLOT_WAIT.min(remaining), CLOSE_PATIENCE, turn.cancel)
-            .await;
-        let Some(slot) = slot else {
-            if turn.cancel.is_cancelled() {
-                return Obtained::Done(Err(Error::Cancelled { partial: None }));
-            }
-            if t0.elapsed() >= turn.timeout {
-                return Obtained::Done(Err(Error::TimedOut {
-                    after: turn.timeout,
-                    partial: None,
-                }));
-            }
-            tracing::info!(
-                "no warm codex process came free in time (max_warm); this turn runs with codex exec"
-            );
-            return Obtained::Exec;
-        };
-        // the start-up counts against the call's timeout
-        let spawned = tokio::select! {
-            biased;
-            _ = turn.cancel.cancelled() => Err(Error::Cancelled { partial: None }),
-            _ = tokio::time::sleep(turn.timeout.saturating_sub(t0.elapsed())) => Err(Error::TimedOut {
-                after: turn.timeout,
-                partial: None,
-            }),
-            w = WarmProcess::spawn(server, turn.options().on_spawn.clone()) => w,
-        };
-        tracing::debug!(
-            spawn_ms = t0.elapsed().as_millis() as u64,
-            "warm process start"
-        );
-        match spawned {
-            Ok(mut w) => {
-                w.hold(slot);
-                if !turn.shared.warm.known() {
-                    turn.shared.warm.record(Ok(()));
-                }
-                return Obtained::Process(w);
-            }
-            Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {
-                return Obtained::Done(Err(e));
-            }
-            // killed from outside during the handshake: another start
-            Err(Error::Process(ProcessError::KilledAtStart { signal }))
-                if killed < REPLACEMENTS =>
-            {
-                killed += 1;
-                tracing::info!(
-                    signal,
-                    attempt = killed,
-                    "codex app-server was killed before it answered `initialize`; starting another"
-                );
-                continue;
-            }
-            // the binary's app-server failed to start or to answer: this turn, and the next
-            // ones, run with codex exec (the details go to the log only, redacted for this
-            // client: other clients see the bare reason)
-            Err(e @ (Error::Codex { .. } | Error::Process(_))) => {
-                tracing::warn!(
-                    error = %turn.client.secrets.redact(&redact(&e.to_string())),
-                    "codex app-server did not start"
-                );
-                turn.shared.warm.record(Err(
-                    "codex app-server did not start or answer (the server log says why)".into(),
-                ));
-                return Obtained::Exec;
-            }
-            // the session's directory changed under it, or the machine is out of processes:
-            // this turn fails, the backend stays
-            Err(e) => return Obtained::Done(Err(e)),
-        }
+    let hook = turn.sink.spawn_hook();
+    let started = start_warm(
+        StartFor {
+            shared: turn.shared,
+            secrets: &turn.client.secrets,
+            cancel: turn.control.cancel,
+            timeout: turn.timeout,
+        },
+        server,
+        || Some(hook.clone()),
+        || {},
+    )
+    .await;
+    match started {
+        Ok(Started::Process(w)) => Obtained::Process(w),
+        Ok(Started::Exec) => Obtained::Exec,
+        Err(e) => Obtained::Done(Err(e)),
     }
 }
 
