@@ -1,7 +1,7 @@
 //! Per-turn wall time of a warm `codex app-server` thread against `codex exec resume`, and of a
 //! cold app-server conversation against a bare `codex exec` turn, side by side in one run against
 //! the same mock Responses API and the real codex under test (groundwork of the warm
-//! conversations; the figures go in ARCHITECTURE.md).
+//! conversations; the figures are in benches/README.md).
 //!
 //! Each round runs the four measurements in turn, so drift hits them alike:
 //! - warm: `turn/start` sent → `turn/completed` read, on one thread of one app-server process

@@ -5,9 +5,10 @@
 #
 # The database is a git repository on GitHub, which CI machines may not reach. So:
 # 1. a fresh clone is tried first, bounded by a timeout;
-# 2. otherwise the offline snapshot next to the checkout is used (../shared/advisory-db, plain
-#    files, read-only; see ../shared/ADVISORY_DB.md): it is copied under target/, made a git
-#    repository with one commit dated like the snapshot (cargo-deny reads the database as one).
+# 2. otherwise an offline snapshot of the RustSec database beside the checkout is used
+#    (ADVISORY_SNAPSHOT, default ../shared/advisory-db; plain files, read-only, which CI puts
+#    there): it is copied under target/, made a git repository with one commit dated like the
+#    snapshot's newest advisory (cargo-deny reads the database as one).
 # The database's date is printed: a check is only as recent as its database.
 #
 # Usage: scripts/advisories.sh
@@ -32,13 +33,9 @@ if [[ "${ADVISORY_FETCH:-1}" == "0" ]] || ! timeout 120 cargo deny fetch db; the
             "$snapshot (a directory with crates/)" >&2
         exit 1
     fi
-    # the snapshot's date: from its note, else its newest advisory
-    note="$(dirname "$snapshot")/ADVISORY_DB.md"
-    date="$(grep -oE 'of [0-9]{4}-[0-9]{2}-[0-9]{2}' "$note" 2>/dev/null | head -n 1 | cut -c4- || true)"
-    if [[ -z "$date" ]]; then
-        date="$(grep -rhoE '^date = "[0-9]{4}-[0-9]{2}-[0-9]{2}"' "$snapshot/crates" |
-            cut -d'"' -f2 | sort | tail -n 1)"
-    fi
+    # the snapshot's date: that of its newest advisory (plain files carry no commit date)
+    date="$(grep -rhoE '^date = "[0-9]{4}-[0-9]{2}-[0-9]{2}"' "$snapshot/crates" |
+        cut -d'"' -f2 | sort | tail -n 1)"
     rm -rf "$db"
     cp -r "$snapshot" "$db"
     chmod -R u+w "$db"

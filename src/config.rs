@@ -908,62 +908,11 @@ fn expected(key: &str) -> String {
 
 /// Parse a config file's text (`path` only names it in errors).
 pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, ConfigError> {
-    let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::NotToml {
-        path: path.to_path_buf(),
-        line: e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
-        message: e.message().to_owned(),
-    })?;
-    // an unknown key first, by name (serde's error for it carries no path to the key)
-    if let Some(key) = table
-        .keys()
-        .find(|k| !CONFIG_FILE_KEYS.contains(&k.as_str()))
-    {
-        return Err(ConfigError::UnknownKey {
-            path: path.to_path_buf(),
-            key: key.clone(),
-        });
-    }
-    let wrong_type = |key: &str| ConfigError::WrongType {
-        path: path.to_path_buf(),
-        key: key.to_owned(),
-        expected: expected(key),
-    };
-    let keys: FileKeys =
-        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-            match e.path().iter().next() {
-                Some(serde_path_to_error::Segment::Map { key }) => wrong_type(key),
-                _ => wrong_type(&e.path().to_string()),
-            }
-        })?;
-    let log_format = keys
-        .log_format
-        .map(|f| {
-            <LogFormat as clap::ValueEnum>::from_str(&f, false)
-                .map_err(|_| wrong_type("log_format"))
-        })
-        .transpose()?;
-    let nested_mcp = keys
-        .nested_mcp
-        .map(|v| {
-            <NestedMcp as clap::ValueEnum>::from_str(&v, false)
-                .map_err(|_| wrong_type("nested_mcp"))
-        })
-        .transpose()?;
-    let backend = keys
-        .backend
-        .map(|v| {
-            <Backend as clap::ValueEnum>::from_str(&v, false).map_err(|_| wrong_type("backend"))
-        })
-        .transpose()?;
-    let approvals = keys
-        .approvals
-        .map(|v| {
-            <ApprovalMode as clap::ValueEnum>::from_str(&v, false)
-                .map_err(|_| wrong_type("approvals"))
-        })
-        .transpose()?;
+    let keys = read_keys(path, text)?;
+    let log_format = value_of::<LogFormat>(path, "log_format", keys.log_format)?;
+    let nested_mcp = value_of::<NestedMcp>(path, "nested_mcp", keys.nested_mcp)?;
+    let backend = value_of::<Backend>(path, "backend", keys.backend)?;
+    let approvals = value_of::<ApprovalMode>(path, "approvals", keys.approvals)?;
     Ok(FileSettings {
         settings: Settings {
             codex_bin: keys.codex_bin,
@@ -995,6 +944,53 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
         },
         log_format,
     })
+}
+
+/// A config file's keys: TOML, every key known, each value of its key's type.
+fn read_keys(path: &Path, text: &str) -> Result<FileKeys, ConfigError> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::NotToml {
+        path: path.to_path_buf(),
+        line: e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
+        message: e.message().to_owned(),
+    })?;
+    // an unknown key first, by name (serde's error for it carries no path to the key)
+    if let Some(key) = table
+        .keys()
+        .find(|k| !CONFIG_FILE_KEYS.contains(&k.as_str()))
+    {
+        return Err(ConfigError::UnknownKey {
+            path: path.to_path_buf(),
+            key: key.clone(),
+        });
+    }
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        match e.path().iter().next() {
+            Some(serde_path_to_error::Segment::Map { key }) => wrong_type(path, key),
+            _ => wrong_type(path, &e.path().to_string()),
+        }
+    })
+}
+
+/// The error about `key`'s value in the config file at `path`: not of the key's type.
+fn wrong_type(path: &Path, key: &str) -> ConfigError {
+    ConfigError::WrongType {
+        path: path.to_path_buf(),
+        key: key.to_owned(),
+        expected: expected(key),
+    }
+}
+
+/// `key`'s value as one of a fixed value set, spelled as on the command line.
+fn value_of<T: clap::ValueEnum>(
+    path: &Path,
+    key: &str,
+    value: Option<String>,
+) -> Result<Option<T>, ConfigError> {
+    value
+        .map(|v| T::from_str(&v, false).map_err(|_| wrong_type(path, key)))
+        .transpose()
 }
 
 impl Settings {

@@ -330,7 +330,9 @@ pub async fn ask(
     ask_on(&Channel::Peer(peer.clone()), question, secrets, timeout).await
 }
 
-/// Ask `question` on `channel`, waiting at most `timeout`.
+/// Ask `question` on `channel`, waiting at most `timeout`: checked ([`askable`]), sent and
+/// waited for ([`wait_for`]), and an accept read ([`accepted_input`]); anything else is a
+/// decline.
 pub async fn ask_on(
     channel: &Channel,
     question: &Question,
@@ -356,42 +358,77 @@ pub async fn ask_on(
             reason,
         },
     };
+    let params = match askable(channel, question, secrets) {
+        Ok(params) => params,
+        Err(reason) => return declined(false, Some(reason)),
+    };
+    let result = match wait_for(channel, params, timeout).await {
+        Ok(result) => result,
+        Err(reason) => return declined(false, Some(reason)),
+    };
+    if !matches!(result.action, ElicitationAction::Accept) {
+        return declined(true, None);
+    }
+    match accepted_input(question, result.content.unwrap_or(Value::Null)) {
+        Ok(input) => Asking {
+            decision: Decision::AcceptOnce,
+            input,
+            record: DecisionRecord {
+                asked,
+                decision: Decision::AcceptOnce,
+                by_person: true,
+                reason: None,
+            },
+        },
+        Err(reason) => declined(true, Some(reason)),
+    }
+}
+
+/// The form to send for `question` on `channel`, or why it is declined without asking: a
+/// client that cannot be asked, a command the redactor would change, a question with no form.
+fn askable(
+    channel: &Channel,
+    question: &Question,
+    secrets: &ClientSecrets,
+) -> Result<ElicitRequestParams, &'static str> {
     if let Channel::Peer(peer) = channel
         && !can_ask(peer)
     {
-        return declined(
-            false,
-            Some("the client cannot be asked (no form elicitation)"),
-        );
+        return Err("the client cannot be asked (no form elicitation)");
     }
     // a command whose text the redactor would hide cannot be judged from the form (the hidden
     // part may be what runs)
     if let Question::Command { command, .. } = question
         && secrets.redact(command) != command.as_str()
     {
-        return declined(
-            false,
-            Some("the command holds text that looks like a secret, which cannot be shown"),
-        );
+        return Err("the command holds text that looks like a secret, which cannot be shown");
     }
-    let Some(params) = form(question, secrets) else {
-        return declined(false, Some("the question has no form a client can show"));
-    };
-    let result = match channel {
+    form(question, secrets).ok_or("the question has no form a client can show")
+}
+
+/// Send `params` on `channel` and wait at most `timeout` for the client's result, or say why
+/// none came (no answer in time, the client could not be asked, the task or question gone, an
+/// answer that is no elicitation result).
+async fn wait_for(
+    channel: &Channel,
+    params: ElicitRequestParams,
+    timeout: Duration,
+) -> Result<ElicitResult, &'static str> {
+    let value = match channel {
         Channel::Peer(peer) => {
-            match tokio::time::timeout(
+            return match tokio::time::timeout(
                 timeout,
                 peer.create_elicitation_with_timeout(params, Some(timeout)),
             )
             .await
             {
-                Err(_) => return declined(false, Some("no answer in time")),
+                Err(_) => Err("no answer in time"),
                 Ok(Err(e)) => {
                     tracing::info!(error = %e, "elicitation failed: declined");
-                    return declined(false, Some("the client could not be asked"));
+                    Err("the client could not be asked")
                 }
-                Ok(Ok(r)) => r,
-            }
+                Ok(Ok(r)) => Ok(r),
+            };
         }
         Channel::Task(task, manager, seq) => {
             let key = format!("question-{}", seq.fetch_add(1, Ordering::Relaxed) + 1);
@@ -404,35 +441,28 @@ pub async fn ask_on(
                 key: key.clone(),
             };
             match tokio::time::timeout(timeout, task.request_input(key, request)).await {
-                Err(_) => return declined(false, Some("no answer in time")),
-                Ok(Err(_)) => return declined(false, Some("the task was cancelled")),
-                Ok(Ok(v)) => match serde_json::from_value::<ElicitResult>(v) {
-                    Ok(r) => r,
-                    Err(_) => {
-                        return declined(false, Some("the answer was not an elicitation result"));
-                    }
-                },
+                Err(_) => return Err("no answer in time"),
+                Ok(Err(_)) => return Err("the task was cancelled"),
+                Ok(Ok(v)) => v,
             }
         }
         Channel::Mrtr(asking) => {
             match tokio::time::timeout(timeout, asking.ask(params, timeout)).await {
-                Err(_) => return declined(false, Some("no answer in time")),
-                Ok(Err(_)) => return declined(false, Some("the question was withdrawn")),
-                Ok(Ok(v)) => match serde_json::from_value::<ElicitResult>(v) {
-                    Ok(r) => r,
-                    Err(_) => {
-                        return declined(false, Some("the answer was not an elicitation result"));
-                    }
-                },
+                Err(_) => return Err("no answer in time"),
+                Ok(Err(_)) => return Err("the question was withdrawn"),
+                Ok(Ok(v)) => v,
             }
         }
     };
-    let content = result.content.unwrap_or(Value::Null);
-    match result.action {
-        ElicitationAction::Accept => {}
-        _ => return declined(true, None),
-    }
-    let input = match question {
+    serde_json::from_value::<ElicitResult>(value)
+        .map_err(|_| "the answer was not an elicitation result")
+}
+
+/// What an accepted form carries for `question`: the answers of a `requestUserInput`, a nested
+/// server's form, nothing for an approval; or why the accept is taken for a decline (no
+/// answer, `approve` left unchecked).
+fn accepted_input(question: &Question, content: Value) -> Result<Option<Input>, &'static str> {
+    match question {
         Question::UserInput { questions } => {
             let answers: BTreeMap<String, String> = questions
                 .iter()
@@ -442,30 +472,20 @@ pub async fn ask_on(
                 })
                 .collect();
             if answers.is_empty() {
-                return declined(true, Some("accepted without an answer"));
+                return Err("accepted without an answer");
             }
-            Some(Input::Answers(answers))
+            Ok(Some(Input::Answers(answers)))
         }
         Question::McpElicitation { .. } => match content {
-            Value::Object(m) => Some(Input::Form(m)),
-            _ => Some(Input::Form(Map::new())),
+            Value::Object(m) => Ok(Some(Input::Form(m))),
+            _ => Ok(Some(Input::Form(Map::new()))),
         },
         _ => {
             if content.get(APPROVE_FIELD) != Some(&Value::Bool(true)) {
-                return declined(true, Some("accepted without checking approve"));
+                return Err("accepted without checking approve");
             }
-            None
+            Ok(None)
         }
-    };
-    Asking {
-        decision: Decision::AcceptOnce,
-        input,
-        record: DecisionRecord {
-            asked,
-            decision: Decision::AcceptOnce,
-            by_person: true,
-            reason: None,
-        },
     }
 }
 

@@ -383,8 +383,7 @@ impl Rounds {
     }
 
     /// Wait for the call's next event: its result (the call is forgotten) or a question (handed
-    /// out in a new round, under `handle`, or under a new handle on the first question of
-    /// `call`). Cancelling `ct` cancels the call.
+    /// out by [`Rounds::hand_out`]). Cancelling `ct` cancels the call.
     async fn wait(
         &self,
         mut handle: Option<String>,
@@ -401,84 +400,99 @@ impl Rounds {
                 e = events.recv() => e,
                 _ = ct.cancelled() => {
                     pending.cancel.cancel();
-                    if let Some(h) = &handle {
-                        self.table().remove(h);
-                    }
+                    self.forget(handle.as_deref());
                     return Err(McpError::internal_error("the call was cancelled", None));
                 }
             };
             let prompt = match event {
                 Some(Event::Ask(p)) => p,
                 Some(Event::Done(r)) => {
-                    if let Some(h) = &handle {
-                        self.table().remove(h);
-                    }
+                    self.forget(handle.as_deref());
                     return r.map(CallToolResponse::Complete);
                 }
                 None => {
-                    if let Some(h) = &handle {
-                        self.table().remove(h);
-                    }
+                    self.forget(handle.as_deref());
                     return Err(McpError::internal_error(
                         "the call ended without a result",
                         None,
                     ));
                 }
             };
-            let now = Instant::now();
-            let mut table = self.table();
-            table.retain(|_, e| !e.expired(now));
-            let round = match handle.as_ref().and_then(|h| table.get_mut(h)) {
-                Some(entry) => {
-                    entry.round += 1;
-                    entry.open = Some(prompt.answer);
-                    entry.deadline = prompt.deadline;
-                    entry.round
-                }
-                None => {
-                    let Some(c) = call.take() else {
-                        // forgotten meanwhile: the question is withdrawn (a decline)
-                        continue;
-                    };
-                    let of_client = table.values().filter(|e| e.client == c.client).count();
-                    if table.len() >= MAX_CALLS || of_client >= MAX_CALLS_PER_CLIENT {
-                        tracing::warn!(
-                            calls = table.len(),
-                            of_client,
-                            "too many calls wait on a question: this one is declined"
-                        );
-                        call = Some(c);
-                        continue;
-                    }
-                    let h = uuid::Uuid::new_v4().simple().to_string();
-                    table.insert(
-                        h.clone(),
-                        Entry {
-                            client: c.client,
-                            tool: c.tool,
-                            args: c.args,
-                            pending: Some(pending.clone()),
-                            round: 1,
-                            open: Some(prompt.answer),
-                            deadline: prompt.deadline,
-                        },
-                    );
-                    handle = Some(h);
-                    1
-                }
-            };
-            let handle = handle.expect("set above");
-            let mut requests = InputRequests::new();
-            requests.insert(
-                key_of(round),
-                InputRequest::Elicitation(ElicitRequest::new(prompt.params)),
-            );
-            tracing::info!(round, "a question goes to the client as input_required");
-            return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
-                Some(requests),
-                Some(state_of(&handle, round)),
-            )));
+            if let Some(response) = self.hand_out(&mut handle, &mut call, &pending, prompt) {
+                return Ok(response);
+            }
         }
+    }
+
+    /// Drop the call under `handle` from the table, if it has one.
+    fn forget(&self, handle: Option<&str>) {
+        if let Some(h) = handle {
+            self.table().remove(h);
+        }
+    }
+
+    /// Hand `prompt` out in a new round, under `handle`, or under a new handle on the first
+    /// question of `call`: the call's answer, an `InputRequiredResult`. `None` when it cannot
+    /// be handed out (the call was forgotten meanwhile, or the table is full for it): `prompt`
+    /// is dropped, so the turn gets a decline.
+    fn hand_out(
+        &self,
+        handle: &mut Option<String>,
+        call: &mut Option<Call>,
+        pending: &Arc<Pending>,
+        prompt: Prompt,
+    ) -> Option<CallToolResponse> {
+        let now = Instant::now();
+        let mut table = self.table();
+        table.retain(|_, e| !e.expired(now));
+        let round = match handle.as_ref().and_then(|h| table.get_mut(h)) {
+            Some(entry) => {
+                entry.round += 1;
+                entry.open = Some(prompt.answer);
+                entry.deadline = prompt.deadline;
+                entry.round
+            }
+            None => {
+                // forgotten meanwhile: the question is withdrawn (a decline)
+                let c = call.take()?;
+                let of_client = table.values().filter(|e| e.client == c.client).count();
+                if table.len() >= MAX_CALLS || of_client >= MAX_CALLS_PER_CLIENT {
+                    tracing::warn!(
+                        calls = table.len(),
+                        of_client,
+                        "too many calls wait on a question: this one is declined"
+                    );
+                    *call = Some(c);
+                    return None;
+                }
+                let h = uuid::Uuid::new_v4().simple().to_string();
+                table.insert(
+                    h.clone(),
+                    Entry {
+                        client: c.client,
+                        tool: c.tool,
+                        args: c.args,
+                        pending: Some(pending.clone()),
+                        round: 1,
+                        open: Some(prompt.answer),
+                        deadline: prompt.deadline,
+                    },
+                );
+                *handle = Some(h);
+                1
+            }
+        };
+        let handle = handle.as_deref().expect("set above");
+        let mut requests = InputRequests::new();
+        requests.insert(
+            key_of(round),
+            InputRequest::Elicitation(ElicitRequest::new(prompt.params)),
+        );
+        tracing::info!(round, "a question goes to the client as input_required");
+        Some(CallToolResponse::InputRequired(InputRequiredResult::new(
+            Some(requests),
+            Some(state_of(handle, round)),
+        )))
     }
 }
 
