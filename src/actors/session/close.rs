@@ -116,6 +116,7 @@ pub(super) fn closed(id: &SessionId, msg: SessionMessage) {
         | SessionMessage::IdleCheck
         | SessionMessage::CloseWarm
         | SessionMessage::TurnRunning
+        | SessionMessage::RunsWithExec
         | SessionMessage::ForkDone => {}
     }
 }

@@ -68,6 +68,12 @@ impl Sink {
         let _ = self.me.cast(SessionMessage::Spawned { info: info.clone() });
     }
 
+    /// The turn goes to `codex exec` after all: a steer is refused at once, as for any exec
+    /// turn (sent before exec runs, so it reaches the actor before the turn's start does).
+    pub(super) fn runs_with_exec(&self) {
+        let _ = self.me.cast(SessionMessage::RunsWithExec);
+    }
+
     /// The hook a spawn calls with its process ([`Sink::spawned`]).
     pub(super) fn spawn_hook(&self) -> SpawnHook {
         let me = self.me.clone();

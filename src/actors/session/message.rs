@@ -54,6 +54,8 @@ pub enum SessionMessage {
     },
     /// Codex started the running turn (`turn/started`): it can take a steer from now on.
     TurnRunning,
+    /// The running turn went to `codex exec` (no app-server could take it): it takes no steer.
+    RunsWithExec,
     /// A fork of the session's thread ended: turns may run again.
     ForkDone,
     /// Fork the session's thread into a new session (same working directory, a thread of its

@@ -147,6 +147,7 @@ impl Actor for SessionActor {
                 client,
                 reply,
             } => steer(st, text, &client, reply),
+            SessionMessage::RunsWithExec => st.steer = None,
             SessionMessage::TurnRunning => {
                 if let Some(inbox) = &mut st.steer {
                     inbox.running = true;

@@ -54,7 +54,7 @@ impl Fake {
 impl Driver for Fake {
     fn run<'a>(
         &'a self,
-        turn: &'a TurnEnv<'a>,
+        env: &'a TurnEnv<'a>,
         run: Backed,
         _warm: Option<WarmProcess>,
     ) -> futures::future::BoxFuture<'a, (Ran, Option<WarmProcess>)> {
@@ -71,6 +71,7 @@ impl Driver for Fake {
                 Backed::Warm { turn, wanted, .. } => {
                     let prompt = turn.prompt().to_string();
                     let on = if prompt.contains("fallback") {
+                        env.sink.runs_with_exec();
                         RanOn::Exec
                     } else {
                         RanOn::AppServer
@@ -84,11 +85,12 @@ impl Driver for Fake {
             };
             self.runs.lock().unwrap().push(prompt.clone());
             let thread = resumes.unwrap_or_else(|| self.new_thread());
-            let mut on_event = turn.sink.events();
+            let mut on_event = env.sink.events();
             on_event(&Event::ThreadStarted { thread_id: thread });
+            on_event(&Event::TurnStarted);
             let ending = if prompt.starts_with("hold") {
                 tokio::select! {
-                    _ = turn.control.cancel.cancelled() => Ending::Cancelled,
+                    _ = env.control.cancel.cancelled() => Ending::Cancelled,
                     p = self.release.acquire() => {
                         p.unwrap().forget();
                         Ending::Completed
@@ -536,5 +538,39 @@ async fn a_turn_handed_from_the_app_server_to_exec_is_held_to_never_though_a_per
         s.fake.runs(),
         ["widened on the app-server", "widened, run by the fallback"]
     );
+    s.bridge.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_steer_of_a_turn_handed_to_exec_is_refused_at_once_naming_exec() {
+    let s = setup_on(Backend::AppServer, 16, Duration::from_secs(60)).await;
+    let me = s.bridge.own_context().clone();
+    let steer = |text: &str| {
+        let b = s.bridge.clone();
+        let me = me.clone();
+        let text = Prompt::parse("prompt", text.into()).unwrap();
+        async move {
+            tokio::time::timeout(Duration::from_secs(5), b.steer(&sid("p"), text, me))
+                .await
+                .expect("a steer is answered at once")
+        }
+    };
+    // the control: a turn on the app-server takes the steer into its inbox (the fake reads
+    // none, so it is not answered here: it only must not be refused)
+    let held = s.spawn_turn(s.call("p", "hold on the app-server"));
+    s.wait_runs(1).await;
+    settle().await;
+    let pending = tokio::time::timeout(Duration::from_millis(300), steer("more")).await;
+    assert!(pending.is_err(), "a warm turn's steer waits for codex");
+    s.fake.release.add_permits(1);
+    answer(held).await.unwrap();
+    // planned on the app-server, run with `codex exec`: refused at once as any exec turn
+    let held = s.spawn_turn(s.call("p", "hold, run by the fallback"));
+    s.wait_runs(2).await;
+    settle().await;
+    let e = steer("more").await.unwrap_err().to_string();
+    assert!(e.contains("sessionId") && e.contains("codex exec"), "{e}");
+    s.fake.release.add_permits(1);
+    answer(held).await.unwrap();
     s.bridge.shutdown().await;
 }

@@ -29,6 +29,7 @@ pub(super) async fn run_exec(turn: &TurnEnv<'_>, t: WarmTurn, wanted: ThreadWant
         ThreadWanted::Resume(t) => Some(t),
         ThreadWanted::Start => None,
     };
+    turn.sink.runs_with_exec();
     run_turn(turn, t.into_exec(&turn.client.common_for(false), resume)).await
 }
 
