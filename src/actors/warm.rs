@@ -228,9 +228,12 @@ impl WarmPool {
             Some(keeper) => match keeper.cast(KeeperMessage::Close(closing)) {
                 Ok(()) => return,
                 Err(ractor::MessagingErr::SendErr(KeeperMessage::Close(c))) => c,
-                // the keeper's mailbox is gone with the future in it: the process it
-                // held is killed as it drops
-                Err(_) => return,
+                // a cast to a stopped keeper hands the message back (above); only a wrong
+                // actor type lands here, which cannot be: the process is killed as it drops
+                Err(e) => {
+                    tracing::error!("the pool's keeper refused a close: {e}");
+                    return;
+                }
             },
             None => closing,
         };

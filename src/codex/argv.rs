@@ -647,11 +647,18 @@ impl WarmTurn {
 /// Check a turn for a warm app-server (see [`WarmTurn`]). Image attachments are not carried:
 /// the caller runs such a turn through [`build_turn`].
 pub fn build_warm_turn(common: &Common, req: TurnRequest) -> Result<WarmTurn> {
-    check_turn(common, req)?.into_warm().map_err(|_| {
-        Error::invalid(
-            "files",
-            "images go through codex exec, not a warm app-server",
-        )
+    check_turn(common, req)?.into_warm().map_err(|t| {
+        if t.has_images() {
+            Error::invalid(
+                "files",
+                "images go through codex exec, not a warm app-server",
+            )
+        } else {
+            Error::invalid(
+                "path",
+                "structured output files go through codex exec, not a warm app-server",
+            )
+        }
     })
 }
 

@@ -95,16 +95,21 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         },
     )?;
     let warm = warm_backend(st, checked.has_images());
-    let built = build_backed(&common, checked, resume, warm);
-    if warm && built.is_err() {
+    let ready = match build_backed(&common, checked, resume, warm) {
+        Ok(run) => mark_running(st, dir, &client, resume.is_some())
+            .await
+            .map(|marked| (run, marked)),
+        Err(e) => Err(e),
+    };
+    // a call that fails from here on gives its place under `max_warm` back as it found it
+    if warm && ready.is_err() {
         if st.warm.is_some() {
             st.shared.warm.idle(&st.id, &st.closer);
         } else {
             st.shared.warm.release(&st.id);
         }
     }
-    let run = built?;
-    let (created, prior_usage) = mark_running(st, dir, &client, resume.is_some()).await?;
+    let (run, (created, prior_usage)) = ready?;
     let sandbox = match &run {
         Backed::Exec(spec) => spec.sandbox(),
         Backed::Warm { turn, .. } => turn.sandbox(),
