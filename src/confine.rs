@@ -6,8 +6,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::invalid::InvalidArgument;
 use crate::security::paths::{self, Confined, Found, Kind, Lookup, OwnFile};
+
+/// What confinement refuses: the argument, named, with the reason (folded into the crate error
+/// with the same words by the caller's `?`).
+type Result<T> = std::result::Result<T, InvalidArgument>;
 
 /// Resolve `raw` (relative to `base` when not absolute), follow every symlink, and confine it
 /// inside one of `containers` (already canonical). Errors name `field` and the reason and
@@ -19,7 +23,7 @@ pub fn resolve(
     containers: &[PathBuf],
     kind: Kind,
 ) -> Result<Confined> {
-    Ok(paths::confine(field, raw, base, containers, kind, lookup)?)
+    paths::confine(field, raw, base, containers, kind, lookup)
 }
 
 /// The filesystem's answer for `path`.
@@ -47,7 +51,7 @@ pub fn recheck(c: &Confined) -> Result<()> {
     let raw = c
         .path()
         .to_str()
-        .ok_or_else(|| Error::invalid(c.field(), "is not valid UTF-8"))?;
+        .ok_or_else(|| InvalidArgument::new(c.field(), "is not valid UTF-8"))?;
     let again = resolve(
         c.field(),
         raw,
@@ -56,7 +60,7 @@ pub fn recheck(c: &Confined) -> Result<()> {
         c.kind(),
     )?;
     if again.path() != c.path() {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             c.field(),
             "changed while the request was being prepared",
         ));
@@ -101,7 +105,7 @@ pub fn check_own_files(cwd: &Confined, writable: bool, files: &[&[OwnFile]]) -> 
     // TMPDIR: the environment allowlist does not pass one), wherever the turn runs
     let temp = Path::new(CODEX_TEMP_DIR);
     let temp = temp.canonicalize().unwrap_or_else(|_| temp.to_path_buf());
-    Ok(paths::check_own_files_in_temp(&temp, writable, &own)?)
+    paths::check_own_files_in_temp(&temp, writable, &own)
 }
 
 /// The temporary directory a workspace-write turn of codex may write.

@@ -108,7 +108,8 @@ impl Lease {
 }
 
 /// An exec builder of a `query` or `search`.
-type BuildOneShot = fn(&Common, OneShotRequest) -> Result<SpawnSpec>;
+type BuildOneShot =
+    fn(&Common, OneShotRequest) -> std::result::Result<SpawnSpec, crate::invalid::InvalidArgument>;
 
 impl Runner<'_> {
     /// Wait for a global slot (progress says how many are ahead); the slot and the wait.
@@ -272,7 +273,7 @@ impl Runner<'_> {
             Ok(t) => t,
             Err(e) => {
                 self.keep(lease);
-                return Err(e);
+                return Err(e.into());
             }
         };
         let ran = lease.run(self, ThreadWanted::Start, &turn, timeout).await;

@@ -27,10 +27,14 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::invalid::InvalidArgument;
 use crate::security::ids::{ThreadId, validate_commit, validate_git_ref};
 use crate::security::overrides::{Override, toml_basic_string, toml_quoted_key};
 use crate::security::paths::Confined;
+
+/// What the builders refuse: an argument, named, with the reason (folded into the crate
+/// error with the same words by the caller's `?`).
+type Result<T> = std::result::Result<T, InvalidArgument>;
 
 pub use crate::security::ids::MAX_MODEL_LEN;
 pub use crate::security::prompt::{MAX_PROMPT_BYTES, Prompt};
@@ -70,7 +74,7 @@ macro_rules! value_set {
             pub fn parse(field: &str, raw: &str) -> Result<Self> {
                 use serde::Deserialize as _;
                 let raw = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(raw);
-                Self::deserialize(raw).map_err(|e| Error::invalid(field, e.to_string()))
+                Self::deserialize(raw).map_err(|e| InvalidArgument::new(field, e.to_string()))
             }
         }
 
@@ -279,7 +283,7 @@ pub struct ReviewRequest {
 /// Validate a caller model id ([`crate::security::ids::check_model`]: bounded, no control
 /// character). It is always bound with `--model=`, so a leading `-` or a quote is harmless.
 pub fn validate_model(field: &str, model: &str) -> Result<()> {
-    Ok(crate::security::ids::check_model(field, model)?)
+    crate::security::ids::check_model(field, model)
 }
 
 /// The checks of a turn's own arguments that need nothing but the call (its prompt is a
@@ -300,7 +304,7 @@ pub fn check_call(
 fn resolve_sandbox(common: &Common, requested: Option<SandboxLevel>) -> Result<SandboxLevel> {
     let level = requested.unwrap_or(SandboxLevel::ReadOnly);
     if level == SandboxLevel::DangerFullAccess && !common.allow_danger {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             "sandbox",
             "danger-full-access is disabled on this server (operator setting \
              CODEX_BRIDGE_ALLOW_DANGER)",
@@ -384,7 +388,7 @@ impl Deepest {
 
 fn cwd_str(c: &Confined) -> Result<&Path> {
     if c.path().to_str().is_none() {
-        return Err(Error::invalid(c.field(), "is not valid UTF-8"));
+        return Err(InvalidArgument::new(c.field(), "is not valid UTF-8"));
     }
     Ok(c.path())
 }
@@ -436,7 +440,7 @@ pub fn check_turn(common: &Common, req: TurnRequest) -> Result<CheckedTurn> {
             .to_str()
             .is_none_or(|s| s.contains(',') || s.starts_with('-'))
         {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 img.field(),
                 "cannot be passed to codex as an image",
             ));
@@ -649,12 +653,12 @@ impl WarmTurn {
 pub fn build_warm_turn(common: &Common, req: TurnRequest) -> Result<WarmTurn> {
     check_turn(common, req)?.into_warm().map_err(|t| {
         if t.has_images() {
-            Error::invalid(
+            InvalidArgument::new(
                 "files",
                 "images go through codex exec, not a warm app-server",
             )
         } else {
-            Error::invalid(
+            InvalidArgument::new(
                 "path",
                 "structured output files go through codex exec, not a warm app-server",
             )
@@ -712,7 +716,7 @@ pub fn build_one_shot_server(common: &Common, cwd: Confined, search: bool) -> Re
 fn path_arg(p: &Path) -> Result<&str> {
     p.to_str()
         .filter(|s| s.starts_with('/'))
-        .ok_or_else(|| Error::invalid("path", "internal file paths must be absolute UTF-8"))
+        .ok_or_else(|| InvalidArgument::new("path", "internal file paths must be absolute UTF-8"))
 }
 
 fn build_one_shot(common: &Common, req: OneShotRequest, kind: PathKind) -> Result<SpawnSpec> {
@@ -801,7 +805,7 @@ pub fn build_review(common: &Common, req: &ReviewRequest) -> Result<SpawnSpec> {
             args.push(format!("--commit={sha}"));
             if let Some(t) = title {
                 if t.is_empty() || t.len() > MAX_TITLE_LEN || t.chars().any(char::is_control) {
-                    return Err(Error::invalid(
+                    return Err(InvalidArgument::new(
                         "title",
                         format!("must be 1 to {MAX_TITLE_LEN} bytes of text on one line"),
                     ));
@@ -837,14 +841,14 @@ pub fn review_target(
         (None, None, Some(_)) => ReviewMode::Commit,
         (None, None, None) => ReviewMode::Uncommitted,
         (None, Some(_), Some(_)) => {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 "base",
                 "give either base or commit, not both",
             ));
         }
     };
     if title.is_some() && mode != ReviewMode::Commit {
-        return Err(Error::invalid(
+        return Err(InvalidArgument::new(
             "title",
             "is only meaningful with mode \"commit\"",
         ));
@@ -852,7 +856,7 @@ pub fn review_target(
     match mode {
         ReviewMode::Uncommitted => {
             if base.is_some() || commit.is_some() {
-                return Err(Error::invalid(
+                return Err(InvalidArgument::new(
                     "mode",
                     "\"uncommitted\" takes neither base nor commit",
                 ));
@@ -861,17 +865,25 @@ pub fn review_target(
         }
         ReviewMode::Base => {
             if commit.is_some() {
-                return Err(Error::invalid("commit", "is not used with mode \"base\""));
+                return Err(InvalidArgument::new(
+                    "commit",
+                    "is not used with mode \"base\"",
+                ));
             }
-            let b = base.ok_or_else(|| Error::invalid("base", "is required with mode \"base\""))?;
+            let b =
+                base.ok_or_else(|| InvalidArgument::new("base", "is required with mode \"base\""))?;
             Ok(ReviewTarget::Base(b.to_owned()))
         }
         ReviewMode::Commit => {
             if base.is_some() {
-                return Err(Error::invalid("base", "is not used with mode \"commit\""));
+                return Err(InvalidArgument::new(
+                    "base",
+                    "is not used with mode \"commit\"",
+                ));
             }
-            let c = commit
-                .ok_or_else(|| Error::invalid("commit", "is required with mode \"commit\""))?;
+            let c = commit.ok_or_else(|| {
+                InvalidArgument::new("commit", "is required with mode \"commit\"")
+            })?;
             Ok(ReviewTarget::Commit {
                 sha: c.to_owned(),
                 title: title.map(str::to_owned),
@@ -901,6 +913,7 @@ pub fn config_tokens(args: &[String]) -> Vec<(usize, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
     use crate::security::overrides::parse_operator_override;
     use crate::security::paths::Kind;
 

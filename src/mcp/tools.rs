@@ -150,13 +150,13 @@ impl McpServer {
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
     fn resolve_dir(&self, raw: &str) -> Result<Confined> {
-        crate::confine::resolve(
+        Ok(crate::confine::resolve(
             "workingDirectory",
             raw,
             self.first_root(),
             &self.client.config.roots,
             Kind::Dir,
-        )
+        )?)
     }
 
     /// The working directory of a call that names none: the first of the client's roots that

@@ -203,7 +203,7 @@ async fn turn_asked(
     match checked {
         Ok(()) => queue(st, call, reply),
         Err(e) => {
-            let _ = reply.send(Err(e));
+            let _ = reply.send(Err(e.into()));
         }
     }
 }

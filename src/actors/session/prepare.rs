@@ -40,13 +40,13 @@ pub(super) fn record_dir(client: &ClientContext, rec: &SessionRecord) -> Result<
         .first()
         .map(PathBuf::as_path)
         .unwrap_or(Path::new("/"));
-    crate::confine::resolve(
+    Ok(crate::confine::resolve(
         "workingDirectory",
         &rec.working_directory.to_string_lossy(),
         first,
         roots,
         Kind::Dir,
-    )
+    )?)
 }
 
 /// Check a call against the session and build codex's invocation; only then mark the record
