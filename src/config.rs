@@ -5,13 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::invalid::InvalidArgument;
 use crate::logging::LogFormat;
 use crate::security::overrides::{Override, parse_operator_override};
 
 pub use error::{CONFIG_FILE_KEYS, CONFIG_SETTING, ConfigError};
 
 pub mod error;
+
+/// What the settings refuse (a setting, named; the config file), folded into the crate error by
+/// the caller's `?`.
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 pub use crate::codex::process::Limits;
 pub use crate::codex::versions::{NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
@@ -398,13 +402,13 @@ fn http_config(listen: Option<&str>, token: Option<&str>) -> Result<Option<HttpC
         return Ok(None);
     };
     let addr: std::net::SocketAddr = listen.trim().parse().map_err(|_| {
-        Error::setting(
+        ConfigError::setting(
             SETTING,
             "must be a loopback address with a port, like 127.0.0.1:8765 or [::1]:8765",
         )
     })?;
     if !addr.ip().is_loopback() {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             SETTING,
             "must be a loopback address (127.0.0.0/8 or ::1): the HTTP listener is for hosts on \
              this machine only",
@@ -414,7 +418,7 @@ fn http_config(listen: Option<&str>, token: Option<&str>) -> Result<Option<HttpC
     if token.len() < MIN_HTTP_TOKEN_LEN || token.chars().any(|c| !c.is_ascii_graphic()) {
         // Not `TOKEN: the ...`: a secret-named key before `:` makes the next word look like
         // its value, and redaction would eat it from the message.
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             format!("{HTTP_TOKEN_VAR} (the HTTP listener's bearer token)"),
             format!(
                 "must be at least {MIN_HTTP_TOKEN_LEN} printable ASCII characters, without \
@@ -470,7 +474,7 @@ impl Config {
         let heartbeat = heartbeat(s)?;
         let max_warm = s.max_warm.unwrap_or(DEFAULT_MAX_WARM);
         if max_warm == 0 {
-            return Err(Error::invalid(
+            return Err(ConfigError::setting(
                 "CODEX_BRIDGE_MAX_WARM (--max-warm)",
                 "must be at least 1 (use CODEX_BRIDGE_BACKEND=exec for no warm processes)",
             ));
@@ -508,10 +512,10 @@ impl Config {
     }
 
     /// The timeout of one call: the caller's (capped) or the default. Zero is refused.
-    pub fn timeout_for(&self, requested_ms: Option<u64>) -> Result<Duration> {
+    pub fn timeout_for(&self, requested_ms: Option<u64>) -> Result<Duration, InvalidArgument> {
         match requested_ms {
             None => Ok(self.default_timeout),
-            Some(0) => Err(Error::invalid(
+            Some(0) => Err(InvalidArgument::new(
                 "timeout",
                 "must be a positive number of milliseconds",
             )),
@@ -571,7 +575,7 @@ fn codex_bin(s: &Settings, cli_path: Option<&str>, path_var: Option<&str>) -> Re
         (None, None) => PathBuf::from("codex"),
     };
     if codex_bin.as_os_str().is_empty() {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             "CODEX_BIN (--codex-bin)",
             "must not be empty",
         ));
@@ -582,7 +586,7 @@ fn codex_bin(s: &Settings, cli_path: Option<&str>, path_var: Option<&str>) -> Re
 fn max_concurrent(s: &Settings) -> Result<usize> {
     let max_concurrent = s.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT);
     if !(1..=MAX_MAX_CONCURRENT).contains(&max_concurrent) {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             "CODEX_BRIDGE_MAX_CONCURRENT (--max-concurrent)",
             format!("must be between 1 and {MAX_MAX_CONCURRENT}"),
         ));
@@ -597,13 +601,13 @@ fn timeouts(s: &Settings) -> Result<(Duration, Duration)> {
         .max_timeout_ms
         .unwrap_or(DEFAULT_MAX_TIMEOUT_MS.max(default_ms));
     if default_ms < MIN_TIMEOUT_MS {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             "CODEX_BRIDGE_DEFAULT_TIMEOUT_MS (--default-timeout-ms)",
             format!("must be at least {MIN_TIMEOUT_MS}"),
         ));
     }
     if max_ms < default_ms {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             "CODEX_BRIDGE_MAX_TIMEOUT_MS (--max-timeout-ms)",
             "must be at least the default timeout",
         ));
@@ -619,7 +623,7 @@ fn limits(s: &Settings) -> Result<Limits> {
     let mut limits = Limits::default();
     if let Some(n) = s.max_line_bytes {
         if n < 4096 {
-            return Err(Error::setting(
+            return Err(ConfigError::setting(
                 "CODEX_BRIDGE_MAX_LINE_BYTES (--max-line-bytes)",
                 "must be at least 4096",
             ));
@@ -628,7 +632,7 @@ fn limits(s: &Settings) -> Result<Limits> {
     }
     if let Some(n) = s.max_output_bytes {
         if n < limits.max_line_bytes {
-            return Err(Error::setting(
+            return Err(ConfigError::setting(
                 "CODEX_BRIDGE_MAX_OUTPUT_BYTES (--max-output-bytes)",
                 "must be at least the line limit",
             ));
@@ -643,7 +647,7 @@ fn queue_and_idle(s: &Settings) -> Result<(Duration, Duration)> {
     let queue_timeout = Duration::from_millis(s.queue_timeout_ms.unwrap_or(600_000));
     let idle_timeout = Duration::from_millis(s.idle_timeout_ms.unwrap_or(900_000));
     if idle_timeout < Duration::from_millis(100) {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             "CODEX_BRIDGE_IDLE_TIMEOUT_MS (--idle-timeout-ms)",
             "must be at least 100",
         ));
@@ -656,7 +660,7 @@ fn approval_timeout(s: &Settings) -> Result<Duration> {
     let t = Duration::from_millis(s.approval_timeout_ms.unwrap_or(120_000));
     let longest = crate::codex::app_server::approval::LONGEST_WAIT;
     if t < Duration::from_secs(1) || t > longest {
-        return Err(Error::invalid(
+        return Err(ConfigError::setting(
             "CODEX_BRIDGE_APPROVAL_TIMEOUT_MS (--approval-timeout-ms)",
             format!("must be between 1000 and {} ms", longest.as_millis()),
         ));
@@ -668,7 +672,7 @@ fn approval_timeout(s: &Settings) -> Result<Duration> {
 fn heartbeat(s: &Settings) -> Result<Duration> {
     let heartbeat = Duration::from_millis(s.heartbeat_ms.unwrap_or(10_000));
     if heartbeat < Duration::from_millis(100) {
-        return Err(Error::setting(
+        return Err(ConfigError::setting(
             "CODEX_BRIDGE_HEARTBEAT_MS (--heartbeat-ms)",
             "must be at least 100",
         ));
@@ -679,7 +683,7 @@ fn heartbeat(s: &Settings) -> Result<Duration> {
 fn session_ttl(s: &Settings) -> Result<Option<Duration>> {
     match s.session_ttl_days.unwrap_or(30) {
         0 => Ok(None),
-        d if d > 36_500 => Err(Error::setting(
+        d if d > 36_500 => Err(ConfigError::setting(
             "CODEX_BRIDGE_SESSION_TTL_DAYS (--session-ttl-days)",
             "must be at most 36500",
         )),
@@ -700,11 +704,11 @@ pub fn store_dir(s: &Settings, vars: &[(String, String)]) -> Result<PathBuf> {
     };
     match &s.store {
         Some(p) if p.is_absolute() => Ok(p.clone()),
-        Some(_) => Err(Error::setting(STORE, "must be an absolute path")),
+        Some(_) => Err(ConfigError::setting(STORE, "must be an absolute path")),
         None => match (var("XDG_DATA_HOME"), var("HOME")) {
             (Some(x), _) if x.starts_with('/') => Ok(PathBuf::from(x).join("codex-mcp-bridge")),
             (_, Some(h)) => Ok(PathBuf::from(h).join(".local/share/codex-mcp-bridge")),
-            _ => Err(Error::setting(
+            _ => Err(ConfigError::setting(
                 STORE,
                 "neither XDG_DATA_HOME nor HOME is set; give the store directory explicitly",
             )),
@@ -720,7 +724,7 @@ fn parse_roots(raw: Option<&str>, start_dir: &Path) -> Result<Vec<PathBuf>> {
         .unwrap_or_default();
     let candidates: Vec<PathBuf> = if given.is_empty() {
         if start_dir == Path::new("/") {
-            return Err(Error::setting(
+            return Err(ConfigError::setting(
                 ROOTS,
                 "the server started in /, which is never taken as an implicit root; set the \
                  directories callers may work in explicitly",
@@ -733,15 +737,16 @@ fn parse_roots(raw: Option<&str>, start_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut roots = Vec::with_capacity(candidates.len());
     for c in candidates {
         if !c.is_absolute() {
-            return Err(Error::setting(
+            return Err(ConfigError::setting(
                 ROOTS,
                 format!("`{}` is not an absolute path", c.display()),
             ));
         }
-        let canon = std::fs::canonicalize(&c)
-            .map_err(|_| Error::setting(ROOTS, format!("`{}` does not exist", c.display())))?;
+        let canon = std::fs::canonicalize(&c).map_err(|_| {
+            ConfigError::setting(ROOTS, format!("`{}` does not exist", c.display()))
+        })?;
         if !canon.is_dir() {
-            return Err(Error::setting(
+            return Err(ConfigError::setting(
                 ROOTS,
                 format!("`{}` is not a directory", c.display()),
             ));

@@ -28,7 +28,7 @@
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
-//! - own errors: `security/*`, `codex/argv.rs`, `confine.rs` and `store/*` (with
+//! - own errors: `security/*`, `codex/argv.rs`, `confine.rs`, `config*` and `store/*` (with
 //!   `migrations/`) return their own errors and name no `crate::error`;
 //! - cycles: no import cycle between files. The file graph has an edge from a file to each
 //!   file holding a module it names a path into (`crate::a::b::X` is an edge to `a/b.rs`, or
@@ -75,8 +75,8 @@ const ERROR_LEAVES: &[&str] = &[
 const LEAVES: &[&str] = &["failure", "invalid", "usage", "codex::versions"];
 
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
-/// `store`: `StoreError`), never the crate error.
-const OWN_ERRORS: &[&str] = &["security", "store", "codex::argv", "confine"];
+/// `config`: `ConfigError`; `store`: `StoreError`), never the crate error.
+const OWN_ERRORS: &[&str] = &["security", "store", "codex::argv", "confine", "config"];
 
 fn layer_of(module: &str) -> Option<usize> {
     let mut best: Option<(usize, usize)> = None; // (prefix length, layer)

@@ -36,6 +36,16 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "log_format",
 ];
 
+impl ConfigError {
+    /// The refusal of `setting` (its variable and flag), for `reason`.
+    pub fn setting(setting: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            setting: setting.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Why the settings or the config file are refused. Every message names the setting (and the
 /// file and key); none echoes a value from the file.
 #[derive(Debug, thiserror::Error)]
