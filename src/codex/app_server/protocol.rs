@@ -848,7 +848,8 @@ pub enum RequestId {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RpcError {
     pub code: i64,
-    #[serde(default)]
+    /// Required: both versions always send it (`JSONRPCErrorError` requires `code` and
+    /// `message` in the `generate-json-schema` of 0.145.0 and 0.171.0).
     pub message: String,
 }
 
@@ -2354,6 +2355,8 @@ mod tests {
             r#"{"id":1}"#,
             r#"{"id":{},"result":1}"#,
             r#"{"id":1,"error":"x"}"#,
+            // an error without its message
+            r#"{"id":1,"error":{"code":-32600}}"#,
         ] {
             assert!(
                 matches!(parse_line(bad), Err(ProtocolError::Malformed(_))),
