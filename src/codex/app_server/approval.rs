@@ -430,6 +430,78 @@ fn user_input_question(why: Why<'_>, p: UserInputParams) -> Result<Question, Not
     Ok(Question::UserInput { questions })
 }
 
+/// The (label, text) pairs of [`Question::lines`]; a field without a value has no line.
+#[derive(Default)]
+struct Lines(Vec<(&'static str, String)>);
+
+impl Lines {
+    fn push(&mut self, label: &'static str, text: Option<String>) {
+        if let Some(text) = text {
+            self.0.push((label, text));
+        }
+    }
+}
+
+/// Where a changed file lies, as a person must read it: nothing inside the working directory;
+/// outside it (or resolving outside, or moving outside), or with no working directory known,
+/// said so.
+fn file_place(f: &FileSummary, workdir: &Option<String>) -> String {
+    let outside = |p: &str| match workdir {
+        Some(w) => !inside(p, w),
+        None => true,
+    };
+    let out = f.resolves_outside || outside(&f.path) || f.move_to.as_deref().is_some_and(outside);
+    match (out, workdir) {
+        (false, _) => String::new(),
+        (true, Some(w)) => format!(" — OUTSIDE the working directory {w}"),
+        (true, None) => " — the working directory is not known".to_owned(),
+    }
+}
+
+/// The lines of a file-change question: the reason, the list of files, what each change
+/// writes (labelled [`CHANGE_LABEL`]) and the root that is not granted.
+fn file_change_lines(
+    out: &mut Lines,
+    reason: &Option<String>,
+    grant_root: &Option<String>,
+    files: &Option<Vec<FileSummary>>,
+    workdir: &Option<String>,
+) {
+    out.push("Codex's reason", reason.clone());
+    let listed = match files {
+        None => "(codex did not say which files)".to_owned(),
+        Some(f) if f.is_empty() => "(none listed)".to_owned(),
+        Some(f) => f
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}, +{} -{}){}",
+                    f.path,
+                    f.kind,
+                    f.added,
+                    f.removed,
+                    file_place(f, workdir)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    out.push("Files", Some(listed));
+    for f in files.iter().flatten() {
+        let place = file_place(f, workdir);
+        out.push(
+            CHANGE_LABEL,
+            Some(format!("{} ({}){place}\n{}", f.path, f.kind, shown_diff(f))),
+        );
+    }
+    out.push(
+        "Not granted",
+        grant_root
+            .as_ref()
+            .map(|r| format!("write access to {r} for the rest of the session")),
+    );
+}
+
 /// The label of one file's diff in [`Question::lines`] (shown within [`shown::DIFF`]).
 pub const CHANGE_LABEL: &str = "Change";
 
@@ -586,12 +658,7 @@ impl Question {
     /// What a person must see to decide, as (label, text) pairs, unredacted: redact every text
     /// before it leaves the bridge.
     pub fn lines(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        let mut push = |label, v: &Option<String>| {
-            if let Some(v) = v {
-                out.push((label, v.clone()));
-            }
-        };
+        let mut out = Lines::default();
         match self {
             Question::Command {
                 command,
@@ -599,85 +666,29 @@ impl Question {
                 reason,
                 network_host,
             } => {
-                if !command.is_empty() {
-                    push("Command", &Some(command.clone()));
-                }
-                push("Network host", network_host);
-                push("Working directory", cwd);
-                push("Codex's reason", reason);
+                out.push("Command", (!command.is_empty()).then(|| command.clone()));
+                out.push("Network host", network_host.clone());
+                out.push("Working directory", cwd.clone());
+                out.push("Codex's reason", reason.clone());
             }
             Question::FileChange {
                 reason,
                 grant_root,
                 files,
                 workdir,
-            } => {
-                push("Codex's reason", reason);
-                let outside = |p: &str| match workdir {
-                    Some(w) => !inside(p, w),
-                    None => true,
-                };
-                let place = |f: &FileSummary| {
-                    let out = f.resolves_outside
-                        || outside(&f.path)
-                        || f.move_to.as_deref().is_some_and(outside);
-                    match (out, workdir) {
-                        (false, _) => String::new(),
-                        (true, Some(w)) => format!(" — OUTSIDE the working directory {w}"),
-                        (true, None) => " — the working directory is not known".to_owned(),
-                    }
-                };
-                let listed = match files {
-                    None => "(codex did not say which files)".to_owned(),
-                    Some(f) if f.is_empty() => "(none listed)".to_owned(),
-                    Some(f) => f
-                        .iter()
-                        .map(|f| {
-                            format!(
-                                "{} ({}, +{} -{}){}",
-                                f.path,
-                                f.kind,
-                                f.added,
-                                f.removed,
-                                place(f)
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                };
-                push("Files", &Some(listed));
-                for f in files.iter().flatten() {
-                    push(
-                        CHANGE_LABEL,
-                        &Some(format!(
-                            "{} ({}){}\n{}",
-                            f.path,
-                            f.kind,
-                            place(f),
-                            shown_diff(f)
-                        )),
-                    );
-                }
-                push(
-                    "Not granted",
-                    &grant_root
-                        .as_ref()
-                        .map(|r| format!("write access to {r} for the rest of the session")),
-                );
-            }
+            } => file_change_lines(&mut out, reason, grant_root, files, workdir),
             Question::Permissions {
                 cwd,
                 reason,
                 read,
                 write,
                 network,
-                ..
             } => {
-                push("Working directory", &Some(cwd.clone()));
-                push("Codex's reason", reason);
-                push("Read", &(!read.is_empty()).then(|| read.join("\n")));
-                push("Write", &(!write.is_empty()).then(|| write.join("\n")));
-                push("Network", &network.then(|| "enabled".to_owned()));
+                out.push("Working directory", Some(cwd.clone()));
+                out.push("Codex's reason", reason.clone());
+                out.push("Read", (!read.is_empty()).then(|| read.join("\n")));
+                out.push("Write", (!write.is_empty()).then(|| write.join("\n")));
+                out.push("Network", network.then(|| "enabled".to_owned()));
             }
             Question::UserInput { questions } => {
                 for q in questions {
@@ -685,7 +696,7 @@ impl Question {
                     if !q.options.is_empty() {
                         text.push_str(&format!(" [{}]", q.options.join(" | ")));
                     }
-                    out.push(("Question", text));
+                    out.push("Question", Some(text));
                 }
             }
             Question::McpElicitation {
@@ -694,12 +705,12 @@ impl Question {
                 url,
                 ..
             } => {
-                push("Server", &Some(server.clone()));
-                push("Message", &Some(message.clone()));
-                push("Link", url);
+                out.push("Server", Some(server.clone()));
+                out.push("Message", Some(message.clone()));
+                out.push("Link", url.clone());
             }
         }
-        out
+        out.0
     }
 
     /// Whether the person's accept needs input (answers, form content), not only a yes.
