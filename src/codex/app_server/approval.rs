@@ -34,8 +34,9 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use super::protocol::{
-    CommandApprovalParams, CommandKind, ElicitationRequest, PermissionsApprovalParams,
-    QuestionParams, RequestedPermissions, ServerRequest, TurnRef, UserInputParams,
+    AnnouncedChange, CommandApprovalParams, CommandKind, ElicitationRequest,
+    PermissionsApprovalParams, QuestionParams, RequestedPermissions, ServerRequest, TurnRef,
+    UserInputParams, file_change_item,
 };
 use crate::codex::rollout::ModelCall;
 use crate::security::paths;
@@ -85,12 +86,10 @@ pub struct FileSummary {
 }
 
 impl FileSummary {
-    fn from_change(c: &Value) -> Option<Self> {
-        // each field codex announces is required: a change whose kind or content is missing
-        // cannot be shown as it is, and is not asked (never shown as an empty write)
-        let path = c["path"].as_str()?;
-        let kind = c["kind"]["type"].as_str()?;
-        let diff = c["diff"].as_str()?;
+    /// A change as codex announced it (each field required, [`AnnouncedChange`]), `None` when
+    /// its path or where it moves to is too long to show whole.
+    fn from_change(c: &AnnouncedChange) -> Option<Self> {
+        let (path, kind, diff) = (c.path.as_str(), c.kind.kind.as_str(), c.diff.as_str());
         let (added, removed) = match kind {
             "add" => (diff.lines().count(), 0),
             "delete" => (0, diff.lines().count()),
@@ -104,7 +103,7 @@ impl FileSummary {
                 }
             }),
         };
-        let move_to = match c["kind"]["move_path"].as_str() {
+        let move_to = match c.kind.move_path.as_deref() {
             Some(to) => Some(whole(to)?),
             None => None,
         };
@@ -138,37 +137,27 @@ impl ChangeBook {
         if !line.contains("\"fileChange\"") {
             return;
         }
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        let Some(item) = file_change_item(line) else {
             return;
         };
-        if !matches!(
-            v["method"].as_str(),
-            Some("item/started" | "item/completed")
-        ) {
-            return;
-        }
-        let item = &v["params"]["item"];
-        if item["type"] != "fileChange" {
-            return;
-        }
-        let Some(id) = item["id"].as_str() else {
-            return;
-        };
-        if v["method"] == "item/completed" {
+        let id = item.id.as_str();
+        if item.completed {
             self.items.remove(id);
             return;
         }
-        let files = match item["changes"].as_array() {
+        // each change is read typed: one that is not a change as codex announces it (its kind
+        // or content missing) cannot be shown as it is, and the item is not asked (never shown
+        // as an empty write); nor is an item without its changes
+        let files = match item.changes {
             Some(a) if a.len() <= MAX_ENTRIES => a
                 .iter()
-                .map(FileSummary::from_change)
+                .map(|c| c.as_ref().ok().and_then(FileSummary::from_change))
                 .collect::<Option<Vec<_>>>()
                 // what will be written is shown whole, or the change is not asked
                 .filter(|f| {
                     f.iter().map(|f| f.diff.chars().count()).sum::<usize>() <= MAX_DIFF_CHARS
                 }),
-            Some(_) => None,
-            None => Some(Vec::new()),
+            _ => None,
         };
         if self.items.len() >= 1024 {
             self.items.clear();
@@ -1445,6 +1434,33 @@ mod tests {
             let q = change_question(&book).unwrap();
             assert!(q.unreadable().is_some(), "{path:?} {diff:?}");
         }
+    }
+
+    #[test]
+    fn a_file_change_item_without_its_list_of_changes_is_not_asked() {
+        let mut book = ChangeBook::default();
+        book.observe_line(
+            &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
+                "id": "c1", "status": "inProgress"}}})
+            .to_string(),
+        );
+        assert!(
+            matches!(change_question(&book), Err(NotAQuestion::Unshowable { .. })),
+            "{:?}",
+            change_question(&book)
+        );
+        // and an item codex completed is forgotten: an approval naming it is not asked
+        let mut book = change_book(json!([{"path": "/w/a", "kind": {"type": "add"}, "diff": "x"}]));
+        assert!(change_question(&book).is_ok());
+        book.observe_line(
+            &json!({"method": "item/completed", "params": {"item": {"type": "fileChange",
+                "id": "c1", "changes": [], "status": "completed"}}})
+            .to_string(),
+        );
+        assert!(matches!(
+            change_question(&book),
+            Err(NotAQuestion::Missing { .. })
+        ));
     }
 
     #[test]

@@ -1667,6 +1667,72 @@ pub struct ElicitationParams {
     pub request: ElicitationRequest,
 }
 
+/// One change of a `fileChange` item, every field required: what it writes is shown whole to a
+/// person ([`super::approval::ChangeBook`]), or the change is not asked.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AnnouncedChange {
+    pub path: String,
+    pub kind: AnnouncedKind,
+    pub diff: String,
+}
+
+/// `kind` of a change: `add`, `delete`, or `update` (with `move_path` when it moves).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AnnouncedKind {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub move_path: Option<String>,
+}
+
+/// A `fileChange` item of an `item/started` or `item/completed` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileChangeItem {
+    pub id: String,
+    /// `item/completed`: the change is done, no approval names it any more.
+    pub completed: bool,
+    /// Each change, read typed (`Err`: one that is not a change as codex announces it);
+    /// `None` when the item has no list of changes.
+    pub changes: Option<Vec<Result<AnnouncedChange, String>>>,
+}
+
+/// Read `line` as a `fileChange` item of `item/started` / `item/completed`: `None` for any other
+/// line, or an item without its id.
+pub fn file_change_item(line: &str) -> Option<FileChangeItem> {
+    #[derive(Deserialize)]
+    struct Line {
+        method: String,
+        params: Params,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        item: Item,
+    }
+    #[derive(Deserialize)]
+    struct Item {
+        #[serde(rename = "type")]
+        kind: String,
+        id: String,
+        #[serde(default)]
+        changes: Option<Vec<Value>>,
+    }
+    let l: Line = serde_json::from_str(line).ok()?;
+    let completed = match l.method.as_str() {
+        "item/started" => false,
+        "item/completed" => true,
+        _ => return None,
+    };
+    (l.params.item.kind == "fileChange").then(|| FileChangeItem {
+        id: l.params.item.id,
+        completed,
+        changes: l.params.item.changes.map(|c| {
+            c.iter()
+                .map(|c| AnnouncedChange::deserialize(c).map_err(|e| e.to_string()))
+                .collect()
+        }),
+    })
+}
+
 /// The params of a request a person may be asked, read typed by its method.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QuestionParams {
