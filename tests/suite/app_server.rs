@@ -27,7 +27,10 @@ fn cwd(env: &TestEnv) -> PathBuf {
     env.work().canonicalize().expect("canonical work dir")
 }
 
-async fn open(app: &AppServer, msg: protocol::Outgoing) -> ThreadOpened {
+async fn open(
+    app: &AppServer,
+    msg: impl protocol::Request<Response = ThreadOpened>,
+) -> ThreadOpened {
     tokio::time::timeout(STEP, app.client.open_thread(&msg))
         .await
         .expect("thread opened in time")

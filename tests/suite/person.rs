@@ -69,7 +69,7 @@ impl Asking {
         }
     }
 
-    async fn open(&self, msg: protocol::Outgoing) -> ThreadOpened {
+    async fn open(&self, msg: impl protocol::Request<Response = ThreadOpened>) -> ThreadOpened {
         tokio::time::timeout(STEP, self.client.open_thread(&msg))
             .await
             .expect("thread opened in time")
@@ -104,7 +104,7 @@ impl Asking {
             .await
             .expect("turn/start answered in time")
             .expect("turn/start");
-        protocol::parse_turn_started(&result).unwrap()
+        result.id
     }
 
     async fn next_asked(&mut self) -> Asked {
@@ -415,7 +415,7 @@ async fn a_steer_reaches_the_model_within_the_running_turn_which_completes_once(
         .await
         .expect("steer answered in time")
         .expect("steer accepted");
-    assert_eq!(protocol::parse_steered(&result).unwrap(), turn);
+    assert_eq!(result.turn_id, turn);
     let log = read_turn(&mut app.events, Some(turn.as_str())).await;
     assert_eq!(log.status, Some(TurnStatus::Completed), "{log:#?}");
     assert_eq!(log.messages, ["steered answer"], "{log:#?}");

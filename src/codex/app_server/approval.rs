@@ -15,9 +15,14 @@
 //!   all (not when it asked for a terminal, which the approval request itself does not say: on
 //!   both versions only the model's call, in codex's rollout, carries `tty`).
 //! - [`Decision`] has two values, accept once and decline. An [`Answer`] is built only from a
-//!   decision (or a person's typed input), so an answer that persists cannot be written:
-//!   never `acceptForSession`, `acceptWithExecpolicyAmendment`, `applyNetworkPolicyAmendment`,
-//!   a `session`-scoped permission grant, or `cancel`.
+//!   decision (or a person's typed input), by the protocol's typed answers
+//!   ([`ServerRequest::accept_once`], [`ServerRequest::grant_for_turn`],
+//!   [`ServerRequest::answer_input`], [`ServerRequest::accept_form`], [`ServerRequest::decline`]),
+//!   so an answer that persists cannot be written: never `acceptForSession`,
+//!   `acceptWithExecpolicyAmendment`, `applyNetworkPolicyAmendment`, a `session`-scoped
+//!   permission grant, or `cancel`.
+//! - The params are read typed ([`ServerRequest::question_params`]): a missing or mistyped
+//!   field declines the request ([`NotAQuestion::Malformed`]), never asks a person with blanks.
 //! - [`Asked`] is a question handed to an answerer with a deadline. Every way it can end
 //!   answers codex: an answer, [`Asked::decline`], a drop, or the deadline (the client's task
 //!   then sends the decline).
@@ -25,10 +30,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
-use super::protocol::{RequestId, RequestKind, ServerRequest, TurnRef};
+use super::protocol::{
+    AnnouncedChange, CommandApprovalParams, CommandKind, ElicitationRequest,
+    PermissionsApprovalParams, QuestionParams, RequestedPermissions, ServerRequest, TurnRef,
+    UserInputParams, file_change_item,
+};
 use crate::codex::rollout::ModelCall;
 use crate::security::paths;
 use crate::security::redact::ClientSecrets;
@@ -58,10 +67,6 @@ fn whole(s: &str) -> Option<String> {
     (s.chars().count() <= MAX_FIELD_CHARS).then(|| s.to_owned())
 }
 
-fn opt_str(v: &Value) -> Option<String> {
-    v.as_str().filter(|s| !s.is_empty()).map(capped)
-}
-
 /// How one file changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileSummary {
@@ -81,12 +86,10 @@ pub struct FileSummary {
 }
 
 impl FileSummary {
-    fn from_change(c: &Value) -> Option<Self> {
-        // each field codex announces is required: a change whose kind or content is missing
-        // cannot be shown as it is, and is not asked (never shown as an empty write)
-        let path = c["path"].as_str()?;
-        let kind = c["kind"]["type"].as_str()?;
-        let diff = c["diff"].as_str()?;
+    /// A change as codex announced it (each field required, [`AnnouncedChange`]), `None` when
+    /// its path or where it moves to is too long to show whole.
+    fn from_change(c: &AnnouncedChange) -> Option<Self> {
+        let (path, kind, diff) = (c.path.as_str(), c.kind.kind.as_str(), c.diff.as_str());
         let (added, removed) = match kind {
             "add" => (diff.lines().count(), 0),
             "delete" => (0, diff.lines().count()),
@@ -100,7 +103,7 @@ impl FileSummary {
                 }
             }),
         };
-        let move_to = match c["kind"]["move_path"].as_str() {
+        let move_to = match c.kind.move_path.as_deref() {
             Some(to) => Some(whole(to)?),
             None => None,
         };
@@ -134,37 +137,27 @@ impl ChangeBook {
         if !line.contains("\"fileChange\"") {
             return;
         }
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        let Some(item) = file_change_item(line) else {
             return;
         };
-        if !matches!(
-            v["method"].as_str(),
-            Some("item/started" | "item/completed")
-        ) {
-            return;
-        }
-        let item = &v["params"]["item"];
-        if item["type"] != "fileChange" {
-            return;
-        }
-        let Some(id) = item["id"].as_str() else {
-            return;
-        };
-        if v["method"] == "item/completed" {
+        let id = item.id.as_str();
+        if item.completed {
             self.items.remove(id);
             return;
         }
-        let files = match item["changes"].as_array() {
+        // each change is read typed: one that is not a change as codex announces it (its kind
+        // or content missing) cannot be shown as it is, and the item is not asked (never shown
+        // as an empty write); nor is an item without its changes
+        let files = match item.changes {
             Some(a) if a.len() <= MAX_ENTRIES => a
                 .iter()
-                .map(FileSummary::from_change)
+                .map(|c| c.as_ref().ok().and_then(FileSummary::from_change))
                 .collect::<Option<Vec<_>>>()
                 // what will be written is shown whole, or the change is not asked
                 .filter(|f| {
                     f.iter().map(|f| f.diff.chars().count()).sum::<usize>() <= MAX_DIFF_CHARS
                 }),
-            Some(_) => None,
-            None => Some(Vec::new()),
+            _ => None,
         };
         if self.items.len() >= 1024 {
             self.items.clear();
@@ -232,8 +225,6 @@ pub enum Question {
         read: Vec<String>,
         write: Vec<String>,
         network: bool,
-        /// The profile asked for, echoed back on an accept (`fileSystem`, `network`).
-        requested: Value,
     },
     /// Questions the model asks the user.
     UserInput { questions: Vec<InputQuestion> },
@@ -260,64 +251,244 @@ pub enum NotAQuestion {
     /// entries, keys the form does not show): a person cannot judge it.
     #[error("codex's `{method}` has a `{field}` that cannot be shown whole")]
     Unshowable { method: String, field: &'static str },
+    /// The params are not what codex's protocol says: a field missing or mistyped.
+    #[error("codex's `{method}` could not be read: {reason}")]
+    Malformed { method: String, reason: String },
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .take(MAX_ENTRIES)
-                .map(|x| match x.as_str() {
-                    Some(s) => capped(s),
-                    None => capped(&x.to_string()),
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+/// The method a [`NotAQuestion`] names.
+#[derive(Clone, Copy)]
+struct Why<'a>(&'a str);
+
+impl Why<'_> {
+    fn missing(self, field: &'static str) -> NotAQuestion {
+        NotAQuestion::Missing {
+            method: self.0.to_owned(),
+            field,
+        }
+    }
+
+    fn unshowable(self, field: &'static str) -> NotAQuestion {
+        NotAQuestion::Unshowable {
+            method: self.0.to_owned(),
+            field,
+        }
+    }
+}
+
+/// A text field shown as it is: `None` when absent or empty, else cut at [`MAX_FIELD_CHARS`].
+fn nonempty(v: Option<String>) -> Option<String> {
+    v.filter(|s| !s.is_empty()).map(|s| capped(&s))
+}
+
+/// A text field shown whole: `Ok(None)` when absent or empty, `Err` when too long to show.
+fn opt_whole(v: Option<&str>) -> Result<Option<String>, ()> {
+    match v.filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => whole(s).map(Some).ok_or(()),
+    }
+}
+
+/// A command approval. 0.171.0's `kind` `writeStdin` (input to a running terminal) or
+/// `humanCommand` (needs a capability the bridge does not declare) is not a command a person
+/// can judge from this form; extra permissions ride on an accept of the command and the form
+/// does not show them: neither is asked.
+fn command_question(why: Why<'_>, p: CommandApprovalParams) -> Result<Question, NotAQuestion> {
+    match &p.kind {
+        None | Some(CommandKind::Command) => {}
+        Some(other) => {
+            return Err(NotAQuestion::Kind(format!(
+                "{} ({})",
+                why.0,
+                other.as_str()
+            )));
+        }
+    }
+    if p.additional_permissions.is_some_and(|m| !m.is_empty()) {
+        return Err(why.unshowable("additionalPermissions"));
+    }
+    let host = p.network_approval_context.map(|c| c.host);
+    let network_host =
+        opt_whole(host.as_deref()).map_err(|_| why.unshowable("networkApprovalContext"))?;
+    let command = match opt_whole(p.command.as_deref()).map_err(|_| why.unshowable("command"))? {
+        Some(c) => c,
+        None if network_host.is_some() => String::new(),
+        None => return Err(why.missing("command")),
+    };
+    Ok(Question::Command {
+        command,
+        cwd: opt_whole(p.cwd.as_deref()).map_err(|_| why.unshowable("cwd"))?,
+        reason: nonempty(p.reason),
+        network_host,
+    })
+}
+
+/// How an entry's path is shown: a plain string as it is, codex's tagged `FileSystemPath` as
+/// its JSON.
+fn entry_path(path: &Value) -> String {
+    match path {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// Whether the form can show every permission an accept would grant: only the keys it lists
 /// (`fileSystem.read`/`write`/`entries`, `network.enabled`), every list within
 /// [`MAX_ENTRIES`], every path within [`MAX_FIELD_CHARS`].
-fn permissions_shown_whole(perms: &Value) -> bool {
-    let keys_within = |v: &Value, allowed: &[&str]| match v {
-        Value::Null => true,
-        Value::Object(m) => m.keys().all(|k| allowed.contains(&k.as_str())),
-        _ => false,
+fn permissions_shown_whole(perms: &RequestedPermissions) -> bool {
+    let fits = |s: &str| s.chars().count() <= MAX_FIELD_CHARS;
+    let Some(fs) = &perms.file_system else {
+        return !perms.has_unknown_keys();
     };
-    let list_within = |v: &Value| match v {
-        Value::Null => true,
-        Value::Array(a) => {
-            a.len() <= MAX_ENTRIES
-                && a.iter().all(|x| {
-                    let s = match x {
-                        Value::String(s) => s.clone(),
-                        Value::Object(o) => o
-                            .get("path")
-                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
-                            .unwrap_or_default(),
-                        other => other.to_string(),
-                    };
-                    s.chars().count() <= MAX_FIELD_CHARS
-                })
-        }
-        _ => false,
-    };
-    let fs = &perms["fileSystem"];
-    keys_within(perms, &["fileSystem", "network"])
-        && keys_within(fs, &["read", "write", "entries"])
-        && keys_within(&perms["network"], &["enabled"])
-        && ["read", "write", "entries"]
-            .iter()
-            .all(|k| list_within(&fs[*k]))
+    let lists_fit = [&fs.read, &fs.write]
+        .into_iter()
+        .flatten()
+        .all(|l| l.len() <= MAX_ENTRIES && l.iter().all(|s| fits(s)))
+        && fs
+            .entries
+            .as_ref()
+            .is_none_or(|e| e.len() <= MAX_ENTRIES && e.iter().all(|e| fits(&entry_path(&e.path))));
+    !perms.has_unknown_keys() && lists_fit
 }
 
-/// A string field shown whole: `Ok(None)` when absent or empty, `Err` when too long to show.
-fn opt_whole(v: &Value) -> Result<Option<String>, ()> {
-    match v.as_str().filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(s) => whole(s).map(Some).ok_or(()),
+/// A permissions approval, shown whole or not asked.
+fn permissions_question(
+    why: Why<'_>,
+    p: PermissionsApprovalParams,
+) -> Result<Question, NotAQuestion> {
+    let perms = &p.permissions;
+    if !permissions_shown_whole(perms) {
+        return Err(why.unshowable("permissions"));
     }
+    let fs = perms.file_system.as_ref();
+    let listed = |l: Option<&Vec<String>>| -> Vec<String> {
+        l.into_iter()
+            .flatten()
+            .take(MAX_ENTRIES)
+            .map(|s| capped(s))
+            .collect()
+    };
+    let mut read = listed(fs.and_then(|f| f.read.as_ref()));
+    let mut write = listed(fs.and_then(|f| f.write.as_ref()));
+    for e in fs
+        .and_then(|f| f.entries.as_ref())
+        .into_iter()
+        .flatten()
+        .take(MAX_ENTRIES)
+    {
+        let path = capped(&entry_path(&e.path));
+        match e.access.as_str() {
+            "write" => write.push(path),
+            "read" => read.push(path),
+            other => write.push(format!("{path} ({other})")),
+        }
+    }
+    Ok(Question::Permissions {
+        cwd: nonempty(Some(p.cwd)).ok_or_else(|| why.missing("cwd"))?,
+        reason: nonempty(p.reason),
+        read,
+        write,
+        network: perms.network.as_ref().and_then(|n| n.enabled) == Some(true),
+    })
+}
+
+/// The questions of a user-input request (at least one).
+fn user_input_question(why: Why<'_>, p: UserInputParams) -> Result<Question, NotAQuestion> {
+    let questions: Vec<InputQuestion> = p
+        .questions
+        .into_iter()
+        .take(MAX_ENTRIES)
+        .map(|q| InputQuestion {
+            id: q.id,
+            header: capped(&q.header),
+            question: capped(&q.question),
+            options: q
+                .options
+                .into_iter()
+                .flatten()
+                .take(MAX_ENTRIES)
+                .map(|o| capped(&o.label))
+                .collect(),
+            other: q.is_other,
+            secret: q.is_secret,
+        })
+        .collect();
+    if questions.is_empty() {
+        return Err(why.missing("questions"));
+    }
+    Ok(Question::UserInput { questions })
+}
+
+/// The (label, text) pairs of [`Question::lines`]; a field without a value has no line.
+#[derive(Default)]
+struct Lines(Vec<(&'static str, String)>);
+
+impl Lines {
+    fn push(&mut self, label: &'static str, text: Option<String>) {
+        if let Some(text) = text {
+            self.0.push((label, text));
+        }
+    }
+}
+
+/// Where a changed file lies, as a person must read it: nothing inside the working directory;
+/// outside it (or resolving outside, or moving outside), or with no working directory known,
+/// said so.
+fn file_place(f: &FileSummary, workdir: &Option<String>) -> String {
+    let outside = |p: &str| match workdir {
+        Some(w) => !inside(p, w),
+        None => true,
+    };
+    let out = f.resolves_outside || outside(&f.path) || f.move_to.as_deref().is_some_and(outside);
+    match (out, workdir) {
+        (false, _) => String::new(),
+        (true, Some(w)) => format!(" — OUTSIDE the working directory {w}"),
+        (true, None) => " — the working directory is not known".to_owned(),
+    }
+}
+
+/// The lines of a file-change question: the reason, the list of files, what each change
+/// writes (labelled [`CHANGE_LABEL`]) and the root that is not granted.
+fn file_change_lines(
+    out: &mut Lines,
+    reason: &Option<String>,
+    grant_root: &Option<String>,
+    files: &Option<Vec<FileSummary>>,
+    workdir: &Option<String>,
+) {
+    out.push("Codex's reason", reason.clone());
+    let listed = match files {
+        None => "(codex did not say which files)".to_owned(),
+        Some(f) if f.is_empty() => "(none listed)".to_owned(),
+        Some(f) => f
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}, +{} -{}){}",
+                    f.path,
+                    f.kind,
+                    f.added,
+                    f.removed,
+                    file_place(f, workdir)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    out.push("Files", Some(listed));
+    for f in files.iter().flatten() {
+        let place = file_place(f, workdir);
+        out.push(
+            CHANGE_LABEL,
+            Some(format!("{} ({}){place}\n{}", f.path, f.kind, shown_diff(f))),
+        );
+    }
+    out.push(
+        "Not granted",
+        grant_root
+            .as_ref()
+            .map(|r| format!("write access to {r} for the rest of the session")),
+    );
 }
 
 /// The label of one file's diff in [`Question::lines`] (shown within [`shown::DIFF`]).
@@ -405,165 +576,56 @@ impl Question {
             .find_map(|t| shown::check(t, &shown::FIELD).err())
     }
 
-    /// Read `req` as a question, with the files of `book` for a file-change approval.
+    /// Read `req` as a question, with the files of `book` for a file-change approval. Its
+    /// params are read typed ([`ServerRequest::question_params`]): a missing or mistyped field
+    /// is [`NotAQuestion::Malformed`], and the request is declined.
     pub fn parse(req: &ServerRequest, book: &ChangeBook) -> Result<Self, NotAQuestion> {
-        let p = &req.params;
-        let missing = |field| NotAQuestion::Missing {
-            method: req.method.clone(),
-            field,
-        };
-        let unshowable = |field| NotAQuestion::Unshowable {
-            method: req.method.clone(),
-            field,
-        };
+        let why = Why(&req.method);
         // a request whose thread, turn or item cannot be read cannot be placed: not asked
         let head = req
             .head
             .as_ref()
-            .map_err(|_| missing("threadId, turnId or itemId"))?;
-        Ok(match &req.kind {
-            RequestKind::CommandApproval => {
-                // 0.171.0's `kind`: `writeStdin` (input to a running terminal) or
-                // `humanCommand` (needs a capability the bridge does not declare) are not
-                // commands a person can judge from this form.
-                match p["kind"].as_str() {
-                    None | Some("command") => {}
-                    Some(other) => {
-                        return Err(NotAQuestion::Kind(format!("{} ({other})", req.method)));
-                    }
-                }
-                // extra permissions ride on an accept of the command; the form does not show
-                // them, so it is not asked
-                if p["additionalPermissions"]
-                    .as_object()
-                    .is_some_and(|m| !m.is_empty())
-                {
-                    return Err(unshowable("additionalPermissions"));
-                }
-                let network_host = opt_whole(&p["networkApprovalContext"]["host"])
-                    .map_err(|_| unshowable("networkApprovalContext"))?;
-                let command = match opt_whole(&p["command"]).map_err(|_| unshowable("command"))? {
-                    Some(c) => c,
-                    None if network_host.is_some() => String::new(),
-                    None => return Err(missing("command")),
-                };
-                Question::Command {
-                    command,
-                    cwd: opt_whole(&p["cwd"]).map_err(|_| unshowable("cwd"))?,
-                    reason: opt_str(&p["reason"]),
-                    network_host,
-                }
-            }
-            RequestKind::FileChangeApproval => {
+            .map_err(|_| why.missing("threadId, turnId or itemId"))?;
+        let params = req.question_params().map_err(|e| NotAQuestion::Malformed {
+            method: req.method.clone(),
+            reason: e.to_string(),
+        })?;
+        match params {
+            None => Err(NotAQuestion::Kind(req.method.clone())),
+            Some(QuestionParams::Command(p)) => command_question(why, p),
+            Some(QuestionParams::FileChange(p)) => {
                 // a person judges the files codex announced, shown whole, or nothing
                 let files = match head.item_id.as_deref().and_then(|id| book.files(id)) {
                     Some(Some(f)) => f.to_vec(),
-                    Some(None) => return Err(unshowable("changes")),
-                    None => return Err(missing("changes (codex did not announce them)")),
+                    Some(None) => return Err(why.unshowable("changes")),
+                    None => return Err(why.missing("changes (codex did not announce them)")),
                 };
                 // the root codex would like for the session is shown as not granted: only
                 // `acceptForSession` grants it, and no answer here is one
-                Question::FileChange {
-                    reason: opt_str(&p["reason"]),
-                    grant_root: opt_str(&p["grantRoot"]),
+                Ok(Question::FileChange {
+                    reason: nonempty(p.reason),
+                    grant_root: nonempty(p.grant_root),
                     files: Some(files),
                     workdir: None,
-                }
+                })
             }
-            RequestKind::PermissionsApproval => {
-                let perms = &p["permissions"];
-                if !perms.is_object() {
-                    return Err(missing("permissions"));
-                }
-                if !permissions_shown_whole(perms) {
-                    return Err(unshowable("permissions"));
-                }
-                let fs = &perms["fileSystem"];
-                let mut read = strings(&fs["read"]);
-                let mut write = strings(&fs["write"]);
-                for e in fs["entries"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .take(MAX_ENTRIES)
-                {
-                    let path = match &e["path"] {
-                        Value::String(s) => capped(s),
-                        other => capped(&other.to_string()),
-                    };
-                    match e["access"].as_str() {
-                        Some("write") => write.push(path),
-                        Some("read") => read.push(path),
-                        Some(other) => write.push(format!("{path} ({other})")),
-                        None => write.push(path),
-                    }
-                }
-                let mut requested = Map::new();
-                for k in ["fileSystem", "network"] {
-                    if let Some(v) = perms.get(k).filter(|v| !v.is_null()) {
-                        requested.insert(k.into(), v.clone());
-                    }
-                }
-                Question::Permissions {
-                    cwd: opt_str(&p["cwd"]).ok_or_else(|| missing("cwd"))?,
-                    reason: opt_str(&p["reason"]),
-                    read,
-                    write,
-                    network: perms["network"]["enabled"].as_bool().unwrap_or(false),
-                    requested: Value::Object(requested),
-                }
-            }
-            RequestKind::UserInput => {
-                let qs = p["questions"]
-                    .as_array()
-                    .ok_or_else(|| missing("questions"))?;
-                let questions: Vec<InputQuestion> = qs
-                    .iter()
-                    .take(MAX_ENTRIES)
-                    .map(|q| {
-                        // each of a question's texts is required: a question whose text is
-                        // missing is not shown as an empty one
-                        let text = |k: &'static str| q[k].as_str().ok_or_else(|| missing(k));
-                        Ok(InputQuestion {
-                            id: text("id")?.to_owned(),
-                            header: capped(text("header")?),
-                            question: capped(text("question")?),
-                            options: q["options"]
-                                .as_array()
-                                .map(|o| {
-                                    o.iter()
-                                        .take(MAX_ENTRIES)
-                                        .filter_map(|x| x["label"].as_str().map(capped))
-                                        .collect()
-                                })
-                                .unwrap_or_default(),
-                            other: q["isOther"].as_bool().unwrap_or(false),
-                            secret: q["isSecret"].as_bool().unwrap_or(false),
-                        })
-                    })
-                    .collect::<Result<_, _>>()?;
-                if questions.is_empty() {
-                    return Err(missing("questions"));
-                }
-                Question::UserInput { questions }
-            }
-            RequestKind::Elicitation => Question::McpElicitation {
-                server: opt_str(&p["serverName"]).ok_or_else(|| missing("serverName"))?,
-                message: p["message"]
-                    .as_str()
-                    .map(capped)
-                    .ok_or_else(|| missing("message"))?,
-                form: (p["mode"] == "form"
-                    || (p["mode"].is_null() && p["requestedSchema"].is_object()))
-                .then(|| p["requestedSchema"].clone())
-                .filter(Value::is_object),
-                url: opt_str(&p["url"]),
-            },
-            RequestKind::DynamicToolCall
-            | RequestKind::LegacyExecApproval
-            | RequestKind::LegacyPatchApproval
-            | RequestKind::Unknown(_) => return Err(NotAQuestion::Kind(req.method.clone())),
-        })
+            Some(QuestionParams::Permissions(p)) => permissions_question(why, p),
+            Some(QuestionParams::UserInput(p)) => user_input_question(why, p),
+            Some(QuestionParams::Elicitation(p)) => Ok(Question::McpElicitation {
+                server: nonempty(Some(p.server_name)).ok_or_else(|| why.missing("serverName"))?,
+                message: capped(p.request.message()),
+                url: match &p.request {
+                    ElicitationRequest::Url { url, .. } => nonempty(Some(url.clone())),
+                    _ => None,
+                },
+                form: match p.request {
+                    ElicitationRequest::Form {
+                        requested_schema, ..
+                    } => Some(Value::Object(requested_schema)),
+                    _ => None,
+                },
+            }),
+        }
     }
 
     /// A short title for the question.
@@ -585,12 +647,7 @@ impl Question {
     /// What a person must see to decide, as (label, text) pairs, unredacted: redact every text
     /// before it leaves the bridge.
     pub fn lines(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        let mut push = |label, v: &Option<String>| {
-            if let Some(v) = v {
-                out.push((label, v.clone()));
-            }
-        };
+        let mut out = Lines::default();
         match self {
             Question::Command {
                 command,
@@ -598,85 +655,29 @@ impl Question {
                 reason,
                 network_host,
             } => {
-                if !command.is_empty() {
-                    push("Command", &Some(command.clone()));
-                }
-                push("Network host", network_host);
-                push("Working directory", cwd);
-                push("Codex's reason", reason);
+                out.push("Command", (!command.is_empty()).then(|| command.clone()));
+                out.push("Network host", network_host.clone());
+                out.push("Working directory", cwd.clone());
+                out.push("Codex's reason", reason.clone());
             }
             Question::FileChange {
                 reason,
                 grant_root,
                 files,
                 workdir,
-            } => {
-                push("Codex's reason", reason);
-                let outside = |p: &str| match workdir {
-                    Some(w) => !inside(p, w),
-                    None => true,
-                };
-                let place = |f: &FileSummary| {
-                    let out = f.resolves_outside
-                        || outside(&f.path)
-                        || f.move_to.as_deref().is_some_and(outside);
-                    match (out, workdir) {
-                        (false, _) => String::new(),
-                        (true, Some(w)) => format!(" — OUTSIDE the working directory {w}"),
-                        (true, None) => " — the working directory is not known".to_owned(),
-                    }
-                };
-                let listed = match files {
-                    None => "(codex did not say which files)".to_owned(),
-                    Some(f) if f.is_empty() => "(none listed)".to_owned(),
-                    Some(f) => f
-                        .iter()
-                        .map(|f| {
-                            format!(
-                                "{} ({}, +{} -{}){}",
-                                f.path,
-                                f.kind,
-                                f.added,
-                                f.removed,
-                                place(f)
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                };
-                push("Files", &Some(listed));
-                for f in files.iter().flatten() {
-                    push(
-                        CHANGE_LABEL,
-                        &Some(format!(
-                            "{} ({}){}\n{}",
-                            f.path,
-                            f.kind,
-                            place(f),
-                            shown_diff(f)
-                        )),
-                    );
-                }
-                push(
-                    "Not granted",
-                    &grant_root
-                        .as_ref()
-                        .map(|r| format!("write access to {r} for the rest of the session")),
-                );
-            }
+            } => file_change_lines(&mut out, reason, grant_root, files, workdir),
             Question::Permissions {
                 cwd,
                 reason,
                 read,
                 write,
                 network,
-                ..
             } => {
-                push("Working directory", &Some(cwd.clone()));
-                push("Codex's reason", reason);
-                push("Read", &(!read.is_empty()).then(|| read.join("\n")));
-                push("Write", &(!write.is_empty()).then(|| write.join("\n")));
-                push("Network", &network.then(|| "enabled".to_owned()));
+                out.push("Working directory", Some(cwd.clone()));
+                out.push("Codex's reason", reason.clone());
+                out.push("Read", (!read.is_empty()).then(|| read.join("\n")));
+                out.push("Write", (!write.is_empty()).then(|| write.join("\n")));
+                out.push("Network", network.then(|| "enabled".to_owned()));
             }
             Question::UserInput { questions } => {
                 for q in questions {
@@ -684,7 +685,7 @@ impl Question {
                     if !q.options.is_empty() {
                         text.push_str(&format!(" [{}]", q.options.join(" | ")));
                     }
-                    out.push(("Question", text));
+                    out.push("Question", Some(text));
                 }
             }
             Question::McpElicitation {
@@ -693,12 +694,12 @@ impl Question {
                 url,
                 ..
             } => {
-                push("Server", &Some(server.clone()));
-                push("Message", &Some(message.clone()));
-                push("Link", url);
+                out.push("Server", Some(server.clone()));
+                out.push("Message", Some(message.clone()));
+                out.push("Link", url.clone());
             }
         }
-        out
+        out.0
     }
 
     /// Whether the person's accept needs input (answers, form content), not only a yes.
@@ -824,13 +825,6 @@ impl Answer {
         self.decision
     }
 
-    fn of(id: &RequestId, result: Value, decision: Decision) -> Self {
-        Answer {
-            line: json!({"id": id, "result": result}).to_string(),
-            decision,
-        }
-    }
-
     /// The decline of `req` (the protocol's refusal).
     pub fn decline(req: &ServerRequest) -> Self {
         Answer {
@@ -850,34 +844,32 @@ impl Answer {
         if decision == Decision::Decline {
             return Answer::decline(req);
         }
-        let accept = |result| Answer::of(&req.id, result, Decision::AcceptOnce);
-        match (question, input) {
-            (Question::Command { .. } | Question::FileChange { .. }, None) => {
-                accept(json!({"decision": "accept"}))
-            }
-            (Question::Permissions { requested, .. }, None) => {
-                accept(json!({"permissions": requested, "scope": "turn"}))
-            }
+        // every accept is built by the protocol from the request itself; `None` (a kind or an
+        // input that does not fit) is a decline
+        let line = match (question, input) {
+            (Question::Command { .. } | Question::FileChange { .. }, None) => req.accept_once(),
+            (Question::Permissions { .. }, None) => req.grant_for_turn(),
             (Question::UserInput { questions }, Some(Input::Answers(given))) => {
-                let mut answers = Map::new();
-                for q in questions {
-                    if let Some(a) = given.get(&q.id).filter(|a| !a.trim().is_empty()) {
-                        answers.insert(q.id.clone(), json!({"answers": [capped(a)]}));
-                    }
-                }
-                if answers.is_empty() {
-                    return Answer::decline(req);
-                }
-                accept(json!({"answers": answers}))
+                let answers = questions
+                    .iter()
+                    .filter_map(|q| {
+                        let a = given.get(&q.id).filter(|a| !a.trim().is_empty())?;
+                        Some((q.id.clone(), capped(a)))
+                    })
+                    .collect();
+                req.answer_input(answers)
             }
-            (Question::McpElicitation { form: Some(_), .. }, Some(Input::Form(content)))
-                if content
-                    .values()
-                    .all(|v| v.is_string() || v.is_number() || v.is_boolean()) =>
-            {
-                accept(json!({"action": "accept", "content": content}))
+            (Question::McpElicitation { form: Some(_), .. }, Some(Input::Form(content))) => {
+                req.accept_form(content)
             }
-            _ => Answer::decline(req),
+            _ => None,
+        };
+        match line {
+            Some(line) => Answer {
+                line,
+                decision: Decision::AcceptOnce,
+            },
+            None => Answer::decline(req),
         }
     }
 }
@@ -944,6 +936,7 @@ impl Asked {
 mod tests {
     use super::*;
     use crate::codex::app_server::protocol::{Incoming, parse_line};
+    use serde_json::json;
 
     const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
     const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
@@ -1150,6 +1143,96 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_or_mistyped_field_declines_the_question_never_asks_with_a_blank() {
+        let malformed = |l: Value| {
+            let r = req(&l.to_string());
+            let got = Question::parse(&r, &ChangeBook::default());
+            assert!(
+                matches!(got, Err(NotAQuestion::Malformed { .. })),
+                "{l}: {got:?}"
+            );
+            // what the client then writes: the decline
+            serde_json::from_str::<Value>(&r.decline()).unwrap()["result"].clone()
+        };
+        let cmd = |params: Value| json!({"method": "item/commandExecution/requestApproval", "id": 1, "params": params});
+        for params in [
+            json!({"command": 7}),
+            json!({"command": "ls", "cwd": ["/w"]}),
+            json!({"command": "ls", "reason": false}),
+            json!({"command": "ls", "networkApprovalContext": {"protocol": "https"}}),
+            json!({"command": "ls", "kind": "someFutureKind"}),
+            json!({"command": "ls", "additionalPermissions": "all"}),
+        ] {
+            assert_eq!(malformed(cmd(params)), json!({"decision": "decline"}));
+        }
+        let perms = |params: Value| json!({"method": "item/permissions/requestApproval", "id": 2, "params": params});
+        for params in [
+            json!({"permissions": {"network": {"enabled": true}}}),
+            json!({"cwd": 1, "permissions": {}}),
+            json!({"cwd": "/w", "permissions": {"network": {"enabled": "yes"}}}),
+            json!({"cwd": "/w", "permissions": {"fileSystem": {"write": [7]}}}),
+            json!({"cwd": "/w", "permissions": {"fileSystem": {"entries": [{"path": "/w"}]}}}),
+        ] {
+            assert_eq!(
+                malformed(perms(params)),
+                json!({"permissions": {}, "scope": "turn"})
+            );
+        }
+        let input = |q: Value| json!({"method": "item/tool/requestUserInput", "id": 3, "params": {"questions": [q]}});
+        for q in [
+            json!({"id": "q1", "question": "Which?"}),
+            json!({"id": "q1", "header": "H", "question": "Which?", "options": [{"description": "d"}]}),
+            json!({"id": "q1", "header": "H", "question": "Which?", "isSecret": "no"}),
+        ] {
+            assert_eq!(malformed(input(q)), json!({"answers": {}}));
+        }
+        let elicit = |params: Value| json!({"method": "mcpServer/elicitation/request", "id": 4, "params": params});
+        for params in [
+            json!({"mode": "form", "message": "ok?", "requestedSchema": {}}),
+            json!({"serverName": "s", "mode": "form", "requestedSchema": {}}),
+            json!({"serverName": "s", "mode": "form", "message": "ok?"}),
+            json!({"serverName": "s", "mode": "url", "message": "go"}),
+            json!({"serverName": "s", "message": "ok?", "requestedSchema": {}}),
+            json!({"serverName": "s", "mode": "openai/userVerification", "challenge": "c",
+                "description": "d", "title": "t"}),
+        ] {
+            assert_eq!(
+                malformed(elicit(params)),
+                json!({"action": "decline", "content": null})
+            );
+        }
+        // the controls: complete, they are questions
+        assert!(
+            Question::parse(
+                &req(&cmd(json!({"command": "ls", "kind": "command"})).to_string()),
+                &ChangeBook::default()
+            )
+            .is_ok()
+        );
+        let url = req(
+            &elicit(json!({"serverName": "s", "mode": "url", "message": "go",
+            "url": "https://example.com", "elicitationId": "e"}))
+            .to_string(),
+        );
+        let q = Question::parse(&url, &ChangeBook::default()).unwrap();
+        assert!(
+            matches!(&q, Question::McpElicitation { form: None, url: Some(u), .. }
+            if u == "https://example.com")
+        );
+        // a link is never accepted with content: only a form is
+        assert_eq!(
+            Answer::new(
+                &url,
+                &q,
+                Decision::AcceptOnce,
+                Some(Input::Form(Map::from_iter([("ok".into(), json!(true))])))
+            )
+            .decision(),
+            Decision::Decline
+        );
+    }
+
+    #[test]
     fn what_an_accept_would_allow_is_asked_only_when_it_can_be_shown_whole() {
         let unshowable = |l: Value, book: &ChangeBook| {
             matches!(
@@ -1351,6 +1434,33 @@ mod tests {
             let q = change_question(&book).unwrap();
             assert!(q.unreadable().is_some(), "{path:?} {diff:?}");
         }
+    }
+
+    #[test]
+    fn a_file_change_item_without_its_list_of_changes_is_not_asked() {
+        let mut book = ChangeBook::default();
+        book.observe_line(
+            &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
+                "id": "c1", "status": "inProgress"}}})
+            .to_string(),
+        );
+        assert!(
+            matches!(change_question(&book), Err(NotAQuestion::Unshowable { .. })),
+            "{:?}",
+            change_question(&book)
+        );
+        // and an item codex completed is forgotten: an approval naming it is not asked
+        let mut book = change_book(json!([{"path": "/w/a", "kind": {"type": "add"}, "diff": "x"}]));
+        assert!(change_question(&book).is_ok());
+        book.observe_line(
+            &json!({"method": "item/completed", "params": {"item": {"type": "fileChange",
+                "id": "c1", "changes": [], "status": "completed"}}})
+            .to_string(),
+        );
+        assert!(matches!(
+            change_question(&book),
+            Err(NotAQuestion::Missing { .. })
+        ));
     }
 
     #[test]

@@ -16,8 +16,9 @@
 //! - [`Client::close`] closes stdin (EOF is the app-server's clean shutdown) and waits for
 //!   stdout to end. Killing the process and its descendants is the process layer's job.
 //!
-//! Only [`Outgoing`] messages can be written, so only the protocol's whitelist of methods, built
-//! from its fixed templates, ever reaches codex.
+//! Only the protocol's [`Request`]s (and its one notification) can be written, so only its
+//! whitelist of methods, built from its fixed templates, ever reaches codex; each request's
+//! result is read as its typed response.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,8 +33,8 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 use super::approval::{self, Asked, ChangeBook, Question};
 use super::protocol::{
-    self, Incoming, Notification, Outgoing, ProtocolError, RequestId, RpcError, ServerRequest,
-    ThreadOpened, TurnParams, TurnRef,
+    self, Incoming, InitializeResponse, Message, Notification, ProtocolError, Request, RequestId,
+    RpcError, ServerRequest, ThreadOpened, TurnParams, TurnRef,
 };
 
 /// Default cap on one line from codex. A `thread/resume` result carries the thread's whole
@@ -172,13 +173,20 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         write_to(&self.writer, line).await
     }
 
-    /// Send a request and wait for its result (no timeout here: the caller owns the deadline).
-    pub async fn request(&self, msg: &Outgoing) -> Result<Value, ClientError> {
-        if msg.method().is_notification() {
-            self.write_line(msg.to_line(0)).await?;
-            return Ok(Value::Null);
+    /// Send a request and wait for its result, read as the request's response type (no
+    /// timeout here: the caller owns the deadline). Only the protocol's templates are requests,
+    /// so only its whitelisted methods can be sent.
+    pub async fn request<R: Request>(&self, msg: &R) -> Result<R::Response, ClientError> {
+        let method = R::METHOD.as_str();
+        if R::METHOD.is_notification() {
+            return Err(ProtocolError::Invalid {
+                field: "method",
+                reason: format!("`{method}` is a notification, not a request"),
+            }
+            .into());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = msg.to_line(id)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -187,7 +195,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
                 None => return Err(ClientError::Closed),
             };
         }
-        if let Err(e) = self.write_line(msg.to_line(id)).await {
+        if let Err(e) = self.write_line(line).await {
             if let Some(map) = self
                 .pending
                 .lock()
@@ -199,32 +207,37 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
             return Err(e);
         }
         match rx.await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(error)) => Err(ClientError::Refused {
-                method: msg.method().as_str(),
-                error,
-            }),
+            Ok(Ok(v)) => serde_json::from_value(v)
+                .map_err(|e| ProtocolError::Malformed(format!("`{method}` result: {e}")).into()),
+            Ok(Err(error)) => Err(ClientError::Refused { method, error }),
             Err(_) => Err(ClientError::Closed),
         }
     }
 
+    /// Send a notification (`initialized`).
+    async fn notify<N: Message>(&self, msg: &N) -> Result<(), ClientError> {
+        self.write_line(msg.to_line(0)?).await
+    }
+
     /// `initialize` then `initialized`.
-    pub async fn handshake(&self, version: &str) -> Result<Value, ClientError> {
+    pub async fn handshake(&self, version: &str) -> Result<InitializeResponse, ClientError> {
         let result = self.request(&protocol::initialize(version)).await?;
-        self.request(&protocol::initialized()).await?;
+        self.notify(&protocol::initialized()).await?;
         Ok(result)
     }
 
-    /// `thread/start` or `thread/resume` (as built by the protocol), parsed.
-    pub async fn open_thread(&self, msg: &Outgoing) -> Result<ThreadOpened, ClientError> {
-        let result = self.request(msg).await?;
-        Ok(protocol::parse_thread_opened(&result)?)
+    /// `thread/start`, `thread/resume` or `thread/fork` (as built by the protocol), parsed.
+    pub async fn open_thread<R>(&self, msg: &R) -> Result<ThreadOpened, ClientError>
+    where
+        R: Request<Response = ThreadOpened>,
+    {
+        self.request(msg).await
     }
 
     /// `turn/start`; returns the turn's id. The turn's progress comes on the event stream.
     pub async fn start_turn(&self, turn: &TurnParams<'_>) -> Result<TurnRef, ClientError> {
-        let result = self.request(&protocol::turn_start(turn)?).await?;
-        Ok(protocol::parse_turn_started(&result)?)
+        let started = self.request(&protocol::turn_start(turn)?).await?;
+        Ok(started.id)
     }
 
     /// `turn/start` with the approval policy `approvals` (see [`protocol::turn_start_with`]).
@@ -233,10 +246,8 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         turn: &TurnParams<'_>,
         approvals: protocol::Approvals,
     ) -> Result<TurnRef, ClientError> {
-        let result = self
-            .request(&protocol::turn_start_with(turn, approvals)?)
-            .await?;
-        Ok(protocol::parse_turn_started(&result)?)
+        let msg = protocol::turn_start_with(turn, approvals)?;
+        Ok(self.request(&msg).await?.id)
     }
 
     /// `turn/start` with the approval policy `approvals` and, for `structured`, an
@@ -248,8 +259,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
         schema: Option<&Value>,
     ) -> Result<TurnRef, ClientError> {
         let msg = protocol::turn_start_with_schema(turn, approvals, schema)?;
-        let result = self.request(&msg).await?;
-        Ok(protocol::parse_turn_started(&result)?)
+        Ok(self.request(&msg).await?.id)
     }
 
     /// Bytes read from codex's stdout so far.
@@ -541,7 +551,7 @@ mod tests {
             (from_client, to_client)
         });
         let result = client.handshake("0").await.unwrap();
-        assert_eq!(result["userAgent"], "x");
+        assert_eq!(result.user_agent, "x");
         let (_from_client, to_client) = server.await.unwrap();
         assert!(
             matches!(events.recv().await, Some(Event::Declined(r)) if r.id == RequestId::Int(0))

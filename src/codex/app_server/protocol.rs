@@ -6,7 +6,7 @@
 //!
 //! Every rule here answers one of the five defaults of `codex app-server` that change for the
 //! worse against `codex exec` (each pinned by a test in tests/suite/app_server.rs):
-//! - **A whitelist of methods.** [`Outgoing`] can only be built by the functions of this module:
+//! - **A whitelist of methods.** A [`Message`] can only be built by the functions of this module:
 //!   `initialize` + `initialized`, `thread/start`, `thread/resume`, `turn/start`,
 //!   `turn/interrupt` and `thread/backgroundTerminals/clean` (present on 0.145.0 and 0.171.0
 //!   behind `capabilities.experimentalApi`, which `initialize` therefore declares), and
@@ -22,7 +22,8 @@
 //!   thread, so one left out inherits the previous turn's value.
 //! - **Every server request is answered.** [`ServerRequest::decline`] builds the refusal of
 //!   each kind (an unanswered request blocks the turn forever); kinds this module does not know
-//!   get a JSON-RPC error.
+//!   get a JSON-RPC error. Every answer is a typed shape of this module: besides the refusals,
+//!   only an accept once, a grant for the turn, typed answers and a form's primitive content.
 //! - **The effective policy is checked.** [`EffectivePolicy`] is what codex reports (the
 //!   `thread/start`/`thread/resume` result, then `thread/settings/updated`, which both versions
 //!   send before `turn/started` when a `turn/start` changed a setting); [`EffectivePolicy::check`]
@@ -34,9 +35,11 @@
 //! (both before `turn/started`); 0.145.0's `turn/completed` has `items: []` (0.171.0 a summary), so
 //! the agent's message is taken from `item/completed`; 0.171.0 adds fields everywhere (ignored).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::codex::argv::{ReasoningEffort, SandboxLevel};
@@ -109,36 +112,72 @@ impl Method {
     }
 }
 
-/// One message to codex, built only by the template functions below.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outgoing {
-    method: Method,
-    params: Option<Value>,
+mod sealed {
+    /// Only this module's templates are messages.
+    pub trait Sealed {}
 }
 
-impl Outgoing {
+/// A message the bridge writes: one of the whitelisted [`Method`]s with its typed params. Only
+/// this module's templates implement it (the trait is sealed) and their fields are private, so
+/// the template functions below are the only way to build one.
+pub trait Message: Serialize + sealed::Sealed {
+    /// The method: the whitelist is [`Method`].
+    const METHOD: Method;
+    /// Whether the message carries `params` (`initialized` carries none).
+    const HAS_PARAMS: bool = true;
+
     /// The method.
-    pub fn method(&self) -> Method {
-        self.method
+    fn method(&self) -> Method {
+        Self::METHOD
     }
 
-    /// The params (for tests and logs).
-    pub fn params(&self) -> Option<&Value> {
-        self.params.as_ref()
+    /// The params as JSON (for tests and logs); `None` for a message without params.
+    fn params(&self) -> Option<Value> {
+        if !Self::HAS_PARAMS {
+            return None;
+        }
+        serde_json::to_value(self).ok()
     }
 
     /// The JSON line (without the newline). `id` is ignored for a notification.
-    pub fn to_line(&self, id: i64) -> String {
-        let mut m = Map::new();
-        m.insert("method".into(), Value::from(self.method.as_str()));
-        if !self.method.is_notification() {
-            m.insert("id".into(), Value::from(id));
+    fn to_line(&self, id: i64) -> Result<String, ProtocolError> {
+        #[derive(Serialize)]
+        struct Envelope<'a, M: ?Sized> {
+            method: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            id: Option<i64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            params: Option<&'a M>,
         }
-        if let Some(p) = &self.params {
-            m.insert("params".into(), p.clone());
-        }
-        Value::Object(m).to_string()
+        let line = Envelope {
+            method: Self::METHOD.as_str(),
+            id: (!Self::METHOD.is_notification()).then_some(id),
+            params: Self::HAS_PARAMS.then_some(self),
+        };
+        serde_json::to_string(&line).map_err(|e| invalid("params", e.to_string()))
     }
+}
+
+/// A [`Message`] that codex answers, and the type its result is read as (a missing or mistyped
+/// field of the result is an error, never a default).
+pub trait Request: Message {
+    type Response: DeserializeOwned;
+}
+
+/// Make `$t` a [`Message`] of `$method` (and a [`Request`] answered by `$response`).
+macro_rules! message {
+    ($t:ty, $method:expr) => {
+        impl sealed::Sealed for $t {}
+        impl Message for $t {
+            const METHOD: Method = $method;
+        }
+    };
+    ($t:ty, $method:expr, $response:ty) => {
+        message!($t, $method);
+        impl Request for $t {
+            type Response = $response;
+        }
+    };
 }
 
 /// A thread id: the bridge's one thread id type (a UUID, parsed once), in every message
@@ -207,63 +246,167 @@ impl<'de> Deserialize<'de> for TurnRef {
     }
 }
 
-fn thread_value(thread: &ThreadId) -> Value {
-    Value::from(thread.to_arg())
-}
-
-fn cwd_value(cwd: &Path) -> Result<Value, ProtocolError> {
+fn cwd_value(cwd: &Path) -> Result<String, ProtocolError> {
     let s = cwd
         .to_str()
         .ok_or_else(|| invalid("cwd", "is not valid UTF-8"))?;
     if !cwd.is_absolute() || s.contains('\0') {
         return Err(invalid("cwd", "must be an absolute path without NUL"));
     }
-    Ok(Value::from(s))
+    Ok(s.to_owned())
 }
 
-fn model_value(model: Option<&str>) -> Result<Option<Value>, ProtocolError> {
+fn model_value(model: Option<&str>) -> Result<Option<String>, ProtocolError> {
     match model {
         None => Ok(None),
         Some(m) => match crate::security::ids::model_problem(m) {
             Some(why) => Err(invalid("model", why)),
-            None => Ok(Some(Value::from(m))),
+            None => Ok(Some(m.to_owned())),
         },
     }
 }
 
+/// `clientInfo` of `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct ClientInfo {
+    name: &'static str,
+    title: &'static str,
+    version: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Capabilities {
+    experimental_api: bool,
+}
+
+/// The params of `initialize` ([`initialize`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Initialize {
+    client_info: ClientInfo,
+    capabilities: Capabilities,
+}
+
+/// The `initialize` result, as far as the bridge reads it (both versions also send
+/// `codexHome`, `platformFamily` and `platformOs`, unread).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResponse {
+    pub user_agent: String,
+}
+
+message!(Initialize, Method::Initialize, InitializeResponse);
+
+/// `initialized`: a notification without params ([`initialized`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Initialized;
+
+impl sealed::Sealed for Initialized {}
+impl Message for Initialized {
+    const METHOD: Method = Method::Initialized;
+    const HAS_PARAMS: bool = false;
+}
+
 /// `initialize`. Declares `experimentalApi`, which `thread/backgroundTerminals/clean` needs.
-pub fn initialize(version: &str) -> Outgoing {
-    Outgoing {
-        method: Method::Initialize,
-        params: Some(json!({
-            "clientInfo": {"name": CLIENT_NAME, "title": "codex-mcp-bridge", "version": version},
-            "capabilities": {"experimentalApi": true},
-        })),
+pub fn initialize(version: &str) -> Initialize {
+    Initialize {
+        client_info: ClientInfo {
+            name: CLIENT_NAME,
+            title: "codex-mcp-bridge",
+            version: version.to_owned(),
+        },
+        capabilities: Capabilities {
+            experimental_api: true,
+        },
     }
 }
 
 /// `initialized`, the notification sent after the `initialize` response.
-pub fn initialized() -> Outgoing {
-    Outgoing {
-        method: Method::Initialized,
-        params: None,
-    }
+pub fn initialized() -> Initialized {
+    Initialized
 }
 
-/// The keys every thread-level template carries, and nothing a caller names.
-fn thread_params(cwd: &Path, model: Option<&str>) -> Result<Map<String, Value>, ProtocolError> {
-    let mut p = Map::new();
-    p.insert("cwd".into(), cwd_value(cwd)?);
-    // Never writable at thread level: a writable `sandbox` here records the cwd as trusted in
-    // `$CODEX_HOME/config.toml`. The turn's level goes in `turn/start.sandboxPolicy`.
-    p.insert("sandbox".into(), Value::from("read-only"));
-    p.insert("approvalPolicy".into(), Value::from("never"));
-    p.insert("approvalsReviewer".into(), Value::from("user"));
-    if let Some(m) = model_value(model)? {
-        p.insert("model".into(), m);
-    }
-    Ok(p)
+/// A thread-level `sandbox`: never writable (a writable `sandbox` there records the cwd as
+/// trusted in `$CODEX_HOME/config.toml`; the turn's level goes in `turn/start.sandboxPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+enum ThreadSandbox {
+    #[serde(rename = "read-only")]
+    ReadOnly,
 }
+
+/// A thread-level `approvalPolicy`: `never` (a turn may ask, [`Approvals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+enum ThreadApprovals {
+    #[serde(rename = "never")]
+    Never,
+}
+
+/// `approvalsReviewer`: always a person, never a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+enum Reviewer {
+    #[serde(rename = "user")]
+    User,
+}
+
+/// The keys every thread-level template carries, and nothing a caller names (never `config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadKeys {
+    cwd: String,
+    sandbox: ThreadSandbox,
+    approval_policy: ThreadApprovals,
+    approvals_reviewer: Reviewer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+}
+
+fn thread_keys(cwd: &Path, model: Option<&str>) -> Result<ThreadKeys, ProtocolError> {
+    Ok(ThreadKeys {
+        cwd: cwd_value(cwd)?,
+        sandbox: ThreadSandbox::ReadOnly,
+        approval_policy: ThreadApprovals::Never,
+        approvals_reviewer: Reviewer::User,
+        model: model_value(model)?,
+    })
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The params of `thread/start` ([`thread_start`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadStart {
+    #[serde(flatten)]
+    keys: ThreadKeys,
+    #[serde(skip_serializing_if = "is_false")]
+    ephemeral: bool,
+}
+
+message!(ThreadStart, Method::ThreadStart, ThreadOpened);
+
+/// The params of `thread/resume` ([`thread_resume`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadResume {
+    thread_id: String,
+    #[serde(flatten)]
+    keys: ThreadKeys,
+}
+
+message!(ThreadResume, Method::ThreadResume, ThreadOpened);
+
+/// The params of `thread/fork` ([`thread_fork`]): those of `thread/resume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadFork {
+    thread_id: String,
+    #[serde(flatten)]
+    keys: ThreadKeys,
+}
+
+message!(ThreadFork, Method::ThreadFork, ThreadOpened);
 
 /// `thread/start`: a new thread in `cwd` (a confined directory). `ephemeral` threads are never
 /// written to disk (and cannot be resumed).
@@ -271,14 +414,10 @@ pub fn thread_start(
     cwd: &Path,
     model: Option<&str>,
     ephemeral: bool,
-) -> Result<Outgoing, ProtocolError> {
-    let mut p = thread_params(cwd, model)?;
-    if ephemeral {
-        p.insert("ephemeral".into(), Value::Bool(true));
-    }
-    Ok(Outgoing {
-        method: Method::ThreadStart,
-        params: Some(Value::Object(p)),
+) -> Result<ThreadStart, ProtocolError> {
+    Ok(ThreadStart {
+        keys: thread_keys(cwd, model)?,
+        ephemeral,
     })
 }
 
@@ -288,36 +427,56 @@ pub fn thread_resume(
     thread: &ThreadId,
     cwd: &Path,
     model: Option<&str>,
-) -> Result<Outgoing, ProtocolError> {
-    on_thread(Method::ThreadResume, thread, cwd, model)
-}
-
-/// The thread-level template of `thread/start` for an existing thread (`thread/resume`,
-/// `thread/fork`): `threadId` beside the fixed keys, nothing a caller names.
-fn on_thread(
-    method: Method,
-    thread: &ThreadId,
-    cwd: &Path,
-    model: Option<&str>,
-) -> Result<Outgoing, ProtocolError> {
-    let mut p = thread_params(cwd, model)?;
-    p.insert("threadId".into(), thread_value(thread));
-    Ok(Outgoing {
-        method,
-        params: Some(Value::Object(p)),
+) -> Result<ThreadResume, ProtocolError> {
+    Ok(ThreadResume {
+        thread_id: thread.to_arg(),
+        keys: thread_keys(cwd, model)?,
     })
 }
 
-/// The wire `SandboxPolicy` of a turn for a sandbox level. Workspace-write gets no extra
-/// writable roots and no network: the cwd is its only root.
-pub fn sandbox_policy(level: SandboxLevel) -> Value {
-    match level {
-        SandboxLevel::ReadOnly => json!({"type": "readOnly"}),
-        SandboxLevel::WorkspaceWrite => {
-            json!({"type": "workspaceWrite", "writableRoots": [], "networkAccess": false})
+/// A turn's input: the caller's text, nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum UserInput {
+    Text { text: String },
+}
+
+fn text_input(prompt: &Prompt) -> [UserInput; 1] {
+    [UserInput::Text {
+        text: (**prompt).to_owned(),
+    }]
+}
+
+/// The wire `SandboxPolicy` of a turn. Workspace-write gets no extra writable roots (an empty
+/// array, always) and no network: the cwd is its only root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum SandboxPolicy {
+    ReadOnly,
+    #[serde(rename_all = "camelCase")]
+    WorkspaceWrite {
+        writable_roots: [String; 0],
+        network_access: bool,
+    },
+    DangerFullAccess,
+}
+
+impl SandboxPolicy {
+    fn of(level: SandboxLevel) -> Self {
+        match level {
+            SandboxLevel::ReadOnly => SandboxPolicy::ReadOnly,
+            SandboxLevel::WorkspaceWrite => SandboxPolicy::WorkspaceWrite {
+                writable_roots: [],
+                network_access: false,
+            },
+            SandboxLevel::DangerFullAccess => SandboxPolicy::DangerFullAccess,
         }
-        SandboxLevel::DangerFullAccess => json!({"type": "dangerFullAccess"}),
     }
+}
+
+/// The wire `SandboxPolicy` of a turn for a sandbox level, as JSON (what `turn/start` carries).
+pub fn sandbox_policy(level: SandboxLevel) -> Value {
+    json!(SandboxPolicy::of(level))
 }
 
 /// A turn: the caller's text and the few typed values a turn may carry.
@@ -334,46 +493,102 @@ pub struct TurnParams<'a> {
     pub effort: Option<ReasoningEffort>,
 }
 
+/// The params of `turn/start` ([`turn_start`], [`turn_start_with`],
+/// [`turn_start_with_schema`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStart {
+    thread_id: String,
+    input: [UserInput; 1],
+    sandbox_policy: SandboxPolicy,
+    approval_policy: Approvals,
+    approvals_reviewer: Reviewer,
+    cwd: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<Value>,
+}
+
+/// The `turn/start` result: the turn it started.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "WireStarted")]
+pub struct StartedTurn {
+    pub id: TurnRef,
+}
+
+#[derive(Deserialize)]
+struct WireStarted {
+    turn: WireTurn,
+}
+
+impl From<WireStarted> for StartedTurn {
+    fn from(w: WireStarted) -> Self {
+        StartedTurn { id: w.turn.id }
+    }
+}
+
+message!(TurnStart, Method::TurnStart, StartedTurn);
+
 /// `turn/start`. Always carries `sandboxPolicy`, `approvalPolicy: "never"`,
 /// `approvalsReviewer: "user"` and `cwd`: every one of them is sticky on the thread.
-pub fn turn_start(t: &TurnParams<'_>) -> Result<Outgoing, ProtocolError> {
-    let level = t.sandbox.unwrap_or(SandboxLevel::ReadOnly);
-    let mut p = Map::new();
-    p.insert("threadId".into(), thread_value(t.thread));
-    p.insert(
-        "input".into(),
-        json!([{"type": "text", "text": &**t.prompt}]),
-    );
-    p.insert("sandboxPolicy".into(), sandbox_policy(level));
-    p.insert("approvalPolicy".into(), Value::from("never"));
-    p.insert("approvalsReviewer".into(), Value::from("user"));
-    p.insert("cwd".into(), cwd_value(t.cwd)?);
-    if let Some(m) = model_value(t.model)? {
-        p.insert("model".into(), m);
-    }
-    if let Some(e) = t.effort {
-        p.insert("effort".into(), Value::from(e.as_str()));
-    }
-    Ok(Outgoing {
-        method: Method::TurnStart,
-        params: Some(Value::Object(p)),
+pub fn turn_start(t: &TurnParams<'_>) -> Result<TurnStart, ProtocolError> {
+    Ok(TurnStart {
+        thread_id: t.thread.to_arg(),
+        input: text_input(t.prompt),
+        sandbox_policy: SandboxPolicy::of(t.sandbox.unwrap_or(SandboxLevel::ReadOnly)),
+        approval_policy: Approvals::Never,
+        approvals_reviewer: Reviewer::User,
+        cwd: cwd_value(t.cwd)?,
+        model: model_value(t.model)?,
+        effort: t.effort.map(|e| e.as_str()),
+        output_schema: None,
     })
 }
 
+/// An empty result (`turn/interrupt`, `thread/backgroundTerminals/clean`): an object, its keys
+/// (none on both versions) ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Empty {}
+
+/// The params of `turn/interrupt` ([`turn_interrupt`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnInterrupt {
+    thread_id: String,
+    turn_id: String,
+}
+
+message!(TurnInterrupt, Method::TurnInterrupt, Empty);
+
 /// `turn/interrupt`. It ends the turn (`interrupted`) in a few ms but leaves a running command
 /// alive: follow it with [`clean_background_terminals`].
-pub fn turn_interrupt(thread: &ThreadId, turn: &TurnRef) -> Outgoing {
-    Outgoing {
-        method: Method::TurnInterrupt,
-        params: Some(json!({"threadId": thread_value(thread), "turnId": turn.as_str()})),
+pub fn turn_interrupt(thread: &ThreadId, turn: &TurnRef) -> TurnInterrupt {
+    TurnInterrupt {
+        thread_id: thread.to_arg(),
+        turn_id: turn.as_str().to_owned(),
     }
 }
 
+/// The params of `thread/backgroundTerminals/clean` ([`clean_background_terminals`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanBackgroundTerminals {
+    thread_id: String,
+}
+
+message!(
+    CleanBackgroundTerminals,
+    Method::CleanBackgroundTerminals,
+    Empty
+);
+
 /// `thread/backgroundTerminals/clean`: kills the commands the thread's turns left running.
-pub fn clean_background_terminals(thread: &ThreadId) -> Outgoing {
-    Outgoing {
-        method: Method::CleanBackgroundTerminals,
-        params: Some(json!({"threadId": thread_value(thread)})),
+pub fn clean_background_terminals(thread: &ThreadId) -> CleanBackgroundTerminals {
+    CleanBackgroundTerminals {
+        thread_id: thread.to_arg(),
     }
 }
 
@@ -550,7 +765,8 @@ pub struct PolicyMismatch(pub String);
 
 /// The `thread/start` / `thread/resume` / `thread/fork` result: the thread and its effective
 /// policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "WireOpened")]
 pub struct ThreadOpened {
     pub thread: ThreadId,
     pub policy: EffectivePolicy,
@@ -600,22 +816,23 @@ fn typed_ref<'a, T: Deserialize<'a>>(what: &str, v: &'a Value) -> Result<T, Prot
 
 /// Read a `thread/start` / `thread/resume` / `thread/fork` result.
 pub fn parse_thread_opened(result: &Value) -> Result<ThreadOpened, ProtocolError> {
-    let w: WireOpened = typed_ref("thread result", result)?;
-    Ok(ThreadOpened {
-        thread: w.thread.id,
-        policy: w.policy.into(),
-        path: w.thread.path,
-        turns: w.thread.turns.len(),
-    })
+    typed_ref("thread result", result)
+}
+
+impl From<WireOpened> for ThreadOpened {
+    fn from(w: WireOpened) -> Self {
+        ThreadOpened {
+            thread: w.thread.id,
+            policy: w.policy.into(),
+            path: w.thread.path,
+            turns: w.thread.turns.len(),
+        }
+    }
 }
 
 /// Read a `turn/start` result: the id of the turn it started.
 pub fn parse_turn_started(result: &Value) -> Result<TurnRef, ProtocolError> {
-    #[derive(Deserialize)]
-    struct Started {
-        turn: WireTurn,
-    }
-    typed_ref::<Started>("turn/start result", result).map(|s| s.turn.id)
+    typed_ref::<StartedTurn>("turn/start result", result).map(|s| s.id)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -633,7 +850,8 @@ pub enum RequestId {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RpcError {
     pub code: i64,
-    #[serde(default)]
+    /// Required: both versions always send it (`JSONRPCErrorError` requires `code` and
+    /// `message` in the `generate-json-schema` of 0.145.0 and 0.171.0).
     pub message: String,
 }
 
@@ -1064,7 +1282,7 @@ pub struct ServerRequest {
     pub kind: RequestKind,
     /// The thread, turn and item it names, or why they cannot be read.
     pub head: Result<RequestHead, String>,
-    /// The params as codex sent them (read by [`super::approval::Question::parse`]).
+    /// The params as codex sent them (read typed by [`ServerRequest::question_params`]).
     pub params: Value,
 }
 
@@ -1131,25 +1349,492 @@ impl ServerRequest {
     pub fn decline(&self) -> String {
         let result = match &self.kind {
             RequestKind::CommandApproval | RequestKind::FileChangeApproval => {
-                json!({"decision": "decline"})
+                AnswerResult::Approval {
+                    decision: ApprovalDecision::Decline,
+                }
             }
-            RequestKind::PermissionsApproval => json!({"permissions": {}, "scope": "turn"}),
-            RequestKind::UserInput => json!({"answers": {}}),
-            RequestKind::Elicitation => json!({"action": "decline", "content": null}),
-            RequestKind::DynamicToolCall => json!({"contentItems": [], "success": false}),
+            RequestKind::PermissionsApproval => AnswerResult::Permissions {
+                permissions: RequestedPermissions::default(),
+                scope: GrantScope::Turn,
+            },
+            RequestKind::UserInput => AnswerResult::UserInput {
+                answers: BTreeMap::new(),
+            },
+            RequestKind::Elicitation => AnswerResult::Elicitation {
+                action: ElicitationAction::Decline,
+                content: None,
+            },
+            RequestKind::DynamicToolCall => AnswerResult::DynamicTool {
+                content_items: [],
+                success: false,
+            },
             RequestKind::LegacyExecApproval | RequestKind::LegacyPatchApproval => {
-                json!({"decision": "denied"})
+                AnswerResult::Legacy {
+                    decision: LegacyDecision::Denied,
+                }
             }
             RequestKind::Unknown(method) => {
-                return json!({"id": self.id, "error": {
-                    "code": UNSUPPORTED_REQUEST_CODE,
-                    "message": format!("codex-mcp-bridge does not serve `{method}`"),
-                }})
-                .to_string();
+                return reply_line(&ErrorReply {
+                    id: &self.id,
+                    error: ErrorBody {
+                        code: UNSUPPORTED_REQUEST_CODE,
+                        message: format!("codex-mcp-bridge does not serve `{method}`"),
+                    },
+                });
             }
         };
-        json!({"id": self.id, "result": result}).to_string()
+        self.reply(result)
     }
+}
+
+impl ServerRequest {
+    /// The params of a request a person may be asked, read typed by its method: `Ok(None)` for
+    /// the other kinds; a missing or mistyped field is an error (such a request is declined,
+    /// never asked with blanks).
+    pub fn question_params(&self) -> Result<Option<QuestionParams>, ProtocolError> {
+        let (what, p) = (self.method.as_str(), &self.params);
+        Ok(Some(match self.kind {
+            RequestKind::CommandApproval => QuestionParams::Command(typed_ref(what, p)?),
+            RequestKind::FileChangeApproval => QuestionParams::FileChange(typed_ref(what, p)?),
+            RequestKind::PermissionsApproval => QuestionParams::Permissions(typed_ref(what, p)?),
+            RequestKind::UserInput => QuestionParams::UserInput(typed_ref(what, p)?),
+            RequestKind::Elicitation => QuestionParams::Elicitation(typed_ref(what, p)?),
+            RequestKind::DynamicToolCall
+            | RequestKind::LegacyExecApproval
+            | RequestKind::LegacyPatchApproval
+            | RequestKind::Unknown(_) => return Ok(None),
+        }))
+    }
+
+    fn reply(&self, result: AnswerResult) -> String {
+        reply_line(&Reply {
+            id: &self.id,
+            result,
+        })
+    }
+
+    /// The accept of a command or file-change approval, this once (`decision: "accept"`);
+    /// `None` for any other kind.
+    pub fn accept_once(&self) -> Option<String> {
+        matches!(
+            self.kind,
+            RequestKind::CommandApproval | RequestKind::FileChangeApproval
+        )
+        .then(|| {
+            self.reply(AnswerResult::Approval {
+                decision: ApprovalDecision::Accept,
+            })
+        })
+    }
+
+    /// The grant of what a permissions approval asks (read again from its params, echoed as it
+    /// came), for this turn only; `None` for another kind or params that cannot be read.
+    pub fn grant_for_turn(&self) -> Option<String> {
+        let Ok(Some(QuestionParams::Permissions(p))) = self.question_params() else {
+            return None;
+        };
+        Some(self.reply(AnswerResult::Permissions {
+            permissions: p.permissions,
+            scope: GrantScope::Turn,
+        }))
+    }
+
+    /// The answers of a user-input request, one text per question id; `None` for another kind
+    /// or no answer.
+    pub fn answer_input(&self, answers: BTreeMap<String, String>) -> Option<String> {
+        if self.kind != RequestKind::UserInput || answers.is_empty() {
+            return None;
+        }
+        let answers = answers
+            .into_iter()
+            .map(|(id, a)| (id, InputAnswer { answers: [a] }))
+            .collect();
+        Some(self.reply(AnswerResult::UserInput { answers }))
+    }
+
+    /// The accept of a nested server's form (`form` mode only) with `content` of primitive
+    /// values; `None` otherwise.
+    pub fn accept_form(&self, content: Map<String, Value>) -> Option<String> {
+        let Ok(Some(QuestionParams::Elicitation(p))) = self.question_params() else {
+            return None;
+        };
+        let primitive = content
+            .values()
+            .all(|v| v.is_string() || v.is_number() || v.is_boolean());
+        (matches!(p.request, ElicitationRequest::Form { .. }) && primitive).then(|| {
+            self.reply(AnswerResult::Elicitation {
+                action: ElicitationAction::Accept,
+                content: Some(content),
+            })
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Codex's requests a person may answer: their params, typed
+
+/// `kind` of a command approval (0.171.0; absent on 0.145.0, which means `command`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CommandKind {
+    Command,
+    /// Input to a running terminal.
+    WriteStdin,
+    /// A managed checkpoint (needs a capability the bridge does not declare).
+    HumanCommand,
+}
+
+impl CommandKind {
+    /// The wire name.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CommandKind::Command => "command",
+            CommandKind::WriteStdin => "writeStdin",
+            CommandKind::HumanCommand => "humanCommand",
+        }
+    }
+}
+
+/// `networkApprovalContext` of a command approval: the host codex asks to reach.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct NetworkApprovalContext {
+    pub host: String,
+}
+
+/// The params of `item/commandExecution/requestApproval` that a person is shown (the thread,
+/// turn and item are the request's [`RequestHead`]; `availableDecisions`, amendments and
+/// parsed actions are never offered). Every field is optional or nullable on both versions.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandApprovalParams {
+    #[serde(default)]
+    pub kind: Option<CommandKind>,
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub network_approval_context: Option<NetworkApprovalContext>,
+    /// Extra permissions riding on an accept (experimental API); read only to refuse them.
+    #[serde(default)]
+    pub additional_permissions: Option<Map<String, Value>>,
+}
+
+/// The params of `item/fileChange/requestApproval` (the files come from the item codex
+/// announced, [`super::approval::ChangeBook`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChangeApprovalParams {
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub grant_root: Option<String>,
+}
+
+/// One `fileSystem.entries` entry: an access mode and a path (codex's `FileSystemPath`, a
+/// tagged object, kept as it came: shown as its JSON, echoed verbatim).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct PermissionEntry {
+    pub access: String,
+    pub path: Value,
+}
+
+/// `permissions.fileSystem`: every key codex knows on both versions but `globScanMaxDepth`
+/// (which the form does not show: any key in `other` makes the request unshowable).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct FileSystemPermissions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<PermissionEntry>>,
+    #[serde(flatten, skip_serializing)]
+    pub other: Map<String, Value>,
+}
+
+/// `permissions.network`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct NetworkPermissions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(flatten, skip_serializing)]
+    pub other: Map<String, Value>,
+}
+
+/// `permissions` of a permissions approval (`RequestPermissionProfile`): what an accept grants,
+/// echoed back as it came (for the turn only); the default is the empty grant of a decline.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestedPermissions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_system: Option<FileSystemPermissions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkPermissions>,
+    #[serde(flatten, skip_serializing)]
+    pub other: Map<String, Value>,
+}
+
+impl RequestedPermissions {
+    /// Whether it holds a key the form does not show (at any level).
+    pub fn has_unknown_keys(&self) -> bool {
+        !self.other.is_empty()
+            || self
+                .file_system
+                .as_ref()
+                .is_some_and(|f| !f.other.is_empty())
+            || self.network.as_ref().is_some_and(|n| !n.other.is_empty())
+    }
+}
+
+/// The params of `item/permissions/requestApproval` (`cwd` and `permissions` required on both
+/// versions).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionsApprovalParams {
+    pub cwd: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub permissions: RequestedPermissions,
+}
+
+/// One offered option of a user-input question (its `description` is not shown).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct InputOption {
+    pub label: String,
+}
+
+/// One question of `item/tool/requestUserInput` (`isOther` / `isSecret` default to `false` in
+/// codex's own protocol).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireInputQuestion {
+    pub id: String,
+    pub header: String,
+    pub question: String,
+    #[serde(default)]
+    pub options: Option<Vec<InputOption>>,
+    #[serde(default)]
+    pub is_other: bool,
+    #[serde(default)]
+    pub is_secret: bool,
+}
+
+/// The params of `item/tool/requestUserInput`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct UserInputParams {
+    pub questions: Vec<WireInputQuestion>,
+}
+
+/// What a nested MCP server asks, by `mode` (0.171.0's `openai/userVerification`, a device
+/// proof, is none of these: not read, so declined).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "mode")]
+pub enum ElicitationRequest {
+    /// A form with a JSON schema.
+    #[serde(rename = "form", rename_all = "camelCase")]
+    Form {
+        message: String,
+        requested_schema: Map<String, Value>,
+    },
+    /// An OpenAI form (its schema is not one the bridge fills in).
+    #[serde(rename = "openai/form", alias = "openaiForm")]
+    OpenaiForm { message: String },
+    /// A link to open.
+    #[serde(rename = "url")]
+    Url { message: String, url: String },
+}
+
+impl ElicitationRequest {
+    /// The server's message.
+    pub fn message(&self) -> &str {
+        match self {
+            ElicitationRequest::Form { message, .. }
+            | ElicitationRequest::OpenaiForm { message }
+            | ElicitationRequest::Url { message, .. } => message,
+        }
+    }
+}
+
+/// The params of `mcpServer/elicitation/request`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitationParams {
+    pub server_name: String,
+    #[serde(flatten)]
+    pub request: ElicitationRequest,
+}
+
+/// One change of a `fileChange` item, every field required: what it writes is shown whole to a
+/// person ([`super::approval::ChangeBook`]), or the change is not asked.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AnnouncedChange {
+    pub path: String,
+    pub kind: AnnouncedKind,
+    pub diff: String,
+}
+
+/// `kind` of a change: `add`, `delete`, or `update` (with `move_path` when it moves).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AnnouncedKind {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub move_path: Option<String>,
+}
+
+/// A `fileChange` item of an `item/started` or `item/completed` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileChangeItem {
+    pub id: String,
+    /// `item/completed`: the change is done, no approval names it any more.
+    pub completed: bool,
+    /// Each change, read typed (`Err`: one that is not a change as codex announces it);
+    /// `None` when the item has no list of changes.
+    pub changes: Option<Vec<Result<AnnouncedChange, String>>>,
+}
+
+/// Read `line` as a `fileChange` item of `item/started` / `item/completed`: `None` for any other
+/// line, or an item without its id.
+pub fn file_change_item(line: &str) -> Option<FileChangeItem> {
+    #[derive(Deserialize)]
+    struct Line {
+        method: String,
+        params: Params,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        item: Item,
+    }
+    #[derive(Deserialize)]
+    struct Item {
+        #[serde(rename = "type")]
+        kind: String,
+        id: String,
+        #[serde(default)]
+        changes: Option<Vec<Value>>,
+    }
+    let l: Line = serde_json::from_str(line).ok()?;
+    let completed = match l.method.as_str() {
+        "item/started" => false,
+        "item/completed" => true,
+        _ => return None,
+    };
+    (l.params.item.kind == "fileChange").then(|| FileChangeItem {
+        id: l.params.item.id,
+        completed,
+        changes: l.params.item.changes.map(|c| {
+            c.iter()
+                .map(|c| AnnouncedChange::deserialize(c).map_err(|e| e.to_string()))
+                .collect()
+        }),
+    })
+}
+
+/// The params of a request a person may be asked, read typed by its method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuestionParams {
+    Command(CommandApprovalParams),
+    FileChange(FileChangeApprovalParams),
+    Permissions(PermissionsApprovalParams),
+    UserInput(UserInputParams),
+    Elicitation(ElicitationParams),
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers to codex's requests: the only shapes the bridge can write
+
+/// `decision` of a command or file-change approval: accept this once, or decline. No other
+/// decision (`acceptForSession`, `acceptWithExecpolicyAmendment`, `cancel`, …) exists here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum ApprovalDecision {
+    Accept,
+    Decline,
+}
+
+/// `scope` of a permissions grant: this turn only, never `session`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum GrantScope {
+    Turn,
+}
+
+/// `action` of an elicitation's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum ElicitationAction {
+    Accept,
+    Decline,
+}
+
+/// `decision` of the v1 approvals: refused, always.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum LegacyDecision {
+    Denied,
+}
+
+/// One answer of a user-input question: one text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct InputAnswer {
+    answers: [String; 1],
+}
+
+/// The `result` of an answer, one shape per kind of request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+enum AnswerResult {
+    Approval {
+        decision: ApprovalDecision,
+    },
+    /// What was asked (an accept) or nothing, `{}` (a decline).
+    Permissions {
+        permissions: RequestedPermissions,
+        scope: GrantScope,
+    },
+    UserInput {
+        answers: BTreeMap<String, InputAnswer>,
+    },
+    Elicitation {
+        action: ElicitationAction,
+        content: Option<Map<String, Value>>,
+    },
+    #[serde(rename_all = "camelCase")]
+    DynamicTool {
+        content_items: [Value; 0],
+        success: bool,
+    },
+    Legacy {
+        decision: LegacyDecision,
+    },
+}
+
+/// An answer line: the request's id and its result, or a JSON-RPC error.
+#[derive(Serialize)]
+struct Reply<'a> {
+    id: &'a RequestId,
+    result: AnswerResult,
+}
+
+#[derive(Serialize)]
+struct ErrorReply<'a> {
+    id: &'a RequestId,
+    error: ErrorBody,
+}
+
+#[derive(Serialize)]
+struct ErrorBody {
+    code: i64,
+    message: String,
+}
+
+/// The line of a reply.
+fn reply_line(r: &impl Serialize) -> String {
+    // these shapes are plain fields and string-keyed maps: serializing them cannot fail
+    serde_json::to_string(r).expect("an answer serializes")
 }
 
 /// Parse one line from codex: a response, a notification (those the bridge reads typed, a
@@ -1203,35 +1888,66 @@ pub fn turn_start_with_schema(
     t: &TurnParams<'_>,
     approvals: Approvals,
     schema: Option<&Value>,
-) -> Result<Outgoing, ProtocolError> {
+) -> Result<TurnStart, ProtocolError> {
     let mut o = turn_start_with(t, approvals)?;
-    if let (Some(schema), Some(Value::Object(p))) = (schema, o.params.as_mut()) {
+    if let Some(schema) = schema {
         if !schema.is_object() {
             return Err(invalid("outputSchema", "must be a JSON object"));
         }
-        p.insert("outputSchema".into(), schema.clone());
+        o.output_schema = Some(schema.clone());
     }
     Ok(o)
 }
 
-/// `thread/unsubscribe`: the process unloads `thread` (an ephemeral thread, never written to
-/// disk, is gone with it).
-pub fn thread_unsubscribe(thread: &ThreadId) -> Outgoing {
-    Outgoing {
-        method: Method::ThreadUnsubscribe,
-        params: Some(json!({"threadId": thread_value(thread)})),
+/// The params of `thread/unsubscribe` ([`thread_unsubscribe`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadUnsubscribe {
+    thread_id: String,
+}
+
+/// `status` of the `thread/unsubscribe` result (a status of a later version reads as
+/// `Unknown`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UnsubscribeStatus {
+    Unsubscribed,
+    NotLoaded,
+    NotSubscribed,
+    #[serde(other)]
+    Unknown,
+}
+
+/// The `thread/unsubscribe` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Unsubscribed {
+    pub status: UnsubscribeStatus,
+}
+
+impl Unsubscribed {
+    /// Whether the thread is no longer loaded (`unsubscribed`, or `notLoaded`).
+    /// `notSubscribed` (another client holds it) and anything else is `false`.
+    pub fn unloaded(&self) -> bool {
+        matches!(
+            self.status,
+            UnsubscribeStatus::Unsubscribed | UnsubscribeStatus::NotLoaded
+        )
     }
 }
 
-/// Read a `thread/unsubscribe` result: whether the thread is no longer loaded (`unsubscribed`,
-/// or `notLoaded`). `notSubscribed` (another client holds it) and anything else is `false`.
-pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
-    #[derive(Deserialize)]
-    struct Unsubscribed {
-        status: String,
+message!(ThreadUnsubscribe, Method::ThreadUnsubscribe, Unsubscribed);
+
+/// `thread/unsubscribe`: the process unloads `thread` (an ephemeral thread, never written to
+/// disk, is gone with it).
+pub fn thread_unsubscribe(thread: &ThreadId) -> ThreadUnsubscribe {
+    ThreadUnsubscribe {
+        thread_id: thread.to_arg(),
     }
-    let u: Unsubscribed = typed_ref("thread/unsubscribe result", result)?;
-    Ok(matches!(u.status.as_str(), "unsubscribed" | "notLoaded"))
+}
+
+/// Read a `thread/unsubscribe` result: [`Unsubscribed::unloaded`].
+pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
+    typed_ref::<Unsubscribed>("thread/unsubscribe result", result).map(|u| u.unloaded())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1240,16 +1956,37 @@ pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
 /// `thread/fork` of a stored thread: a new, stored thread that starts with a copy of its
 /// history. The fixed thread-level template of `thread/start` (`cwd`, `sandbox: "read-only"`,
 /// `approvalPolicy: "never"`, `approvalsReviewer: "user"`, never `config`); the fork's turns
-/// carry their own sandbox like any turn. Parse the result with [`parse_thread_opened`] (the
-/// same shape on 0.145.0 and 0.171.0). Give the thread's own `model`: a fork to another model
-/// hands the history over as a summary, which costs a model call (measured on both versions).
+/// carry their own sandbox like any turn. Its result is a [`ThreadOpened`] (the same shape on
+/// 0.145.0 and 0.171.0). Give the thread's own `model`: a fork to another model hands the
+/// history over as a summary, which costs a model call (measured on both versions).
 pub fn thread_fork(
     thread: &ThreadId,
     cwd: &Path,
     model: Option<&str>,
-) -> Result<Outgoing, ProtocolError> {
-    on_thread(Method::ThreadFork, thread, cwd, model)
+) -> Result<ThreadFork, ProtocolError> {
+    Ok(ThreadFork {
+        thread_id: thread.to_arg(),
+        keys: thread_keys(cwd, model)?,
+    })
 }
+
+/// The params of `turn/steer` ([`turn_steer`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnSteer {
+    thread_id: String,
+    expected_turn_id: String,
+    input: [UserInput; 1],
+}
+
+/// The `turn/steer` result: the turn the input joined.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Steered {
+    pub turn_id: TurnRef,
+}
+
+message!(TurnSteer, Method::TurnSteer, Steered);
 
 /// `turn/steer`: `text` joins the running turn `turn` of `thread` (codex refuses it when that
 /// turn is not the one running). Nothing else: no sandbox, policy or cwd travels with a steer.
@@ -1257,34 +1994,28 @@ pub fn turn_steer(
     thread: &ThreadId,
     turn: &TurnRef,
     text: &Prompt,
-) -> Result<Outgoing, ProtocolError> {
-    Ok(Outgoing {
-        method: Method::TurnSteer,
-        params: Some(json!({
-            "threadId": thread_value(thread),
-            "expectedTurnId": turn.as_str(),
-            "input": [{"type": "text", "text": &**text}],
-        })),
+) -> Result<TurnSteer, ProtocolError> {
+    Ok(TurnSteer {
+        thread_id: thread.to_arg(),
+        expected_turn_id: turn.as_str().to_owned(),
+        input: text_input(text),
     })
 }
 
 /// Read a `turn/steer` result: the turn the input joined.
 pub fn parse_steered(result: &Value) -> Result<TurnRef, ProtocolError> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Steered {
-        turn_id: TurnRef,
-    }
     typed_ref::<Steered>("turn/steer result", result).map(|s| s.turn_id)
 }
 
 /// The approval policy a turn is sent with. `Never` is the default; `OnRequest` lets codex ask
 /// the client (only for the `approvals = ask` setting, with an answerer that a person stands
 /// behind). The reviewer stays `user` either way: no model approves an escalation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub enum Approvals {
     #[default]
+    #[serde(rename = "never")]
     Never,
+    #[serde(rename = "on-request")]
     OnRequest,
 }
 
@@ -1302,12 +2033,11 @@ impl Approvals {
 pub fn turn_start_with(
     t: &TurnParams<'_>,
     approvals: Approvals,
-) -> Result<Outgoing, ProtocolError> {
-    let mut o = turn_start(t)?;
-    if let Some(Value::Object(p)) = o.params.as_mut() {
-        p.insert("approvalPolicy".into(), Value::from(approvals.as_str()));
-    }
-    Ok(o)
+) -> Result<TurnStart, ProtocolError> {
+    Ok(TurnStart {
+        approval_policy: approvals,
+        ..turn_start(t)?
+    })
 }
 
 impl EffectivePolicy {
@@ -1374,15 +2104,16 @@ mod tests {
         WirePolicy::deserialize(v).unwrap().into()
     }
 
-    fn keys(o: &Outgoing) -> BTreeSet<String> {
+    fn keys(o: &impl Message) -> BTreeSet<String> {
         o.params()
+            .as_ref()
             .and_then(Value::as_object)
             .map(|m| m.keys().cloned().collect())
             .unwrap_or_default()
     }
 
-    fn line(o: &Outgoing, id: i64) -> Value {
-        serde_json::from_str(&o.to_line(id)).unwrap()
+    fn line(o: &impl Message, id: i64) -> Value {
+        serde_json::from_str(&o.to_line(id).unwrap()).unwrap()
     }
 
     #[test]
@@ -1422,8 +2153,8 @@ mod tests {
         );
         let eph = thread_start(cwd, None, true).unwrap();
         assert_eq!(eph.params().unwrap()["ephemeral"], json!(true));
-        for o in [start, resume, eph] {
-            let p = o.params().unwrap();
+        for p in [start.params(), resume.params(), eph.params()] {
+            let p = p.unwrap();
             assert!(p.get("config").is_none());
             assert_eq!(p["sandbox"], "read-only");
         }
@@ -1492,10 +2223,12 @@ mod tests {
                 effort: None,
             })
         };
-        let field = |r: Result<Outgoing, ProtocolError>| match r {
-            Err(ProtocolError::Invalid { field, .. }) => field,
-            other => panic!("{other:?}"),
-        };
+        fn field<M: std::fmt::Debug>(r: Result<M, ProtocolError>) -> &'static str {
+            match r {
+                Err(ProtocolError::Invalid { field, .. }) => field,
+                other => panic!("{other:?}"),
+            }
+        }
         // an empty prompt is no `Prompt`: none reaches a template
         assert_eq!(
             Prompt::parse("prompt", " \n".into()).unwrap_err().field,
@@ -1521,10 +2254,10 @@ mod tests {
         let t = thread();
         let turn = TurnRef::parse(TURN).unwrap();
         let all = [
-            initialize("v"),
-            initialized(),
-            thread_start(Path::new("/w"), None, false).unwrap(),
-            thread_resume(&t, Path::new("/w"), None).unwrap(),
+            initialize("v").method(),
+            initialized().method(),
+            thread_start(Path::new("/w"), None, false).unwrap().method(),
+            thread_resume(&t, Path::new("/w"), None).unwrap().method(),
             turn_start(&TurnParams {
                 thread: &t,
                 prompt: &text("x"),
@@ -1533,11 +2266,12 @@ mod tests {
                 model: None,
                 effort: None,
             })
-            .unwrap(),
-            turn_interrupt(&t, &turn),
-            clean_background_terminals(&t),
+            .unwrap()
+            .method(),
+            turn_interrupt(&t, &turn).method(),
+            clean_background_terminals(&t).method(),
         ];
-        let methods: Vec<&str> = all.iter().map(|o| o.method().as_str()).collect();
+        let methods: Vec<&str> = all.iter().map(|m| m.as_str()).collect();
         assert_eq!(
             methods,
             [
@@ -1551,7 +2285,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            line(&all[5], 4),
+            line(&turn_interrupt(&t, &turn), 4),
             json!({"method": "turn/interrupt", "id": 4, "params": {"threadId": THREAD, "turnId": TURN}})
         );
     }
@@ -1634,7 +2368,7 @@ mod tests {
         let asking = turn_start_with(&base, Approvals::OnRequest).unwrap();
         let mut plain = turn_start(&base).unwrap().params().unwrap().clone();
         plain["approvalPolicy"] = json!("on-request");
-        assert_eq!(asking.params().unwrap(), &plain);
+        assert_eq!(asking.params().unwrap(), plain);
         assert_eq!(
             turn_start_with(&base, Approvals::Never).unwrap(),
             turn_start(&base).unwrap()
@@ -1665,6 +2399,114 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(err.contains("reviewer"), "{err}");
+    }
+
+    /// Each typed template writes the params the `json!` templates wrote before them (the same
+    /// keys and values), for every optional key present and absent.
+    #[test]
+    fn every_template_writes_the_params_of_the_json_it_replaced() {
+        let t = thread();
+        let u = turn();
+        let fixed = json!({"cwd": "/w", "sandbox": "read-only", "approvalPolicy": "never",
+            "approvalsReviewer": "user"});
+        let with = |base: &Value, extra: Value| {
+            let mut v = base.clone();
+            for (k, x) in extra.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            v
+        };
+        let cases: Vec<(Option<Value>, Value)> = vec![
+            (
+                initialize("1.2.3").params(),
+                json!({"clientInfo": {"name": CLIENT_NAME, "title": "codex-mcp-bridge",
+                    "version": "1.2.3"}, "capabilities": {"experimentalApi": true}}),
+            ),
+            (
+                thread_start(Path::new("/w"), None, false).unwrap().params(),
+                fixed.clone(),
+            ),
+            (
+                thread_start(Path::new("/w"), Some("m"), true)
+                    .unwrap()
+                    .params(),
+                with(&fixed, json!({"model": "m", "ephemeral": true})),
+            ),
+            (
+                thread_resume(&t, Path::new("/w"), Some("m"))
+                    .unwrap()
+                    .params(),
+                with(&fixed, json!({"threadId": THREAD, "model": "m"})),
+            ),
+            (
+                thread_fork(&t, Path::new("/w"), None).unwrap().params(),
+                with(&fixed, json!({"threadId": THREAD})),
+            ),
+            (
+                turn_interrupt(&t, &u).params(),
+                json!({"threadId": THREAD, "turnId": TURN}),
+            ),
+            (
+                clean_background_terminals(&t).params(),
+                json!({"threadId": THREAD}),
+            ),
+            (thread_unsubscribe(&t).params(), json!({"threadId": THREAD})),
+            (
+                turn_steer(&t, &u, &text("more")).unwrap().params(),
+                json!({"threadId": THREAD, "expectedTurnId": TURN,
+                    "input": [{"type": "text", "text": "more"}]}),
+            ),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, Some(want));
+        }
+        assert_eq!(initialized().params(), None);
+        let base = TurnParams {
+            thread: &t,
+            prompt: &text("do it"),
+            sandbox: None,
+            cwd: Path::new("/w"),
+            model: None,
+            effort: None,
+        };
+        let turn_fixed = json!({"threadId": THREAD,
+            "input": [{"type": "text", "text": "do it"}],
+            "sandboxPolicy": {"type": "readOnly"}, "approvalPolicy": "never",
+            "approvalsReviewer": "user", "cwd": "/w"});
+        assert_eq!(
+            turn_start(&base).unwrap().params(),
+            Some(turn_fixed.clone())
+        );
+        let schema = json!({"type": "object", "properties": {}});
+        let full = turn_start_with_schema(
+            &TurnParams {
+                sandbox: Some(SandboxLevel::WorkspaceWrite),
+                model: Some("m"),
+                effort: Some(ReasoningEffort::High),
+                ..base.clone()
+            },
+            Approvals::OnRequest,
+            Some(&schema),
+        )
+        .unwrap();
+        assert_eq!(
+            full.params(),
+            Some(with(
+                &turn_fixed,
+                json!({"sandboxPolicy": {"type": "workspaceWrite", "writableRoots": [],
+                    "networkAccess": false}, "approvalPolicy": "on-request", "model": "m",
+                    "effort": "high", "outputSchema": schema})
+            ))
+        );
+        for (level, want) in [
+            (SandboxLevel::ReadOnly, json!({"type": "readOnly"})),
+            (
+                SandboxLevel::DangerFullAccess,
+                json!({"type": "dangerFullAccess"}),
+            ),
+        ] {
+            assert_eq!(sandbox_policy(level), want);
+        }
     }
 
     // Lines as measured (0.145.0 / 0.171.0), trimmed of fields the parser ignores.
@@ -1961,6 +2803,77 @@ mod tests {
     }
 
     #[test]
+    fn an_accept_is_built_only_for_its_own_kind_and_only_once_or_for_the_turn() {
+        let request = |method: &str, params: Value| {
+            let l = json!({"method": method, "id": 9, "params": params}).to_string();
+            let Incoming::Request(r) = parse_line(&l).unwrap() else {
+                panic!("{l}")
+            };
+            r
+        };
+        let command = request(
+            "item/commandExecution/requestApproval",
+            json!({"command": "ls"}),
+        );
+        let perms = request(
+            "item/permissions/requestApproval",
+            json!({"cwd": "/w", "permissions": {"network": {"enabled": true}, "fileSystem": null}}),
+        );
+        let input = request(
+            "item/tool/requestUserInput",
+            json!({"questions": [{"id": "q", "header": "h", "question": "?"}]}),
+        );
+        let url = request(
+            "mcpServer/elicitation/request",
+            json!({"serverName": "s", "mode": "url", "message": "m", "url": "u", "elicitationId": "e"}),
+        );
+        let form = request(
+            "mcpServer/elicitation/request",
+            json!({"serverName": "s", "mode": "form", "message": "m", "requestedSchema": {}}),
+        );
+        let tool = request("item/tool/call", json!({}));
+        let answers = || BTreeMap::from([("q".to_owned(), "a".to_owned())]);
+        let content = || Map::from_iter([("k".to_owned(), json!(1))]);
+        let line = |l: Option<String>| l.map(|l| serde_json::from_str::<Value>(&l).unwrap());
+        assert_eq!(
+            line(command.accept_once()),
+            Some(json!({"id": 9, "result": {"decision": "accept"}}))
+        );
+        assert_eq!(
+            line(perms.grant_for_turn()),
+            Some(
+                json!({"id": 9, "result": {"permissions": {"network": {"enabled": true}},
+                "scope": "turn"}})
+            )
+        );
+        assert_eq!(
+            line(input.answer_input(answers())),
+            Some(json!({"id": 9, "result": {"answers": {"q": {"answers": ["a"]}}}}))
+        );
+        assert_eq!(input.answer_input(BTreeMap::new()), None);
+        assert_eq!(
+            line(form.accept_form(content())),
+            Some(json!({"id": 9, "result": {"action": "accept", "content": {"k": 1}}}))
+        );
+        assert_eq!(
+            form.accept_form(Map::from_iter([("k".to_owned(), json!([1]))])),
+            None
+        );
+        for r in [&perms, &input, &url, &form, &tool] {
+            assert_eq!(r.accept_once(), None, "{}", r.method);
+        }
+        for r in [&command, &input, &url, &form, &tool] {
+            assert_eq!(r.grant_for_turn(), None, "{}", r.method);
+        }
+        for r in [&command, &perms, &url, &form, &tool] {
+            assert_eq!(r.answer_input(answers()), None, "{}", r.method);
+        }
+        for r in [&command, &perms, &input, &url, &tool] {
+            assert_eq!(r.accept_form(content()), None, "{}", r.method);
+        }
+    }
+
+    #[test]
     fn responses_and_malformed_lines() {
         assert_eq!(
             parse_line(r#"{"id":4,"result":{}}"#).unwrap(),
@@ -1982,6 +2895,8 @@ mod tests {
             r#"{"id":1}"#,
             r#"{"id":{},"result":1}"#,
             r#"{"id":1,"error":"x"}"#,
+            // an error without its message
+            r#"{"id":1,"error":{"code":-32600}}"#,
         ] {
             assert!(
                 matches!(parse_line(bad), Err(ProtocolError::Malformed(_))),

@@ -676,20 +676,25 @@ impl WarmProcess {
         if let Some(moving) = self.moving.take() {
             let _ = moving.await;
         }
-        let msg = match wanted {
+        let refused = |e: protocol::ProtocolError| Stop::Refused(e.to_string());
+        let opened: ThreadOpened = match wanted {
             ThreadWanted::Resume(thread) => {
                 if let Some(l) = &self.loaded
                     && l.thread == thread
                 {
                     return Ok(thread);
                 }
-                protocol::thread_resume(&thread, cwd, turn.model())
+                let msg = protocol::thread_resume(&thread, cwd, turn.model()).map_err(refused)?;
+                let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
+                bounded(opts, deadline, client.open_thread(&msg)).await?
             }
-            ThreadWanted::Start => protocol::thread_start(cwd, turn.model(), turn.ephemeral()),
-        }
-        .map_err(|e| Stop::Refused(e.to_string()))?;
-        let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
-        let opened: ThreadOpened = bounded(opts, deadline, client.open_thread(&msg)).await?;
+            ThreadWanted::Start => {
+                let msg =
+                    protocol::thread_start(cwd, turn.model(), turn.ephemeral()).map_err(refused)?;
+                let client = self.client.as_ref().ok_or(Stop::Closed(None))?;
+                bounded(opts, deadline, client.open_thread(&msg)).await?
+            }
+        };
         if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd) {
             return Err(Stop::Policy(m.to_string(), None));
         }
@@ -715,12 +720,7 @@ impl WarmProcess {
             client.request(&protocol::thread_unsubscribe(&l.thread)),
         )
         .await;
-        let gone = matches!(
-            answer
-                .as_ref()
-                .map(|r| r.as_ref().map(protocol::parse_unsubscribed)),
-            Ok(Ok(Ok(true)))
-        );
+        let gone = matches!(&answer, Ok(Ok(u)) if u.unloaded());
         if !gone {
             tracing::warn!(
                 ?answer,
