@@ -20,8 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use bytes::BytesMut;
 use codex_mcp_bridge::codex::events::{
-    Event, Item, MAX_COMMANDS_KEPT, Parsed, Transcript, classify, describe, is_transient,
-    parse_line,
+    Event, Item, MAX_COMMANDS_KEPT, Parsed, Transcript, classify, describe, parse_line,
 };
 use libfuzzer_sys::fuzz_target;
 use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
@@ -120,11 +119,12 @@ fn on_line(line: &str, t: &mut Transcript, c: &mut Counts) {
                 );
             }
             match ev {
-                Event::Error { message } => {
-                    let _ = (is_transient(message), classify(message));
-                }
-                Event::TurnFailed { error } => {
-                    let _ = classify(&error.message);
+                Event::Error { message }
+                | Event::TurnFailed {
+                    message: Some(message),
+                    ..
+                } => {
+                    let _ = classify(message);
                 }
                 _ => {}
             }

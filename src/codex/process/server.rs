@@ -2,8 +2,9 @@
 //! child (the one spawner thread, the allowlisted environment only, a process group of its own,
 //! the parent-death signal, a cgroup where the machine has one), driven through the
 //! app-server [`Client`], and ended by its owner. Its turns end in the same [`TurnOutcome`] as
-//! an exec turn: items are folded into the exec [`Transcript`] (`app_server::translate`), so
-//! progress lines, results and redaction are the same.
+//! an exec turn: its items and its end are mapped to the bridge's turn events
+//! (`app_server::translate`) and folded into the same [`Transcript`] as exec's, so progress
+//! lines, results and redaction are the same.
 //!
 //! - Every thread is opened from the fixed templates and its reported policy checked
 //!   (read-only, approval `never`, reviewer `user`, the cwd); every turn carries its
@@ -37,7 +38,7 @@ use crate::codex::app_server::approval::{
 };
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
 use crate::codex::app_server::protocol::{
-    self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef, TurnStatus,
+    self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef,
 };
 use crate::codex::app_server::translate;
 use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
@@ -638,23 +639,13 @@ impl WarmProcess {
                     {
                         return Err(Stop::Policy(m.to_string(), None));
                     }
-                    match status {
-                        TurnStatus::Completed => {
-                            let ev = events::Event::TurnCompleted { usage };
-                            t.apply_event(&ev);
-                            on_event(&ev);
-                        }
-                        _ => {
-                            let ev = events::Event::TurnFailed {
-                                error: events::ErrorPayload {
-                                    message: error.clone().unwrap_or_else(|| {
-                                        format!("codex ended the turn as {status:?}")
-                                    }),
-                                },
-                            };
-                            t.thread_usage = Some(usage);
-                            t.apply_event(&ev);
-                        }
+                    let ev = translate::turn_completed(*status, error.as_deref(), usage);
+                    if let events::Event::TurnCompleted { .. } = ev {
+                        t.apply_event(&ev);
+                        on_event(&ev);
+                    } else {
+                        t.thread_usage = Some(usage);
+                        t.apply_event(&ev);
                     }
                     return Ok(());
                 }
