@@ -191,6 +191,8 @@ impl WarmProcess {
         }
     }
 
+    /// One start: the process spawned and wired ([`WarmProcess::start`]), then the handshake
+    /// ([`WarmProcess::handshake`]).
     async fn spawn_once(spec: &SpawnSpec, on_spawn: Option<SpawnHook>) -> Result<WarmProcess> {
         if spec.kind() != PathKind::AppServer {
             return Err(Error::invalid(
@@ -199,6 +201,16 @@ impl WarmProcess {
             ));
         }
         confine::recheck(spec.cwd())?;
+        Self::start(spec, on_spawn.as_ref())
+            .await?
+            .handshake()
+            .await
+    }
+
+    /// Spawn `codex app-server` like every codex child, start its move into a cgroup of its
+    /// own, tell `on_spawn` what identifies it, and wire its pipes to a new [`Client`]. Nothing
+    /// is sent to it yet.
+    async fn start(spec: &SpawnSpec, on_spawn: Option<&SpawnHook>) -> Result<WarmProcess> {
         let cgroup = TurnCgroup::create();
         let mut cmd = Command::new(spec.program());
         cmd.args(spec.args())
@@ -227,7 +239,7 @@ impl WarmProcess {
             argv_hash: argv_hash(spec.program(), spec.args()),
             cgroup: cgroup.as_ref().map(|c| c.dir.clone()),
         };
-        if let Some(hook) = &on_spawn {
+        if let Some(hook) = on_spawn {
             hook(&info);
         }
         let stdin = child.stdin.take().ok_or(ProcessError::NotPiped("input"))?;
@@ -243,7 +255,7 @@ impl WarmProcess {
         tokio::spawn(keep_tail(stderr_pipe, stderr.clone()));
         let (client, events, asked) =
             Client::with_answerer(stdout, stdin, DEFAULT_MAX_LINE_BYTES, ANSWER_DEADLINE);
-        let mut warm = WarmProcess {
+        Ok(WarmProcess {
             child,
             pid,
             cgroup,
@@ -259,29 +271,33 @@ impl WarmProcess {
             accepted: false,
             spent: false,
             slot: None,
-        };
+        })
+    }
+
+    /// Complete the `initialize` handshake within [`HANDSHAKE_TIMEOUT`]. A process that fails
+    /// it is killed; one killed from outside meanwhile (or by the OOM killer) is told apart
+    /// from an app-server that cannot start, since the next start may work.
+    async fn handshake(mut self) -> Result<WarmProcess> {
         let version = env!("CARGO_PKG_VERSION");
         let handshake = async {
-            match &warm.client {
+            match &self.client {
                 Some(c) => c.handshake(version).await,
                 None => Err(ClientError::Closed),
             }
         };
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(Ok(_)) => {
-                tracing::debug!(pid, "codex app-server ready");
-                Ok(warm)
+                tracing::debug!(pid = self.pid, "codex app-server ready");
+                Ok(self)
             }
             Ok(Err(e)) => {
-                // a process killed from outside (or by the OOM killer) during the handshake is
-                // told apart from an app-server that cannot start: the next start may work
-                let status = tokio::time::timeout(Duration::from_millis(500), warm.child.wait())
+                let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait())
                     .await
                     .ok()
                     .and_then(|s| s.ok());
                 let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
-                let message = warm.failure(&format!("codex app-server did not start: {e}"));
-                warm.kill().await;
+                let message = self.failure(&format!("codex app-server did not start: {e}"));
+                self.kill().await;
                 match signal {
                     Some(signal) => Err(ProcessError::KilledAtStart { signal }.into()),
                     None => Err(Error::Codex {
@@ -291,7 +307,7 @@ impl WarmProcess {
                 }
             }
             Err(_) => {
-                warm.kill().await;
+                self.kill().await;
                 Err(Error::Codex {
                     kind: FailureKind::Crashed,
                     message: format!(
