@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::turn::{Containment, Ending, RunOptions, TurnOutput};
+use super::turn::{Containment, Ending, ExecExit, RunOptions, TurnOutput};
 use crate::codex::events::{CommandRun, FailureKind, Transcript, TurnEnd, classify};
 use crate::security::redact::ClientSecrets;
 
@@ -99,12 +99,13 @@ fn with_stderr(what: &str, stderr_tail: &str) -> String {
     format!("{what}: {}", &tail[start..])
 }
 
+/// The redacted output of a finished turn; `exec` is what only an exec turn's process tells
+/// (`None` for a warm turn).
 pub(super) fn finish(
     t: Transcript,
     opts: &RunOptions,
     duration: Duration,
-    exit_code: Option<i32>,
-    stderr_tail: String,
+    exec: Option<ExecExit>,
     containment: Containment,
 ) -> TurnOutput {
     TurnOutput {
@@ -126,8 +127,7 @@ pub(super) fn finish(
             .map(|f| opts.secrets.redact(f).into_owned())
             .collect(),
         duration,
-        exit_code,
-        stderr_tail,
+        exec,
         unknown_events: t.unknown_events,
         malformed_lines: t.malformed_lines,
         retries: t.retries,

@@ -449,7 +449,7 @@ impl WarmProcess {
         // the thread's usage is the session's prior total plus codex's per-call counts of this
         // turn (`drive`: a resumed process's running total may not include the turns of earlier
         // processes), so the turn's is that minus the prior, as on exec (`finish`)
-        let mut output = finish(t, opts, started.elapsed(), None, String::new(), containment);
+        let mut output = finish(t, opts, started.elapsed(), None, containment);
         output.approvals = asks.records;
         output.steered = asks
             .steered
