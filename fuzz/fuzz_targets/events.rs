@@ -127,8 +127,11 @@ fn on_line(line: &str, t: &mut Transcript, c: &mut Counts) {
                     );
                     let _ = classify(message);
                 }
-                Event::TurnFailed { error } => {
-                    let _ = classify(&error.message);
+                Event::TurnFailed {
+                    message: Some(message),
+                    ..
+                } => {
+                    let _ = classify(message);
                 }
                 _ => {}
             }

@@ -1,8 +1,11 @@
 //! The bridge's own turn events ([`Event`], [`Item`]) and the [`Transcript`] that folds them
-//! into a turn's result. `codex exec --json` lines deserialize into them directly; the
-//! app-server backend maps its typed items to them (`app_server::translate`), every field
-//! from the item itself: an event carries only what both backends report, an item's state is
-//! an [`ItemStatus`], a retry is [`Event::Retrying`]. Pure: no IO.
+//! into a turn's result. Each backend maps its own wire to them: [`parse_line`] reads a
+//! `codex exec --json` line through a private type of exec's shape (`exec_wire`), the
+//! app-server backend maps its typed items and notifications (`app_server::translate`, the
+//! warm driver), every field from what codex sent: an event carries only what both backends
+//! report, an item's state is an [`ItemStatus`], a retry is [`Event::Retrying`], a turn codex
+//! did not complete is [`Event::TurnFailed`] with a [`TurnEnd`] (and codex's message when it
+//! gave one). Pure: no IO.
 //!
 //! Unknown event or item types are counted, never fatal: codex adds types between releases.
 
@@ -10,127 +13,111 @@ use serde::{Deserialize, Serialize};
 
 use crate::security::ids::ThreadId;
 
-/// One line of `codex exec --json` output.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type")]
+/// One event of a turn, whichever backend ran it: exec's JSONL lines are read into it by
+/// [`parse_line`] (through a private type of exec's wire shape), the app-server's
+/// notifications by `app_server::translate` and the warm driver.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// The thread's id, parsed once here: a line whose id is not a UUID does not parse (it is
-    /// counted as an unknown event and gives no thread), so no later reader parses it again.
-    #[serde(rename = "thread.started")]
-    ThreadStarted { thread_id: ThreadId },
-    #[serde(rename = "turn.started")]
+    /// The thread's id, parsed once where it is read: one that is not a UUID gives no event (an
+    /// exec line with one is counted as an unknown event), so no later reader parses it again.
+    ThreadStarted {
+        thread_id: ThreadId,
+    },
     TurnStarted,
     /// `usage` is a running total for the whole thread, not this turn's own.
-    #[serde(rename = "turn.completed")]
     TurnCompleted {
-        #[serde(default)]
         usage: Usage,
     },
-    #[serde(rename = "turn.failed")]
+    /// Codex ended the turn without completing it: `reason` is how it said it ended (exec's
+    /// `turn.failed`, the app-server's `turn/completed` status), `message` codex's own text,
+    /// when it gave one (the bridge writes none in).
     TurnFailed {
-        #[serde(default)]
-        error: ErrorPayload,
+        message: Option<String>,
+        reason: TurnEnd,
     },
-    #[serde(rename = "item.started")]
-    ItemStarted { item: Item },
-    #[serde(rename = "item.updated")]
-    ItemUpdated { item: Item },
-    #[serde(rename = "item.completed")]
-    ItemCompleted { item: Item },
-    /// A top-level error that ends the turn (exec's retry notice, an `error` line whose text
-    /// starts `Reconnecting`, is read as [`Event::Retrying`] by [`parse_line`]).
-    #[serde(rename = "error")]
+    ItemStarted {
+        item: Item,
+    },
+    ItemUpdated {
+        item: Item,
+    },
+    ItemCompleted {
+        item: Item,
+    },
+    /// A top-level error that ends the turn (exec's `error` line, the app-server's `error`
+    /// notification without `willRetry`).
     Error {
-        #[serde(default)]
         message: String,
     },
     /// Codex retries the model's request and says why: exec's `error` line whose text starts
     /// `Reconnecting` (read once, by [`parse_line`]), the app-server's `error` notification with
     /// `willRetry`. Downstream a retry is this variant, never text to search.
-    #[serde(skip_deserializing)]
-    Retrying { message: String },
+    Retrying {
+        message: String,
+    },
 }
 
-/// `turn.failed.error`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct ErrorPayload {
-    #[serde(default)]
-    pub message: String,
+/// How codex ended a turn it did not complete, as its backend reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// It failed (exec's `turn.failed`, the app-server's status `failed`).
+    Failed,
+    /// It was interrupted (the app-server's status `interrupted`).
+    Interrupted,
+    /// A status this version does not know, or one that is no ending (`inProgress`).
+    Unknown,
 }
 
 pub use crate::usage::Usage;
 
 /// A thread item.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     AgentMessage {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         text: String,
     },
     /// Codex reasons (its text is not kept: no progress line or result shows it).
     Reasoning {
-        #[serde(default)]
         id: String,
     },
     CommandExecution {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         command: String,
         /// (Its output is not kept: no result shows it.)
-        #[serde(default)]
         exit_code: Option<i64>,
-        #[serde(default)]
         status: ItemStatus,
     },
     FileChange {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         changes: Vec<FileChange>,
-        #[serde(default)]
         status: ItemStatus,
     },
     McpToolCall {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         server: String,
-        #[serde(default)]
         tool: String,
-        #[serde(default)]
         status: ItemStatus,
     },
     WebSearch {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         query: String,
     },
     TodoList {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         items: Vec<TodoItem>,
     },
     Error {
-        #[serde(default)]
         id: String,
-        #[serde(default)]
         message: String,
     },
     /// An item type this version does not know.
-    #[serde(other)]
     Unknown,
 }
 
 /// One file of a `file_change` item (the path is all a result shows).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FileChange {
-    #[serde(default)]
     pub path: String,
 }
 
@@ -164,11 +151,9 @@ impl ItemStatus {
 }
 
 /// One entry of a `todo_list` item.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TodoItem {
-    #[serde(default)]
     pub text: String,
-    #[serde(default)]
     pub completed: bool,
 }
 
@@ -182,15 +167,11 @@ pub enum Parsed {
     Malformed,
 }
 
-/// Parse one JSONL line. Never panics; blank lines are [`Parsed::Malformed`].
+/// Parse one line of `codex exec --json` into the bridge's event. Never panics; blank lines
+/// are [`Parsed::Malformed`].
 pub fn parse_line(line: &str) -> Parsed {
-    match serde_json::from_str::<Event>(line) {
-        // exec prints a retry as an `error` whose text says so: read here, once, into the
-        // variant both backends report (nothing downstream reads an error's text for it)
-        Ok(Event::Error { message }) if is_transient(&message) => {
-            Parsed::Event(Event::Retrying { message })
-        }
-        Ok(ev) => Parsed::Event(ev),
+    match serde_json::from_str::<exec_wire::Line>(line) {
+        Ok(l) => Parsed::Event(l.into_event()),
         Err(_) => {
             #[derive(Deserialize)]
             struct TypeOnly {
@@ -203,12 +184,6 @@ pub fn parse_line(line: &str) -> Parsed {
             }
         }
     }
-}
-
-/// Is exec's top-level `error` line a transient retry notice rather than a failure? Read only
-/// by [`parse_line`].
-fn is_transient(message: &str) -> bool {
-    message.trim_start().starts_with("Reconnecting")
 }
 
 pub use crate::failure::FailureKind;
@@ -338,8 +313,10 @@ pub struct Transcript {
     pub commands: Vec<CommandRun>,
     /// Files changed (paths), in order, without duplicates.
     pub files_changed: Vec<String>,
-    /// The failure message from `turn.failed` or a terminal `error`.
+    /// Codex's own failure message, from `turn.failed` or a terminal `error`.
     pub failure: Option<String>,
+    /// How codex ended the turn when it did not complete it ([`Event::TurnFailed`]).
+    pub ended: Option<TurnEnd>,
     pub turn_completed: bool,
     /// Lines with an unknown type.
     pub unknown_events: u64,
@@ -371,7 +348,12 @@ impl Transcript {
                 self.thread_usage = Some(*usage);
                 self.turn_completed = true;
             }
-            Event::TurnFailed { error } => self.failure = Some(error.message.clone()),
+            Event::TurnFailed { message, reason } => {
+                self.ended = Some(*reason);
+                if let Some(m) = message {
+                    self.failure = Some(m.clone());
+                }
+            }
             Event::Error { message } => self.failure = Some(message.clone()),
             Event::Retrying { .. } => self.retries += 1,
             Event::ItemStarted { .. } | Event::ItemUpdated { .. } => {}
@@ -407,6 +389,215 @@ impl Transcript {
                 | Item::TodoList { .. }
                 | Item::Error { .. } => {}
             },
+        }
+    }
+}
+
+/// Exec's wire: the shape of a `codex exec --json` line, read only by [`parse_line`] and
+/// mapped at once into the bridge's [`Event`].
+mod exec_wire {
+    use serde::Deserialize;
+
+    use super::{Event, FileChange, Item, ItemStatus, TodoItem, TurnEnd, Usage};
+    use crate::security::ids::ThreadId;
+
+    /// One line of `codex exec --json` output.
+    #[derive(Deserialize)]
+    #[serde(tag = "type")]
+    pub(super) enum Line {
+        #[serde(rename = "thread.started")]
+        ThreadStarted { thread_id: ThreadId },
+        #[serde(rename = "turn.started")]
+        TurnStarted,
+        #[serde(rename = "turn.completed")]
+        TurnCompleted {
+            #[serde(default)]
+            usage: Usage,
+        },
+        #[serde(rename = "turn.failed")]
+        TurnFailed {
+            #[serde(default)]
+            error: Option<ErrorPayload>,
+        },
+        #[serde(rename = "item.started")]
+        ItemStarted { item: ExecItem },
+        #[serde(rename = "item.updated")]
+        ItemUpdated { item: ExecItem },
+        #[serde(rename = "item.completed")]
+        ItemCompleted { item: ExecItem },
+        /// A top-level error: a failure, or a retry notice (its text starts `Reconnecting`).
+        #[serde(rename = "error")]
+        Error {
+            #[serde(default)]
+            message: String,
+        },
+    }
+
+    /// `turn.failed.error`.
+    #[derive(Deserialize)]
+    pub(super) struct ErrorPayload {
+        #[serde(default)]
+        message: Option<String>,
+    }
+
+    /// An item of exec's.
+    #[derive(Deserialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    pub(super) enum ExecItem {
+        AgentMessage {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            text: String,
+        },
+        Reasoning {
+            #[serde(default)]
+            id: String,
+        },
+        CommandExecution {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            command: String,
+            #[serde(default)]
+            exit_code: Option<i64>,
+            #[serde(default)]
+            status: ItemStatus,
+        },
+        FileChange {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            changes: Vec<ExecFileChange>,
+            #[serde(default)]
+            status: ItemStatus,
+        },
+        McpToolCall {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            server: String,
+            #[serde(default)]
+            tool: String,
+            #[serde(default)]
+            status: ItemStatus,
+        },
+        WebSearch {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            query: String,
+        },
+        TodoList {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            items: Vec<ExecTodoItem>,
+        },
+        Error {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            message: String,
+        },
+        #[serde(other)]
+        Unknown,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ExecFileChange {
+        #[serde(default)]
+        path: String,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ExecTodoItem {
+        #[serde(default)]
+        text: String,
+        #[serde(default)]
+        completed: bool,
+    }
+
+    impl Line {
+        pub(super) fn into_event(self) -> Event {
+            match self {
+                Line::ThreadStarted { thread_id } => Event::ThreadStarted { thread_id },
+                Line::TurnStarted => Event::TurnStarted,
+                Line::TurnCompleted { usage } => Event::TurnCompleted { usage },
+                Line::TurnFailed { error } => Event::TurnFailed {
+                    message: error.and_then(|e| e.message),
+                    reason: TurnEnd::Failed,
+                },
+                Line::ItemStarted { item } => Event::ItemStarted { item: item.into() },
+                Line::ItemUpdated { item } => Event::ItemUpdated { item: item.into() },
+                Line::ItemCompleted { item } => Event::ItemCompleted { item: item.into() },
+                // exec prints a retry as an `error` whose text says so: read here, once, into
+                // the variant both backends report (nothing downstream reads an error's text
+                // for it)
+                Line::Error { message } if is_transient(&message) => Event::Retrying { message },
+                Line::Error { message } => Event::Error { message },
+            }
+        }
+    }
+
+    /// Is exec's top-level `error` line a transient retry notice rather than a failure?
+    fn is_transient(message: &str) -> bool {
+        message.trim_start().starts_with("Reconnecting")
+    }
+
+    impl From<ExecItem> for Item {
+        fn from(i: ExecItem) -> Item {
+            match i {
+                ExecItem::AgentMessage { id, text } => Item::AgentMessage { id, text },
+                ExecItem::Reasoning { id } => Item::Reasoning { id },
+                ExecItem::CommandExecution {
+                    id,
+                    command,
+                    exit_code,
+                    status,
+                } => Item::CommandExecution {
+                    id,
+                    command,
+                    exit_code,
+                    status,
+                },
+                ExecItem::FileChange {
+                    id,
+                    changes,
+                    status,
+                } => Item::FileChange {
+                    id,
+                    changes: changes
+                        .into_iter()
+                        .map(|c| FileChange { path: c.path })
+                        .collect(),
+                    status,
+                },
+                ExecItem::McpToolCall {
+                    id,
+                    server,
+                    tool,
+                    status,
+                } => Item::McpToolCall {
+                    id,
+                    server,
+                    tool,
+                    status,
+                },
+                ExecItem::WebSearch { id, query } => Item::WebSearch { id, query },
+                ExecItem::TodoList { id, items } => Item::TodoList {
+                    id,
+                    items: items
+                        .into_iter()
+                        .map(|t| TodoItem {
+                            text: t.text,
+                            completed: t.completed,
+                        })
+                        .collect(),
+                },
+                ExecItem::Error { id, message } => Item::Error { id, message },
+                ExecItem::Unknown => Item::Unknown,
+            }
         }
     }
 }
@@ -552,7 +743,10 @@ mod tests {
             Some("retrying: stream disconnected")
         );
         // and no JSONL line reads as one: exec's wire has no such type
-        assert!(serde_json::from_str::<Event>(r#"{"type":"retrying","message":"x"}"#).is_err());
+        assert!(!matches!(
+            parse_line(r#"{"type":"retrying","message":"x"}"#),
+            Parsed::Event(_)
+        ));
         // exec's retry notice is read into the variant once, where its line is parsed
         assert_eq!(
             parse_line(r#"{"type":"error","message":"Reconnecting... 1/5 (stream disconnected)"}"#),
@@ -560,6 +754,44 @@ mod tests {
                 message: "Reconnecting... 1/5 (stream disconnected)".into()
             })
         );
+    }
+
+    #[test]
+    fn a_failed_turn_carries_codexs_message_and_how_it_ended_and_no_text_of_ours() {
+        let failed = ev(r#"{"type":"turn.failed","error":{"message":"quota exceeded"}}"#);
+        assert_eq!(
+            failed,
+            Event::TurnFailed {
+                message: Some("quota exceeded".into()),
+                reason: TurnEnd::Failed
+            }
+        );
+        let mut t = Transcript::default();
+        t.apply_event(&failed);
+        assert_eq!(
+            (t.failure.as_deref(), t.ended),
+            (Some("quota exceeded"), Some(TurnEnd::Failed))
+        );
+        // no message from codex: none is made up, the ending is still typed
+        for line in [
+            r#"{"type":"turn.failed"}"#,
+            r#"{"type":"turn.failed","error":{}}"#,
+        ] {
+            let mut t = Transcript::default();
+            t.apply(&parse_line(line));
+            assert_eq!(
+                (t.failure, t.ended),
+                (None, Some(TurnEnd::Failed)),
+                "{line}"
+            );
+        }
+        let mut t = Transcript::default();
+        t.apply_event(&Event::TurnFailed {
+            message: None,
+            reason: TurnEnd::Interrupted,
+        });
+        assert_eq!((t.failure, t.ended), (None, Some(TurnEnd::Interrupted)));
+        assert!(!t.turn_completed);
     }
 
     #[test]

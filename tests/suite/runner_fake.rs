@@ -168,7 +168,12 @@ async fn a_secret_cut_by_the_start_of_the_stderr_tail_keeps_none_of_its_remains(
         "{{ printf 'Error: push failed with {token}\\n'; head -c 989 /dev/zero | tr '\\0' y; }} >&2; exit 1"
     );
     let outcome = run_spec_with(sh(&env, &script, None), opts(limits)).await;
-    let tail = &outcome.output.stderr_tail;
+    let tail = &outcome
+        .output
+        .exec
+        .as_ref()
+        .expect("an exec turn")
+        .stderr_tail;
     assert!(tail.starts_with("[REDACTED]\nyyy"), "{tail:.40}");
     assert!(!tail.contains(&token[30..]), "{tail:.40}");
     assert!(tail.len() <= 1000 + "[REDACTED]".len(), "{}", tail.len());

@@ -1,12 +1,12 @@
-//! An app-server item as the bridge's own turn event (pure), every field taken from the item
-//! itself (nothing is made up for what the app-server does not report), so a warm turn folds
-//! into the same [`crate::codex::events::Transcript`] and shows the same progress lines,
-//! results and redaction as an exec turn.
+//! An app-server item, and the end of its turn, as the bridge's own turn events (pure), every
+//! field taken from what codex sent (nothing is made up for what the app-server does not
+//! report), so a warm turn folds into the same [`crate::codex::events::Transcript`] and shows
+//! the same progress lines, results and redaction as an exec turn.
 
 #[cfg(test)]
 use super::protocol::ItemStatus;
-use super::protocol::{Item, TokenUsage};
-use crate::codex::events::{self, Event, Usage};
+use super::protocol::{Item, TokenUsage, TurnStatus};
+use crate::codex::events::{self, Event, TurnEnd, Usage};
 
 /// The bridge's item of an app-server item; `None` for items the bridge does not report (user
 /// messages, and kinds it does not read).
@@ -42,12 +42,12 @@ pub fn item(item: &Item) -> Option<events::Item> {
     })
 }
 
-/// `item/started` as exec's `item.started`.
+/// `item/started` as [`Event::ItemStarted`].
 pub fn started(i: &Item) -> Option<Event> {
     item(i).map(|item| Event::ItemStarted { item })
 }
 
-/// `item/completed` as exec's `item.completed`.
+/// `item/completed` as [`Event::ItemCompleted`].
 pub fn completed(i: &Item) -> Option<Event> {
     item(i).map(|item| Event::ItemCompleted { item })
 }
@@ -57,9 +57,27 @@ pub fn usage(t: &TokenUsage) -> Usage {
     Usage {
         input_tokens: t.input,
         cached_input_tokens: t.cached_input,
+        // the app-server does not report it; 0 (not absent) because `Usage` is the shape every
+        // result, its schema and the stored session show, where the field is a number
         cache_write_input_tokens: 0,
         output_tokens: t.output,
         reasoning_output_tokens: t.reasoning_output,
+    }
+}
+
+/// `turn/completed` as the turn's last event: [`Event::TurnCompleted`] with the thread's
+/// `usage` for status `completed`, else [`Event::TurnFailed`] with the status as a [`TurnEnd`]
+/// and codex's own error text, when it gave one.
+pub fn turn_completed(status: TurnStatus, error: Option<&str>, usage: Usage) -> Event {
+    let reason = match status {
+        TurnStatus::Completed => return Event::TurnCompleted { usage },
+        TurnStatus::Failed => TurnEnd::Failed,
+        TurnStatus::Interrupted => TurnEnd::Interrupted,
+        TurnStatus::InProgress | TurnStatus::Unknown => TurnEnd::Unknown,
+    };
+    Event::TurnFailed {
+        message: error.map(str::to_owned),
+        reason,
     }
 }
 
@@ -125,6 +143,39 @@ mod tests {
                 u.reasoning_output_tokens
             ),
             (10, 2, 5, 1)
+        );
+    }
+
+    #[test]
+    fn a_turns_status_is_its_typed_ending_and_no_message_is_made_up() {
+        let usage = Usage {
+            input_tokens: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            turn_completed(TurnStatus::Completed, None, usage),
+            Event::TurnCompleted { usage }
+        );
+        for (status, reason) in [
+            (TurnStatus::Failed, TurnEnd::Failed),
+            (TurnStatus::Interrupted, TurnEnd::Interrupted),
+            (TurnStatus::InProgress, TurnEnd::Unknown),
+            (TurnStatus::Unknown, TurnEnd::Unknown),
+        ] {
+            assert_eq!(
+                turn_completed(status, None, usage),
+                Event::TurnFailed {
+                    message: None,
+                    reason
+                }
+            );
+        }
+        assert_eq!(
+            turn_completed(TurnStatus::Failed, Some("401 Unauthorized"), usage),
+            Event::TurnFailed {
+                message: Some("401 Unauthorized".into()),
+                reason: TurnEnd::Failed
+            }
         );
     }
 }

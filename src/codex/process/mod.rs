@@ -45,8 +45,8 @@ pub use server::{Steer, ThreadWanted, TurnControl, WarmKey, WarmProcess, key_of}
 pub use signal::descendants;
 pub use spawn::keep_memory_private;
 pub use turn::{
-    CANCEL_GRACE, Containment, Ending, Limits, RunOptions, SpawnHook, SpawnInfo, TIMEOUT_GRACE,
-    TurnOutcome, TurnOutput,
+    CANCEL_GRACE, Containment, Ending, ExecExit, Limits, RunOptions, SpawnHook, SpawnInfo,
+    TIMEOUT_GRACE, TurnOutcome, TurnOutput,
 };
 
 use crate::codex::argv::SpawnSpec;
@@ -105,12 +105,15 @@ pub async fn run(
     let stderr_tail = collect_stderr(stderr_task, &opts).await;
     let ending =
         ending.unwrap_or_else(|| judge(&transcript, exit_code, &stderr_tail, &opts.secrets));
+    let exec = ExecExit {
+        exit_code,
+        stderr_tail,
+    };
     let output = finish(
         transcript,
         &opts,
         started.elapsed(),
-        exit_code,
-        stderr_tail,
+        Some(exec),
         containment(),
     );
     if let Ending::Failed { kind, .. } = &ending {

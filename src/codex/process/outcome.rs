@@ -2,18 +2,29 @@
 
 use std::time::Duration;
 
-use super::turn::{Containment, Ending, RunOptions, TurnOutput};
-use crate::codex::events::{CommandRun, FailureKind, Transcript, classify};
+use super::turn::{Containment, Ending, ExecExit, RunOptions, TurnOutput};
+use crate::codex::events::{CommandRun, FailureKind, Transcript, TurnEnd, classify};
 use crate::security::redact::ClientSecrets;
 
-/// The failure codex itself reported during the turn, redacted and classified.
+/// The failure codex itself reported during the turn: its own message, redacted and
+/// classified; else, when it ended the turn without completing it and gave no message, that
+/// ending, decided by its type (the bridge's sentence for it is never classified).
 fn reported_failure(t: &Transcript, secrets: &ClientSecrets) -> Option<Ending> {
-    t.failure.as_ref().map(|msg| {
+    if let Some(msg) = &t.failure {
         let msg = secrets.redact(msg).into_owned();
-        Ending::Failed {
+        return Some(Ending::Failed {
             kind: classify(&msg),
             message: msg,
+        });
+    }
+    t.ended.map(|end| Ending::Failed {
+        kind: FailureKind::TurnFailed,
+        message: match end {
+            TurnEnd::Failed => "codex ended the turn as failed and gave no reason",
+            TurnEnd::Interrupted => "codex ended the turn as interrupted",
+            TurnEnd::Unknown => "codex ended the turn in a state this bridge does not know",
         }
+        .into(),
     })
 }
 
@@ -88,12 +99,13 @@ fn with_stderr(what: &str, stderr_tail: &str) -> String {
     format!("{what}: {}", &tail[start..])
 }
 
+/// The redacted output of a finished turn; `exec` is what only an exec turn's process tells
+/// (`None` for a warm turn).
 pub(super) fn finish(
     t: Transcript,
     opts: &RunOptions,
     duration: Duration,
-    exit_code: Option<i32>,
-    stderr_tail: String,
+    exec: Option<ExecExit>,
     containment: Containment,
 ) -> TurnOutput {
     TurnOutput {
@@ -115,8 +127,7 @@ pub(super) fn finish(
             .map(|f| opts.secrets.redact(f).into_owned())
             .collect(),
         duration,
-        exit_code,
-        stderr_tail,
+        exec,
         unknown_events: t.unknown_events,
         malformed_lines: t.malformed_lines,
         retries: t.retries,
@@ -172,6 +183,51 @@ mod tests {
             judge_warm(&ended, &none),
             Ending::Failed {
                 kind: FailureKind::TurnFailed,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_turn_codex_ended_without_a_message_is_judged_by_how_it_ended() {
+        use crate::codex::events::Event;
+        let none = ClientSecrets::default();
+        for (reason, says) in [
+            (TurnEnd::Interrupted, "interrupted"),
+            (TurnEnd::Failed, "failed"),
+            (TurnEnd::Unknown, "does not know"),
+        ] {
+            let mut t = Transcript::default();
+            t.apply_event(&Event::TurnFailed {
+                message: None,
+                reason,
+            });
+            match judge_warm(&t, &none) {
+                Ending::Failed {
+                    kind: FailureKind::TurnFailed,
+                    message,
+                } => assert!(message.contains(says), "{message}"),
+                other => panic!("{other:?}"),
+            }
+            // the same on exec, whatever the exit status
+            assert!(matches!(
+                judge(&t, Some(0), "", &none),
+                Ending::Failed {
+                    kind: FailureKind::TurnFailed,
+                    ..
+                }
+            ));
+        }
+        // codex's own text is still classified
+        let mut t = Transcript::default();
+        t.apply_event(&Event::TurnFailed {
+            message: Some("429 Too Many Requests".into()),
+            reason: TurnEnd::Interrupted,
+        });
+        assert!(matches!(
+            judge_warm(&t, &none),
+            Ending::Failed {
+                kind: FailureKind::RateLimit,
                 ..
             }
         ));

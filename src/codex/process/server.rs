@@ -2,8 +2,9 @@
 //! child (the one spawner thread, the allowlisted environment only, a process group of its own,
 //! the parent-death signal, a cgroup where the machine has one), driven through the
 //! app-server [`Client`], and ended by its owner. Its turns end in the same [`TurnOutcome`] as
-//! an exec turn: items are folded into the exec [`Transcript`] (`app_server::translate`), so
-//! progress lines, results and redaction are the same.
+//! an exec turn: its items and its end are mapped to the bridge's turn events
+//! (`app_server::translate`) and folded into the same [`Transcript`] as exec's, so progress
+//! lines, results and redaction are the same.
 //!
 //! - Every thread is opened from the fixed templates and its reported policy checked
 //!   (read-only, approval `never`, reviewer `user`, the cwd); every turn carries its
@@ -37,7 +38,7 @@ use crate::codex::app_server::approval::{
 };
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
 use crate::codex::app_server::protocol::{
-    self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef, TurnStatus,
+    self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef,
 };
 use crate::codex::app_server::translate;
 use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
@@ -190,6 +191,8 @@ impl WarmProcess {
         }
     }
 
+    /// One start: the process spawned and wired ([`WarmProcess::start`]), then the handshake
+    /// ([`WarmProcess::handshake`]).
     async fn spawn_once(spec: &SpawnSpec, on_spawn: Option<SpawnHook>) -> Result<WarmProcess> {
         if spec.kind() != PathKind::AppServer {
             return Err(Error::invalid(
@@ -198,6 +201,16 @@ impl WarmProcess {
             ));
         }
         confine::recheck(spec.cwd())?;
+        Self::start(spec, on_spawn.as_ref())
+            .await?
+            .handshake()
+            .await
+    }
+
+    /// Spawn `codex app-server` like every codex child, start its move into a cgroup of its
+    /// own, tell `on_spawn` what identifies it, and wire its pipes to a new [`Client`]. Nothing
+    /// is sent to it yet.
+    async fn start(spec: &SpawnSpec, on_spawn: Option<&SpawnHook>) -> Result<WarmProcess> {
         let cgroup = TurnCgroup::create();
         let mut cmd = Command::new(spec.program());
         cmd.args(spec.args())
@@ -226,7 +239,7 @@ impl WarmProcess {
             argv_hash: argv_hash(spec.program(), spec.args()),
             cgroup: cgroup.as_ref().map(|c| c.dir.clone()),
         };
-        if let Some(hook) = &on_spawn {
+        if let Some(hook) = on_spawn {
             hook(&info);
         }
         let stdin = child.stdin.take().ok_or(ProcessError::NotPiped("input"))?;
@@ -242,7 +255,7 @@ impl WarmProcess {
         tokio::spawn(keep_tail(stderr_pipe, stderr.clone()));
         let (client, events, asked) =
             Client::with_answerer(stdout, stdin, DEFAULT_MAX_LINE_BYTES, ANSWER_DEADLINE);
-        let mut warm = WarmProcess {
+        Ok(WarmProcess {
             child,
             pid,
             cgroup,
@@ -258,29 +271,33 @@ impl WarmProcess {
             accepted: false,
             spent: false,
             slot: None,
-        };
+        })
+    }
+
+    /// Complete the `initialize` handshake within [`HANDSHAKE_TIMEOUT`]. A process that fails
+    /// it is killed; one killed from outside meanwhile (or by the OOM killer) is told apart
+    /// from an app-server that cannot start, since the next start may work.
+    async fn handshake(mut self) -> Result<WarmProcess> {
         let version = env!("CARGO_PKG_VERSION");
         let handshake = async {
-            match &warm.client {
+            match &self.client {
                 Some(c) => c.handshake(version).await,
                 None => Err(ClientError::Closed),
             }
         };
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
             Ok(Ok(_)) => {
-                tracing::debug!(pid, "codex app-server ready");
-                Ok(warm)
+                tracing::debug!(pid = self.pid, "codex app-server ready");
+                Ok(self)
             }
             Ok(Err(e)) => {
-                // a process killed from outside (or by the OOM killer) during the handshake is
-                // told apart from an app-server that cannot start: the next start may work
-                let status = tokio::time::timeout(Duration::from_millis(500), warm.child.wait())
+                let status = tokio::time::timeout(Duration::from_millis(500), self.child.wait())
                     .await
                     .ok()
                     .and_then(|s| s.ok());
                 let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
-                let message = warm.failure(&format!("codex app-server did not start: {e}"));
-                warm.kill().await;
+                let message = self.failure(&format!("codex app-server did not start: {e}"));
+                self.kill().await;
                 match signal {
                     Some(signal) => Err(ProcessError::KilledAtStart { signal }.into()),
                     None => Err(Error::Codex {
@@ -290,7 +307,7 @@ impl WarmProcess {
                 }
             }
             Err(_) => {
-                warm.kill().await;
+                self.kill().await;
                 Err(Error::Codex {
                     kind: FailureKind::Crashed,
                     message: format!(
@@ -432,7 +449,7 @@ impl WarmProcess {
         // the thread's usage is the session's prior total plus codex's per-call counts of this
         // turn (`drive`: a resumed process's running total may not include the turns of earlier
         // processes), so the turn's is that minus the prior, as on exec (`finish`)
-        let mut output = finish(t, opts, started.elapsed(), None, String::new(), containment);
+        let mut output = finish(t, opts, started.elapsed(), None, containment);
         output.approvals = asks.records;
         output.steered = asks
             .steered
@@ -638,23 +655,13 @@ impl WarmProcess {
                     {
                         return Err(Stop::Policy(m.to_string(), None));
                     }
-                    match status {
-                        TurnStatus::Completed => {
-                            let ev = events::Event::TurnCompleted { usage };
-                            t.apply_event(&ev);
-                            on_event(&ev);
-                        }
-                        _ => {
-                            let ev = events::Event::TurnFailed {
-                                error: events::ErrorPayload {
-                                    message: error.clone().unwrap_or_else(|| {
-                                        format!("codex ended the turn as {status:?}")
-                                    }),
-                                },
-                            };
-                            t.thread_usage = Some(usage);
-                            t.apply_event(&ev);
-                        }
+                    let ev = translate::turn_completed(*status, error.as_deref(), usage);
+                    if let events::Event::TurnCompleted { .. } = ev {
+                        t.apply_event(&ev);
+                        on_event(&ev);
+                    } else {
+                        t.thread_usage = Some(usage);
+                        t.apply_event(&ev);
                     }
                     return Ok(());
                 }

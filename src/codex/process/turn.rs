@@ -126,8 +126,9 @@ pub struct TurnOutput {
     pub commands: Vec<CommandRun>,
     pub files_changed: Vec<String>,
     pub duration: Duration,
-    pub exit_code: Option<i32>,
-    pub stderr_tail: String,
+    /// How an exec turn's process exited; `None` for a warm turn (its app-server lives on and
+    /// serves the next turn: it has no exit status or stderr of its own to show).
+    pub exec: Option<ExecExit>,
     pub unknown_events: u64,
     pub malformed_lines: u64,
     pub retries: u64,
@@ -138,6 +139,15 @@ pub struct TurnOutput {
     pub approvals: Vec<crate::codex::app_server::approval::DecisionRecord>,
     /// The messages that joined the running turn (`steer`), redacted.
     pub steered: Vec<String>,
+}
+
+/// What only an exec turn's process tells: its exit status and the redacted tail of its
+/// stderr.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecExit {
+    /// `None`: killed by a signal.
+    pub exit_code: Option<i32>,
+    pub stderr_tail: String,
 }
 
 /// How the turn's processes were contained.
