@@ -5,7 +5,11 @@
 //! or of `build_search` for `search`; `structured`'s bare column is `build_query`'s argv with
 //! `--output-schema=<the schema's file>` added, as the bridge's schema is strict and goes to
 //! codex natively), in one run against the same mock Responses API on loopback and the real
-//! codex under test.
+//! codex under test. Each column runs where the bridge runs the call: `query` and `search` in
+//! a fresh empty directory, `structured` in the caller's directory (here the server's root,
+//! the directory a call without `workingDirectory` runs in: codex looks around a thread's
+//! directory, its git repository included, and a fresh one outside a repository would spare
+//! the bare column that work).
 //!
 //! What it measures: medians of wall time per tool, the bridge as a ratio to bare (target: at
 //! most 0.3 x, `ONESHOT_TARGET`); and the server's own CPU per warm call (user + system time
@@ -184,11 +188,18 @@ async fn bridge_call(s: &Server, tool: &str, prompt: &str) -> Result<f64, String
 /// A bare `codex exec --ephemeral` of `tool`'s prompt in a fresh directory, spawn to exit.
 async fn bare_call(env: &TestEnv, mock: &MockApi, tool: &str, prompt: &str) -> Result<f64, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    // where the bridge runs it: `structured` in the caller's directory (the server's root, as
+    // the bridge's call names none), the others in a fresh empty one
+    let cwd = if tool == "structured" {
+        env.root().to_path_buf()
+    } else {
+        dir.path().to_path_buf()
+    };
     let req = OneShotRequest {
         prompt: prompt_of(&sent_prompt(tool, prompt)),
         model: None,
         reasoning_effort: None,
-        cwd: confine_dir(&dir.path().canonicalize().map_err(|e| e.to_string())?),
+        cwd: confine_dir(&cwd.canonicalize().map_err(|e| e.to_string())?),
     };
     let c = common(env, mock);
     let spec: SpawnSpec = match tool {
