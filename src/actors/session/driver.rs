@@ -62,10 +62,15 @@ pub(super) struct Sink {
     pub(super) progress: Option<crate::actors::client::Progress>,
 }
 
+/// Tell the session's actor of a spawned process (it records it in `inflight`).
+fn spawned_to(me: &ActorRef<SessionMessage>, info: &SpawnInfo) {
+    let _ = me.cast(SessionMessage::Spawned { info: info.clone() });
+}
+
 impl Sink {
     /// A process of the turn spawned: on record under the session for the crash sweep.
     pub(super) fn spawned(&self, info: &SpawnInfo) {
-        let _ = self.me.cast(SessionMessage::Spawned { info: info.clone() });
+        spawned_to(&self.me, info);
     }
 
     /// The turn goes to `codex exec` after all: a steer is refused at once, as for any exec
@@ -77,9 +82,7 @@ impl Sink {
     /// The hook a spawn calls with its process ([`Sink::spawned`]).
     pub(super) fn spawn_hook(&self) -> SpawnHook {
         let me = self.me.clone();
-        Arc::new(move |info: &SpawnInfo| {
-            let _ = me.cast(SessionMessage::Spawned { info: info.clone() });
-        })
+        Arc::new(move |info: &SpawnInfo| spawned_to(&me, info))
     }
 
     /// Every event (see [`Sink`]).
