@@ -114,13 +114,7 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
             continue;
         };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit_once(')')
-                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !zombie && cmd.contains(needle) {
+        if crate::support::process::alive(pid) && cmd.contains(needle) {
             out.push(pid);
         }
     }

@@ -109,9 +109,18 @@ pub fn is_app_server(pid: i32) -> bool {
         .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"app-server".as_slice()))
 }
 
-/// Whether process `pid` exists and is not a zombie.
+/// The state letter of process `pid` from `/proc/<pid>/stat` (`R`, `S`, `Z`, ...), or `None`
+/// when it is gone.
+pub fn state_of(pid: i32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether process `pid` exists and has not exited: not gone, not a zombie (`Z`), and not
+/// being reaped (`X`: the kernel shows it while its parent's wait releases it, after `Z`, so a
+/// check that saw `Z` and then `X` would see it come back to life; failed once in CI).
 pub fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z"))
+    state_of(pid).is_some_and(|c| c != 'Z' && c != 'X')
 }
 
 /// Waits (up to 5 s) until a killed process has exited with all its threads, so that what it
@@ -122,8 +131,7 @@ pub async fn wait_exit(pid: u32) {
         let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
             .map(|d| d.count())
             .unwrap_or(0);
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.contains(") Z"));
+        let zombie = state_of(pid as i32).is_none_or(|c| c == 'Z' || c == 'X');
         if threads <= 1 && zombie {
             break;
         }
