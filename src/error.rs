@@ -1,18 +1,18 @@
-//! The crate error: one enum per layer, folded into [`Error`] with `#[from]`. Every message is a
-//! user-facing sentence that names the setting, argument or file at fault and never echoes a
-//! secret or file contents; messages are redacted again by the layer that sends them out.
+//! The crate error: the enums of the layers below it folded into [`Error`] with the same words.
+//! Every message is a user-facing sentence that names the setting, argument or file at fault
+//! and never echoes a secret or file contents; messages are redacted again by the layer that
+//! sends them out.
 //!
-//! The layers' own enums live in leaf files of their layers (`config/error.rs`,
-//! `store/error.rs`, `codex/process/error.rs`, `hub/error.rs`), which name nothing of the crate
-//! but other leaves: this module names those leaves and nothing else of the crate, so no
-//! import cycle runs through it (the layering test checks both). Code decides by variant,
-//! never by message text.
+//! A layer of its own, above `config` and below `actors`: `codex`, `store`, `confine`,
+//! `security` and `config` return their own enums and never name this module, and the hub
+//! above carries it in its own `HubError`, so no import cycle runs through it (the layering
+//! test checks both). Code decides by variant, never by message text.
 
 use std::time::Duration;
 
 use crate::codex::process::error::ProcessError;
+use crate::codex::process::{Ending, TurnOutcome, TurnOutput};
 use crate::config::error::ConfigError;
-use crate::hub::error::HubError;
 use crate::invalid::{InvalidArgument, InvalidSetting};
 use crate::store::error::StoreError;
 
@@ -38,7 +38,7 @@ pub enum Error {
 
     /// Starting or waiting for a codex process failed (codex missing, the OS refused).
     #[error(transparent)]
-    Process(#[from] ProcessError),
+    Process(ProcessError),
 
     /// The turn ran past its timeout; `partial` holds what Codex had said so far.
     #[error("codex turn timed out after {}s", .after.as_secs())]
@@ -66,10 +66,6 @@ pub enum Error {
     /// A session actor failed or stopped under a call.
     #[error("{0}")]
     SessionFailed(String),
-
-    /// Electing, joining, serving or leaving the store's owner failed.
-    #[error(transparent)]
-    Hub(#[from] HubError),
 
     /// An operating-system call outside the store failed; `doing` says what it was for
     /// ("running codex", "creating the schema's temporary directory", ...).
@@ -101,6 +97,42 @@ impl Error {
     /// An IO failure while `doing` something, for `map_err`: `.map_err(Error::io("..."))`.
     pub fn io(doing: &'static str) -> impl FnOnce(std::io::Error) -> Error {
         move |source| Error::Io { doing, source }
+    }
+}
+
+/// A turn's outcome as a result: its output when it completed; otherwise the matching error,
+/// carrying the partial answer of a timeout or a cancellation.
+pub fn turn_result(outcome: TurnOutcome) -> Result<TurnOutput> {
+    let partial = || outcome.output.message.clone();
+    match outcome.ending {
+        Ending::Completed => Ok(outcome.output),
+        Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
+        Ending::TimedOut { after } => Err(Error::TimedOut {
+            after,
+            partial: partial(),
+        }),
+        Ending::Cancelled => Err(Error::Cancelled { partial: partial() }),
+        Ending::OutputCapExceeded { limit } => Err(Error::OutputCap {
+            what: "output",
+            limit,
+        }),
+    }
+}
+
+/// The process layer's error: a refusal of an argument, a codex failure and a timeout become the
+/// crate's variants of the same name (same words), so a caller reads the field and code matches
+/// one variant wherever it was raised; the rest stays [`Error::Process`].
+impl From<ProcessError> for Error {
+    fn from(e: ProcessError) -> Self {
+        match e {
+            ProcessError::Invalid(e) => e.into(),
+            ProcessError::Codex { kind, message } => Error::Codex { kind, message },
+            ProcessError::TimedOut { after } => Error::TimedOut {
+                after,
+                partial: None,
+            },
+            other => Error::Process(other),
+        }
     }
 }
 
@@ -159,5 +191,41 @@ mod tests {
             Error::setting("S", "r").to_string(),
             InvalidSetting::new("S", "r").to_string()
         );
+    }
+
+    /// The process layer's error folds into the variant a caller matches wherever it was
+    /// raised (an argument, a codex failure, a timeout), with the same words; the rest stays
+    /// the process variant.
+    #[test]
+    fn the_process_layers_error_folds_in_by_variant() {
+        let p = ProcessError::from(InvalidArgument::new("workingDirectory", "changed"));
+        let words = p.to_string();
+        let e = Error::from(p);
+        assert!(matches!(&e, Error::InvalidArgument { field, .. } if field == "workingDirectory"));
+        assert_eq!(e.to_string(), words);
+        let p = ProcessError::Codex {
+            kind: FailureKind::Crashed,
+            message: "did not start".into(),
+        };
+        let words = p.to_string();
+        let e = Error::from(p);
+        assert!(matches!(
+            &e,
+            Error::Codex {
+                kind: FailureKind::Crashed,
+                ..
+            }
+        ));
+        assert_eq!(e.to_string(), words);
+        let after = Duration::from_secs(7);
+        let words = ProcessError::TimedOut { after }.to_string();
+        let e = Error::from(ProcessError::TimedOut { after });
+        assert!(matches!(&e, Error::TimedOut { partial: None, .. }));
+        assert_eq!(e.to_string(), words);
+        let e = Error::from(ProcessError::KilledAtStart { signal: 9 });
+        assert!(matches!(
+            &e,
+            Error::Process(ProcessError::KilledAtStart { signal: 9 })
+        ));
     }
 }

@@ -19,7 +19,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::actors::Bridge;
 use crate::config::{Config, Settings};
-use crate::error::Result;
+use crate::hub::error::Result;
 use crate::hub::http::{self, HttpListener};
 use crate::hub::owner::{self, Listener};
 use crate::hub::relay::{self, Upstream};
@@ -133,7 +133,7 @@ impl Server {
                     );
                     return Ok(());
                 }
-                Err(e) => return Err(HubError::Handshake(e.to_string()).into()),
+                Err(e) => return Err(HubError::Handshake(e.to_string())),
             },
             _ = shutdown.cancelled() => return Ok(()),
         };

@@ -8,17 +8,16 @@
 //! those below, never one above:
 //!
 //! 0. `usage`, `failure`, `invalid` (leaves: they name nothing of the crate), `security`,
-//!    `logging`, and `error`: it folds every layer's error enum into the crate error, so it
-//!    may name the layers' error leaves (`ERROR_LEAVES`: `config/error.rs`, ...) and nothing
-//!    else above it; an error leaf names nothing of the crate but `LEAVES` and the other
-//!    error leaves.
+//!    `logging`.
 //! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`.
 //! 2. `codex::process` (the one spawner), `codex::app_server`, `store` (the one owner of sled).
 //! 3. `config`: operator settings.
-//! 4. `actors`: the owners of sessions and processes.
-//! 5. `mcp`: the protocol layer.
-//! 6. `hub`: many processes on one store.
-//! 7. `cli`, then `main` (the binary, which names the library as a crate).
+//! 4. `error`: the crate error, which folds the error enums of the layers below it (each of
+//!    them returns its own); it is named only from above.
+//! 5. `actors`: the owners of sessions and processes.
+//! 6. `mcp`: the protocol layer.
+//! 7. `hub`: many processes on one store (its own `HubError` carries the crate error).
+//! 8. `cli`, then `main` (the binary, which names the library as a crate).
 //!
 //! The other invariants:
 //! - pure: `security/*`, `codex/argv.rs`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
@@ -28,8 +27,9 @@
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
-//! - own errors: `security/*`, `codex/argv.rs`, `confine.rs`, `config*` and `store/*` (with
-//!   `migrations/`) return their own errors and name no `crate::error`;
+//! - own errors: `security/*`, `codex/*` (the spawner included), `confine.rs`, `config*` and
+//!   `store/*` (with `migrations/`) return their own errors and name no `crate::error` (the
+//!   layer order says so too; this rule names the reason);
 //! - cycles: no import cycle between files. The file graph has an edge from a file to each
 //!   file holding a module it names a path into (`crate::a::b::X` is an edge to `a/b.rs`, or
 //!   to `a.rs`/`a/mod.rs` when `b` is an item there, re-exports included); a cycle is printed
@@ -42,9 +42,7 @@ use syn::visit::Visit;
 
 /// The layers, lowest first: module path prefixes.
 const LAYERS: &[&[&str]] = &[
-    &[
-        "error", "failure", "invalid", "usage", "security", "logging", "Error", "Result",
-    ],
+    &["failure", "invalid", "usage", "security", "logging"],
     &[
         "codex",
         "codex::applied",
@@ -55,28 +53,17 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["codex::process", "codex::app_server", "store", "confine"],
     &["config"],
+    &["error", "Error", "Result"],
     &["actors"],
     &["mcp"],
     &["hub"],
     &["cli", "server", "main"],
 ];
 
-/// The layers' error enums, each in a leaf file of its layer: the only modules above layer 0
-/// that `error` names (it folds them into the crate error).
-const ERROR_LEAVES: &[&str] = &[
-    "config::error",
-    "store::error",
-    "codex::process::error",
-    "hub::error",
-];
-
-/// What an error leaf may name of the crate besides the other error leaves: modules that name
-/// nothing of the crate themselves.
-const LEAVES: &[&str] = &["failure", "invalid", "usage", "codex::versions"];
-
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
-/// `config`: `ConfigError`; `store`: `StoreError`), never the crate error.
-const OWN_ERRORS: &[&str] = &["security", "store", "codex::argv", "confine", "config"];
+/// `codex::process`: `ProcessError`; `codex::app_server`: `ClientError`; `config`:
+/// `ConfigError`; `store`: `StoreError`), never the crate error.
+const OWN_ERRORS: &[&str] = &["security", "store", "codex", "confine", "config"];
 
 fn layer_of(module: &str) -> Option<usize> {
     let mut best: Option<(usize, usize)> = None; // (prefix length, layer)
@@ -383,7 +370,6 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
     let in_mcp = starts_with(module, "mcp");
     let in_store = starts_with(module, "store");
     let own_layer = layer_of(module);
-    let error_leaf = ERROR_LEAVES.contains(&module);
     let own_errors = OWN_ERRORS.iter().any(|m| starts_with(module, m));
     for name in names {
         if own_errors
@@ -392,15 +378,6 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
                 .any(|p| starts_with(name, p))
         {
             flag("own errors", format!("names {name}"));
-        }
-        if error_leaf
-            && let Some(rest) = name.strip_prefix("crate::")
-            && !ERROR_LEAVES
-                .iter()
-                .chain(LEAVES)
-                .any(|leaf| starts_with(rest, leaf))
-        {
-            flag("error leaf", format!("names {name}"));
         }
         if pure
             && ["tokio", "std::process", "std::fs", "std::env", "sled"]
@@ -437,14 +414,10 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
             && let Some(target) = layer_of(rest)
             && target > own
         {
-            let folded_error =
-                module == "error" && ERROR_LEAVES.iter().any(|leaf| starts_with(rest, leaf));
-            if !folded_error {
-                flag(
-                    "layer order",
-                    format!("names {name} (layer {target}) from {module} (layer {own})"),
-                );
-            }
+            flag(
+                "layer order",
+                format!("names {name} (layer {target}) from {module} (layer {own})"),
+            );
         }
     }
     out
@@ -664,7 +637,32 @@ fn the_checker_sees_each_kind_of_violation() {
             "crate::invalid::InvalidArgument",
         ]),
     );
-    assert_eq!(own.len(), 2, "security returns its own errors: {own:?}");
+    assert_eq!(
+        own,
+        [
+            "src/security/x.rs: layer order: names crate::Result (layer 4) from security::x (layer 0)",
+            "src/security/x.rs: layer order: names crate::error::Error (layer 4) from security::x (layer 0)",
+            "src/security/x.rs: own errors: names crate::Result",
+            "src/security/x.rs: own errors: names crate::error::Error",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        "security returns its own errors: {own:?}"
+    );
+    let spawner = check_file(
+        "src/codex/process/mod.rs",
+        "codex::process",
+        &names(&[
+            "crate::error::Result",
+            "crate::codex::process::ProcessError",
+        ]),
+    );
+    assert_eq!(
+        spawner.len(),
+        2,
+        "the spawner returns its own errors: {spawner:?}"
+    );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));
     assert_eq!(sled.len(), 1, "{sled:?}");
     let up = check_file(
@@ -679,36 +677,23 @@ fn the_checker_sees_each_kind_of_violation() {
             "error",
             &names(&[
                 "crate::store::error::StoreError",
+                "crate::codex::process::ProcessError",
+                "crate::config::ConfigError",
                 "crate::failure::FailureKind"
             ])
         )
         .is_empty(),
-        "the crate error folds the layers' error leaves"
+        "the crate error folds the errors of the layers below it"
     );
     assert_eq!(
         check_file(
             "src/error.rs",
             "error",
-            &names(&["crate::store::StoreError", "crate::config::Config"])
+            &names(&["crate::hub::HubError", "crate::actors::Bridge"])
         )
         .len(),
         2,
-        "the crate error names no layer's module itself (store/mod.rs names the crate error)"
-    );
-    assert_eq!(
-        check_file(
-            "src/store/error.rs",
-            "store::error",
-            &names(&[
-                "crate::usage::Usage",
-                "crate::codex::process::error::ProcessError",
-                "crate::security::ids::SessionId"
-            ])
-        ),
-        ["src/store/error.rs: error leaf: names crate::security::ids::SessionId".to_string()]
-            .into_iter()
-            .collect(),
-        "an error leaf names leaves only"
+        "the crate error names nothing above it (the hub's error carries the crate's)"
     );
     assert_eq!(
         module_of(Path::new("/r"), Path::new("/r/src/codex/process/spawn.rs")),

@@ -151,7 +151,7 @@ impl Answer {
             model,
             ..Default::default()
         };
-        a.error = outcome.into_result().err();
+        a.error = crate::error::turn_result(outcome).err();
         a
     }
 }

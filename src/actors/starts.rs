@@ -89,7 +89,7 @@ pub(crate) async fn start_warm(
                 after: f.timeout,
                 partial: None,
             }),
-            w = WarmProcess::spawn(spec, hook()) => w,
+            w = WarmProcess::spawn(spec, hook()) => w.map_err(Error::from),
         };
         tracing::debug!(
             spawn_ms = t0.elapsed().as_millis() as u64,

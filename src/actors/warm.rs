@@ -629,8 +629,9 @@ pub async fn probe(
 ) -> std::result::Result<(), String> {
     let (_dir, cwd) = crate::actors::files::scratch_dir().map_err(|e| e.to_string())?;
     let spec = crate::codex::argv::build_app_server(common, cwd).map_err(|e| e.to_string())?;
-    let redacted =
-        |e: crate::error::Error| crate::security::redact::redact(&e.to_string()).into_owned();
+    fn redacted(e: impl std::fmt::Display) -> String {
+        crate::security::redact::redact(&e.to_string()).into_owned()
+    }
     match store {
         Some(store) => {
             let mut w = Recorded::spawn(&spec, store).await.map_err(redacted)?;

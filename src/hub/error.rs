@@ -1,9 +1,17 @@
-//! The hub layer's errors: joining, owning and sharing a store. A leaf (it names nothing of the
-//! crate), so the crate error can fold it without a cycle. Each message is a sentence that
-//! says what was being done and which setting to change; none echoes a hello (it carries the
-//! client's keys).
+//! The hub layer's errors: joining, owning and sharing a store. The hub sits above the crate
+//! error: what fails below it (a setting, the store, starting the bridge) is carried as
+//! [`HubError::Bridge`], and the crate error names nothing of the hub. Each message is a
+//! sentence that says what was being done and which setting to change; none echoes a hello
+//! (it carries the client's keys).
 
 use std::path::PathBuf;
+
+use crate::config::error::ConfigError;
+use crate::error::Error;
+use crate::store::error::StoreError;
+
+/// What the hub layer returns.
+pub type Result<T, E = HubError> = std::result::Result<T, E>;
 
 /// The socket's file name inside the store directory.
 pub const SOCKET_NAME: &str = "bridge.sock";
@@ -100,4 +108,26 @@ pub enum HubError {
     /// A blocking step on the store directory panicked or was cancelled.
     #[error("{doing} the store directory stopped unexpectedly: {why}")]
     Blocking { doing: &'static str, why: String },
+
+    /// A layer below the hub failed: a setting, the store, the bridge it serves (same words).
+    #[error(transparent)]
+    Bridge(Box<Error>),
+}
+
+impl From<Error> for HubError {
+    fn from(e: Error) -> Self {
+        HubError::Bridge(Box::new(e))
+    }
+}
+
+impl From<ConfigError> for HubError {
+    fn from(e: ConfigError) -> Self {
+        Error::from(e).into()
+    }
+}
+
+impl From<StoreError> for HubError {
+    fn from(e: StoreError) -> Self {
+        Error::from(e).into()
+    }
 }

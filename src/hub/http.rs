@@ -17,8 +17,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::actors::Bridge;
 use crate::config::HttpConfig;
-use crate::error::Result;
 use crate::hub::HubError;
+use crate::hub::error::Result;
 use crate::mcp::{McpServer, Tasks};
 
 /// The MCP endpoint's path.

@@ -33,9 +33,9 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::config::Settings;
-use crate::error::Result;
 use crate::security::ids::SessionId;
 use crate::store::{SessionRecord, Store};
+use error::Result;
 
 /// Version of the hello line (2: with the client's literal secrets).
 pub const HELLO_VERSION: u32 = 2;
@@ -181,9 +181,9 @@ pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option
     let mut conn = match connect(store_dir, &line).await {
         Ok(c) => c,
         Err(Attempt::Unavailable) => return Ok(None),
-        Err(Attempt::Untrusted(why)) => return Err(HubError::NotSafeToJoin { store, why }.into()),
+        Err(Attempt::Untrusted(why)) => return Err(HubError::NotSafeToJoin { store, why }),
         Err(Attempt::Refused(reason)) => {
-            return Err(HubError::RequestRefused { store, reason }.into());
+            return Err(HubError::RequestRefused { store, reason });
         }
     };
     let owner_pid = conn.owner_pid;
@@ -195,13 +195,13 @@ pub async fn ask_owner(store_dir: &Path, request: StoreRequest) -> Result<Option
     let mut answer = String::new();
     match tokio::time::timeout(STORE_ANSWER_TIMEOUT, conn.reader.read_line(&mut answer)).await {
         Ok(Ok(n)) if n > 0 => {}
-        Ok(Ok(_)) => return Err(lost("it closed the connection".into()).into()),
-        Ok(Err(e)) => return Err(lost(e.to_string()).into()),
-        Err(_) => return Err(lost(format!("no answer within {STORE_ANSWER_TIMEOUT:?}")).into()),
+        Ok(Ok(_)) => return Err(lost("it closed the connection".into())),
+        Ok(Err(e)) => return Err(lost(e.to_string())),
+        Err(_) => return Err(lost(format!("no answer within {STORE_ANSWER_TIMEOUT:?}"))),
     }
     serde_json::from_str(&answer)
         .map(Some)
-        .map_err(|e| lost(format!("an answer this version does not understand ({e})")).into())
+        .map_err(|e| lost(format!("an answer this version does not understand ({e})")))
 }
 
 /// A connection to the owner, past the hello.
@@ -358,10 +358,10 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
         match connect(store_dir, &line).await {
             Ok(c) => return Ok(Role::Client(c)),
             Err(Attempt::Untrusted(why)) => {
-                return Err(HubError::NotSafeToJoin { store, why }.into());
+                return Err(HubError::NotSafeToJoin { store, why });
             }
             Err(Attempt::Refused(reason)) => {
-                return Err(HubError::HelloRefused { store, reason }.into());
+                return Err(HubError::HelloRefused { store, reason });
             }
             Err(Attempt::Unavailable) => {}
         }
@@ -376,7 +376,7 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
             return Ok(Role::Owner(store));
         }
         if Instant::now() >= until {
-            return Err(HubError::NoOwnerAnswers { store }.into());
+            return Err(HubError::NoOwnerAnswers { store });
         }
         tokio::time::sleep(RETRY).await;
     }

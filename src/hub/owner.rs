@@ -10,7 +10,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 use crate::actors::{Bridge, ClientContext, Shared};
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::Error;
+use crate::hub::error::Result;
 use crate::hub::{
     Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, HubError, MAX_HELLO_BYTES, StoreAnswer,
     StoreRequest, StoreRequestLine, addressable_name, euid,
@@ -29,7 +30,7 @@ pub async fn start_bridge(
     let fault_injection = std::env::var_os("CODEX_BRIDGE_TEST_FAULTS").is_some_and(|v| v == "1");
     let shared = Shared::new(own.config, own.common, own.codex_home, store)
         .with_fault_injection(fault_injection);
-    Bridge::start(shared).await
+    Ok(Bridge::start(shared).await?)
 }
 
 /// The listening socket; removed when dropped, and every connection served through it is

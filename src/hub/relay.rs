@@ -16,8 +16,8 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::error::Result;
 use crate::hub::HubError;
+use crate::hub::error::Result;
 use crate::mcp::framing::{self, read_line_capped_at_eof};
 
 /// A line read from one side: whole, or the head of one too long to pass on.
@@ -144,9 +144,7 @@ where
             let replayed =
                 tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut next, &handshake))
                     .await
-                    .unwrap_or_else(|_| {
-                        Err(HubError::HandoverFailed("did not answer in time").into())
-                    });
+                    .unwrap_or_else(|_| Err(HubError::HandoverFailed("did not answer in time")));
             match replayed {
                 Ok(()) => break next,
                 // that owner went too: elect again
@@ -171,7 +169,7 @@ async fn write_line<O: AsyncWrite + Unpin>(output: &mut O, line: &[u8]) -> bool 
 /// Send the remembered handshake to a new upstream; its answer to `initialize` is swallowed
 /// (anything else it sends before that, too: the client has not asked for it).
 async fn replay(up: &mut Upstream, handshake: &[Vec<u8>]) -> Result<()> {
-    let lost = || crate::error::Error::from(HubError::HandoverFailed("closed the connection"));
+    let lost = || HubError::HandoverFailed("closed the connection");
     for line in handshake {
         let mut line = line.clone();
         let is_init = probe(&line).is_some_and(|p| p.method.as_deref() == Some("initialize"));
@@ -306,8 +304,7 @@ mod tests {
             Box::pin(async {
                 Err(crate::hub::HubError::NoOwnerAnswers {
                     store: "/nowhere".into(),
-                }
-                .into())
+                })
             })
         });
         tokio::spawn(run(relay_in, relay_out, Upstream::new(r, w, 1), reconnect));

@@ -148,7 +148,6 @@ fn error_kind(e: &Error) -> results::ErrorKind {
         Error::Busy(_) => K::Busy,
         Error::SessionFailed(_) => K::SessionFailed,
         Error::Store(_) => K::Store,
-        Error::Hub(_) => K::Hub,
         Error::Io { .. } => K::Io,
     }
 }

@@ -137,7 +137,6 @@ pub enum ErrorKind {
     Busy,
     SessionFailed,
     Store,
-    Hub,
     Io,
 }
 

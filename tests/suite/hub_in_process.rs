@@ -23,7 +23,7 @@ use crate::support::TestEnv;
 struct InProcess {
     client: RunningService<RoleClient, ()>,
     shutdown: CancellationToken,
-    served: JoinHandle<codex_mcp_bridge::Result<()>>,
+    served: JoinHandle<Result<(), codex_mcp_bridge::hub::HubError>>,
 }
 
 /// A stand-in for codex that answers `--version` as the newest tested codex does.

@@ -13,7 +13,7 @@ use codex_mcp_bridge::codex::argv::{
 use codex_mcp_bridge::codex::process::{Ending, RunOptions};
 use codex_mcp_bridge::codex::rollout::{TurnContext, last_turn_context};
 use codex_mcp_bridge::config::{Limits, NEWEST_TESTED_CODEX_VERSION};
-use codex_mcp_bridge::error::Error;
+use codex_mcp_bridge::error::{Error, turn_result};
 use codex_mcp_bridge::security::env::{ALLOWED_VARS, FORCED_VARS};
 use codex_mcp_bridge::security::ids::ThreadId;
 use serde_json::json;
@@ -606,7 +606,7 @@ async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(outcome.output.thread_id.is_some(), "partial state kept");
     assert!(matches!(
-        outcome.clone().into_result(),
+        turn_result(outcome.clone()),
         Err(Error::TimedOut { .. })
     ));
     let left = wait_no_process("sleep 987001", Duration::from_secs(1)).await;

@@ -10,6 +10,7 @@ use codex_mcp_bridge::codex::argv::{Common, SpawnSpec, build_turn};
 use codex_mcp_bridge::codex::events::FailureKind;
 use codex_mcp_bridge::codex::process::{Ending, RunOptions};
 use codex_mcp_bridge::config::Limits;
+use codex_mcp_bridge::error::turn_result;
 
 use crate::support::TestEnv;
 use crate::support::bridge::{run_spec_with, turn};
@@ -83,7 +84,7 @@ async fn endless_output_stops_the_turn_at_the_cap() {
     let script = "while :; do echo '{\"type\":\"turn.started\"}'; done";
     let outcome = run_spec_with(sh(&env, script, None), opts(limits)).await;
     assert_eq!(outcome.ending, Ending::OutputCapExceeded { limit: 1 << 20 });
-    let err = outcome.into_result().unwrap_err().to_string();
+    let err = turn_result(outcome).unwrap_err().to_string();
     assert!(err.contains("cap"), "{err}");
 }
 

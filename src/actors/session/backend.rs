@@ -91,7 +91,7 @@ impl Driver for Codex {
                 .fork(thread, &cwd, model.as_deref(), timeout)
                 .await;
             process.close().await;
-            forked
+            Ok(forked?)
         })
     }
 }

@@ -1,10 +1,14 @@
 //! What can go wrong in the process layer itself, before or around a codex process (a turn's
 //! own outcomes, such as a timeout or a codex failure, are [`super::Ending`]s, not errors).
-//! Each message is a sentence that says what was being done.
+//! Each message is a sentence that says what was being done. The layer returns this enum and
+//! never the crate error: `crate::error` folds it in, with the same words.
 
 use std::io;
+use std::time::Duration;
 
 use crate::codex::versions::NEWEST_TESTED_CODEX_VERSION;
+use crate::failure::FailureKind;
+use crate::invalid::InvalidArgument;
 
 /// An error of the process layer.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +56,20 @@ pub enum ProcessError {
     /// A short codex command ran past its time limit; it and its process group were killed.
     #[error("`codex {what}` did not finish within {secs}s and was stopped")]
     CommandTimedOut { what: &'static str, secs: u64 },
+
+    /// An argument no longer holds when the process is started (a directory that changed
+    /// since it was checked), or the invocation is not the kind asked for: nothing ran.
+    #[error(transparent)]
+    Invalid(#[from] InvalidArgument),
+
+    /// Codex failed before a turn ran: an app-server that did not start or answer, a fork it
+    /// refused, a thread whose reported policy is not the one asked for.
+    #[error("{kind}: {message}")]
+    Codex { kind: FailureKind, message: String },
+
+    /// Codex did not answer a request that opens a thread (a fork) within its time.
+    #[error("codex turn timed out after {}s", .after.as_secs())]
+    TimedOut { after: Duration },
 }
 
 impl ProcessError {

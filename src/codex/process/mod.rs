@@ -52,11 +52,13 @@ pub use turn::{
 use crate::codex::argv::SpawnSpec;
 use crate::codex::events::{Event, Transcript};
 use crate::confine;
-use crate::error::Result;
 use cgroup::{TurnCgroup, move_into_cgroup};
 use kill::{KillGuard, reap_leftovers, terminate};
 use outcome::{finish, judge};
 use read::{STDERR_REDACTION_MARGIN, Stops, read_events, read_tail};
+
+/// What the process layer returns: its own error, never the crate's.
+type Result<T, E = ProcessError> = std::result::Result<T, E>;
 
 /// Run one codex turn. `on_event` sees every parsed event as it arrives (progress, actors).
 /// Errors only when nothing could be started (codex missing, a path that changed); every
@@ -139,7 +141,7 @@ async fn spawn_turn(spec: &SpawnSpec, cgroup: Option<&TurnCgroup>) -> Result<Chi
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     spawn::contain(&mut cmd);
-    Ok(spawn::spawn(cmd, spec.program()).await?)
+    spawn::spawn(cmd, spec.program()).await
 }
 
 /// Tell [`RunOptions::on_spawn`] what identifies the running codex (for crash recovery).
@@ -165,7 +167,7 @@ fn start_io(
     prompt: Option<Vec<u8>>,
     cgroup: Option<&TurnCgroup>,
     pid: Option<i32>,
-) -> std::result::Result<(ChildStdout, ChildStderr), ProcessError> {
+) -> Result<(ChildStdout, ChildStderr)> {
     let mover = cgroup.and_then(|c| c.procs.try_clone().ok()).zip(pid);
     if let Some(mut stdin) = child.stdin.take() {
         tokio::spawn(async move {

@@ -45,8 +45,11 @@ use crate::codex::argv::{PathKind, SandboxLevel, SpawnSpec, WarmTurn};
 use crate::codex::events::{self, FailureKind, Transcript, describe};
 use crate::codex::rollout::{self, ModelCall};
 use crate::confine;
-use crate::error::{Error, Result};
+use crate::invalid::InvalidArgument;
 use crate::security::ids::ThreadId;
+
+/// What the process layer returns: its own error, never the crate's.
+type Result<T, E = ProcessError> = std::result::Result<T, E>;
 
 /// How long the app-server may take to answer `initialize`.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -71,7 +74,7 @@ const ANSWER_DEADLINE: Duration = Duration::from_secs(LONGEST_WAIT.as_secs() + 1
 /// A message to add to the running turn, and where to say whether codex took it.
 pub struct Steer {
     pub text: protocol::Prompt,
-    pub reply: tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
+    pub reply: tokio::sync::oneshot::Sender<Result<(), String>>,
 }
 
 /// What reaches a warm turn while it runs, besides codex's own events.
@@ -176,7 +179,7 @@ impl WarmProcess {
                 Self::spawn_once(spec, on_spawn.clone()).await
             };
             match started {
-                Err(Error::Codex { message, .. })
+                Err(ProcessError::Codex { message, .. })
                     if attempt < START_RETRIES && message.contains("state runtime") =>
                 {
                     attempt += 1;
@@ -195,10 +198,11 @@ impl WarmProcess {
     /// ([`WarmProcess::handshake`]).
     async fn spawn_once(spec: &SpawnSpec, on_spawn: Option<SpawnHook>) -> Result<WarmProcess> {
         if spec.kind() != PathKind::AppServer {
-            return Err(Error::invalid(
+            return Err(InvalidArgument::new(
                 "backend",
                 "a warm process needs an app-server invocation",
-            ));
+            )
+            .into());
         }
         confine::recheck(spec.cwd())?;
         Self::start(spec, on_spawn.as_ref())
@@ -299,8 +303,8 @@ impl WarmProcess {
                 let message = self.failure(&format!("codex app-server did not start: {e}"));
                 self.kill().await;
                 match signal {
-                    Some(signal) => Err(ProcessError::KilledAtStart { signal }.into()),
-                    None => Err(Error::Codex {
+                    Some(signal) => Err(ProcessError::KilledAtStart { signal }),
+                    None => Err(ProcessError::Codex {
                         kind: FailureKind::Crashed,
                         message,
                     }),
@@ -308,7 +312,7 @@ impl WarmProcess {
             }
             Err(_) => {
                 self.kill().await;
-                Err(Error::Codex {
+                Err(ProcessError::Codex {
                     kind: FailureKind::Crashed,
                     message: format!(
                         "codex app-server did not answer `initialize` within {}s",
@@ -477,7 +481,7 @@ impl WarmProcess {
         (ctl, asks): (&mut TurnControl, &mut Asks),
         t: &mut Transcript,
         on_event: &mut (impl FnMut(&events::Event) + Send),
-    ) -> std::result::Result<(), Stop> {
+    ) -> Result<(), Stop> {
         confine::recheck(turn.cwd()).map_err(|e| Stop::Refused(e.to_string()))?;
         let cwd = turn.cwd().path();
         let t0 = Instant::now();
@@ -678,7 +682,7 @@ impl WarmProcess {
         turn: &WarmTurn,
         opts: &RunOptions,
         deadline: tokio::time::Instant,
-    ) -> std::result::Result<ThreadId, Stop> {
+    ) -> Result<ThreadId, Stop> {
         let cwd = turn.cwd().path();
         if let Some(moving) = self.moving.take() {
             let _ = moving.await;
@@ -754,29 +758,26 @@ impl WarmProcess {
         if let Some(moving) = self.moving.take() {
             let _ = moving.await;
         }
-        let refused = |message: String| Error::Codex {
+        let refused = |message: String| ProcessError::Codex {
             kind: FailureKind::TurnFailed,
             message,
         };
         let msg = protocol::thread_fork(&thread, cwd.path(), model)
             .map_err(|e| refused(e.to_string()))?;
-        let client = self.client.as_ref().ok_or(Error::Codex {
+        let client = self.client.as_ref().ok_or(ProcessError::Codex {
             kind: FailureKind::Crashed,
             message: "codex app-server is closed".into(),
         })?;
         let opened = match tokio::time::timeout(timeout, client.open_thread(&msg)).await {
             Err(_) => {
-                return Err(Error::TimedOut {
-                    after: timeout,
-                    partial: None,
-                });
+                return Err(ProcessError::TimedOut { after: timeout });
             }
             Ok(Err(e)) => return Err(refused(format!("codex could not fork the thread: {e}"))),
             Ok(Ok(o)) => o,
         };
         if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd.path()) {
             self.kill().await;
-            return Err(Error::Codex {
+            return Err(ProcessError::Codex {
                 kind: FailureKind::PolicyMismatch,
                 message: m.to_string(),
             });
@@ -1055,7 +1056,7 @@ async fn steer_turn<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     thread: &ThreadId,
     turn: &TurnRef,
     text: &protocol::Prompt,
-) -> std::result::Result<(), String> {
+) -> Result<(), String> {
     let msg = protocol::turn_steer(thread, turn, text).map_err(|e| e.to_string())?;
     match tokio::time::timeout(STEER_TIMEOUT, client.request(&msg)).await {
         Err(_) => Err(format!(
@@ -1117,8 +1118,8 @@ async fn keep_tail(mut pipe: tokio::process::ChildStderr, tail: Arc<Mutex<Vec<u8
 async fn bounded<T>(
     opts: &RunOptions,
     deadline: tokio::time::Instant,
-    fut: impl std::future::Future<Output = std::result::Result<T, ClientError>>,
-) -> std::result::Result<T, Stop> {
+    fut: impl std::future::Future<Output = Result<T, ClientError>>,
+) -> Result<T, Stop> {
     tokio::select! {
         biased;
         _ = opts.cancel.cancelled() => Err(Stop::Cancelled(None)),

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::codex::events::{CommandRun, FailureKind, Usage};
-use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use crate::security::redact::ClientSecrets;
 
@@ -166,26 +165,4 @@ pub enum Containment {
 pub struct TurnOutcome {
     pub ending: Ending,
     pub output: TurnOutput,
-}
-
-impl TurnOutcome {
-    /// The output when the turn completed; otherwise the matching [`Error`], carrying the
-    /// partial answer for a timeout or a cancellation.
-    pub fn into_result(self) -> Result<TurnOutput> {
-        match self.ending {
-            Ending::Completed => Ok(self.output),
-            Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
-            Ending::TimedOut { after } => Err(Error::TimedOut {
-                after,
-                partial: self.output.message,
-            }),
-            Ending::Cancelled => Err(Error::Cancelled {
-                partial: self.output.message,
-            }),
-            Ending::OutputCapExceeded { limit } => Err(Error::OutputCap {
-                what: "output",
-                limit,
-            }),
-        }
-    }
 }
