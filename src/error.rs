@@ -36,7 +36,9 @@ pub enum Error {
     #[error(transparent)]
     Store(#[from] StoreError),
 
-    /// Starting or waiting for a codex process failed (codex missing, the OS refused).
+    /// Starting or waiting for a codex process failed (codex missing, the OS refused). Built
+    /// only through `From<ProcessError>`, so it never holds `ProcessError::Invalid`, `Codex`
+    /// or `TimedOut` (those become the variants of the same name).
     #[error(transparent)]
     Process(ProcessError),
 
@@ -103,15 +105,17 @@ impl Error {
 /// A turn's outcome as a result: its output when it completed; otherwise the matching error,
 /// carrying the partial answer of a timeout or a cancellation.
 pub fn turn_result(outcome: TurnOutcome) -> Result<TurnOutput> {
-    let partial = || outcome.output.message.clone();
-    match outcome.ending {
-        Ending::Completed => Ok(outcome.output),
+    let TurnOutcome { ending, output } = outcome;
+    match ending {
+        Ending::Completed => Ok(output),
         Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
         Ending::TimedOut { after } => Err(Error::TimedOut {
             after,
-            partial: partial(),
+            partial: output.message,
         }),
-        Ending::Cancelled => Err(Error::Cancelled { partial: partial() }),
+        Ending::Cancelled => Err(Error::Cancelled {
+            partial: output.message,
+        }),
         Ending::OutputCapExceeded { limit } => Err(Error::OutputCap {
             what: "output",
             limit,

@@ -52,6 +52,10 @@ pub(crate) struct StartFor<'a> {
 /// attempt's spawn hook (what puts its process on record); `forget` undoes a failed attempt's
 /// record. An error is the call's own end: cancelled, timed out, or a start that failed for a
 /// reason of the call's (its directory changed under it, no processes left).
+///
+/// One piece (about 90 lines): one retry loop, where each attempt's place under `max_warm`,
+/// its race against the call's cancel and time left, and the reading of how it failed (another
+/// attempt, exec for this call and the next, or the call's end) decide the next step together.
 pub(crate) async fn start_warm(
     f: StartFor<'_>,
     spec: &SpawnSpec,
@@ -122,7 +126,9 @@ pub(crate) async fn start_warm(
             // the binary's app-server failed to start or to answer: this call, and the next
             // ones (sessions' and session-less calls' alike), run with codex exec (the details
             // go to the log only, redacted for this client: other clients see the bare reason)
-            Err(e @ (Error::Codex { .. } | Error::Process(_))) => {
+            Err(e @ (Error::Codex { .. } | Error::Process(_)))
+                if !matches!(e, Error::Process(ProcessError::Spawn { .. })) =>
+            {
                 forget();
                 tracing::warn!(
                     error = %f.secrets.redact(&redact(&e.to_string())),
@@ -133,8 +139,8 @@ pub(crate) async fn start_warm(
                 ));
                 return Ok(Started::Exec);
             }
-            // the call's directory changed under it, or the machine is out of processes: this
-            // call fails, the backend stays
+            // the call's directory changed under it, or the OS refused the spawn (out of
+            // processes, memory, file descriptors): this call fails, the backend stays
             Err(e) => {
                 forget();
                 return Err(e);

@@ -1,6 +1,6 @@
-//! The config layer's errors: a leaf (it names nothing of the crate but the leaf
-//! `invalid`), so the crate error can fold it without a cycle. Every message names the setting (and the file and key); none
-//! echoes a value from the file.
+//! The config layer's errors, which the crate error (a layer above) folds in with the same
+//! words. Every message names the setting (and the file and key); none echoes a value from the
+//! file.
 
 use std::path::PathBuf;
 

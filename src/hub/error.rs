@@ -1,6 +1,6 @@
 //! The hub layer's errors: joining, owning and sharing a store. The hub sits above the crate
 //! error: what fails below it (a setting, the store, starting the bridge) is carried as
-//! [`HubError::Bridge`], and the crate error names nothing of the hub. Each message is a
+//! [`HubError::Below`], and the crate error names nothing of the hub. Each message is a
 //! sentence that says what was being done and which setting to change; none echoes a hello
 //! (it carries the client's keys).
 
@@ -109,14 +109,15 @@ pub enum HubError {
     #[error("{doing} the store directory stopped unexpectedly: {why}")]
     Blocking { doing: &'static str, why: String },
 
-    /// A layer below the hub failed: a setting, the store, the bridge it serves (same words).
+    /// A layer below the hub failed: a setting, the store, the bridge it starts (the crate
+    /// error, same words).
     #[error(transparent)]
-    Bridge(Box<Error>),
+    Below(Box<Error>),
 }
 
 impl From<Error> for HubError {
     fn from(e: Error) -> Self {
-        HubError::Bridge(Box::new(e))
+        HubError::Below(Box::new(e))
     }
 }
 

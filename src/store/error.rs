@@ -1,5 +1,5 @@
-//! The store layer's errors: a leaf (it names nothing of the crate), so the crate error can
-//! fold it without a cycle.
+//! The store layer's errors, which the crate error (a layer above) folds in with the same
+//! words.
 
 use std::path::PathBuf;
 

@@ -96,6 +96,8 @@ impl Actor for SessionActor {
         Ok(())
     }
 
+    /// One piece (about 80 lines): one arm per message, each a call into the module of its
+    /// concern or a line or two of state; the match is the actor's table of what it does.
     async fn handle(
         &self,
         myself: ActorRef<Self::Msg>,

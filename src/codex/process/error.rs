@@ -1,6 +1,7 @@
-//! What can go wrong in the process layer itself, before or around a codex process (a turn's
-//! own outcomes, such as a timeout or a codex failure, are [`super::Ending`]s, not errors).
-//! Each message is a sentence that says what was being done. The layer returns this enum and
+//! What can go wrong in the process layer itself, before or around a codex process: a turn's
+//! own outcomes (a turn that timed out, failed or was cancelled) are [`super::Ending`]s, not
+//! errors; `Codex` and `TimedOut` here are failures outside a turn (an app-server's start, a
+//! fork). Each message is a sentence that says what was being done. The layer returns this enum and
 //! never the crate error: `crate::error` folds it in, with the same words.
 
 use std::io;
