@@ -27,6 +27,9 @@
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
+//! - leaves: `usage`, `failure` and `invalid` name nothing of the crate;
+//! - glob: no file names the whole crate at once (`use crate::*`), which would hide what it
+//!   names from every other rule;
 //! - own errors: `security/*`, `codex/*` (the spawner included), `confine.rs`, `config*` and
 //!   `store/*` (with `migrations/`) return their own errors and name no `crate::error` (the
 //!   layer order says so too; this rule names the reason);
@@ -59,6 +62,9 @@ const LAYERS: &[&[&str]] = &[
     &["hub"],
     &["cli", "server", "main"],
 ];
+
+/// The leaves: modules that name nothing of the crate (the types every layer shares).
+const LEAVES: &[&str] = &["usage", "failure", "invalid"];
 
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
 /// `codex::process`: `ProcessError`; `codex::app_server`: `ClientError`; `config`:
@@ -371,7 +377,15 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
     let in_store = starts_with(module, "store");
     let own_layer = layer_of(module);
     let own_errors = OWN_ERRORS.iter().any(|m| starts_with(module, m));
+    let leaf = LEAVES.contains(&module);
     for name in names {
+        if name == "crate" {
+            // `use crate::*` (or a `super::*` that reaches the root) names every module at once
+            flag("glob", "names the whole crate (a glob of its root)".into());
+        }
+        if leaf && starts_with(name, "crate") && !starts_with(name, &format!("crate::{module}")) {
+            flag("leaf", format!("names {name}"));
+        }
         if own_errors
             && ["crate::error", "crate::Error", "crate::Result"]
                 .iter()
@@ -662,6 +676,24 @@ fn the_checker_sees_each_kind_of_violation() {
         spawner.len(),
         2,
         "the spawner returns its own errors: {spawner:?}"
+    );
+    assert_eq!(
+        check_file(
+            "src/failure.rs",
+            "failure",
+            &names(&["std::fmt", "crate::usage::Usage"])
+        ),
+        ["src/failure.rs: leaf: names crate::usage::Usage".to_string()]
+            .into_iter()
+            .collect(),
+        "a leaf names nothing of the crate"
+    );
+    assert_eq!(
+        check_file("src/actors/x.rs", "actors::x", &names(&["crate"])),
+        ["src/actors/x.rs: glob: names the whole crate (a glob of its root)".to_string()]
+            .into_iter()
+            .collect(),
+        "a glob of the crate's root hides what a file names"
     );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));
     assert_eq!(sled.len(), 1, "{sled:?}");
