@@ -236,7 +236,7 @@ impl Bridge {
             configured: configured.to_string(),
             effective: effective.to_string(),
             warning,
-            warm_processes: pool.len() + pool.one_shot_count(),
+            warm_processes: pool.len() + pool.one_shot_count().await,
             max_warm: pool.max(),
         }
     }

@@ -194,7 +194,11 @@ impl Runner<'_> {
                 _ => false,
             }
         };
-        if let Some(server) = shared.warm.take_one_shot(self.client.id, &serves, fits) {
+        if let Some(server) = shared
+            .warm
+            .take_one_shot(self.client.id, &serves, fits)
+            .await
+        {
             return Ok(Some(Lease {
                 server,
                 spoiled: false,

@@ -1,81 +1,67 @@
-//! The warm pool's work in the background, owned by one actor ([`PoolKeeper`]): the spare
-//! app-server's start and watch, the probe of `ping`, closing idle one-shot app-servers. It
-//! holds the shared state (weakly), which the pool itself does not name.
+//! The warm pool's keeper ([`PoolKeeper`]): the one owner of the processes no session holds,
+//! in its state (the spare app-server, the idle one-shot app-servers), and of the pool's work
+//! in the background, each in a task of its own (the spare's start, the probe of `ping`,
+//! closes). It holds the shared state (weakly), which the pool itself does not name.
 
 use std::time::Duration;
 
 use ractor::ActorRef;
 
+use crate::actors::inflight::Recorded;
 use crate::actors::warm::{KeeperMessage, OneShotServer, Slot};
+use crate::codex::process::WarmKey;
 
-/// The spare's start from `spec` into `slot`, then its watch until a session takes it, it
-/// exits, or it was idle too long (closed). Runs in a task of the [`PoolKeeper`]; it holds the
-/// shared state weakly, so a stopped server's store is not kept open by it.
+/// The spare's start from `spec` into `slot`, handed to the keeper when it is ready
+/// ([`KeeperMessage::SpareReady`]). Runs in a task of the [`PoolKeeper`]; it holds the shared
+/// state weakly, so a stopped server's store is not kept open by it.
 fn start_spare(
     weak: std::sync::Weak<crate::actors::shared::Shared>,
+    keeper: ActorRef<KeeperMessage>,
     spec: crate::codex::argv::SpawnSpec,
     slot: Slot,
 ) -> impl std::future::Future<Output = ()> + Send {
     let key = crate::codex::process::key_of(&spec);
     async move {
-        let Some((idle, store)) = weak.upgrade().map(|s| (s.idle_timeout, s.store.clone())) else {
+        let Some(store) = weak.upgrade().map(|s| s.store.clone()) else {
             return;
         };
         // on record from its spawn: a bridge that dies now leaves it to the next one's sweep
-        let Ok(mut w) = crate::actors::inflight::Recorded::spawn(&spec, store).await else {
+        let Ok(mut spare) = Recorded::spawn(&spec, store).await else {
             return;
         };
-        w.process().hold(slot);
-        let pid = w.pid();
-        let Some(shared) = weak.upgrade() else {
-            w.close().await;
-            return;
-        };
-        // the sessions may have filled the cap while it started
-        if shared.warm.len() >= shared.warm.max() {
-            drop(shared);
-            w.close().await;
-            return;
-        }
-        let old = shared.warm.put_spare(key, w);
-        drop(shared);
-        if let Some(old) = old {
-            old.close().await;
-        }
-        // until a session takes it: closed once idle too long, forgotten (and reaped) as soon
-        // as it exits by itself
-        let until = tokio::time::Instant::now() + idle;
-        loop {
-            let now = tokio::time::Instant::now();
-            tokio::time::sleep_until((now + std::time::Duration::from_secs(1)).min(until)).await;
-            let Some(shared) = weak.upgrade() else {
-                return;
-            };
-            let done = shared.warm.spare_done(pid, until);
-            match done {
-                None => continue,
-                Some(Some(w)) => {
-                    w.close().await;
-                    return;
-                }
-                Some(None) => return,
-            }
+        spare.process().hold(slot);
+        if let Err(ractor::MessagingErr::SendErr(KeeperMessage::SpareReady { spare, .. })) =
+            keeper.cast(KeeperMessage::SpareReady { key, spare })
+        {
+            // the keeper stopped (shutdown) while it started
+            spare.close().await;
         }
     }
 }
 
-/// The warm pool's keeper, linked under the registry: it owns every process the pool starts
-/// in the background, each in a task of its own (the spare's start and watch, a probe), and
-/// closes the idle one-shot app-servers after the idle timeout (looked at every second). When
-/// it stops (shutdown) its tasks are aborted, which kills what they started, and every idle
-/// one-shot is closed. It holds the shared state weakly, so a stopped server's store is not
-/// kept open by it.
-pub struct PoolKeeper;
+/// The spare, as the keeper holds it: its key, the process, and until when it may wait.
+struct Spare {
+    key: WarmKey,
+    process: Recorded,
+    until: tokio::time::Instant,
+}
 
-/// The keeper's state: the shared state (weakly) and its running tasks.
-pub struct KeeperState {
+/// The warm pool's keeper, linked under the registry: it holds the spare and the idle
+/// one-shot app-servers in its state, and runs every start and close of the pool's in a task
+/// of its own (the spare's start, a probe, a close). It closes the spare once it exited or
+/// waited past the idle timeout, and each idle one-shot after the idle timeout (looked at
+/// every second). When it stops (shutdown) its tasks are aborted, which kills what they
+/// started, and the spare and every idle one-shot are closed. It holds the shared state
+/// weakly, so a stopped server's store is not kept open by it.
+pub(crate) struct PoolKeeper;
+
+/// The keeper's state: the shared state (weakly), its running tasks, and the processes it
+/// holds.
+pub(crate) struct KeeperState {
     shared: std::sync::Weak<crate::actors::shared::Shared>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    spare: Option<Spare>,
+    idle: Vec<OneShotServer>,
 }
 
 impl KeeperState {
@@ -83,6 +69,128 @@ impl KeeperState {
     fn own(&mut self, task: tokio::task::JoinHandle<()>) {
         self.tasks.retain(|t| !t.is_finished());
         self.tasks.push(task);
+    }
+
+    /// Close `closing` in a task of the keeper (a shutdown aborts it, which kills what is
+    /// left of the process).
+    fn close(&mut self, closing: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.own(tokio::spawn(closing));
+    }
+
+    /// Close the idle one-shot servers unused for `idle` or found dead, and the spare once it
+    /// exited or waited until its time.
+    fn expire(&mut self, idle: Duration) {
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.idle)
+            .into_iter()
+            .map(|mut s| (s.idle_since().elapsed() >= idle || !s.alive(), s))
+            .partition(|(gone, _)| *gone);
+        self.idle = kept.into_iter().map(|(_, s)| s).collect();
+        if !gone.is_empty() {
+            // in a task of its own: a refill or a probe does not wait behind the closes
+            let closing = futures::future::join_all(gone.into_iter().map(|(_, s)| s.retire()));
+            self.close(async move {
+                closing.await;
+            });
+        }
+        let done = self.spare.as_mut().is_some_and(|s| {
+            s.process.process().exited() || tokio::time::Instant::now() >= s.until
+        });
+        if done && let Some(s) = self.spare.take() {
+            self.close(s.process.close());
+        }
+    }
+
+    /// Keep `process` as the spare for `key` (closing the one it replaces), unless the
+    /// sessions filled the cap while it started.
+    fn keep_spare(&mut self, key: WarmKey, process: Recorded) {
+        let Some(shared) = self.shared.upgrade() else {
+            self.close(process.close());
+            return;
+        };
+        let full = shared.warm.len() >= shared.warm.max();
+        let idle = shared.idle_timeout;
+        drop(shared);
+        if full {
+            self.close(process.close());
+            return;
+        }
+        let until = tokio::time::Instant::now() + idle;
+        if let Some(old) = self.spare.replace(Spare {
+            key,
+            process,
+            until,
+        }) {
+            self.close(old.process.close());
+        }
+    }
+
+    /// The spare, handed to session `to`, when it was started with `key` and is fit to use;
+    /// one found dead or distrusted is closed.
+    fn take_spare(
+        &mut self,
+        key: &WarmKey,
+        to: &crate::security::ids::SessionId,
+    ) -> Option<crate::codex::process::WarmProcess> {
+        if self.spare.as_ref().is_none_or(|s| &s.key != key) {
+            return None;
+        }
+        let mut s = self.spare.take()?;
+        if s.process.process().reusable() && !s.process.process().exited() {
+            Some(s.process.hand_to(to))
+        } else {
+            // dead or distrusted: closed (killed, if anything is left of it, and reaped
+            // before its slot comes back)
+            self.close(s.process.close());
+            None
+        }
+    }
+
+    /// Close the spare, else the least recently used idle one-shot server: whether one was.
+    fn make_room(&mut self) -> bool {
+        if let Some(s) = self.spare.take() {
+            tracing::info!("closing the spare app-server for a new one (max_warm reached)");
+            self.close(s.process.close());
+            return true;
+        }
+        let oldest = self
+            .idle
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, s)| s.idle_since())
+            .map(|(i, _)| i);
+        match oldest {
+            Some(i) => {
+                let s = self.idle.swap_remove(i);
+                tracing::info!(
+                    "closing an idle one-shot app-server for a new one (max_warm reached)"
+                );
+                self.close(s.retire());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// An alive idle one-shot server of `client` for `serves`, taken out; dead ones of theirs
+    /// are retired.
+    fn take_one_shot(
+        &mut self,
+        client: crate::actors::client::ClientId,
+        serves: &crate::actors::warm::Serves,
+    ) -> Option<OneShotServer> {
+        let mut found = None;
+        let mut kept = Vec::with_capacity(self.idle.len());
+        for mut s in std::mem::take(&mut self.idle) {
+            if found.is_some() || s.client != client || &s.serves != serves {
+                kept.push(s);
+            } else if s.alive() {
+                found = Some(s);
+            } else {
+                self.close(s.retire());
+            }
+        }
+        self.idle = kept;
+        found
     }
 }
 
@@ -111,35 +219,63 @@ impl ractor::Actor for PoolKeeper {
         Ok(KeeperState {
             shared,
             tasks: Vec::new(),
+            spare: None,
+            idle: Vec::new(),
         })
     }
 
+    /// One piece (about 60 lines): one arm per message, each a call into the state's own
+    /// methods or a task of its own.
     async fn handle(
         &self,
-        _myself: ActorRef<KeeperMessage>,
+        myself: ActorRef<KeeperMessage>,
         msg: KeeperMessage,
         state: &mut Self::State,
     ) -> Result<(), ractor::ActorProcessingErr> {
         match msg {
             KeeperMessage::Tick => {
-                let Some(s) = state.shared.upgrade() else {
+                let Some(idle) = state.shared.upgrade().map(|s| s.idle_timeout) else {
                     return Ok(());
                 };
-                let expired = s.warm.expired_one_shots(s.idle_timeout);
-                drop(s);
-                if !expired.is_empty() {
-                    // in a task of its own: a refill or a probe does not wait behind the closes
-                    let closing =
-                        futures::future::join_all(expired.into_iter().map(OneShotServer::retire));
-                    state.own(tokio::spawn(async move {
-                        closing.await;
-                    }));
-                }
+                state.expire(idle);
             }
-            KeeperMessage::Close(closing) => state.own(tokio::spawn(closing)),
+            KeeperMessage::Close(closing) => state.close(closing),
             KeeperMessage::Refill { spec, slot } => {
-                let task = tokio::spawn(start_spare(state.shared.clone(), spec, slot));
+                let task = tokio::spawn(start_spare(state.shared.clone(), myself, spec, slot));
                 state.own(task);
+            }
+            KeeperMessage::SpareReady { key, spare } => state.keep_spare(key, spare),
+            KeeperMessage::TakeSpare { key, to, reply } => {
+                let _ = reply.send(state.take_spare(&key, &to));
+            }
+            KeeperMessage::SparePid { reply } => {
+                let _ = reply.send(state.spare.as_ref().map(|s| s.process.pid()));
+            }
+            KeeperMessage::CloseSpare { reply } => {
+                let spare = state.spare.take();
+                state.close(async move {
+                    if let Some(s) = spare {
+                        s.process.close().await;
+                    }
+                    let _ = reply.send(());
+                });
+            }
+            KeeperMessage::MakeRoom { reply } => {
+                let _ = reply.send(state.make_room());
+            }
+            KeeperMessage::TakeOneShot {
+                client,
+                serves,
+                reply,
+            } => {
+                let _ = reply.send(state.take_one_shot(client, &serves));
+            }
+            KeeperMessage::PutOneShot(mut server) => {
+                server.mark_idle();
+                state.idle.push(server);
+            }
+            KeeperMessage::OneShotCount { reply } => {
+                let _ = reply.send(state.idle.len());
             }
             KeeperMessage::Probe {
                 common,
@@ -172,13 +308,12 @@ impl ractor::Actor for PoolKeeper {
             t.abort();
             let _ = t.await;
         }
-        let Some(s) = state.shared.upgrade() else {
-            return Ok(());
-        };
-        // a spare whose start ended after the shutdown closed the spare: its watch is gone
-        s.warm.close_spare().await;
-        let all = s.warm.close_one_shots();
-        drop(s);
+        // what it holds is closed (EOF, then a kill; reaped); a one-shot server given back
+        // from now on is retired by its caller (the cast to a stopped keeper hands it back)
+        if let Some(s) = state.spare.take() {
+            s.process.close().await;
+        }
+        let all = std::mem::take(&mut state.idle);
         futures::future::join_all(all.into_iter().map(OneShotServer::retire)).await;
         Ok(())
     }

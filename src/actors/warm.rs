@@ -8,13 +8,15 @@
 //! [`Slot`]s, and gives it back only once it has been reaped. A process that is still closing
 //! keeps its slot; a new one waits for it.
 //!
-//! The pool also owns the idle app-servers of one-shot calls (`query`, `search`,
-//! `structured`: [`OneShotServer`]), each for one client context and never shared: taken
-//! whole by the call that uses it (so the call's one-shot actor owns it while its turn runs,
-//! and its cancel or stop kills it), given back only after a completed turn whose thread it let
-//! go of, closed after the idle timeout by the pool's keeper actor (`spares::PoolKeeper`), at shutdown, and when
-//! a new process needs its slot. Each is on record (`inflight`, under a key of its own) for
-//! as long as it lives.
+//! The processes no session holds are owned by one actor, the pool's keeper
+//! (`spares::PoolKeeper`), in its state: the spare (one app-server started ahead for the next
+//! new session) and the idle app-servers of one-shot calls (`query`, `search`, `structured`:
+//! [`OneShotServer`]), each for one client context and never shared. This pool reaches them
+//! only through the keeper's messages ([`KeeperMessage`]): a one-shot server is taken whole by
+//! the call that uses it (so the call's one-shot actor owns it while its turn runs, and its
+//! cancel or stop kills it), given back only after a completed turn whose thread it let go of,
+//! and closed by the keeper after the idle timeout, at shutdown, and when a new process needs
+//! its slot. Each is on record (`inflight`, under a key of its own) for as long as it lives.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,38 +63,69 @@ pub enum Acquired {
 /// The warm processes of all sessions, for the cap.
 pub struct WarmPool {
     max: usize,
-    /// One app-server started ahead, for the next new session in the directory (and with the
-    /// client) of the last one started: its key and the process. Owned here until a session
-    /// takes it; closed after the idle timeout unused, and at shutdown. On record (`inflight`)
-    /// until then.
-    spare: Mutex<Option<(WarmKey, Recorded)>>,
     entries: Mutex<Vec<Entry>>,
     /// Whether this codex has a usable app-server, once known: the first warm start (or a
     /// probe) tells. `Err` holds why not; turns then run with `codex exec`.
     health: Mutex<Option<std::result::Result<(), String>>>,
     /// One permit per app-server process that may exist at once.
     slots: Arc<Semaphore>,
-    /// The idle app-servers of one-shot calls.
-    one_shots: Mutex<OneShotIdle>,
-    /// The actor that owns the pool's work in the background (the spare's start, the probe,
-    /// closing idle one-shots: `actors/spares.rs`), once the bridge started it.
+    /// The actor that owns the processes no session holds (the spare, the idle one-shot
+    /// servers) and the pool's work in the background (the spare's start, the probe, closes:
+    /// `actors/spares.rs`), once the bridge started it.
     keeper: std::sync::OnceLock<ActorRef<KeeperMessage>>,
 }
 
-/// Messages to the pool's keeper (`actors::spares::PoolKeeper`), which owns every process the
-/// pool starts in the background: each runs in a task of the keeper, aborted (its process
-/// killed) when the keeper stops.
-pub enum KeeperMessage {
-    /// Look for idle one-shot servers past the idle timeout.
+/// Messages to the pool's keeper (`actors::spares::PoolKeeper`), which owns the spare and the
+/// idle one-shot servers in its state, and every process the pool starts or closes in the
+/// background, each in a task of the keeper, aborted (its process killed) when the keeper
+/// stops.
+pub(crate) enum KeeperMessage {
+    /// Close the idle one-shot servers past the idle timeout or found dead, and the spare when
+    /// it exited or waited past the idle timeout.
     Tick,
+    /// The spare started (by a `Refill`): keep it for `key`, replacing (closing) the one
+    /// there, unless the sessions filled the cap meanwhile (then it is closed).
+    SpareReady { key: WarmKey, spare: Recorded },
+    /// The spare, handed to session `to`, when it was started with `key` and is fit to use.
+    TakeSpare {
+        key: WarmKey,
+        to: SessionId,
+        reply: tokio::sync::oneshot::Sender<Option<crate::codex::process::WarmProcess>>,
+    },
+    /// The pid of the spare waiting, if one does.
+    SparePid {
+        reply: tokio::sync::oneshot::Sender<Option<i32>>,
+    },
+    /// Close the spare, answered once it is reaped (shutdown).
+    CloseSpare {
+        reply: tokio::sync::oneshot::Sender<()>,
+    },
+    /// Close the spare, else the least recently used idle one-shot server, for a new
+    /// process's slot; answers whether one was closed.
+    MakeRoom {
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
+    /// An alive idle one-shot server of `client` for `serves`, taken out (dead ones found
+    /// meanwhile are retired).
+    TakeOneShot {
+        client: crate::actors::client::ClientId,
+        serves: Serves,
+        reply: tokio::sync::oneshot::Sender<Option<OneShotServer>>,
+    },
+    /// Keep an idle one-shot server until a call of its client takes it.
+    PutOneShot(OneShotServer),
+    /// How many idle one-shot servers there are.
+    OneShotCount {
+        reply: tokio::sync::oneshot::Sender<usize>,
+    },
     /// Start a spare app-server from `spec` into `slot`.
     Refill {
         spec: crate::codex::argv::SpawnSpec,
         slot: Slot,
     },
-    /// Close a process the pool let go of (a spare or an idle one-shot no longer fit, or
-    /// closed for room): the close runs in a task of the keeper, so a shutdown aborts it, which
-    /// kills what is left of the process.
+    /// Close a process the pool let go of (an idle one-shot server a call found unfit): the
+    /// close runs in a task of the keeper, so a shutdown aborts it, which kills what is left
+    /// of the process.
     Close(futures::future::BoxFuture<'static, ()>),
     /// Start an app-server with `common` and close it ([`probe`]), then answer.
     Probe {
@@ -100,14 +133,6 @@ pub enum KeeperMessage {
         slot: Option<Slot>,
         reply: tokio::sync::oneshot::Sender<std::result::Result<(), String>>,
     },
-}
-
-/// The idle one-shot app-servers, and whether the pool still takes any back (not once its
-/// keeper stopped: shutdown).
-#[derive(Default)]
-struct OneShotIdle {
-    idle: Vec<OneShotServer>,
-    closed: bool,
 }
 
 /// What a one-shot app-server serves: the process's key besides its client.
@@ -176,10 +201,21 @@ impl OneShotServer {
         let _ = self.store.flush().await;
     }
 
-    fn alive(&mut self) -> bool {
+    /// Whether its process is alive and fit for another call.
+    pub(crate) fn alive(&mut self) -> bool {
         self.process
             .as_mut()
             .is_some_and(|w| w.reusable() && !w.exited())
+    }
+
+    /// It goes idle now (given back to the keeper).
+    pub(crate) fn mark_idle(&mut self) {
+        self.idle_since = Instant::now();
+    }
+
+    /// Since when it has been idle.
+    pub(crate) fn idle_since(&self) -> Instant {
+        self.idle_since
     }
 }
 
@@ -205,11 +241,9 @@ impl WarmPool {
     pub fn new(max: usize) -> Self {
         WarmPool {
             max: max.max(1),
-            spare: Mutex::new(None),
             entries: Mutex::new(Vec::new()),
             health: Mutex::new(None),
             slots: Arc::new(Semaphore::new(max.max(1))),
-            one_shots: Mutex::new(OneShotIdle::default()),
             keeper: std::sync::OnceLock::new(),
         }
     }
@@ -277,101 +311,66 @@ impl WarmPool {
         answer.await.ok()
     }
 
-    fn idle_one_shots(&self) -> std::sync::MutexGuard<'_, OneShotIdle> {
-        self.one_shots.lock().unwrap_or_else(|p| p.into_inner())
+    /// Ask the keeper with `ask` (a message carrying the reply's sender); `None` when no keeper
+    /// runs (a pool outside a bridge, or after shutdown).
+    async fn ask<T>(
+        &self,
+        ask: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> KeeperMessage,
+    ) -> Option<T> {
+        let keeper = self.keeper.get()?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        keeper.cast(ask(reply)).ok()?;
+        answer.await.ok()
     }
 
     /// An idle one-shot app-server of `client` for `serves` that `fits` (its key is the one
-    /// the call would start now) and is alive; one found dead or unfit is retired.
-    pub fn take_one_shot(
+    /// the call would start now) and is alive, taken from the keeper; one found dead or unfit
+    /// is retired.
+    pub async fn take_one_shot(
         &self,
         client: crate::actors::client::ClientId,
         serves: &Serves,
         fits: impl Fn(&OneShotServer) -> bool,
     ) -> Option<OneShotServer> {
-        let mut unfit = Vec::new();
-        let mut found = None;
-        {
-            let mut pool = self.idle_one_shots();
-            let mut kept = Vec::with_capacity(pool.idle.len());
-            for mut s in std::mem::take(&mut pool.idle) {
-                if s.client != client || &s.serves != serves {
-                    kept.push(s);
-                } else if !(s.alive() && fits(&s)) {
-                    unfit.push(s);
-                } else if found.is_none() {
-                    found = Some(s);
-                } else {
-                    kept.push(s);
-                }
+        loop {
+            let found = self
+                .ask(|reply| KeeperMessage::TakeOneShot {
+                    client,
+                    serves: serves.clone(),
+                    reply,
+                })
+                .await
+                .flatten()?;
+            if fits(&found) {
+                return Some(found);
             }
-            pool.idle = kept;
+            self.close_owned(found.retire());
         }
-        for s in unfit {
-            self.close_owned(s.retire());
-        }
-        found
     }
 
-    /// Keep `server` until a call of its client takes it; once the pool is closed (shutdown)
-    /// it is handed back, to be retired.
+    /// Give `server` to the keeper until a call of its client takes it; with no keeper to
+    /// take it (shutdown) it is handed back, to be retired.
     #[must_use]
-    pub fn put_one_shot(&self, mut server: OneShotServer) -> Option<OneShotServer> {
-        let mut pool = self.idle_one_shots();
-        if pool.closed {
+    pub fn put_one_shot(&self, server: OneShotServer) -> Option<OneShotServer> {
+        let Some(keeper) = self.keeper.get() else {
             return Some(server);
-        }
-        server.idle_since = Instant::now();
-        pool.idle.push(server);
-        None
-    }
-
-    /// The idle one-shot servers unused for `idle` or found dead, taken out (to be retired).
-    pub(crate) fn expired_one_shots(&self, idle: Duration) -> Vec<OneShotServer> {
-        let mut pool = self.idle_one_shots();
-        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut pool.idle)
-            .into_iter()
-            .map(|mut s| (s.idle_since.elapsed() >= idle || !s.alive(), s))
-            .partition(|(gone, _)| *gone);
-        pool.idle = kept.into_iter().map(|(_, s)| s).collect();
-        gone.into_iter().map(|(_, s)| s).collect()
-    }
-
-    /// Close the pool to one-shot servers and take every idle one (shutdown).
-    pub(crate) fn close_one_shots(&self) -> Vec<OneShotServer> {
-        let mut pool = self.idle_one_shots();
-        pool.closed = true;
-        std::mem::take(&mut pool.idle)
-    }
-
-    /// Retire the least recently used idle one-shot server, if any (its slot comes back once
-    /// it has been reaped).
-    fn close_idle_one_shot_now(&self) -> bool {
-        let oldest = {
-            let mut pool = self.idle_one_shots();
-            let i = pool
-                .idle
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, s)| s.idle_since)
-                .map(|(i, _)| i);
-            i.map(|i| pool.idle.swap_remove(i))
         };
-        match oldest {
-            Some(s) => {
-                tracing::info!(
-                    "closing an idle one-shot app-server for a new one (max_warm reached)"
-                );
-                self.close_owned(s.retire());
-                true
+        match keeper.cast(KeeperMessage::PutOneShot(server)) {
+            Ok(()) => None,
+            Err(ractor::MessagingErr::SendErr(KeeperMessage::PutOneShot(s))) => Some(s),
+            // a wrong actor type, which cannot be: the server is killed as it drops
+            Err(e) => {
+                tracing::error!("the pool's keeper refused an idle one-shot server: {e}");
+                None
             }
-            None => false,
         }
     }
 
-    /// How many idle one-shot app-servers there are.
-    pub fn one_shot_count(&self) -> usize {
-        self.idle_one_shots().idle.len()
+    /// How many idle one-shot app-servers the keeper holds.
+    pub async fn one_shot_count(&self) -> usize {
+        self.ask(|reply| KeeperMessage::OneShotCount { reply })
+            .await
+            .unwrap_or(0)
     }
 
     /// A slot for a new process, if one is free now (the spare's start: it never waits).
@@ -399,7 +398,7 @@ impl WarmPool {
                 return Some(s);
             }
             let now = tokio::time::Instant::now();
-            if !self.close_spare_now() && !self.close_idle_one_shot_now() && now >= evict_at {
+            if !self.make_room().await && now >= evict_at {
                 self.evict_idle();
                 evict_at = now + ROOM_EVERY * 10;
             }
@@ -419,17 +418,12 @@ impl WarmPool {
         }
     }
 
-    /// Close the spare, if there is one (its slot comes back once it has been reaped).
-    fn close_spare_now(&self) -> bool {
-        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match spare {
-            Some((_, w)) => {
-                tracing::info!("closing the spare app-server for a new one (max_warm reached)");
-                self.close_owned(w.close());
-                true
-            }
-            None => false,
-        }
+    /// Close the spare, else the least recently used idle one-shot server (each slot comes
+    /// back once its process has been reaped): whether one was closed.
+    async fn make_room(&self) -> bool {
+        self.ask(|reply| KeeperMessage::MakeRoom { reply })
+            .await
+            .unwrap_or(false)
     }
 
     /// Ask the least recently used idle holder to close its process (its slot comes back once
@@ -446,74 +440,31 @@ impl WarmPool {
 
     /// The spare, when it was started with `key` (the same invocation: directory, client
     /// environment, CODEX_HOME, binary, pins) and is fit to use.
-    /// It goes on record as session `to`'s before the pool forgets its own record of it.
-    pub fn take_spare(
+    /// It goes on record as session `to`'s before the keeper forgets its own record of it.
+    pub async fn take_spare(
         &self,
         key: &WarmKey,
         to: &SessionId,
     ) -> Option<crate::codex::process::WarmProcess> {
-        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        match spare.take() {
-            Some((k, mut w)) if &k == key => {
-                if w.process().reusable() && !w.process().exited() {
-                    Some(w.hand_to(to))
-                } else {
-                    // dead or distrusted: closed (killed, if anything is left of it, and
-                    // reaped before its slot comes back)
-                    self.close_owned(w.close());
-                    None
-                }
-            }
-            other => {
-                *spare = other;
-                None
-            }
-        }
+        self.ask(|reply| KeeperMessage::TakeSpare {
+            key: key.clone(),
+            to: to.clone(),
+            reply,
+        })
+        .await
+        .flatten()
     }
 
-    /// Keep `w` as the spare for `key`; returns the one it replaces (to be closed).
-    pub(crate) fn put_spare(&self, key: WarmKey, w: Recorded) -> Option<Recorded> {
-        self.spare
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace((key, w))
-            .map(|(_, old)| old)
+    /// The pid of the spare waiting in the keeper, if one does (started, not yet taken).
+    pub async fn spare_pid(&self) -> Option<i32> {
+        self.ask(|reply| KeeperMessage::SparePid { reply })
+            .await
+            .flatten()
     }
 
-    /// The spare's own watch, for the spare whose process is `pid`: `None` while it waits,
-    /// `Some(Some(w))` when it is to be closed (it exited, or it waited until `until`),
-    /// `Some(None)` when a session took it or another replaced it.
-    pub(crate) fn spare_done(
-        &self,
-        pid: i32,
-        until: tokio::time::Instant,
-    ) -> Option<Option<Recorded>> {
-        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        match spare.as_mut() {
-            Some((_, w)) if w.pid() == pid => {
-                if w.process().exited() || tokio::time::Instant::now() >= until {
-                    spare.take().map(|(_, w)| Some(w))
-                } else {
-                    None
-                }
-            }
-            // taken by a session, or replaced
-            _ => Some(None),
-        }
-    }
-
-    /// The pid of the spare waiting in the pool, if one does (started, not yet taken).
-    pub fn spare_pid(&self) -> Option<i32> {
-        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-        spare.as_ref().map(|(_, w)| w.pid())
-    }
-
-    /// Close the spare (shutdown).
+    /// Close the spare, once it is reaped (shutdown).
     pub async fn close_spare(&self) {
-        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some((_, w)) = spare {
-            w.close().await;
-        }
+        let _ = self.ask(|reply| KeeperMessage::CloseSpare { reply }).await;
     }
 
     /// Whether the app-server is known to be unusable (then turns run with `codex exec`).

@@ -41,6 +41,21 @@ async fn wait_until(limit: Duration, cond: impl Fn() -> bool) -> bool {
     cond()
 }
 
+/// [`wait_until`] for a condition that asks an actor (the pool's keeper) on the way.
+async fn wait_until_async<F: std::future::Future<Output = bool>>(
+    limit: Duration,
+    cond: impl Fn() -> F,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    cond().await
+}
+
 fn write_file_reply(name: &str) -> Reply {
     Reply::exec_command(&format!("echo {name} > {name}; echo exit=$?"))
 }
@@ -1126,11 +1141,11 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     assert_eq!(first.outcome.ending, Ending::Completed);
     // the spare for this directory starts in the background, on record from its spawn (and
     // still once it waits in the pool)
-    let spare_waits = || bridge.shared().warm_pool().spare_pid().is_some();
+    let spare_waits = || async { bridge.shared().warm_pool().spare_pid().await.is_some() };
     assert!(
-        wait_until(Duration::from_secs(30), || spare_waits()
-            && app_servers(me).len() == 2
-            && recorded().len() == 2)
+        wait_until_async(Duration::from_secs(30), || async {
+            spare_waits().await && app_servers(me).len() == 2 && recorded().len() == 2
+        })
         .await,
         "the session's process and the spare, each on record: {:?} {:?}",
         app_servers(me),
@@ -1147,7 +1162,7 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
         .find(|(_, k)| k != "s1")
         .cloned()
         .expect("the spare is on record under a key of its own");
-    assert_eq!(bridge.shared().warm_pool().spare_pid(), Some(spare));
+    assert_eq!(bridge.shared().warm_pool().spare_pid().await, Some(spare));
     assert!(rec.iter().any(|(_, k)| k == "s1"), "{rec:?}");
     // a second session in the same directory takes the spare: on record as that session's now
     let second = bridge.turn(call(&env, Some("s2"), "two")).await.unwrap();

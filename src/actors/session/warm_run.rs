@@ -124,7 +124,7 @@ pub(super) async fn obtain(
 ) -> Obtained {
     // a spare started the same way for this directory and client: no start-up wait (the next
     // spare starts once this turn ended: see `run_warm`)
-    if let Some(w) = turn.shared.warm.take_spare(key, turn.session) {
+    if let Some(w) = turn.shared.warm.take_spare(key, turn.session).await {
         turn.sink.spawned(w.info());
         return Obtained::Process(w);
     }
