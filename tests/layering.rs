@@ -33,6 +33,8 @@
 //! - own errors: `security/*`, `codex/*` (the spawner included), `confine.rs`, `config*` and
 //!   `store/*` (with `migrations/`) return their own errors and name no `crate::error` (the
 //!   layer order says so too; this rule names the reason);
+//! - long functions: no function of `src/` or `migrations/` (test code aside) runs over
+//!   `LONG_FN_LINES` lines without a doc comment that says why it is one piece ("One piece");
 //! - cycles: no import cycle between files. The file graph has an edge from a file to each
 //!   file holding a module it names a path into (`crate::a::b::X` is an edge to `a/b.rs`, or
 //!   to `a.rs`/`a/mod.rs` when `b` is an item there, re-exports included); a cycle is printed
@@ -853,4 +855,116 @@ fn the_checker_sees_paths_in_macros_aliases_and_expressions() {
             "{text}: {found:?}"
         );
     }
+}
+
+/// The most lines a function's body may run without a doc comment saying why it is one piece.
+const LONG_FN_LINES: usize = 80;
+
+/// The functions of one file longer than [`LONG_FN_LINES`] whose doc comment does not say why
+/// they are one piece: `(name, first line, lines)`. Test code is not looked at.
+#[derive(Default)]
+struct LongFns {
+    found: Vec<(String, usize, usize)>,
+}
+
+impl LongFns {
+    fn check(&mut self, attrs: &[syn::Attribute], name: &syn::Ident, body: &syn::Block) {
+        if is_test_only(attrs) {
+            return;
+        }
+        let first = body.brace_token.span.open().start().line;
+        let last = body.brace_token.span.close().end().line;
+        let lines = last.saturating_sub(first) + 1;
+        let says_why = attrs.iter().any(|a| {
+            let syn::Meta::NameValue(nv) = &a.meta else {
+                return false;
+            };
+            let syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(doc),
+                ..
+            }) = &nv.value
+            else {
+                return false;
+            };
+            a.path().is_ident("doc") && doc.value().to_lowercase().contains("one piece")
+        });
+        if lines > LONG_FN_LINES && !says_why {
+            self.found.push((name.to_string(), first, lines));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for LongFns {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_only(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.check(&f.attrs, &f.sig.ident, &f.block);
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_item_fn(self, f);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        self.check(&f.attrs, &f.sig.ident, &f.block);
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+}
+
+/// The long functions of `source` that do not say why they are one piece.
+fn long_functions(source: &str) -> Vec<(String, usize, usize)> {
+    let ast = syn::parse_file(source).expect("the file parses");
+    let mut v = LongFns::default();
+    v.visit_file(&ast);
+    v.found
+}
+
+#[test]
+fn no_long_function_without_a_reason() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![];
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("migrations"), &mut files);
+    files.sort();
+    assert!(files.len() > 20, "the sources were not found");
+    let mut found = vec![];
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        for (name, line, lines) in long_functions(&source) {
+            found.push(format!(
+                "{}:{line}: `{name}` runs {lines} lines; split it, or say in its doc comment why \
+                 it is one piece (\"One piece: ...\")",
+                file.strip_prefix(root).unwrap().display()
+            ));
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn the_long_function_check_sees_one_and_its_reason() {
+    let body = |n: usize| "    let _ = 1;\n".repeat(n);
+    let long = format!("fn long() {{\n{}}}\n", body(LONG_FN_LINES));
+    let found = long_functions(&long);
+    assert_eq!(
+        found,
+        vec![("long".to_string(), 1, LONG_FN_LINES + 2)],
+        "{found:?}"
+    );
+    let short = format!("fn short() {{\n{}}}\n", body(LONG_FN_LINES - 2));
+    assert!(long_functions(&short).is_empty());
+    let said = format!("/// One piece: one loop.\n{long}");
+    assert!(long_functions(&said).is_empty());
+    let method = format!("struct S;\nimpl S {{\n{long}}}\n");
+    assert_eq!(long_functions(&method).len(), 1, "a method counts too");
+    let tests = format!("#[cfg(test)]\nmod tests {{\n{long}}}\n");
+    assert!(
+        long_functions(&tests).is_empty(),
+        "test code is not looked at"
+    );
 }
