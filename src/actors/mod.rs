@@ -88,8 +88,8 @@ impl Bridge {
                 }
             });
         }
-        // the idle one-shot app-servers' keeper, linked under the registry: shutdown stops it
-        // (closing them)
+        // the pool's keeper (the spare, the idle one-shot app-servers), linked under the
+        // registry: shutdown drains it (closing them)
         let (keeper, _) = Actor::spawn_linked(
             None,
             spares::PoolKeeper,
@@ -389,7 +389,9 @@ impl Bridge {
                 .map(|a| a.stop_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))),
         )
         .await;
-        self.shared.warm.close_spare().await;
+        // the pool's keeper handles what is on its way to it, then closes the spare and the
+        // idle one-shot servers
+        self.shared.warm.close().await;
         // the one-shots (and any session started meanwhile)
         self.registry
             .stop_children_and_wait(Some("shutdown".into()), Some(Duration::from_secs(10)))

@@ -84,7 +84,7 @@ impl Shared {
         &self.store
     }
 
-    /// The warm app-server pool (its cap, its spare).
+    /// The warm app-server pool (its cap; the spare through its keeper).
     pub fn warm_pool(&self) -> &WarmPool {
         &self.warm
     }

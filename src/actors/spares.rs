@@ -1,4 +1,5 @@
-//! The warm pool's keeper ([`PoolKeeper`]): the one owner of the processes no session holds,
+//! The warm pool's keeper (`PoolKeeper`): the one owner of the processes no session or call
+//! holds,
 //! in its state (the spare app-server, the idle one-shot app-servers), and of the pool's work
 //! in the background, each in a task of its own (the spare's start, the probe of `ping`,
 //! closes). It holds the shared state (weakly), which the pool itself does not name.
@@ -12,7 +13,7 @@ use crate::actors::warm::{KeeperMessage, OneShotServer, Slot};
 use crate::codex::process::WarmKey;
 
 /// The spare's start from `spec` into `slot`, handed to the keeper when it is ready
-/// ([`KeeperMessage::SpareReady`]). Runs in a task of the [`PoolKeeper`]; it holds the shared
+/// (`KeeperMessage::SpareReady`). Runs in a task of the `PoolKeeper`; it holds the shared
 /// state weakly, so a stopped server's store is not kept open by it.
 fn start_spare(
     weak: std::sync::Weak<crate::actors::shared::Shared>,
@@ -124,19 +125,15 @@ impl KeeperState {
         }
     }
 
-    /// The spare, handed to session `to`, when it was started with `key` and is fit to use;
-    /// one found dead or distrusted is closed.
-    fn take_spare(
-        &mut self,
-        key: &WarmKey,
-        to: &crate::security::ids::SessionId,
-    ) -> Option<crate::codex::process::WarmProcess> {
+    /// The spare, taken out, when it was started with `key` and is fit to use; one found dead
+    /// or distrusted is closed.
+    fn take_spare(&mut self, key: &WarmKey) -> Option<Spare> {
         if self.spare.as_ref().is_none_or(|s| &s.key != key) {
             return None;
         }
         let mut s = self.spare.take()?;
         if s.process.process().reusable() && !s.process.process().exited() {
-            Some(s.process.hand_to(to))
+            Some(s)
         } else {
             // dead or distrusted: closed (killed, if anything is left of it, and reaped
             // before its slot comes back)
@@ -194,7 +191,7 @@ impl KeeperState {
     }
 }
 
-/// How often the keeper looks for idle one-shot servers to close.
+/// How often the keeper looks for idle one-shot servers and a spare to close.
 const KEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl ractor::Actor for PoolKeeper {
@@ -224,7 +221,7 @@ impl ractor::Actor for PoolKeeper {
         })
     }
 
-    /// One piece (about 60 lines): one arm per message, each a call into the state's own
+    /// One piece (about 75 lines): one arm per message, each a call into the state's own
     /// methods or a task of its own.
     async fn handle(
         &self,
@@ -245,20 +242,24 @@ impl ractor::Actor for PoolKeeper {
                 state.own(task);
             }
             KeeperMessage::SpareReady { key, spare } => state.keep_spare(key, spare),
-            KeeperMessage::TakeSpare { key, to, reply } => {
-                let _ = reply.send(state.take_spare(&key, &to));
+            KeeperMessage::TakeSpare { key, reply } => {
+                if let Some(Spare {
+                    key,
+                    process,
+                    until,
+                }) = state.take_spare(&key)
+                    && let Err(Some(process)) = reply.send(Some(process))
+                {
+                    // the asker went away (its turn was stopped): still the spare
+                    state.spare = Some(Spare {
+                        key,
+                        process,
+                        until,
+                    });
+                }
             }
             KeeperMessage::SparePid { reply } => {
                 let _ = reply.send(state.spare.as_ref().map(|s| s.process.pid()));
-            }
-            KeeperMessage::CloseSpare { reply } => {
-                let spare = state.spare.take();
-                state.close(async move {
-                    if let Some(s) = spare {
-                        s.process.close().await;
-                    }
-                    let _ = reply.send(());
-                });
             }
             KeeperMessage::MakeRoom { reply } => {
                 let _ = reply.send(state.make_room());
@@ -268,7 +269,10 @@ impl ractor::Actor for PoolKeeper {
                 serves,
                 reply,
             } => {
-                let _ = reply.send(state.take_one_shot(client, &serves));
+                if let Err(Some(server)) = reply.send(state.take_one_shot(client, &serves)) {
+                    // the asker went away (its call was cancelled): still idle
+                    state.idle.push(server);
+                }
             }
             KeeperMessage::PutOneShot(mut server) => {
                 server.mark_idle();
@@ -308,8 +312,9 @@ impl ractor::Actor for PoolKeeper {
             t.abort();
             let _ = t.await;
         }
-        // what it holds is closed (EOF, then a kill; reaped); a one-shot server given back
-        // from now on is retired by its caller (the cast to a stopped keeper hands it back)
+        // what it holds is closed (EOF, then a kill; reaped). A shutdown drains the keeper
+        // first (`WarmPool::close`), so what was on its way to it is here; a one-shot server
+        // given back from then on is retired by its caller (the cast hands it back).
         if let Some(s) = state.spare.take() {
             s.process.close().await;
         }

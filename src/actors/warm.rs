@@ -8,11 +8,11 @@
 //! [`Slot`]s, and gives it back only once it has been reaped. A process that is still closing
 //! keeps its slot; a new one waits for it.
 //!
-//! The processes no session holds are owned by one actor, the pool's keeper
+//! The processes no session or call holds are owned by one actor, the pool's keeper
 //! (`spares::PoolKeeper`), in its state: the spare (one app-server started ahead for the next
 //! new session) and the idle app-servers of one-shot calls (`query`, `search`, `structured`:
 //! [`OneShotServer`]), each for one client context and never shared. This pool reaches them
-//! only through the keeper's messages ([`KeeperMessage`]): a one-shot server is taken whole by
+//! only through the keeper's messages (`KeeperMessage`): a one-shot server is taken whole by
 //! the call that uses it (so the call's one-shot actor owns it while its turn runs, and its
 //! cancel or stop kills it), given back only after a completed turn whose thread it let go of,
 //! and closed by the keeper after the idle timeout, at shutdown, and when a new process needs
@@ -86,19 +86,15 @@ pub(crate) enum KeeperMessage {
     /// The spare started (by a `Refill`): keep it for `key`, replacing (closing) the one
     /// there, unless the sessions filled the cap meanwhile (then it is closed).
     SpareReady { key: WarmKey, spare: Recorded },
-    /// The spare, handed to session `to`, when it was started with `key` and is fit to use.
+    /// The spare, taken out, when it was started with `key` and is fit to use (the asker
+    /// hands it to its session; one the asker no longer waits for is kept).
     TakeSpare {
         key: WarmKey,
-        to: SessionId,
-        reply: tokio::sync::oneshot::Sender<Option<crate::codex::process::WarmProcess>>,
+        reply: tokio::sync::oneshot::Sender<Option<Recorded>>,
     },
     /// The pid of the spare waiting, if one does.
     SparePid {
         reply: tokio::sync::oneshot::Sender<Option<i32>>,
-    },
-    /// Close the spare, answered once it is reaped (shutdown).
-    CloseSpare {
-        reply: tokio::sync::oneshot::Sender<()>,
     },
     /// Close the spare, else the least recently used idle one-shot server, for a new
     /// process's slot; answers whether one was closed.
@@ -106,7 +102,7 @@ pub(crate) enum KeeperMessage {
         reply: tokio::sync::oneshot::Sender<bool>,
     },
     /// An alive idle one-shot server of `client` for `serves`, taken out (dead ones found
-    /// meanwhile are retired).
+    /// meanwhile are retired; one the asker no longer waits for is kept).
     TakeOneShot {
         client: crate::actors::client::ClientId,
         serves: Serves,
@@ -253,7 +249,7 @@ impl WarmPool {
         let _ = self.keeper.set(keeper);
     }
 
-    /// Close a process the pool let go of in a task of the keeper ([`KeeperMessage::Close`]);
+    /// Close a process the pool let go of in a task of the keeper (`KeeperMessage::Close`);
     /// with no keeper to take it (a pool outside a bridge, or after the keeper stopped at
     /// shutdown) in a task of its own, as the close must still reap it.
     fn close_owned(&self, closing: impl std::future::Future<Output = ()> + Send + 'static) {
@@ -275,7 +271,7 @@ impl WarmPool {
     }
 
     /// Start a spare app-server from `spec` in the keeper, replacing the one there (closed);
-    /// it closes itself after the idle timeout if no session took it. None when the warm
+    /// the keeper closes it after the idle timeout if no session took it. None when the warm
     /// sessions fill the cap, no slot is free now (a spare never waits for room), or no keeper
     /// runs.
     pub fn refill(&self, spec: crate::codex::argv::SpawnSpec) {
@@ -440,19 +436,21 @@ impl WarmPool {
 
     /// The spare, when it was started with `key` (the same invocation: directory, client
     /// environment, CODEX_HOME, binary, pins) and is fit to use.
-    /// It goes on record as session `to`'s before the keeper forgets its own record of it.
+    /// It goes on record as session `to`'s before its own record is forgotten (here, once it
+    /// arrived: one lost on the way is closed with its own record).
     pub async fn take_spare(
         &self,
         key: &WarmKey,
         to: &SessionId,
     ) -> Option<crate::codex::process::WarmProcess> {
-        self.ask(|reply| KeeperMessage::TakeSpare {
-            key: key.clone(),
-            to: to.clone(),
-            reply,
-        })
-        .await
-        .flatten()
+        let spare = self
+            .ask(|reply| KeeperMessage::TakeSpare {
+                key: key.clone(),
+                reply,
+            })
+            .await
+            .flatten()?;
+        Some(spare.hand_to(to))
     }
 
     /// The pid of the spare waiting in the keeper, if one does (started, not yet taken).
@@ -462,9 +460,14 @@ impl WarmPool {
             .flatten()
     }
 
-    /// Close the spare, once it is reaped (shutdown).
-    pub async fn close_spare(&self) {
-        let _ = self.ask(|reply| KeeperMessage::CloseSpare { reply }).await;
+    /// Stop the keeper once it has handled what is already on its way to it (an idle one-shot
+    /// server given back, a spare that just started): it then closes the spare and every idle
+    /// one-shot server; one given back later is handed back to its caller, to be retired
+    /// (shutdown).
+    pub async fn close(&self) {
+        if let Some(keeper) = self.keeper.get() {
+            let _ = keeper.drain_and_wait(Some(Duration::from_secs(10))).await;
+        }
     }
 
     /// Whether the app-server is known to be unusable (then turns run with `codex exec`).
