@@ -979,19 +979,15 @@ async fn the_crate_installs_from_its_crate_file_without_the_repository() {
     assert_eq!(stdout(&out).trim(), format!("codex-mcp-bridge {VERSION}"));
 }
 
-#[tokio::test]
-async fn the_packaged_binary_meets_the_startup_memory_targets() {
-    // the startup bench's empty-store targets (benches/README.md), on the binary the packages
-    // ship: RSS < 15 MB, anonymous < 4 MB, idle after the first tools/list
-    let work = scratch();
-    untar(&platform_tgz(), work.path()).await;
-    let binary = work.path().join("package/bin/codex-mcp-bridge");
+/// The idle RSS and anonymous memory (MB) of `binary` on an empty store of its own, after its
+/// first `tools/list`.
+async fn idle_memory(binary: &Path) -> (f64, f64) {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     let mut vars = server_env(&env, &mock);
     vars.retain(|(k, _)| k != "RUST_LOG");
     vars.push(("RUST_LOG".into(), "error".into()));
-    let server = connect_program(&[binary.into_os_string()], &vars, env.root())
+    let server = connect_program(&[binary.as_os_str().to_owned()], &vars, env.root())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     server.client.list_all_tools().await.expect("tools/list");
@@ -1004,8 +1000,34 @@ async fn the_packaged_binary_meets_the_startup_memory_targets() {
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{name} in {status}"))
     };
-    let (rss, anon) = (kb("VmRSS:") / 1000.0, kb("RssAnon:") / 1000.0);
-    eprintln!("packaged binary, empty store, idle: RSS {rss:.1} MB, anonymous {anon:.1} MB");
+    (kb("VmRSS:") / 1000.0, kb("RssAnon:") / 1000.0)
+}
+
+#[tokio::test]
+async fn the_packaged_binary_meets_the_startup_memory_targets() {
+    // the startup bench's empty-store targets (benches/README.md), on the binary the packages
+    // ship: RSS < 15 MB, anonymous < 4 MB, idle after the first tools/list. The median of five
+    // starts, as the bench takes medians: most of the RSS is the executable's code, mapped
+    // around each page fault as far as the page cache holds it, so one start reads 14.4-15.0
+    // MB of the same binary depending on what the machine read before (failed once in CI)
+    let work = scratch();
+    untar(&platform_tgz(), work.path()).await;
+    let binary = work.path().join("package/bin/codex-mcp-bridge");
+    let mut rss = vec![];
+    let mut anon = vec![];
+    for _ in 0..5 {
+        let (r, a) = idle_memory(&binary).await;
+        rss.push(r);
+        anon.push(a);
+    }
+    eprintln!(
+        "packaged binary, empty store, idle, five starts: RSS {rss:.1?} MB, anonymous {anon:.1?} MB"
+    );
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (rss, anon) = (median(&mut rss), median(&mut anon));
     let target_rss: f64 = std::env::var("STARTUP_TARGET_EMPTY_MB")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1014,9 +1036,12 @@ async fn the_packaged_binary_meets_the_startup_memory_targets() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4.0);
-    assert!(rss < target_rss, "RSS {rss:.1} MB >= {target_rss} MB");
+    assert!(
+        rss < target_rss,
+        "median RSS {rss:.1} MB >= {target_rss} MB"
+    );
     assert!(
         anon < target_anon,
-        "anonymous {anon:.1} MB >= {target_anon} MB"
+        "median anonymous {anon:.1} MB >= {target_anon} MB"
     );
 }
