@@ -350,6 +350,16 @@ fn names_in(root: &Path, file: &Path) -> (String, BTreeSet<String>) {
     (module, expanded)
 }
 
+/// Every source file the checks read: `src/**/*.rs` and `migrations/*.rs`, sorted.
+fn sources(root: &Path) -> Vec<PathBuf> {
+    let mut files = vec![];
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("migrations"), &mut files);
+    files.sort();
+    assert!(files.len() > 20, "the sources were not found");
+    files
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -576,11 +586,7 @@ fn graph_of(root: &Path) -> Graph {
 #[test]
 fn the_layers_hold() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![];
-    rust_files(&root.join("src"), &mut files);
-    rust_files(&root.join("migrations"), &mut files);
-    files.sort();
-    assert!(files.len() > 20, "the sources were not found");
+    let files = sources(root);
     let mut found = BTreeSet::new();
     for file in &files {
         let (module, names) = names_in(root, file);
@@ -635,13 +641,10 @@ fn the_checker_sees_each_kind_of_violation() {
     );
     assert_eq!(
         spawn,
-        [
+        names(&[
             "src/mcp/x.rs: mcp: names crate::store::Store",
             "src/mcp/x.rs: spawn: names std::process::Command",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         "an mcp module that spawns and names the store (a lower layer): {spawn:?}"
     );
     let own = check_file(
@@ -655,15 +658,12 @@ fn the_checker_sees_each_kind_of_violation() {
     );
     assert_eq!(
         own,
-        [
+        names(&[
             "src/security/x.rs: layer order: names crate::Result (layer 4) from security::x (layer 0)",
             "src/security/x.rs: layer order: names crate::error::Error (layer 4) from security::x (layer 0)",
             "src/security/x.rs: own errors: names crate::Result",
             "src/security/x.rs: own errors: names crate::error::Error",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ]),
         "security returns its own errors: {own:?}"
     );
     let spawner = check_file(
@@ -685,16 +685,12 @@ fn the_checker_sees_each_kind_of_violation() {
             "failure",
             &names(&["std::fmt", "crate::usage::Usage"])
         ),
-        ["src/failure.rs: leaf: names crate::usage::Usage".to_string()]
-            .into_iter()
-            .collect(),
+        names(&["src/failure.rs: leaf: names crate::usage::Usage"]),
         "a leaf names nothing of the crate"
     );
     assert_eq!(
         check_file("src/actors/x.rs", "actors::x", &names(&["crate"])),
-        ["src/actors/x.rs: glob: names the whole crate (a glob of its root)".to_string()]
-            .into_iter()
-            .collect(),
+        names(&["src/actors/x.rs: glob: names the whole crate (a glob of its root)"]),
         "a glob of the crate's root hides what a file names"
     );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));
@@ -927,11 +923,7 @@ fn long_functions(source: &str) -> Vec<(String, usize, usize)> {
 #[test]
 fn no_long_function_without_a_reason() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![];
-    rust_files(&root.join("src"), &mut files);
-    rust_files(&root.join("migrations"), &mut files);
-    files.sort();
-    assert!(files.len() > 20, "the sources were not found");
+    let files = sources(root);
     let mut found = vec![];
     for file in &files {
         let source = std::fs::read_to_string(file).unwrap();

@@ -1,8 +1,7 @@
 //! The warm pool's keeper (`PoolKeeper`): the one owner of the processes no session or call
-//! holds,
-//! in its state (the spare app-server, the idle one-shot app-servers), and of the pool's work
-//! in the background, each in a task of its own (the spare's start, the probe of `ping`,
-//! closes). It holds the shared state (weakly), which the pool itself does not name.
+//! holds, in its state (the spare app-server, the idle one-shot app-servers), and of the
+//! pool's work in the background, each in a task of its own (the spare's start, the probe of
+//! `ping`, closes). It holds the shared state (weakly), which the pool itself does not name.
 
 use std::time::Duration;
 

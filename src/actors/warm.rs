@@ -69,7 +69,7 @@ pub struct WarmPool {
     health: Mutex<Option<std::result::Result<(), String>>>,
     /// One permit per app-server process that may exist at once.
     slots: Arc<Semaphore>,
-    /// The actor that owns the processes no session holds (the spare, the idle one-shot
+    /// The actor that owns the processes no session or call holds (the spare, the idle one-shot
     /// servers) and the pool's work in the background (the spare's start, the probe, closes:
     /// `actors/spares.rs`), once the bridge started it.
     keeper: std::sync::OnceLock<ActorRef<KeeperMessage>>,
@@ -292,19 +292,16 @@ impl WarmPool {
         common: &crate::codex::argv::Common,
         slot: Option<Slot>,
     ) -> Option<std::result::Result<(), String>> {
-        let Some(keeper) = self.keeper.get() else {
+        if self.keeper.get().is_none() {
             // no keeper (a pool outside a bridge): no store to put it on record in either
             return Some(probe(common, slot, None).await);
-        };
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        keeper
-            .cast(KeeperMessage::Probe {
-                common: common.clone(),
-                slot,
-                reply,
-            })
-            .ok()?;
-        answer.await.ok()
+        }
+        self.ask(|reply| KeeperMessage::Probe {
+            common: common.clone(),
+            slot,
+            reply,
+        })
+        .await
     }
 
     /// Ask the keeper with `ask` (a message carrying the reply's sender); `None` when no keeper
