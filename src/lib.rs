@@ -34,6 +34,7 @@ pub mod hub;
 pub mod invalid;
 pub mod logging;
 pub mod mcp;
+pub mod page;
 pub mod security;
 pub mod server;
 pub mod store;

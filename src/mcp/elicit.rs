@@ -28,9 +28,12 @@ use rmcp::task_manager::{TaskContext, TaskManager};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value};
 
+pub use super::budget::Host;
+use super::budget::{self, Shows};
 use crate::actors::Progress;
 pub use crate::codex::app_server::approval::DecisionRecord;
 use crate::codex::app_server::approval::{Asked, Asker, Decision, Input, Question};
+use crate::page::{Closed, PageDecision, PageError, PageQuestion, Pages};
 use crate::security::redact::ClientSecrets;
 
 /// How long a person has to answer, unless the setting says otherwise: long enough to read a
@@ -220,15 +223,39 @@ pub fn form(question: &Question, secrets: &ClientSecrets) -> Option<ElicitReques
     })
 }
 
-/// Whether `peer` declared form elicitation.
-pub fn can_ask(peer: &Peer<RoleServer>) -> bool {
-    peer.supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
+/// What the client behind `ctx` shows and can open, `None` when it declared no elicitation.
+pub fn host_of(ctx: &RequestContext<RoleServer>) -> Option<Host> {
+    let e = ctx.client_capabilities()?.elicitation?;
+    let name = ctx.client_info().map(|i| i.name);
+    Some(Host::named(
+        name.as_deref(),
+        e.form.is_some() || e.url.is_none(),
+        e.url.is_some(),
+    ))
 }
 
-/// Where the person behind a call is asked.
+/// What the client of the connection `peer` shows and can open (a connection that began with
+/// `initialize`).
+fn host_of_peer(peer: &Peer<RoleServer>) -> Host {
+    let modes = peer.supported_elicitation_modes();
+    let name = peer.peer_info().map(|i| i.client_info.name.clone());
+    Host::named(
+        name.as_deref(),
+        modes.contains(&ElicitationMode::Form),
+        modes.contains(&ElicitationMode::Url),
+    )
+}
+
+/// Where the person behind a call is asked, and what their host shows.
 #[derive(Clone)]
-pub enum Channel {
+pub struct Channel {
+    route: Route,
+    host: Host,
+}
+
+/// How a question reaches the person's client.
+#[derive(Clone)]
+enum Route {
     /// `elicitation/create` on the connection that made the call (a plain call, on a protocol
     /// before 2026-07-28, which forbids requests from the server).
     Peer(Peer<RoleServer>),
@@ -240,27 +267,50 @@ pub enum Channel {
     Mrtr(super::mrtr::Asking),
 }
 
-/// Whether the request's client declared form elicitation.
-pub fn declares_form(ctx: &RequestContext<RoleServer>) -> bool {
-    ctx.client_capabilities()
-        .and_then(|c| c.elicitation)
-        .is_some_and(|e| e.form.is_some() || e.url.is_none())
-}
-
 impl Channel {
-    /// The channel of a plain call: its connection, when the client declared form elicitation
-    /// and its protocol lets the server ask mid-call.
+    /// The channel of a plain call: its connection, when the client declared elicitation and
+    /// its protocol lets the server ask mid-call.
     pub fn of_request(ctx: &RequestContext<RoleServer>) -> Option<Channel> {
         let modern = ctx
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        (declares_form(ctx) && !modern).then(|| Channel::Peer(ctx.peer.clone()))
+        let host = host_of(ctx).filter(|_| !modern)?;
+        Some(Channel {
+            route: Route::Peer(ctx.peer.clone()),
+            host,
+        })
     }
 
-    /// The channel of a call that runs as a task whose client declared form elicitation.
-    pub fn of_task(task: TaskContext, manager: TaskManager) -> Channel {
-        Channel::Task(task, manager, Arc::new(AtomicU64::new(0)))
+    /// The channel of a call that runs as a task whose client (showing `host`) declared
+    /// elicitation.
+    pub fn of_task(task: TaskContext, manager: TaskManager, host: Host) -> Channel {
+        Channel {
+            route: Route::Task(task, manager, Arc::new(AtomicU64::new(0))),
+            host,
+        }
     }
+
+    /// The channel of a 2026-07-28 call whose questions are its answers (MRTR).
+    pub fn of_rounds(asking: super::mrtr::Asking, host: Host) -> Channel {
+        Channel {
+            route: Route::Mrtr(asking),
+            host,
+        }
+    }
+
+    /// The channel of the connection `peer`.
+    pub fn of_peer(peer: &Peer<RoleServer>) -> Channel {
+        Channel {
+            route: Route::Peer(peer.clone()),
+            host: host_of_peer(peer),
+        }
+    }
+}
+
+/// The pages of this process's questions (bound on the first question that needs one).
+fn pages() -> &'static Pages {
+    static PAGES: std::sync::OnceLock<Pages> = std::sync::OnceLock::new();
+    PAGES.get_or_init(Pages::new)
 }
 
 /// The [`Asker`] of one call: each question of its turn asked on `channel` within `timeout`,
@@ -327,12 +377,25 @@ pub async fn ask(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> Asking {
-    ask_on(&Channel::Peer(peer.clone()), question, secrets, timeout).await
+    ask_on(&Channel::of_peer(peer), question, secrets, timeout).await
 }
 
-/// Ask `question` on `channel`, waiting at most `timeout`: checked ([`askable`]), sent and
-/// waited for ([`wait_for`]), and an accept read ([`accepted_input`]); anything else is a
-/// decline.
+/// How a question is put to the person.
+enum Way {
+    /// A form the host shows whole (the message a record keeps of it).
+    Form(ElicitRequestParams, String),
+    /// The question's page, through URL-mode elicitation.
+    Page,
+}
+
+/// Why a question reaches nobody: it fits no form the host shows whole, and no page can be
+/// opened for it (the client declared no URL mode, or the question needs input).
+const FITS_NOTHING: &str = "not asked: the question does not fit what the person's host shows whole (three rows of 72 columns) and the client cannot open a page for it; a shorter command, or a change of one small file at a time, can be asked";
+/// Why a cancel is no person's decline.
+const CANCELLED: &str = "the client cancelled the question: no person decided (a client that asks nobody, or a question put aside)";
+
+/// Ask `question` on `channel`, waiting at most `timeout`: checked ([`way`]), then asked as a
+/// form ([`ask_form`]) or on its page ([`ask_page`]); anything but an accept is a decline.
 pub async fn ask_on(
     channel: &Channel,
     question: &Question,
@@ -347,54 +410,180 @@ pub async fn ask_on(
             record: DecisionRecord::unasked(question, secrets, reason),
         };
     }
-    let asked = cut(&message(question, secrets), MAX_RECORD_CHARS);
-    let declined = |by_person, reason| Asking {
+    match way(channel, question, secrets) {
+        Err(reason) => Asking {
+            decision: Decision::Decline,
+            input: None,
+            record: DecisionRecord::unasked(question, secrets, reason),
+        },
+        Ok(Way::Form(params, shown)) => ask_form(channel, question, params, shown, timeout).await,
+        Ok(Way::Page) => ask_page(channel, question, secrets, timeout).await,
+    }
+}
+
+/// A decline of what `asked` recorded, by a person or not, for `reason`.
+fn declined(asked: &str, by_person: bool, reason: Option<&'static str>) -> Asking {
+    Asking {
         decision: Decision::Decline,
         input: None,
         record: DecisionRecord {
-            asked: asked.clone(),
+            asked: cut(asked, MAX_RECORD_CHARS),
             decision: Decision::Decline,
             by_person,
             reason,
         },
-    };
-    let params = match askable(channel, question, secrets) {
-        Ok(params) => params,
-        Err(reason) => return declined(false, Some(reason)),
-    };
+    }
+}
+
+/// Ask the form `params` (recorded as `shown`) and read the answer.
+async fn ask_form(
+    channel: &Channel,
+    question: &Question,
+    params: ElicitRequestParams,
+    shown: String,
+    timeout: Duration,
+) -> Asking {
     let result = match wait_for(channel, params, timeout).await {
         Ok(result) => result,
-        Err(reason) => return declined(false, Some(reason)),
+        Err(reason) => return declined(&shown, false, Some(reason)),
     };
-    if !matches!(result.action, ElicitationAction::Accept) {
-        return declined(true, None);
+    match result.action {
+        ElicitationAction::Accept => {}
+        ElicitationAction::Decline => return declined(&shown, true, None),
+        _ => return declined(&shown, false, Some(CANCELLED)),
     }
     match accepted_input(question, result.content.unwrap_or(Value::Null)) {
         Ok(input) => Asking {
             decision: Decision::AcceptOnce,
             input,
             record: DecisionRecord {
-                asked,
+                asked: cut(&shown, MAX_RECORD_CHARS),
                 decision: Decision::AcceptOnce,
                 by_person: true,
                 reason: None,
             },
         },
-        Err(reason) => declined(true, Some(reason)),
+        Err(reason) => declined(&shown, true, Some(reason)),
     }
 }
 
-/// The form to send for `question` on `channel`, or why it is declined without asking: a
-/// client that cannot be asked, a command the redactor would change, a question with no form.
-fn askable(
+/// The question's page: its title, every field redacted, and what approving grants.
+fn page_question(question: &Question, secrets: &ClientSecrets) -> PageQuestion {
+    PageQuestion {
+        title: question.title().to_owned(),
+        fields: question
+            .lines()
+            .into_iter()
+            .map(|(label, text)| (label.to_owned(), secrets.redact(&text).into_owned()))
+            .collect(),
+        grants: match question {
+            Question::Permissions { .. } => {
+                "Approving grants these permissions for the rest of this turn only. Nothing is remembered for later requests.".to_owned()
+            }
+            _ => "Approving allows this one request, once. Nothing is remembered for later requests.".to_owned(),
+        },
+    }
+}
+
+/// Ask `question` on its page: the host gets a URL-mode elicitation; the decision is the
+/// page's and nowhere else's. A host's accept only says the person is done: the answer waits
+/// for the page until `timeout`. A host's decline or cancel ends the question.
+async fn ask_page(
     channel: &Channel,
     question: &Question,
     secrets: &ClientSecrets,
-) -> Result<ElicitRequestParams, &'static str> {
-    if let Channel::Peer(peer) = channel
-        && !can_ask(peer)
+    timeout: Duration,
+) -> Asking {
+    let shown = message(question, secrets);
+    let until = tokio::time::Instant::now() + timeout;
+    let mut page = match pages()
+        .open(page_question(question, secrets), Instant::now() + timeout)
+        .await
     {
-        return Err("the client cannot be asked (no form elicitation)");
+        Ok(page) => page,
+        Err(PageError::TooLarge) => {
+            return declined(
+                &shown,
+                false,
+                Some("not asked: the question is larger than its page carries (256 KiB)"),
+            );
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the question's page could not be opened: declined");
+            return declined(
+                &shown,
+                false,
+                Some("not asked: the question's page could not be opened"),
+            );
+        }
+    };
+    let params = ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: budget::page_message(question),
+        url: page.url.clone(),
+        elicitation_id: uuid::Uuid::new_v4().to_string(),
+    };
+    let host = tokio::select! {
+        decision = page.decided() => return decided_on_page(&shown, decision),
+        host = wait_for(channel, params, timeout) => host,
+    };
+    let closed = match host {
+        Ok(r) if matches!(r.action, ElicitationAction::Accept) => {
+            // "I'm done": the page decides, within the time left
+            return match tokio::time::timeout_at(until, page.decided()).await {
+                Ok(decision) => decided_on_page(&shown, decision),
+                Err(_) => {
+                    page.close(Closed::TimedOut);
+                    declined(
+                        &shown,
+                        false,
+                        Some(
+                            "accepted in the host, but not decided on the question's page in time",
+                        ),
+                    )
+                }
+            };
+        }
+        Ok(r) if matches!(r.action, ElicitationAction::Decline) => (true, None),
+        Ok(_) => (false, Some(CANCELLED)),
+        Err(reason) => (false, Some(reason)),
+    };
+    page.close(if closed.0 {
+        Closed::DeclinedInHost
+    } else {
+        Closed::Withdrawn
+    });
+    declined(&shown, closed.0, closed.1)
+}
+
+/// The outcome of a decision on the page.
+fn decided_on_page(shown: &str, decision: PageDecision) -> Asking {
+    match decision {
+        PageDecision::Approve => Asking {
+            decision: Decision::AcceptOnce,
+            input: None,
+            record: DecisionRecord {
+                asked: cut(shown, MAX_RECORD_CHARS),
+                decision: Decision::AcceptOnce,
+                by_person: true,
+                reason: None,
+            },
+        },
+        PageDecision::Deny => declined(shown, true, None),
+    }
+}
+
+/// How `question` is put to the person on `channel`, or why it is declined without asking: a
+/// client that cannot be asked, a command the redactor would change, a question that fits no
+/// form the host shows whole and no page.
+fn way(
+    channel: &Channel,
+    question: &Question,
+    secrets: &ClientSecrets,
+) -> Result<Way, &'static str> {
+    let host = channel.host;
+    if !host.form && !host.url {
+        return Err("the client cannot be asked (no elicitation)");
     }
     // a command whose text the redactor would hide cannot be judged from the form (the hidden
     // part may be what runs)
@@ -403,7 +592,91 @@ fn askable(
     {
         return Err("the command holds text that looks like a secret, which cannot be shown");
     }
-    form(question, secrets).ok_or("the question has no form a client can show")
+    if host.form
+        && let Some(way) = shaped(question, secrets, host.shows)
+    {
+        return Ok(way);
+    }
+    let approval = matches!(
+        question,
+        Question::Command { .. } | Question::FileChange { .. } | Question::Permissions { .. }
+    );
+    if approval && host.url {
+        return Ok(Way::Page);
+    }
+    if matches!(question, Question::McpElicitation { form: None, .. }) {
+        return Err("the question has no form a client can show");
+    }
+    Err(FITS_NOTHING)
+}
+
+/// The form of `question` that a host showing `shows` shows whole, if there is one.
+fn shaped(question: &Question, secrets: &ClientSecrets, shows: Shows) -> Option<Way> {
+    let whole = form(question, secrets)?;
+    if shows == Shows::Whole {
+        let shown = message(question, secrets);
+        return Some(Way::Form(whole, shown));
+    }
+    if let Some(params) = budget::compact(question, secrets, shows) {
+        let shown = shown_text(&params);
+        return Some(Way::Form(params, shown));
+    }
+    // a question that asks for input keeps its fields under a short message
+    let short = match question {
+        Question::UserInput { .. } => "Codex asks you (answer in the fields below):".to_owned(),
+        Question::McpElicitation {
+            server, message, ..
+        } => format!(
+            "A nested MCP server, {}, asks: {}",
+            secrets.redact(server),
+            secrets.redact(message)
+        ),
+        _ => return None,
+    };
+    let ElicitRequestParams::FormElicitationParams {
+        requested_schema, ..
+    } = whole
+    else {
+        return None;
+    };
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: short,
+        requested_schema,
+    };
+    budget::overflow(&params, shows).is_none().then(|| {
+        let shown = shown_text(&params);
+        Way::Form(params, shown)
+    })
+}
+
+/// What a record keeps of a form as shown: its message and each field's title and
+/// description.
+fn shown_text(params: &ElicitRequestParams) -> String {
+    let ElicitRequestParams::FormElicitationParams {
+        message,
+        requested_schema,
+        ..
+    } = params
+    else {
+        return String::new();
+    };
+    let mut text = message.clone();
+    if let Ok(schema) = serde_json::to_value(requested_schema) {
+        for prop in schema["properties"]
+            .as_object()
+            .into_iter()
+            .flat_map(|p| p.values())
+        {
+            for k in ["title", "description"] {
+                if let Some(s) = prop[k].as_str() {
+                    text.push('\n');
+                    text.push_str(s);
+                }
+            }
+        }
+    }
+    text
 }
 
 /// Send `params` on `channel` and wait at most `timeout` for the client's result, or say why
@@ -414,8 +687,8 @@ async fn wait_for(
     params: ElicitRequestParams,
     timeout: Duration,
 ) -> Result<ElicitResult, &'static str> {
-    let value = match channel {
-        Channel::Peer(peer) => {
+    let value = match &channel.route {
+        Route::Peer(peer) => {
             return match tokio::time::timeout(
                 timeout,
                 peer.create_elicitation_with_timeout(params, Some(timeout)),
@@ -430,7 +703,7 @@ async fn wait_for(
                 Ok(Ok(r)) => Ok(r),
             };
         }
-        Channel::Task(task, manager, seq) => {
+        Route::Task(task, manager, seq) => {
             let key = format!("question-{}", seq.fetch_add(1, Ordering::Relaxed) + 1);
             let request = InputRequest::Elicitation(ElicitRequest::new(params));
             // however the wait ends (an answer, the timeout, the turn dropping the question),
@@ -446,7 +719,7 @@ async fn wait_for(
                 Ok(Ok(v)) => v,
             }
         }
-        Channel::Mrtr(asking) => {
+        Route::Mrtr(asking) => {
             match tokio::time::timeout(timeout, asking.ask(params, timeout)).await {
                 Err(_) => return Err("no answer in time"),
                 Ok(Err(_)) => return Err("the question was withdrawn"),
@@ -497,7 +770,7 @@ pub async fn answer(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> DecisionRecord {
-    answer_on(&Channel::Peer(peer.clone()), asked, secrets, timeout).await
+    answer_on(&Channel::of_peer(peer), asked, secrets, timeout).await
 }
 
 /// [`answer`] on `channel`.

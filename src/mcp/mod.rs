@@ -6,6 +6,7 @@
 //! arguments, resolves paths, and calls [`Bridge`].
 
 pub(crate) mod answer;
+pub mod budget;
 pub mod elicit;
 pub mod framing;
 pub mod mrtr;
@@ -364,7 +365,7 @@ impl McpServer {
         args: rmcp::model::JsonObject,
         span: tracing::Span,
         roots: Option<rmcp::Peer<RoleServer>>,
-        elicits: bool,
+        elicits: Option<elicit::Host>,
         owner: TaskOwner,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
@@ -391,8 +392,8 @@ impl McpServer {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
                         roots,
-                        ask: elicits.then(|| {
-                            elicit::Channel::of_task(task.clone(), this.tasks.manager.clone())
+                        ask: elicits.map(|host| {
+                            elicit::Channel::of_task(task.clone(), this.tasks.manager.clone(), host)
                         }),
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
@@ -428,7 +429,8 @@ impl McpServer {
         if as_task {
             // a session-less HTTP task's `tasks/update` could come from any token holder: its
             // questions are asked of nobody
-            let elicits = elicit::declares_form(context) && !matches!(owner, TaskOwner::Http(None));
+            let elicits =
+                elicit::host_of(context).filter(|_| !matches!(owner, TaskOwner::Http(None)));
             let task = self.spawn_task(name, args, span, roots_peer(context), elicits, owner);
             tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
@@ -483,7 +485,7 @@ impl McpServer {
             .protocol_version()
             .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
         modern
-            && elicit::declares_form(ctx)
+            && elicit::host_of(ctx).is_some()
             && self.client.config.approvals == crate::config::ApprovalMode::Ask
             && tool_named(name).is_some_and(|t| t.task)
             && !matches!(owner, TaskOwner::Http(None))
@@ -500,6 +502,7 @@ impl McpServer {
         span: tracing::Span,
     ) -> Result<CallToolResponse, McpError> {
         let mut ctx = CallCtx::of_request(context);
+        let host = elicit::host_of(context).unwrap_or_default();
         let call = mrtr::Call {
             client: owner,
             tool: name.clone(),
@@ -511,7 +514,7 @@ impl McpServer {
             .rounds
             .start(call, context.ct.clone(), move |asking, cancel, follow| {
                 ctx.ct = cancel;
-                ctx.ask = Some(elicit::Channel::Mrtr(asking));
+                ctx.ask = Some(elicit::Channel::of_rounds(asking, host));
                 ctx.progress = Some(ProgressTarget::Follow(follow));
                 tracing::Instrument::instrument(
                     async move {

@@ -19,6 +19,7 @@ mod person;
 mod person_bridge;
 mod person_forms;
 mod person_mrtr;
+mod person_page;
 mod private_memory;
 mod proofs;
 mod review;

@@ -505,8 +505,11 @@ async fn pair(
         ClientCapabilities::default()
     };
     let person = Person {
-        config: ClientConfig::new(caps, Implementation::new("person-test", "0"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25),
+        config: ClientConfig::new(
+            caps,
+            Implementation::new(crate::support::mcp::WHOLE_FORM_HOST, "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25),
         reply: Arc::new(reply),
         delay,
         asked: Arc::default(),
@@ -575,6 +578,8 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
             Decision::Decline,
             true,
         ),
+        // a cancel is what a client that asks nobody sends (`claude -p` answers every
+        // question so within milliseconds): no person's decision
         (
             "cancel",
             pair(true, Duration::ZERO, || {
@@ -582,7 +587,7 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
             })
             .await,
             Decision::Decline,
-            true,
+            false,
         ),
         (
             "timeout",

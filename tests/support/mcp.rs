@@ -70,6 +70,30 @@ pub struct Person {
     keys: Arc<Mutex<std::collections::HashSet<String>>>,
     tasks: Arc<std::sync::atomic::AtomicUsize>,
     rounds: Arc<std::sync::atomic::AtomicUsize>,
+    /// The client name the test client gives (`clientInfo.name`): by default Codex's terminal
+    /// app's, a host that shows a form's whole message ([`WHOLE_FORM_HOST`]).
+    pub client_name: &'static str,
+    /// What they do on a question's page (URL-mode elicitation).
+    pub page: Arc<Mutex<OnPage>>,
+    /// The URLs of the pages they were sent to.
+    pub urls: Arc<Mutex<Vec<String>>>,
+    /// The pages they read (as served).
+    pub pages: Arc<Mutex<Vec<String>>>,
+}
+
+/// The client name of Codex's terminal app as an MCP host, which shows a form whole.
+pub const WHOLE_FORM_HOST: &str = "codex-mcp-client";
+
+/// What the person behind a test client does with a question's page before answering the
+/// URL-mode elicitation (accept = "I'm done"; a decline or silence follows [`Answer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnPage {
+    /// Approve on the page, then accept.
+    Approve,
+    /// Deny on the page, then accept.
+    Deny,
+    /// Accept without opening the page.
+    Skip,
 }
 
 impl Default for Person {
@@ -80,6 +104,10 @@ impl Default for Person {
             keys: Arc::default(),
             tasks: Arc::default(),
             rounds: Arc::default(),
+            client_name: WHOLE_FORM_HOST,
+            page: Arc::new(Mutex::new(OnPage::Skip)),
+            urls: Arc::default(),
+            pages: Arc::default(),
         }
     }
 }
@@ -90,6 +118,43 @@ impl Person {
         let p = Person::default();
         *p.answer.lock().unwrap() = answer;
         p
+    }
+
+    /// The same person behind a client that names itself `name`.
+    pub fn on_host(mut self, name: &'static str) -> Person {
+        self.client_name = name;
+        self
+    }
+
+    /// The same person, doing `on_page` with every question's page.
+    pub fn on_page(self, on_page: OnPage) -> Person {
+        *self.page.lock().unwrap() = on_page;
+        self
+    }
+
+    /// Do with the page at `url` what this person does with pages, then answer the URL-mode
+    /// elicitation as [`Answer`] says (accept: "I'm done").
+    pub async fn answer_url(&self, url: &str) -> Option<ElicitResult> {
+        self.urls.lock().unwrap().push(url.to_owned());
+        let answer = *self.answer.lock().unwrap();
+        if let Answer::Accept(_) = answer {
+            let on_page = *self.page.lock().unwrap();
+            let decision = match on_page {
+                OnPage::Approve => Some("approve"),
+                OnPage::Deny => Some("deny"),
+                OnPage::Skip => None,
+            };
+            if let Some(decision) = decision {
+                let (status, page) = super::page::decide(url, decision).await;
+                assert_eq!(status, 200, "the page took the decision");
+                self.pages.lock().unwrap().push(page);
+            }
+        }
+        match answer {
+            Answer::Accept(_) => Some(ElicitResult::new(ElicitationAction::Accept)),
+            Answer::Decline => Some(ElicitResult::new(ElicitationAction::Decline)),
+            Answer::Silent => None,
+        }
     }
 
     /// Whether the task input request `key` was seen already (marks it seen).
@@ -191,7 +256,13 @@ impl ClientHandler for Client {
                 .rounds
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
-        match self.person.answer(&request) {
+        let answer = match &request {
+            ElicitRequestParams::UrlElicitationParams { url, .. } => {
+                self.person.answer_url(url).await
+            }
+            _ => self.person.answer(&request),
+        };
+        match answer {
             Some(r) => Ok(r),
             None => std::future::pending().await,
         }
@@ -444,10 +515,7 @@ async fn connect_command(
         .expect("spawn server");
     let pid = transport.id().expect("server pid");
     let progress = Arc::new(Mutex::new(vec![]));
-    let base = ClientConfig::new(
-        capabilities,
-        Implementation::new("codex-mcp-bridge-tests", "0"),
-    );
+    let base = ClientConfig::new(capabilities, Implementation::new(person.client_name, "0"));
     let client = match protocol {
         Protocol::Legacy => {
             let c = Client {
@@ -534,7 +602,13 @@ impl Server {
                                         self.person
                                             .tasks
                                             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                                        self.person.answer(&e.params)
+                                        match &e.params {
+                                            ElicitRequestParams::UrlElicitationParams {
+                                                url,
+                                                ..
+                                            } => self.person.answer_url(url).await,
+                                            p => self.person.answer(p),
+                                        }
                                     }
                                 {
                                     answers.insert(key, serde_json::to_value(r).unwrap());

@@ -8,6 +8,7 @@ pub mod codex_bin;
 pub mod env;
 pub mod mcp;
 pub mod mock_api;
+pub mod page;
 pub mod process;
 
 pub use codex_bin::{
