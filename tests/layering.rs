@@ -56,7 +56,13 @@ const LAYERS: &[&[&str]] = &[
         "codex::home",
         "codex::rollout",
     ],
-    &["codex::process", "codex::app_server", "store", "confine"],
+    &[
+        "codex::process",
+        "codex::app_server",
+        "store",
+        "confine",
+        "page",
+    ],
     &["config"],
     &["error", "Error", "Result"],
     &["actors"],
@@ -70,8 +76,8 @@ const LEAVES: &[&str] = &["usage", "failure", "invalid"];
 
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
 /// `codex::process`: `ProcessError`; `codex::app_server`: `ClientError`; `config`:
-/// `ConfigError`; `store`: `StoreError`), never the crate error.
-const OWN_ERRORS: &[&str] = &["security", "store", "codex", "confine", "config"];
+/// `ConfigError`; `store`: `StoreError`; `page`: `PageError`), never the crate error.
+const OWN_ERRORS: &[&str] = &["security", "store", "codex", "confine", "config", "page"];
 
 fn layer_of(module: &str) -> Option<usize> {
     let mut best: Option<(usize, usize)> = None; // (prefix length, layer)

@@ -39,8 +39,7 @@ use crate::security::redact::ClientSecrets;
 /// How long a person has to answer, unless the setting says otherwise: long enough to read a
 /// command, short enough that a forgotten question does not hold a turn for long.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-/// The field of an approval form.
-pub const APPROVE_FIELD: &str = "approve";
+pub use super::budget::APPROVE_FIELD;
 /// Longest message sent to a client: a longer one is not sent (the question is declined), as
 /// a message is never cut (the fields are bounded one by one before this).
 pub const MAX_MESSAGE_CHARS: usize = 64 * 1024;
@@ -961,5 +960,22 @@ mod tests {
             serde_json::json!({"asked": "Codex asks", "decision": "decline", "byPerson": false,
                 "reason": "no answer in time"})
         );
+    }
+
+    #[test]
+    fn a_whole_form_overflows_a_small_host_and_not_codex() {
+        let secrets = ClientSecrets::default();
+        let q = Question::Command {
+            command: "ls".into(),
+            cwd: Some("/w".into()),
+            reason: Some("list".into()),
+            network_host: None,
+        };
+        let whole = form(&q, &secrets).unwrap();
+        assert_eq!(
+            budget::overflow(&whole, budget::SMALLEST),
+            Some(budget::Overflow::Message(budget::ROWS, budget::COLUMNS))
+        );
+        assert_eq!(budget::overflow(&whole, Shows::Whole), None);
     }
 }
