@@ -571,7 +571,8 @@ async fn claude_codes_message_shapes_get_the_hosts_root_and_the_persons_approval
         .await
         .unwrap();
 
-    // the turn runs in the project and asks the person: the form comes as the next answer
+    // the turn runs in the project and asks the person: the command does not fit the three
+    // rows Claude Code shows of a form, so its page comes as the next answer (URL mode)
     let second = answer(json!(3)).await;
     let r = &second["result"];
     assert_eq!(r["resultType"], "input_required", "{second}");
@@ -580,18 +581,14 @@ async fn claude_codes_message_shapes_get_the_hosts_root_and_the_persons_approval
         .and_then(|m| m.iter().next())
         .expect("an input request");
     assert_eq!(request["method"], "elicitation/create", "{second}");
-    assert_eq!(request["params"]["mode"], "form", "{second}");
-    assert!(
-        request["params"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("echo pwned >"),
-        "{second}"
-    );
-    assert!(!target.exists());
+    assert_eq!(request["params"]["mode"], "url", "{second}");
+    let url = request["params"]["url"].as_str().unwrap();
+    let (status, page) = crate::support::page::decide(url, "approve").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("echo pwned &gt;"), "{page}");
+    // "I'm done, continue": an accept without content
     let mut retry = call.clone();
-    retry["inputResponses"] =
-        json!({ key.clone(): {"action": "accept", "content": {"approve": true}} });
+    retry["inputResponses"] = json!({ key.clone(): {"action": "accept"} });
     retry["requestState"] = r["requestState"].clone();
     stdin
         .write_all(&claude_code(json!(4), "tools/call", retry))
