@@ -25,6 +25,7 @@ mod review;
 mod runner;
 mod runner_fake;
 mod smoke;
+mod swap;
 mod tasks;
 mod terminal;
 mod ts_sdk;

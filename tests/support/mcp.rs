@@ -70,7 +70,19 @@ pub struct Person {
     keys: Arc<Mutex<std::collections::HashSet<String>>>,
     tasks: Arc<std::sync::atomic::AtomicUsize>,
     rounds: Arc<std::sync::atomic::AtomicUsize>,
+    /// The name the client gives in `clientInfo` (`None`: "codex-mcp-bridge-tests"), set before
+    /// connecting: "codex-mcp-client" is Codex's terminal app, which shows forms whole.
+    pub host: Arc<Mutex<Option<String>>>,
+    /// When set, the next form is held open: its message goes to the sender, and it is answered
+    /// once the receiver fires (or its sender is dropped).
+    pub hold: Arc<Mutex<Option<Hold>>>,
 }
+
+/// A form held open by [`Person::hold`].
+pub type Hold = (
+    tokio::sync::oneshot::Sender<String>,
+    tokio::sync::oneshot::Receiver<()>,
+);
 
 impl Default for Person {
     fn default() -> Self {
@@ -80,6 +92,8 @@ impl Default for Person {
             keys: Arc::default(),
             tasks: Arc::default(),
             rounds: Arc::default(),
+            host: Arc::default(),
+            hold: Arc::default(),
         }
     }
 }
@@ -190,6 +204,13 @@ impl ClientHandler for Client {
             self.person
                 .rounds
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let hold = self.person.hold.lock().unwrap().take();
+        if let Some((shown, go)) = hold {
+            if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+                let _ = shown.send(message.clone());
+            }
+            let _ = go.await;
         }
         match self.person.answer(&request) {
             Some(r) => Ok(r),
@@ -444,9 +465,10 @@ async fn connect_command(
         .expect("spawn server");
     let pid = transport.id().expect("server pid");
     let progress = Arc::new(Mutex::new(vec![]));
+    let name = person.host.lock().unwrap().clone();
     let base = ClientConfig::new(
         capabilities,
-        Implementation::new("codex-mcp-bridge-tests", "0"),
+        Implementation::new(name.as_deref().unwrap_or("codex-mcp-bridge-tests"), "0"),
     );
     let client = match protocol {
         Protocol::Legacy => {
