@@ -340,6 +340,8 @@ mod tests {
             cwd: Some(cwd.into()),
             reason: reason.map(Into::into),
             network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
         }
     }
 

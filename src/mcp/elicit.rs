@@ -108,6 +108,7 @@ fn redact_fields(question: &mut Question, secrets: &ClientSecrets) {
             cwd,
             reason,
             network_host,
+            ..
         } => {
             r(command);
             cwd.iter_mut().chain(reason).chain(network_host).for_each(r);
@@ -813,6 +814,8 @@ mod tests {
             cwd: Some("/w".into()),
             reason: Some("fetch it".into()),
             network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
         }
     }
 
@@ -826,6 +829,8 @@ mod tests {
             cwd: Some("/real".into()),
             reason: None,
             network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
         };
         let text = message(&q, &ClientSecrets::default());
         assert!(text.contains("Command (7 lines):\n│ echo ok\n"), "{text}");
@@ -935,6 +940,8 @@ mod tests {
             cwd: Some("/w".into()),
             reason: Some(reason.into()),
             network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
         };
         assert!(form(&with("ls -la", "list"), &secrets).is_some());
         for q in [
@@ -970,6 +977,8 @@ mod tests {
             cwd: Some("/w".into()),
             reason: Some("list".into()),
             network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
         };
         let whole = form(&q, &secrets).unwrap();
         assert_eq!(

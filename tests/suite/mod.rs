@@ -26,6 +26,7 @@ mod review;
 mod runner;
 mod runner_fake;
 mod smoke;
+mod swap;
 mod tasks;
 mod terminal;
 mod ts_sdk;

@@ -545,6 +545,8 @@ fn question() -> Question {
         cwd: Some("/w".into()),
         reason: Some(format!("fetch it with the key {SECRET}")),
         network_host: None,
+        workdir: None,
+        cwd_resolves_outside: false,
     }
 }
 
@@ -627,6 +629,8 @@ async fn a_command_holding_a_secret_is_declined_without_asking() {
         cwd: Some("/w".into()),
         reason: None,
         network_host: None,
+        workdir: None,
+        cwd_resolves_outside: false,
     };
     let got = elicit::ask(&p.peer, &q, &secrets(), STEP).await;
     assert_eq!(got.decision, Decision::Decline);

@@ -79,6 +79,9 @@ pub struct Person {
     pub urls: Arc<Mutex<Vec<String>>>,
     /// The pages they read (as served).
     pub pages: Arc<Mutex<Vec<String>>>,
+    /// When set, the next form is held open: its message goes to the sender, and it is answered
+    /// once the receiver fires (or its sender is dropped).
+    pub hold: Arc<Mutex<Option<Hold>>>,
 }
 
 /// The client name of Codex's terminal app as an MCP host, which shows a form whole.
@@ -96,6 +99,12 @@ pub enum OnPage {
     Skip,
 }
 
+/// A form held open by [`Person::hold`].
+pub type Hold = (
+    tokio::sync::oneshot::Sender<String>,
+    tokio::sync::oneshot::Receiver<()>,
+);
+
 impl Default for Person {
     fn default() -> Self {
         Person {
@@ -108,6 +117,7 @@ impl Default for Person {
             page: Arc::new(Mutex::new(OnPage::Skip)),
             urls: Arc::default(),
             pages: Arc::default(),
+            hold: Arc::default(),
         }
     }
 }
@@ -255,6 +265,13 @@ impl ClientHandler for Client {
             self.person
                 .rounds
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        let hold = self.person.hold.lock().unwrap().take();
+        if let Some((shown, go)) = hold {
+            if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+                let _ = shown.send(message.clone());
+            }
+            let _ = go.await;
         }
         let answer = match &request {
             ElicitRequestParams::UrlElicitationParams { url, .. } => {

@@ -205,6 +205,12 @@ pub enum Question {
         reason: Option<String>,
         /// The host of a network access codex asks about, if that is the question.
         network_host: Option<String>,
+        /// The turn's working directory (set by whoever runs the turn, [`Question::set_workdir`]):
+        /// a command directory outside it is named as such.
+        workdir: Option<String>,
+        /// Set by whoever runs the turn when `cwd` resolves, through symbolic links, outside
+        /// the working directory.
+        cwd_resolves_outside: bool,
     },
     /// Apply file changes.
     FileChange {
@@ -320,6 +326,8 @@ fn command_question(why: Why<'_>, p: CommandApprovalParams) -> Result<Question, 
         cwd: opt_whole(p.cwd.as_deref()).map_err(|_| why.unshowable("cwd"))?,
         reason: nonempty(p.reason),
         network_host,
+        workdir: None,
+        cwd_resolves_outside: false,
     })
 }
 
@@ -520,10 +528,23 @@ fn shown_diff(f: &FileSummary) -> String {
 }
 
 impl Question {
-    /// Tell a file-change question the turn's working directory (other questions ignore it).
+    /// Tell a file-change or command question the turn's working directory (other questions
+    /// ignore it).
     pub fn set_workdir(&mut self, dir: &std::path::Path) {
-        if let Question::FileChange { workdir, .. } = self {
+        if let Question::FileChange { workdir, .. } | Question::Command { workdir, .. } = self {
             *workdir = Some(dir.display().to_string());
+        }
+    }
+
+    /// Mark a command question's directory as resolving outside the working directory
+    /// (through symbolic links); other questions ignore it.
+    pub fn set_cwd_resolves_outside(&mut self, outside: bool) {
+        if let Question::Command {
+            cwd_resolves_outside,
+            ..
+        } = self
+        {
+            *cwd_resolves_outside = outside;
         }
     }
 
@@ -654,10 +675,18 @@ impl Question {
                 cwd,
                 reason,
                 network_host,
+                workdir,
+                cwd_resolves_outside,
             } => {
                 out.push("Command", (!command.is_empty()).then(|| command.clone()));
                 out.push("Network host", network_host.clone());
-                out.push("Working directory", cwd.clone());
+                let place = |c: &String| match workdir {
+                    Some(w) if *cwd_resolves_outside || !inside(c, w) => {
+                        format!("{c} — OUTSIDE the working directory {w}")
+                    }
+                    _ => c.clone(),
+                };
+                out.push("Working directory", cwd.as_ref().map(place));
                 out.push("Codex's reason", reason.clone());
             }
             Question::FileChange {
@@ -916,6 +945,17 @@ impl Asked {
     /// decided (`Decline` also when the deadline passed first and codex already got it).
     pub fn answer(self, decision: Decision, input: Option<Input>) -> Decision {
         let answer = Answer::new(&self.request, &self.question, decision, input);
+        self.send(answer)
+    }
+
+    /// Decline now.
+    pub fn decline(self) {
+        let _ = self.answer(Decision::Decline, None);
+    }
+
+    /// Send `answer` (built for this request), unless the deadline passed first. Returns what
+    /// codex got.
+    fn send(self, answer: Answer) -> Decision {
         let decided = answer.decision();
         if Instant::now() >= self.deadline {
             return Decision::Decline;
@@ -926,9 +966,47 @@ impl Asked {
         }
     }
 
-    /// Decline now.
+    /// A copy of the question for an answerer, and this one held back: the answer the copy
+    /// gets reaches codex only through [`Held::forward`], after whatever checks the holder
+    /// makes. Same deadline: past it, codex gets the decline whatever comes.
+    pub fn interpose(self) -> (Asked, Held) {
+        let (copy, rx) = Asked::new(self.request.clone(), self.question.clone(), self.deadline);
+        (
+            copy,
+            Held {
+                original: self,
+                answered: rx,
+            },
+        )
+    }
+}
+
+/// A question held back by [`Asked::interpose`]: dropped, codex gets the decline.
+#[derive(Debug)]
+pub struct Held {
+    original: Asked,
+    answered: oneshot::Receiver<Answer>,
+}
+
+impl Held {
+    /// The question codex asked.
+    pub fn asked(&self) -> &Asked {
+        &self.original
+    }
+
+    /// The answer the copy was given, once given (`None`: the answerer dropped it unanswered).
+    pub async fn answer(&mut self) -> Option<Answer> {
+        (&mut self.answered).await.ok()
+    }
+
+    /// Send `answer` to codex. Returns what codex got.
+    pub fn forward(self, answer: Answer) -> Decision {
+        self.original.send(answer)
+    }
+
+    /// Send codex the decline.
     pub fn decline(self) {
-        let _ = self.answer(Decision::Decline, None);
+        self.original.decline();
     }
 }
 
@@ -985,6 +1063,8 @@ mod tests {
                 cwd: Some("/w".into()),
                 reason: Some("Write out.txt?".into()),
                 network_host: None,
+                workdir: None,
+                cwd_resolves_outside: false,
             }
         );
         assert_eq!(

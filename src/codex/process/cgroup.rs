@@ -149,6 +149,26 @@ pub(super) fn move_into_cgroup(fd: OwnedFd, pid: i32) {
     }
 }
 
+/// Every process in a turn cgroup of this server (none without cgroup containment).
+pub(super) fn server_members() -> Vec<i32> {
+    let Some(base) = cgroup_base() else {
+        return vec![];
+    };
+    let own = format!("{CGROUP_PREFIX}{}.", std::process::id());
+    let Ok(dir) = std::fs::read_dir(base) else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&own)))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("cgroup.procs")).ok())
+        .flat_map(|s| {
+            s.lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
 /// Is cgroup containment available on this machine (for `ping`/`doctor`)?
 pub fn containment() -> Containment {
     if cgroup_base().is_some() {

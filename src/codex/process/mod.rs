@@ -23,6 +23,7 @@
 mod cgroup;
 mod command;
 pub mod error;
+mod freeze;
 mod kill;
 mod outcome;
 mod read;

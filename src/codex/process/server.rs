@@ -512,6 +512,8 @@ impl WarmProcess {
         let cap = opts.limits.max_output_bytes as u64;
         let mut usage = opts.prior_thread_usage;
         let mut answering = FuturesUnordered::new();
+        // the `fileChange` items codex reports done, for an accepted change's freeze
+        let (applied, _) = tokio::sync::broadcast::channel::<String>(64);
         loop {
             let ev = tokio::select! {
                 biased;
@@ -528,11 +530,15 @@ impl WarmProcess {
                     match (&ctl.asker, ours) {
                         (Some(ask), true) if answering.len() < MAX_OPEN_QUESTIONS => {
                             let rollout = self.loaded.as_ref().and_then(|l| l.rollout.clone());
+                            let writes = Writes {
+                                app_server: self.pid,
+                                applied: applied.clone(),
+                            };
                             answering.push(screened(
                                 ask.clone(),
                                 asked,
                                 cwd.to_path_buf(),
-                                rollout,
+                                (rollout, writes),
                                 opts.secrets.clone(),
                             ))
                         }
@@ -617,6 +623,9 @@ impl WarmProcess {
                     turn_id: tu,
                     item,
                 } if ours(thread_id, tu) => {
+                    if let protocol::Item::FileChange { id, .. } = item {
+                        let _ = applied.send(id.clone());
+                    }
                     if let Some(ev) = translate::completed(item) {
                         t.apply_event(&ev);
                         on_event(&ev);
@@ -924,25 +933,37 @@ const CALL_RECORD_WAIT: Duration = Duration::from_secs(3);
 /// The most of a rollout's tail read for the model's call (the call is among the last records).
 const ROLLOUT_TAIL_BYTES: u64 = 4 * 1024 * 1024;
 
+/// How long an accepted file change's freeze waits for codex to report the change done.
+const APPLY_WAIT: Duration = Duration::from_secs(2);
+
+/// The reason a file change a person accepted is declined: a path leads elsewhere now.
+const MOVED: &str =
+    "declined: a file's path resolves elsewhere than when it was shown (a directory was swapped)";
+
+/// What an accepted file change needs to be applied as it was shown: the asking app-server
+/// (kept running while everything else of the server is frozen) and the `fileChange` items
+/// codex reports done.
+struct Writes {
+    app_server: i32,
+    applied: tokio::sync::broadcast::Sender<String>,
+}
+
 /// A question on its way to the person, screened first: the turn's working directory given to
-/// a file-change question; declined without asking, with its record, when it cannot be shown as
-/// it is (`Question::unreadable`), or when it is an escalation whose model call asked for a
-/// terminal or cannot be read from codex's rollout ([`approval::escalable`]).
+/// a file-change or command question (a path or a command directory that resolves outside it
+/// marked so); declined without asking, with its record, when it cannot be shown as it is
+/// (`Question::unreadable`), or when it is an escalation whose model call asked for a terminal
+/// or cannot be read from codex's rollout ([`approval::escalable`]). A file change is asked
+/// with its answer held back ([`bound_to_shown`]).
 fn screened(
     ask: Asker,
     mut asked: Asked,
     cwd: std::path::PathBuf,
-    rollout: Option<std::path::PathBuf>,
+    (rollout, writes): (Option<std::path::PathBuf>, Writes),
     secrets: crate::security::redact::ClientSecrets,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = DecisionRecord> + Send>> {
     Box::pin(async move {
         asked.question.set_workdir(&cwd);
-        for f in asked.question.files_mut() {
-            f.resolves_outside = resolves_outside(&f.path, &cwd)
-                || f.move_to
-                    .as_deref()
-                    .is_some_and(|to| resolves_outside(to, &cwd));
-        }
+        let shown = mark_outside(&mut asked.question, &cwd);
         let mut refused = asked.question.unreadable().map(|why| why.reason());
         if refused.is_none()
             && let Question::Command { command, .. } = &asked.question
@@ -968,35 +989,160 @@ fn screened(
                 asked.decline();
                 record
             }
+            None if matches!(asked.question, Question::FileChange { .. }) => {
+                bound_to_shown(ask, asked, (shown, &cwd), writes).await
+            }
             None => ask(asked).await,
         }
     })
 }
 
-/// Whether `path` resolves outside `cwd` (canonical) through the filesystem: its deepest
-/// existing ancestor is canonicalized (symbolic links followed) and the rest appended. A path
-/// that cannot be resolved counts as outside.
-fn resolves_outside(path: &str, cwd: &std::path::Path) -> bool {
-    let Some(full) = crate::security::paths::normalize(cwd, path) else {
-        return true;
+/// Mark what in `question` resolves outside `cwd` (each file's path or where it moves to, a
+/// command's directory), and return what each file's path and move target resolved to, in
+/// order ([`resolutions`]).
+fn mark_outside(question: &mut Question, cwd: &std::path::Path) -> Vec<Option<std::path::PathBuf>> {
+    let outside = |r: &Option<std::path::PathBuf>| {
+        r.as_deref()
+            .is_none_or(|r| !crate::security::paths::is_within(r, cwd))
     };
-    let mut base = full.as_path();
-    let mut rest = Vec::new();
-    loop {
-        match std::fs::canonicalize(base) {
-            Ok(real) => {
-                let resolved = rest.iter().rev().fold(real, |p, c| p.join(c));
-                return !crate::security::paths::is_within(&resolved, cwd);
-            }
-            Err(_) => match (base.parent(), base.file_name()) {
-                (Some(parent), Some(name)) => {
-                    rest.push(name.to_owned());
-                    base = parent;
-                }
-                _ => return true,
-            },
-        }
+    let shown = resolutions(question, cwd);
+    let mut at = shown.iter();
+    for f in question.files_mut() {
+        let path = at.next().is_none_or(outside);
+        let to = f.move_to.is_some() && at.next().is_none_or(outside);
+        f.resolves_outside = path || to;
     }
+    let dir_outside = match &*question {
+        Question::Command { cwd: Some(dir), .. } => outside(&resolve(dir, cwd)),
+        _ => false,
+    };
+    question.set_cwd_resolves_outside(dir_outside);
+    shown
+}
+
+/// What each file of a file-change question resolves to now ([`resolve`]): its path, then where
+/// it moves to when it moves. Empty for other questions, or when codex did not say which files.
+fn resolutions(question: &Question, cwd: &std::path::Path) -> Vec<Option<std::path::PathBuf>> {
+    let Question::FileChange {
+        files: Some(files), ..
+    } = question
+    else {
+        return Vec::new();
+    };
+    files
+        .iter()
+        .flat_map(|f| std::iter::once(&f.path).chain(f.move_to.as_ref()))
+        .map(|p| resolve(p, cwd))
+        .collect()
+}
+
+/// Ask a file-change question with its answer held back ([`Asked::interpose`]): a decline
+/// reaches codex as it is; an accept only if every path still resolves where it did when the
+/// question was shown (`shown`), checked with every other process of this server frozen
+/// ([`Frozen`](super::freeze::Frozen)), which stays so until codex reports the change done (at
+/// most [`APPLY_WAIT`]). A path that resolves elsewhere now (a directory swapped for a
+/// symbolic link, or back) makes it a decline, and the record says why.
+async fn bound_to_shown(
+    ask: Asker,
+    asked: Asked,
+    (shown, cwd): (Vec<Option<std::path::PathBuf>>, &std::path::Path),
+    writes: Writes,
+) -> DecisionRecord {
+    let item = asked
+        .request
+        .head
+        .as_ref()
+        .ok()
+        .and_then(|h| h.item_id.clone());
+    let (copy, mut held) = asked.interpose();
+    let mut record = ask(copy).await;
+    let answer = match held.answer().await {
+        Some(a) if a.decision() == approval::Decision::AcceptOnce => a,
+        Some(a) => {
+            held.forward(a);
+            return record;
+        }
+        None => {
+            held.decline();
+            record.decision = approval::Decision::Decline;
+            return record;
+        }
+    };
+    let _window = super::freeze::WINDOW.write().await;
+    let mut applied = writes.applied.subscribe();
+    let pid = writes.app_server;
+    let frozen = tokio::task::spawn_blocking(move || super::freeze::Frozen::others(pid))
+        .await
+        .ok();
+    tracing::debug!(
+        stopped = frozen.as_ref().map_or(0, |f| f.stopped().len()),
+        "froze the server's other processes for an accepted file change"
+    );
+    let now = resolutions(&held.asked().question, cwd);
+    if now != shown || now.iter().any(Option::is_none) {
+        tracing::warn!(asked = %record.asked, "an accepted file change was declined: a path resolves elsewhere than when it was shown");
+        held.decline();
+        record.decision = approval::Decision::Decline;
+        record.reason = Some(MOVED);
+        return record;
+    }
+    let sent = held.forward(answer);
+    if sent != record.decision {
+        record.decision = sent;
+        record.reason = Some("the answer came after codex's deadline");
+    }
+    if sent == approval::Decision::AcceptOnce {
+        let done = async {
+            loop {
+                match applied.recv().await {
+                    Ok(id) if Some(&id) == item.as_ref() => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(APPLY_WAIT, done).await;
+    }
+    if let Some(f) = frozen {
+        f.thaw();
+    }
+    record
+}
+
+/// What `path` (relative to `cwd`, or absolute) resolves to through the filesystem, as the
+/// kernel would walk it: its deepest existing ancestor canonicalized (symbolic links followed,
+/// `..` after a link taken from the link's target), the rest appended; a dangling symbolic link
+/// on the way is followed to where it points (a write through it lands there). `None` when it
+/// cannot be told: a `..` or `.` after a part that does not exist, or more than 40 links.
+fn resolve(path: &str, cwd: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::path::Component;
+    let mut full = cwd.join(path);
+    for _ in 0..40 {
+        let mut base = full.clone();
+        let mut rest: Vec<std::ffi::OsString> = Vec::new();
+        let dangling = loop {
+            if let Ok(real) = std::fs::canonicalize(&base) {
+                return Some(rest.iter().rev().fold(real, |p, c| p.join(c)));
+            }
+            if let Ok(target) = std::fs::read_link(&base) {
+                break base.parent()?.join(target);
+            }
+            match base.components().next_back() {
+                Some(Component::Normal(name)) => rest.push(name.to_owned()),
+                _ => return None,
+            }
+            base = base.parent()?.to_path_buf();
+        };
+        full = rest.iter().rev().fold(dangling, |p, c| p.join(c));
+    }
+    None
+}
+
+/// Whether `path` resolves outside `cwd` (canonical) through the filesystem ([`resolve`]). A
+/// path that cannot be resolved counts as outside.
+#[cfg(test)]
+fn resolves_outside(path: &str, cwd: &std::path::Path) -> bool {
+    resolve(path, cwd).is_none_or(|r| !crate::security::paths::is_within(&r, cwd))
 }
 
 /// The model's calls recorded under `call_id` in the rollout at `path` (its last
@@ -1154,5 +1300,96 @@ mod tests {
             &work
         ));
         assert!(resolves_outside(&p("../x"), &work));
+        // `..` after a link is taken from the link's target, as the kernel walks it
+        std::fs::create_dir_all(root.join("other/deep")).unwrap();
+        std::os::unix::fs::symlink(root.join("other/deep"), work.join("deep")).unwrap();
+        assert!(resolves_outside(&p("deep/../x.sh"), &work));
+        // a dangling link is followed to where a write through it lands
+        std::os::unix::fs::symlink(root.join("gone/x.sh"), work.join("dangling.sh")).unwrap();
+        assert_eq!(
+            resolve(&p("dangling.sh"), &work),
+            Some(root.join("gone/x.sh"))
+        );
+        // `..` after a part that does not exist cannot be told
+        assert_eq!(resolve(&p("nothing/../x"), &work), None);
+    }
+
+    /// What a question shows resolves again to something else once a directory it names is
+    /// swapped for a symbolic link: a missing one, or an existing one moved away.
+    #[test]
+    fn a_swapped_directory_changes_what_a_file_changes_paths_resolve_to() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let work = root.join("work");
+        std::fs::create_dir_all(work.join("kept")).unwrap();
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let file = |path: &str| approval::FileSummary {
+            path: work.join(path).display().to_string(),
+            kind: "add".into(),
+            move_to: None,
+            added: 1,
+            removed: 0,
+            diff: "x\n".into(),
+            resolves_outside: false,
+        };
+        let mut q = Question::FileChange {
+            reason: None,
+            grant_root: None,
+            files: Some(vec![file("dir/evil.sh"), file("kept/evil.sh")]),
+            workdir: None,
+        };
+        let shown = mark_outside(&mut q, &work);
+        assert_eq!(
+            shown,
+            vec![
+                Some(work.join("dir/evil.sh")),
+                Some(work.join("kept/evil.sh"))
+            ]
+        );
+        assert!(q.files_mut().iter().all(|f| !f.resolves_outside));
+        assert_eq!(resolutions(&q, &work), shown);
+        std::os::unix::fs::symlink(&outside, work.join("dir")).unwrap();
+        assert_ne!(resolutions(&q, &work), shown);
+        std::fs::remove_file(work.join("dir")).unwrap();
+        std::fs::rename(work.join("kept"), work.join("x")).unwrap();
+        std::os::unix::fs::symlink(&outside, work.join("kept")).unwrap();
+        let now = resolutions(&q, &work);
+        assert_eq!(now[1], Some(outside.join("evil.sh")));
+    }
+
+    #[test]
+    fn a_command_directory_outside_the_working_directory_is_marked() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path().canonicalize().unwrap();
+        let work = root.join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&root, work.join("up")).unwrap();
+        let shown = |dir: std::path::PathBuf| {
+            let mut q = Question::Command {
+                command: "touch x".into(),
+                cwd: Some(dir.display().to_string()),
+                reason: None,
+                network_host: None,
+                workdir: None,
+                cwd_resolves_outside: false,
+            };
+            q.set_workdir(&work);
+            mark_outside(&mut q, &work);
+            q.lines()
+                .into_iter()
+                .find(|(l, _)| *l == "Working directory")
+                .unwrap()
+                .1
+        };
+        let mark = format!(" — OUTSIDE the working directory {}", work.display());
+        assert_eq!(
+            shown(work.join("sub")),
+            work.join("sub").display().to_string()
+        );
+        assert_eq!(shown(work.clone()), work.display().to_string());
+        for out in [root.clone(), work.join("../.."), work.join("up")] {
+            assert_eq!(shown(out.clone()), format!("{}{mark}", out.display()));
+        }
     }
 }

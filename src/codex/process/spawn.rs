@@ -82,8 +82,11 @@ pub(super) fn contain(cmd: &mut Command) {
     }
 }
 
-/// Spawn `cmd` (already [`contain`]ed) on the spawner thread. `program` is for the error.
+/// Spawn `cmd` (already [`contain`]ed) on the spawner thread, once no freeze window is open
+/// (`freeze::WINDOW`). `program` is for the error.
 pub(super) async fn spawn(cmd: Command, program: &Path) -> Result<Child, ProcessError> {
+    // no process starts while a file change a person accepted is being applied
+    let _window = super::freeze::WINDOW.read().await;
     let (tx, rx) = tokio::sync::oneshot::channel();
     spawner()
         .send((tokio::runtime::Handle::current(), cmd, tx))
