@@ -21,6 +21,8 @@
 //!   owner.
 //! - [`server`]: the library entry point [`server::run`]: election, ownership, the relay and its
 //!   takeover, and the ordered shutdown, on any stream pair with a cancellation token.
+//! - [`page`]: the loopback question page, where a person reads a whole question and decides
+//!   it with the page's own buttons (one listener per process, bound on first use).
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
 pub mod actors;
@@ -34,6 +36,7 @@ pub mod hub;
 pub mod invalid;
 pub mod logging;
 pub mod mcp;
+pub mod page;
 pub mod security;
 pub mod server;
 pub mod store;
