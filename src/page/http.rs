@@ -10,15 +10,10 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 use tokio_util::sync::CancellationToken;
 
-use super::{Answer, Shared, notice, peer, render};
+use std::sync::Mutex;
 
-/// The cookie holding a page's secret.
-const COOKIE: &str = "bridge_page";
-/// The `Set-Cookie` value that gives the page of `id` its secret: sent back only to that
-/// page's path, never readable by a script, never sent by another site's request.
-pub(super) fn set_cookie(id: &str, secret: &str) -> String {
-    format!("{COOKIE}={secret}; Path=/q/{id}; HttpOnly; SameSite=Strict")
-}
+use super::table::{Answer, Table, cookie_value, lock, notice, short};
+use super::{peer, render};
 
 /// Most bytes of a decision's form.
 const MAX_FORM_BYTES: usize = 4096;
@@ -28,20 +23,20 @@ const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; form-action 's
 
 #[derive(Clone)]
 struct Server {
-    shared: Weak<Shared>,
+    table: Weak<Mutex<Table>>,
     addr: SocketAddr,
 }
 
 /// Bind `127.0.0.1:0` and serve the pages on a task until `stop`.
 pub(super) async fn serve(
-    shared: Weak<Shared>,
+    table: Weak<Mutex<Table>>,
     stop: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;
     let app = axum::Router::new()
         .fallback(handle)
-        .with_state(Server { shared, addr })
+        .with_state(Server { table, addr })
         .into_make_service_with_connect_info::<SocketAddr>();
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
@@ -88,21 +83,26 @@ async fn answer(server: &Server, peer: SocketAddr, req: Request) -> Answer {
         return notice(404, "No such question", "No question has this address.");
     };
     let id = id.to_owned();
-    let Some(shared) = server.shared.upgrade() else {
+    let Some(table) = server.table.upgrade() else {
         return notice(410, "Closed", "The server is shutting down.");
     };
-    let cookie = cookie_value(headers);
+    let cookie = cookie_value(
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
     match *req.method() {
         Method::GET => {
             let dest = one(headers, "sec-fetch-dest");
             if dest.is_some_and(|d| d.as_deref() != Ok("document")) {
                 return notice(403, "Refused", "The page opens only as a document.");
             }
-            shared.table().get(&id, cookie.as_deref())
+            lock(&table).get(&id, cookie.as_deref())
         }
         Method::POST => {
             if let Err(refused) = post_headers_ok(headers, port) {
-                tracing::warn!(page = super::short(&id), answer = ?refused, "refused a decision");
+                tracing::warn!(page = short(&id), answer = ?refused, "refused a decision");
                 return refused;
             }
             let body = match axum::body::to_bytes(req.into_body(), MAX_FORM_BYTES).await {
@@ -113,13 +113,11 @@ async fn answer(server: &Server, peer: SocketAddr, req: Request) -> Answer {
             let (Ok(token), Ok(decision)) = (form.one("token"), form.one("decision")) else {
                 return notice(400, "Refused", "The form names a field twice.");
             };
-            let answer = shared
-                .table()
-                .decide(&id, cookie.as_deref(), token, decision);
+            let answer = lock(&table).decide(&id, cookie.as_deref(), token, decision);
             if let Answer::Notice(status, _, why) = &answer
                 && *status != 200
             {
-                tracing::warn!(page = super::short(&id), status, why, "refused a decision");
+                tracing::warn!(page = short(&id), status, why, "refused a decision");
             }
             answer
         }
@@ -198,21 +196,6 @@ fn fetch_site_ok(site: &Option<Result<String, ()>>) -> bool {
         Some(Ok(s)) => s == "same-origin",
         Some(Err(())) => false,
     }
-}
-
-/// The value of the page's cookie among the `Cookie` headers; `None` when absent or sent with
-/// two values.
-fn cookie_value(headers: &HeaderMap) -> Option<String> {
-    let mut found = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .filter(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_owned());
-    let first = found.next()?;
-    found.next().is_none().then_some(first)
 }
 
 /// A form-encoded body's fields.
@@ -323,10 +306,17 @@ mod tests {
     fn the_cookie_is_read_once_and_two_values_are_none() {
         let mut h = HeaderMap::new();
         h.insert(header::COOKIE, "a=1; bridge_page=abc; b=2".parse().unwrap());
-        assert_eq!(cookie_value(&h).as_deref(), Some("abc"));
+        let read = |h: &HeaderMap| {
+            cookie_value(
+                h.get_all(header::COOKIE)
+                    .iter()
+                    .map(|v| v.to_str().unwrap()),
+            )
+        };
+        assert_eq!(read(&h).as_deref(), Some("abc"));
         h.append(header::COOKIE, "bridge_page=def".parse().unwrap());
-        assert_eq!(cookie_value(&h), None);
-        assert_eq!(cookie_value(&HeaderMap::new()), None);
+        assert_eq!(read(&h), None);
+        assert_eq!(read(&HeaderMap::new()), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use crate::security::lookalike::{self, is_mark};
 use crate::security::shown;
 
-use super::PageQuestion;
+use super::question::PageQuestion;
 
 /// The label of a field that holds a diff: its `+` and `-` lines are coloured (and still shown
 /// whole, every character as the other fields show it).
@@ -169,7 +169,7 @@ pub fn question(id: &str, token: &str, q: &PageQuestion) -> String {
          <input type=\"hidden\" name=\"token\" value=\"{}\">\
          <button type=\"submit\" id=\"deny\" name=\"decision\" value=\"deny\">Deny</button>\
          <button type=\"submit\" id=\"approve\" name=\"decision\" value=\"approve\">Approve</button>\
-         </form></main></body></html>\n",
+         </form></main></body></html>",
         html(id),
         html(token)
     );
@@ -182,7 +182,7 @@ pub fn notice(heading: &str, sentence: &str) -> String {
     head(&mut out, heading);
     let _ = write!(
         out,
-        "<h1>{}</h1><p id=\"outcome\">{}</p></main></body></html>\n",
+        "<h1>{}</h1><p id=\"outcome\">{}</p></main></body></html>",
         text(heading),
         text(sentence)
     );

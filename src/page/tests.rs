@@ -1,5 +1,6 @@
 //! The table's rules: the one-time page, the cookie, the token, expiry and closing.
 
+use super::table::*;
 use super::*;
 
 fn question() -> PageQuestion {
