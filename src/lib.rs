@@ -21,6 +21,8 @@
 //!   owner.
 //! - [`server`]: the library entry point [`server::run`]: election, ownership, the relay and its
 //!   takeover, and the ordered shutdown, on any stream pair with a cancellation token.
+//! - [`page`]: the loopback question page, where a person reads a whole question and decides
+//!   it with the page's own buttons (one listener per process, bound on first use).
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 
 pub mod actors;

@@ -10,7 +10,8 @@
 //! 0. `usage`, `failure`, `invalid` (leaves: they name nothing of the crate), `security`,
 //!    `logging`.
 //! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`.
-//! 2. `codex::process` (the one spawner), `codex::app_server`, `store` (the one owner of sled).
+//! 2. `codex::process` (the one spawner), `codex::app_server`, `store` (the one owner of sled),
+//!    `page` (the loopback question page).
 //! 3. `config`: operator settings.
 //! 4. `error`: the crate error, which folds the error enums of the layers below it (each of
 //!    them returns its own); it is named only from above.

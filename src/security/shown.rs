@@ -160,6 +160,13 @@ fn refused(c: char, line: usize) -> Option<Unreadable> {
     }
 }
 
+/// Whether `c` alone may be shown as it is (newline and tab included): what [`check`] refuses
+/// character by character, and [`visible`] writes as an escape, is `false` (the question page
+/// of `crate::page` escapes the same characters).
+pub fn plain(c: char) -> bool {
+    refused(c, 0).is_none()
+}
+
 /// Whether `text` can be shown whole and as it is within `limits`.
 pub fn check(text: &str, limits: &Limits) -> Result<(), Unreadable> {
     let mut blank_lines = 0;

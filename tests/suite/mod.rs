@@ -15,6 +15,7 @@ mod identity;
 mod mcp;
 mod model_id;
 mod own_files;
+mod page;
 mod person;
 mod person_bridge;
 mod person_forms;

@@ -4,8 +4,10 @@
 
 pub mod app_server;
 pub mod bridge;
+pub mod browser;
 pub mod codex_bin;
 pub mod env;
+pub mod http1;
 pub mod mcp;
 pub mod mock_api;
 pub mod page;

@@ -1,0 +1,306 @@
+//! The table of questions on pages and its rules (no IO): the one-time page, the cookie, the
+//! token, expiry, closing, and what a page says once its question ended.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use subtle::ConstantTimeEq;
+use tokio::sync::{Notify, oneshot};
+
+use super::question::{Closed, PageDecision, PageQuestion};
+use super::render;
+
+/// Most ended questions whose outcome is kept; the oldest goes first.
+pub const MAX_ENDED: usize = 1024;
+
+/// The cookie holding a page's secret.
+const COOKIE: &str = "bridge_page";
+
+/// The `Set-Cookie` value that gives the page of `id` its secret: sent back only to that
+/// page's path, never readable by a script, never sent by another site's request.
+pub(super) fn set_cookie(id: &str, secret: &str) -> String {
+    format!("{COOKIE}={secret}; Path=/q/{id}; HttpOnly; SameSite=Strict")
+}
+
+/// The page's secret among the `Cookie` header values; `None` when absent or sent twice.
+pub(super) fn cookie_value<'a>(values: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut found = values
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned());
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
+/// The table, locked (a panic while it was held leaves it usable: every change is one step).
+pub(super) fn lock(t: &Mutex<Table>) -> MutexGuard<'_, Table> {
+    t.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where a question stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    Open,
+    Decided(PageDecision),
+    Closed(Closed),
+    Expired,
+}
+
+pub(super) struct Entry {
+    /// The question while it is open.
+    pub(super) question: Option<Arc<PageQuestion>>,
+    pub(super) bytes: usize,
+    pub(super) token: String,
+    /// The page's secret, set by its first GET.
+    pub(super) cookie: Option<String>,
+    pub(super) state: State,
+    pub(super) expires: Instant,
+    pub(super) decided: Option<oneshot::Sender<PageDecision>>,
+    pub(super) ended: Arc<Notify>,
+    pub(super) ended_at: Option<Instant>,
+}
+
+#[derive(Default)]
+pub(super) struct Table {
+    pub(super) entries: HashMap<String, Entry>,
+    pub(super) open: usize,
+    pub(super) open_bytes: usize,
+}
+
+/// What the server answers a request for a question.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// The question's page (200), with this `Set-Cookie` value when given.
+    Page {
+        html: String,
+        cookie: Option<String>,
+    },
+    /// A notice: status, heading, sentence.
+    Notice(u16, &'static str, String),
+}
+
+pub(super) fn notice(status: u16, heading: &'static str, sentence: impl Into<String>) -> Answer {
+    Answer::Notice(status, heading, sentence.into())
+}
+
+/// A new random secret: 256 bits from two v4 UUIDs (the system's CSPRNG), in hex.
+pub(super) fn secret() -> String {
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// The start of an id, for logs.
+pub(super) fn short(id: &str) -> &str {
+    id.get(..6).unwrap_or(id)
+}
+
+/// The heading and sentence of a question that ended.
+fn outcome(state: State) -> (&'static str, &'static str) {
+    const DONE: &str = "You can close this page and press \"I'm done, continue\" in your host.";
+    match state {
+        State::Decided(PageDecision::Approve) => (
+            "Approved",
+            "This question was approved on this page: codex goes on. You can close this page and press \"I'm done, continue\" in your host.",
+        ),
+        State::Decided(PageDecision::Deny) => (
+            "Denied",
+            "This question was denied on this page: codex does not run it. You can close this page and press \"I'm done, continue\" in your host.",
+        ),
+        State::Closed(Closed::DeclinedInHost) => (
+            "Declined in the host",
+            "This question was declined in the host that asked it: nothing was approved, and this page decides nothing more.",
+        ),
+        State::Closed(Closed::TimedOut) => (
+            "Timed out",
+            "This question waited past the approval timeout and was declined: nothing was approved.",
+        ),
+        State::Closed(Closed::Withdrawn) => (
+            "Withdrawn",
+            "This question was withdrawn (the turn or the connection that asked it ended): nothing was approved.",
+        ),
+        State::Closed(Closed::Decided) => ("Decided", DONE),
+        State::Expired => (
+            "Expired",
+            "This question expired before it was decided and was declined: nothing was approved.",
+        ),
+        State::Open => ("Open", "This question is open."),
+    }
+}
+
+impl Table {
+    /// End an open question; `false` when it was not open.
+    pub(super) fn end(&mut self, id: &str, state: State) -> bool {
+        let Some(e) = self.entries.get_mut(id) else {
+            return false;
+        };
+        if e.state != State::Open {
+            return false;
+        }
+        e.state = state;
+        e.question = None;
+        e.decided = None;
+        e.ended_at = Some(Instant::now());
+        e.ended.notify_one();
+        self.open -= 1;
+        self.open_bytes -= e.bytes;
+        tracing::info!(page = short(id), outcome = ?state, "a question's page ended");
+        true
+    }
+
+    /// The entry of `id`, ended as expired first when its time is past.
+    fn current(&mut self, id: &str) -> Option<&mut Entry> {
+        let expired = self
+            .entries
+            .get(id)
+            .is_some_and(|e| e.state == State::Open && Instant::now() >= e.expires);
+        if expired {
+            self.end(id, State::Expired);
+        }
+        self.entries.get_mut(id)
+    }
+
+    /// A GET of the page with the cookie the browser sent.
+    pub(super) fn get(&mut self, id: &str, cookie: Option<&str>) -> Answer {
+        let Some(e) = self.current(id) else {
+            return notice(
+                404,
+                "No such question",
+                "No question has this address: it is mistyped, or the question ended long ago.",
+            );
+        };
+        if e.state != State::Open {
+            let (heading, sentence) = outcome(e.state);
+            return notice(410, heading, sentence);
+        }
+        let question = e.question.clone().unwrap_or_else(unreachable_question);
+        let set = match (&e.cookie, cookie) {
+            (None, _) => {
+                let c = secret();
+                e.cookie = Some(c.clone());
+                Some(c)
+            }
+            (Some(ours), Some(theirs)) if bool::from(ours.as_bytes().ct_eq(theirs.as_bytes())) => {
+                None
+            }
+            (Some(_), _) => {
+                tracing::warn!(
+                    page = short(id),
+                    "refused a second opening of a question's page"
+                );
+                return notice(
+                    410,
+                    "Opened already",
+                    "This question's page was opened already: decide in the window that opened it.",
+                );
+            }
+        };
+        Answer::Page {
+            html: render::question(id, &e.token, &question),
+            cookie: set.map(|c| set_cookie(id, &c)),
+        }
+    }
+
+    /// A POST of the page's form.
+    pub(super) fn decide(
+        &mut self,
+        id: &str,
+        cookie: Option<&str>,
+        token: Option<&str>,
+        decision: Option<&str>,
+    ) -> Answer {
+        let Some(e) = self.current(id) else {
+            return notice(404, "No such question", "No question has this address.");
+        };
+        match e.state {
+            State::Open => {}
+            State::Decided(_) | State::Closed(Closed::Decided) => {
+                let (heading, sentence) = outcome(e.state);
+                return notice(409, heading, sentence);
+            }
+            _ => {
+                let (heading, sentence) = outcome(e.state);
+                return notice(410, heading, sentence);
+            }
+        }
+        let matches = |ours: &str, theirs: Option<&str>| {
+            theirs.is_some_and(|t| bool::from(ours.as_bytes().ct_eq(t.as_bytes())))
+        };
+        if !e.cookie.as_deref().is_some_and(|c| matches(c, cookie)) {
+            return notice(
+                403,
+                "Refused",
+                "The decision must come from the browser window that opened this question's page (its cookie is missing or not this page's): nothing was decided.",
+            );
+        }
+        let Some(token) = token else {
+            return notice(
+                400,
+                "Refused",
+                "The form carries no decision token: nothing was decided.",
+            );
+        };
+        if !matches(&e.token, Some(token)) {
+            return notice(
+                403,
+                "Refused",
+                "The decision token is not this page's: nothing was decided.",
+            );
+        }
+        let d = match decision {
+            Some("approve") => PageDecision::Approve,
+            Some("deny") => PageDecision::Deny,
+            _ => {
+                return notice(
+                    400,
+                    "Refused",
+                    "decision: must be approve or deny: nothing was decided.",
+                );
+            }
+        };
+        if let Some(tx) = e.decided.take() {
+            let _ = tx.send(d);
+        }
+        self.end(id, State::Decided(d));
+        match d {
+            PageDecision::Approve => notice(
+                200,
+                "Approved",
+                "Approved: codex goes on. You can close this page and press \"I'm done, continue\" in your host.",
+            ),
+            PageDecision::Deny => notice(
+                200,
+                "Denied",
+                "Denied: codex does not run it. You can close this page and press \"I'm done, continue\" in your host.",
+            ),
+        }
+    }
+
+    /// Forget the oldest ended questions until there is room for one more entry.
+    pub(super) fn make_room(&mut self) {
+        while self.entries.len() - self.open >= MAX_ENDED {
+            let oldest = self
+                .entries
+                .iter()
+                .filter_map(|(id, e)| e.ended_at.map(|at| (at, id.clone())))
+                .min();
+            match oldest {
+                Some((_, id)) => self.entries.remove(&id),
+                None => break,
+            };
+        }
+    }
+}
+
+/// An open entry is never without its question.
+fn unreachable_question() -> Arc<PageQuestion> {
+    Arc::new(PageQuestion {
+        title: String::new(),
+        fields: vec![],
+        grants: String::new(),
+    })
+}
