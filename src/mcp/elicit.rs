@@ -501,7 +501,7 @@ async fn ask_page(
         .await
     {
         Ok(page) => page,
-        Err(PageError::TooLarge) => {
+        Err(PageError::TooLarge { .. }) => {
             return declined(
                 &shown,
                 false,
