@@ -227,15 +227,6 @@ pub fn classify(message: &str) -> FailureKind {
 /// A one-line description of what codex is doing, for progress messages; `None` for events
 /// that say nothing new.
 pub fn describe(event: &Event) -> Option<String> {
-    fn clip(s: &str) -> String {
-        const MAX: usize = 120;
-        let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-        if s.chars().count() > MAX {
-            format!("{}…", s.chars().take(MAX).collect::<String>())
-        } else {
-            s
-        }
-    }
     match event {
         Event::ThreadStarted { .. } => Some("starting".into()),
         Event::TurnStarted => Some("thinking".into()),
@@ -269,12 +260,11 @@ pub fn describe(event: &Event) -> Option<String> {
         },
         Event::ItemCompleted { item } => match item {
             Item::CommandExecution {
-                command, exit_code, ..
-            } => Some(format!(
-                "ran: {} (exit {})",
-                clip(command),
-                exit_code.map_or("?".into(), |c| c.to_string())
-            )),
+                command,
+                exit_code,
+                status,
+                ..
+            } => Some(ran(command, *exit_code, *status)),
             Item::FileChange { changes, .. } => Some(format!(
                 "edited {}",
                 clip(
@@ -289,6 +279,32 @@ pub fn describe(event: &Event) -> Option<String> {
             Item::AgentMessage { .. } => Some("answer written".into()),
             _ => None,
         },
+    }
+}
+
+/// `s` on one line, cut at 120 characters.
+fn clip(s: &str) -> String {
+    const MAX: usize = 120;
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.chars().count() > MAX {
+        format!("{}…", s.chars().take(MAX).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// How a completed command is told: `ran: … (exit N)`; `declined: …` when an approval answer
+/// or the policy refused it; `not run: …` when it failed without an exit code (codex could
+/// not start it). Never "ran" for a command that did not run.
+fn ran(command: &str, exit_code: Option<i64>, status: ItemStatus) -> String {
+    match (status, exit_code) {
+        (ItemStatus::Declined, _) => format!("declined: {}", clip(command)),
+        (ItemStatus::Failed, None) => format!("not run: {}", clip(command)),
+        (_, code) => format!(
+            "ran: {} (exit {})",
+            clip(command),
+            code.map_or("?".into(), |c| c.to_string())
+        ),
     }
 }
 
@@ -646,6 +662,20 @@ mod tests {
         assert_eq!(t.thread_usage.unwrap().input_tokens, 10);
         assert!(t.turn_completed && t.failure.is_none());
         assert_eq!((t.unknown_events, t.malformed_lines), (0, 0));
+    }
+
+    #[test]
+    fn a_command_that_did_not_run_is_never_told_as_run() {
+        let told = |status: &str, exit: &str| {
+            let line = format!(
+                r#"{{"type":"item.completed","item":{{"id":"i","type":"command_execution","command":"touch x","aggregated_output":"","exit_code":{exit},"status":"{status}"}}}}"#
+            );
+            describe(&ev(&line)).unwrap()
+        };
+        assert_eq!(told("declined", "null"), "declined: touch x");
+        assert_eq!(told("failed", "null"), "not run: touch x");
+        assert_eq!(told("failed", "1"), "ran: touch x (exit 1)");
+        assert_eq!(told("completed", "0"), "ran: touch x (exit 0)");
     }
 
     #[test]

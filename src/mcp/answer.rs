@@ -12,7 +12,19 @@ use crate::security::redact::redact;
 pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
     args: rmcp::model::JsonObject,
 ) -> Result<T, Error> {
-    serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(|e| {
+    serde_path_to_error::deserialize(serde_json::Value::Object(args)).map_err(named)
+}
+
+/// [`parse_args`] without taking the arguments.
+pub(crate) fn parse_args_ref<T: serde::de::DeserializeOwned>(
+    args: &rmcp::model::JsonObject,
+) -> Result<T, Error> {
+    serde_path_to_error::deserialize(args).map_err(named)
+}
+
+/// A parse error as a refusal naming the field at fault.
+fn named(e: serde_path_to_error::Error<serde_json::Error>) -> Error {
+    {
         let path = e.path().to_string();
         let inner = e.inner().to_string();
         // serde's message can quote the offending value; keep messages short
@@ -24,7 +36,7 @@ pub(crate) fn parse_args<T: serde::de::DeserializeOwned>(
         } else {
             Error::invalid(path, inner)
         }
-    })
+    }
 }
 
 /// A turn tool's error (`codex`, `query`, `search`, `structured`, `review`) as an `isError`

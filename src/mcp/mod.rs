@@ -255,6 +255,15 @@ const TOOLS: &[ToolEntry] = {
     ]
 };
 
+/// A 2026-07-28 call's arguments checked as its tool checks them, before any state of it is
+/// kept ([`mrtr::Rounds`]): the tool's refusal naming the field, or `None` when they pass.
+fn checked_first(name: &str, args: &rmcp::model::JsonObject) -> Option<CallToolResponse> {
+    let e = tools::check_call(name, args).err()?;
+    let reason = crate::security::redact::redact(&e.to_string()).into_owned();
+    tracing::info!(tool = %name, %reason, "a call's arguments were refused before it asked");
+    Some(CallToolResponse::Complete(error_result(&e, None)))
+}
+
 /// The tool called `name`, if there is one.
 fn tool_named(name: &str) -> Option<&'static ToolEntry> {
     TOOLS.iter().find(|t| t.name == name)
@@ -501,12 +510,14 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
         span: tracing::Span,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(refused) = checked_first(&name, &args) {
+            return Ok(refused);
+        }
         let mut ctx = CallCtx::of_request(context);
         let host = elicit::host_of(context).unwrap_or_default();
         let call = mrtr::Call {
             client: owner,
-            tool: name.clone(),
-            args: args.clone(),
+            what: mrtr::CallDigest::of(&name, &args),
             progress: ctx.progress.take(),
         };
         let this = self.clone();
@@ -547,8 +558,7 @@ impl McpServer {
         use tracing::Instrument;
         let call = mrtr::Call {
             client: owner.clone(),
-            tool: name.clone(),
-            args: args.clone(),
+            what: mrtr::CallDigest::of(&name, &args),
             progress: CallCtx::of_request(&context).progress,
         };
         let retried = self
@@ -692,10 +702,12 @@ impl ServerHandler for McpServer {
                 .await;
         }
         if self.asks_roots_first(&name, &args, &context, &owner) {
+            if let Some(refused) = checked_first(&name, &args) {
+                return Ok(refused);
+            }
             let call = mrtr::Call {
                 client: owner.clone(),
-                tool: name.clone(),
-                args: args.clone(),
+                what: mrtr::CallDigest::of(&name, &args),
                 progress: None,
             };
             if let Some(ask) = self.tasks.rounds.ask_roots(call) {

@@ -8,22 +8,27 @@
 //!   session actor while its question is out, and goes on when the answer comes, or without it
 //!   (a decline) when none comes within the approval timeout.
 //! - [`Rounds`] is the one table of calls that asked (one per process, beside the task store):
-//!   each under a random handle, with the client that made it, its tool and arguments, its
-//!   round and the question now open. `requestState` names the handle and the round and
-//!   nothing else: what it means stays here, so an altered state finds nothing.
+//!   each under a random handle, with the client that made it, a digest of its tool and
+//!   arguments ([`CallDigest`]: never the arguments themselves, which the caller checked as the
+//!   tool does before anything is kept), its round and the question now open. `requestState`
+//!   names the handle and the round and nothing else: what it means stays here, so an altered
+//!   state finds nothing.
 //! - A retry is checked before anything happens ([`RoundError`]): an unknown or expired state,
 //!   another client's, an answered round, or a call that differs from the first in anything but
 //!   `inputResponses`/`requestState` is refused and changes nothing; an answer that is not an
 //!   elicitation result for the open question is a decline.
-//! - The table is bounded ([`MAX_CALLS`], [`MAX_CALLS_PER_CLIENT`]): past it, a question is
-//!   declined without asking. A call is forgotten once its result was delivered, or
-//!   [`KEEP`] after its last question's deadline and its turn's end.
+//! - The table is bounded in entries and bytes, in total ([`MAX_CALLS`], [`MAX_BYTES`]) and per
+//!   client ([`MAX_CALLS_PER_CLIENT`], [`MAX_BYTES_PER_CLIENT`]), a client's share well below
+//!   the total: past its share, a client's new question is declined without asking, and the
+//!   places other clients need stay free. A call is forgotten once its result was delivered,
+//!   or [`KEEP`] after its last question's deadline and its turn's end, on a timer of its own
+//!   (not when the table is next used).
 
 #![allow(deprecated)] // roots: rmcp marks them deprecated (see `super::roots`)
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -31,7 +36,9 @@ use rmcp::model::{
     InputRequests, InputRequiredResult, InputResponses, JsonObject, ListRootsRequest,
     ListRootsResult,
 };
+use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::owner::TaskOwner;
@@ -42,10 +49,20 @@ use super::progress::{Follow, ProgressTarget};
 /// replaces it here.
 pub(crate) type ClientId = TaskOwner;
 
-/// Most calls waiting on a question (or holding a result for their retry) at once.
-pub const MAX_CALLS: usize = 64;
-/// Most of those per client.
+/// Most calls waiting on a question (or holding a result for their retry) at once: sixteen
+/// clients' shares, so that a few busy clients leave room for the others.
+pub const MAX_CALLS: usize = 128;
+/// Most of those per client: a host asks one question at a time per call; eight calls of one
+/// connection waiting at once is already more than a person answers.
 pub const MAX_CALLS_PER_CLIENT: usize = 8;
+/// What one call in the table is counted as, in bytes: its handle, the digest of its tool and
+/// arguments, its channels and bookkeeping (an upper bound of their sizes, checked by a test).
+/// Fixed, because the arguments are kept as a digest, whatever their size.
+pub const ENTRY_BYTES: usize = 1024;
+/// Most bytes the table holds for one client.
+pub const MAX_BYTES_PER_CLIENT: usize = MAX_CALLS_PER_CLIENT * ENTRY_BYTES;
+/// Most bytes the table holds in all.
+pub const MAX_BYTES: usize = MAX_CALLS * ENTRY_BYTES;
 /// How long a call that asked is remembered after its last question's deadline and its turn's
 /// end: a retry within it gets the turn's result; after it, "the question expired".
 pub const KEEP: Duration = Duration::from_secs(300);
@@ -142,13 +159,73 @@ struct Pending {
     cancel: CancellationToken,
     /// When the call's task ended (`None` while it runs).
     ended: Mutex<Option<Instant>>,
+    /// Cancelled when the call's task ended (its entry's timer waits on it).
+    finished: CancellationToken,
+}
+
+/// What a retry must repeat: the tool and its arguments, as a SHA-256 of a canonical form
+/// (object keys sorted, every value tagged and length-prefixed), so that the table keeps 32
+/// bytes whatever the arguments' size, and a retry with anything else differs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct CallDigest([u8; 32]);
+
+impl CallDigest {
+    /// The digest of a call of `tool` with `args`.
+    pub(crate) fn of(tool: &str, args: &JsonObject) -> Self {
+        let mut h = Sha256::new();
+        feed_str(&mut h, tool);
+        feed_object(&mut h, args);
+        CallDigest(h.finalize().into())
+    }
+}
+
+fn feed_len(h: &mut Sha256, n: usize) {
+    h.update((n as u64).to_le_bytes());
+}
+
+fn feed_str(h: &mut Sha256, s: &str) {
+    feed_len(h, s.len());
+    h.update(s.as_bytes());
+}
+
+fn feed_object(h: &mut Sha256, o: &JsonObject) {
+    h.update([5]);
+    feed_len(h, o.len());
+    let mut keys: Vec<&String> = o.keys().collect();
+    keys.sort();
+    for k in keys {
+        feed_str(h, k);
+        feed(h, &o[k]);
+    }
+}
+
+/// Feed `v` in a canonical form (serde_json caps nesting at 128 levels as it parses).
+fn feed(h: &mut Sha256, v: &serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Null => h.update([0]),
+        Value::Bool(b) => h.update([1, u8::from(*b)]),
+        Value::Number(n) => {
+            h.update([2]);
+            feed_str(h, &n.to_string());
+        }
+        Value::String(s) => {
+            h.update([3]);
+            feed_str(h, s);
+        }
+        Value::Array(a) => {
+            h.update([4]);
+            feed_len(h, a.len());
+            a.iter().for_each(|v| feed(h, v));
+        }
+        Value::Object(o) => feed_object(h, o),
+    }
 }
 
 /// A call that asked, in the table.
 struct Entry {
     client: ClientId,
-    tool: String,
-    args: JsonObject,
+    what: CallDigest,
     /// The running call; `None` for a call that was asked for the client's roots before it
     /// started.
     pending: Option<Arc<Pending>>,
@@ -158,32 +235,104 @@ struct Entry {
     open: Option<oneshot::Sender<serde_json::Value>>,
     /// The last question's deadline.
     deadline: Instant,
+    /// How long it is kept after its deadline and its call's end ([`KEEP`]).
+    keep: Duration,
+    /// The task that forgets the entry when it expires (aborted when the entry goes).
+    timer: Option<tokio::task::AbortHandle>,
 }
 
 impl Entry {
-    fn expired(&self, now: Instant) -> bool {
+    /// When the entry expires: `None` while its call runs.
+    fn expires_at(&self) -> Option<Instant> {
         let Some(pending) = &self.pending else {
-            return now > self.deadline;
+            return Some(self.deadline);
         };
         let ended = *pending.ended.lock().unwrap_or_else(|e| e.into_inner());
-        match ended {
-            None => false,
-            Some(ended) => now > self.deadline.max(ended) + KEEP,
+        ended.map(|ended| self.deadline.max(ended) + self.keep)
+    }
+
+    fn expired(&self, now: Instant) -> bool {
+        self.expires_at().is_some_and(|at| now >= at)
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer.take() {
+            t.abort();
         }
     }
 }
 
+type Table = Mutex<HashMap<String, Entry>>;
+
+/// Forget the entry under `handle` when it expires: once its call ended (if it runs one), at
+/// its expiry, again if a later question moved it.
+async fn expire(calls: Weak<Table>, handle: String, finished: Option<CancellationToken>) {
+    if let Some(f) = finished {
+        f.cancelled().await;
+    }
+    loop {
+        let at = {
+            let Some(calls) = calls.upgrade() else { return };
+            let table = calls.lock().unwrap_or_else(|e| e.into_inner());
+            match table.get(&handle).and_then(Entry::expires_at) {
+                Some(at) => at,
+                None => return,
+            }
+        };
+        tokio::time::sleep_until(at).await;
+        let Some(calls) = calls.upgrade() else { return };
+        let mut table = calls.lock().unwrap_or_else(|e| e.into_inner());
+        if table.get(&handle).is_none_or(|e| e.expired(Instant::now())) {
+            tracing::debug!("a call that asked expired: forgotten");
+            // the entry's drop aborts this task, which ends here anyway
+            table.remove(&handle);
+            return;
+        }
+    }
+}
+
+/// Whether `client` may add a call to `table`: within its own share of entries and bytes, and
+/// within the table's.
+fn admits(table: &HashMap<String, Entry>, client: &ClientId) -> bool {
+    let of_client = table.values().filter(|e| e.client == *client).count();
+    let fits = |n: usize, most: usize, bytes: usize| n < most && (n + 1) * ENTRY_BYTES <= bytes;
+    let ok = fits(of_client, MAX_CALLS_PER_CLIENT, MAX_BYTES_PER_CLIENT)
+        && fits(table.len(), MAX_CALLS, MAX_BYTES);
+    if !ok {
+        tracing::warn!(
+            calls = table.len(),
+            of_client,
+            "the client's share of calls waiting on a question is used up: its new question is \
+             declined without asking"
+        );
+    }
+    ok
+}
+
 /// The calls that asked, by handle (one table per process).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Rounds {
-    calls: Arc<Mutex<HashMap<String, Entry>>>,
+    calls: Arc<Table>,
+    /// [`KEEP`] (shorter in tests).
+    keep: Duration,
+}
+
+impl Default for Rounds {
+    fn default() -> Self {
+        Rounds {
+            calls: Arc::default(),
+            keep: KEEP,
+        }
+    }
 }
 
 /// Where a call's first request ends: the call's identity and what a retry must repeat.
 pub(crate) struct Call {
     pub client: ClientId,
-    pub tool: String,
-    pub args: JsonObject,
+    /// Its tool and arguments, checked as the tool checks them before this is made.
+    pub what: CallDigest,
     /// This request's progress target.
     pub progress: Option<ProgressTarget>,
 }
@@ -236,6 +385,20 @@ impl Rounds {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Put `entry` under a new handle, with the timer that forgets it; the handle.
+    fn insert(&self, table: &mut HashMap<String, Entry>, mut entry: Entry) -> String {
+        let handle = uuid::Uuid::new_v4().simple().to_string();
+        let finished = entry.pending.as_ref().map(|p| p.finished.clone());
+        let timer = tokio::spawn(expire(
+            Arc::downgrade(&self.calls),
+            handle.clone(),
+            finished,
+        ));
+        entry.timer = Some(timer.abort_handle());
+        table.insert(handle.clone(), entry);
+        handle
+    }
+
     /// How many calls wait on a question or hold a result.
     pub fn len(&self) -> usize {
         self.table().len()
@@ -264,6 +427,7 @@ impl Rounds {
             events: tokio::sync::Mutex::new(rx),
             cancel: CancellationToken::new(),
             ended: Mutex::new(None),
+            finished: CancellationToken::new(),
         });
         let fut = run(
             Asking { events: tx.clone() },
@@ -278,6 +442,7 @@ impl Rounds {
                 // stays for a later retry
                 let _ = tx.send(Event::Done(r)).await;
                 *pending.ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                pending.finished.cancel();
             });
         }
         let progress = call.progress.clone();
@@ -303,7 +468,7 @@ impl Rounds {
             if entry.client != call.client {
                 return Err(RoundError::OtherClient);
             }
-            if entry.tool != call.tool || entry.args != call.args {
+            if entry.what != call.what {
                 return Err(RoundError::Differs);
             }
             if round > entry.round {
@@ -353,23 +518,20 @@ impl Rounds {
         let now = Instant::now();
         let mut table = self.table();
         table.retain(|_, e| !e.expired(now));
-        let of_client = table.values().filter(|e| e.client == call.client).count();
-        if table.len() >= MAX_CALLS || of_client >= MAX_CALLS_PER_CLIENT {
+        if !admits(&table, &call.client) {
             return None;
         }
-        let handle = uuid::Uuid::new_v4().simple().to_string();
-        table.insert(
-            handle.clone(),
-            Entry {
-                client: call.client,
-                tool: call.tool,
-                args: call.args,
-                pending: None,
-                round: 1,
-                open: None,
-                deadline: now + KEEP,
-            },
-        );
+        let entry = Entry {
+            client: call.client,
+            what: call.what,
+            pending: None,
+            round: 1,
+            open: None,
+            deadline: now + self.keep,
+            keep: self.keep,
+            timer: None,
+        };
+        let handle = self.insert(&mut table, entry);
         let mut requests = InputRequests::new();
         requests.insert(
             roots_key(),
@@ -455,30 +617,21 @@ impl Rounds {
             None => {
                 // forgotten meanwhile: the question is withdrawn (a decline)
                 let c = call.take()?;
-                let of_client = table.values().filter(|e| e.client == c.client).count();
-                if table.len() >= MAX_CALLS || of_client >= MAX_CALLS_PER_CLIENT {
-                    tracing::warn!(
-                        calls = table.len(),
-                        of_client,
-                        "too many calls wait on a question: this one is declined"
-                    );
+                if !admits(&table, &c.client) {
                     *call = Some(c);
                     return None;
                 }
-                let h = uuid::Uuid::new_v4().simple().to_string();
-                table.insert(
-                    h.clone(),
-                    Entry {
-                        client: c.client,
-                        tool: c.tool,
-                        args: c.args,
-                        pending: Some(pending.clone()),
-                        round: 1,
-                        open: Some(prompt.answer),
-                        deadline: prompt.deadline,
-                    },
-                );
-                *handle = Some(h);
+                let entry = Entry {
+                    client: c.client,
+                    what: c.what,
+                    pending: Some(pending.clone()),
+                    round: 1,
+                    open: Some(prompt.answer),
+                    deadline: prompt.deadline,
+                    keep: self.keep,
+                    timer: None,
+                };
+                *handle = Some(self.insert(&mut table, entry));
                 1
             }
         };
@@ -512,8 +665,7 @@ mod tests {
     async fn asking_call(rounds: &Rounds, client: u64) -> CallToolResponse {
         let call = Call {
             client: ClientId::Connection(client),
-            tool: "codex".into(),
-            args: JsonObject::new(),
+            what: CallDigest::of("codex", &JsonObject::new()),
             progress: None,
         };
         rounds
@@ -553,8 +705,7 @@ mod tests {
     fn roots_call(client: u64) -> Call {
         Call {
             client: ClientId::Connection(client),
-            tool: "codex".into(),
-            args: JsonObject::new(),
+            what: CallDigest::of("codex", &JsonObject::new()),
             progress: None,
         }
     }
@@ -585,6 +736,129 @@ mod tests {
             .await;
         assert!(matches!(refused, Err(RoundError::Unknown)), "{refused:?}");
         assert!(rounds.is_empty());
+    }
+
+    /// Whether `rounds` empties within `within`.
+    async fn empties(rounds: &Rounds, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while !rounds.is_empty() && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        rounds.is_empty()
+    }
+
+    #[tokio::test]
+    async fn an_entry_expires_on_its_timer_without_the_table_being_used() {
+        let keep = Duration::from_secs(2);
+        let rounds = Rounds {
+            keep,
+            ..Rounds::default()
+        };
+        let _asked = state_in(rounds.ask_roots(roots_call(1)));
+        tokio::time::sleep(keep / 4).await;
+        assert_eq!(rounds.len(), 1, "forgotten before its time");
+        assert!(
+            empties(&rounds, keep * 3).await,
+            "not forgotten on its timer"
+        );
+
+        // a call that asked: kept while its turn runs, then `keep` after its end
+        let (go, went) = oneshot::channel::<()>();
+        let call = Call {
+            client: ClientId::Connection(2),
+            what: CallDigest::of("codex", &JsonObject::new()),
+            progress: None,
+        };
+        let r = rounds
+            .start(call, CancellationToken::new(), |asking, _, _| async move {
+                let asked = asking.ask(form(), Duration::from_millis(100));
+                let _ = tokio::time::timeout(Duration::from_millis(100), asked).await;
+                let _ = went.await;
+                Ok(CallToolResult::success(vec![]))
+            })
+            .await
+            .unwrap();
+        assert!(matches!(r, CallToolResponse::InputRequired(_)), "{r:?}");
+        tokio::time::sleep(keep + keep / 2).await;
+        assert_eq!(rounds.len(), 1, "forgotten while its turn runs");
+        let ended = Instant::now();
+        go.send(()).unwrap();
+        tokio::time::sleep(keep / 4).await;
+        assert_eq!(rounds.len(), 1, "forgotten before `keep` after its end");
+        assert!(
+            empties(&rounds, keep * 3).await,
+            "not forgotten after its end"
+        );
+        assert!(
+            ended.elapsed() >= keep,
+            "forgotten {:?} after",
+            ended.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_clients_share_is_its_own_and_leaves_room_for_the_others() {
+        // the share is well below the table, in entries and in bytes
+        const { assert!(MAX_CALLS_PER_CLIENT * 8 <= MAX_CALLS) };
+        const { assert!(MAX_BYTES_PER_CLIENT * 8 <= MAX_BYTES) };
+        let rounds = Rounds::default();
+        // eight clients at their share: a ninth is still asked
+        for client in 1..=8 {
+            for _ in 0..MAX_CALLS_PER_CLIENT {
+                state_in(rounds.ask_roots(roots_call(client)));
+            }
+            assert!(
+                rounds.ask_roots(roots_call(client)).is_none(),
+                "past its share"
+            );
+        }
+        state_in(rounds.ask_roots(roots_call(9)));
+        // bytes: what the table counts covers what it holds
+        let held = rounds.len() * ENTRY_BYTES;
+        assert!(held <= MAX_BYTES, "{held}");
+        let entry = std::mem::size_of::<Entry>() + std::mem::size_of::<Pending>() + 32 + 64;
+        assert!(entry <= ENTRY_BYTES, "an entry takes {entry} bytes");
+    }
+
+    #[test]
+    fn a_digest_tells_every_difference_and_ignores_key_order() {
+        let of = |tool: &str, v: serde_json::Value| {
+            CallDigest::of(tool, v.as_object().expect("an object"))
+        };
+        let a = of(
+            "codex",
+            serde_json::json!({"prompt": "p", "files": ["a", "b"]}),
+        );
+        assert_eq!(
+            a,
+            of(
+                "codex",
+                serde_json::json!({"files": ["a", "b"], "prompt": "p"})
+            )
+        );
+        for other in [
+            of(
+                "structured",
+                serde_json::json!({"prompt": "p", "files": ["a", "b"]}),
+            ),
+            of("codex", serde_json::json!({"prompt": "p", "files": ["ab"]})),
+            of(
+                "codex",
+                serde_json::json!({"prompt": "p", "files": ["b", "a"]}),
+            ),
+            of(
+                "codex",
+                serde_json::json!({"prompt": "p ", "files": ["a", "b"]}),
+            ),
+            of("codex", serde_json::json!({"prompt": "p", "files": "ab"})),
+            of("codex", serde_json::json!({"prompt": "p"})),
+            of(
+                "codex",
+                serde_json::json!({"prompt": "p", "files": ["a", "b"], "x": null}),
+            ),
+        ] {
+            assert_ne!(a, other);
+        }
     }
 
     #[test]

@@ -13,6 +13,11 @@
 //!   U+2066-U+2069), marks (U+200E, U+200F, U+061C), zero-width characters (U+200B-U+200D,
 //!   U+2060, U+FEFF), tags, and every other Cf; the other default-ignorable characters
 //!   (variation selectors, the Hangul fillers, U+034F, U+115F, U+1160, U+3164, U+FFA0 …);
+//!   any other character a terminal sizing with `wcwidth` draws zero columns wide (the
+//!   `unicode-width` crate's table): Hangul conjoining vowels and final consonants
+//!   (U+1161-U+11FF, U+D7B0-U+D7FF), prepended letters such as the Malayalam dot reph, but not
+//!   a combining mark (nonspacing, enclosing or spacing: `cafe\u{301}`, Tamil `கா`), which
+//!   draws on the character before it and is judged by the next rule;
 //! - a line or paragraph separator (U+2028, U+2029), a blank other than the space (no-break,
 //!   ideographic, en/em spaces, U+2800), private-use, surrogate or unassigned code points, or
 //!   more than [`MAX_MARKS`] combining marks on one character;
@@ -26,6 +31,7 @@
 //! escape (`\u{1b}`, `\n`), so a record can say what was asked without carrying it.
 
 use unicode_general_category::{GeneralCategory, get_general_category};
+use unicode_width::UnicodeWidthChar;
 
 use super::lookalike::is_mark;
 
@@ -156,6 +162,12 @@ fn refused(c: char, line: usize) -> Option<Unreadable> {
         GeneralCategory::PrivateUse | GeneralCategory::Surrogate | GeneralCategory::Unassigned => {
             Some(Unreadable::Unassigned(u, line))
         }
+        // a combining mark draws on the character before it (`check` counts them)
+        GeneralCategory::NonspacingMark
+        | GeneralCategory::EnclosingMark
+        | GeneralCategory::SpacingMark => None,
+        // what a terminal sizing with wcwidth draws in no column at all
+        _ if c.width() == Some(0) => Some(Unreadable::Invisible(u, line)),
         _ => None,
     }
 }
@@ -355,6 +367,14 @@ mod tests {
             ("\u{e000}", Unreadable::Unassigned(0xe000, 1)),
             ("\u{fffe}", Unreadable::Unassigned(0xfffe, 1)),
             ("a\u{301}\u{301}\u{301}\u{301}", Unreadable::StackedMarks(1)),
+            // zero columns wide where a terminal sizes with wcwidth
+            ("cat ./notes\u{1161}.txt", Unreadable::Invisible(0x1161, 1)),
+            ("\u{1100}\u{1161}\u{11a8}", Unreadable::Invisible(0x1161, 1)),
+            ("a\u{11ff}", Unreadable::Invisible(0x11ff, 1)),
+            ("a\u{d7b0}b", Unreadable::Invisible(0xd7b0, 1)),
+            ("a\u{d7fb}", Unreadable::Invisible(0xd7fb, 1)),
+            ("\u{d4e}", Unreadable::Invisible(0xd4e, 1)),
+            ("x\u{a8fa}", Unreadable::Invisible(0xa8fa, 1)),
         ];
         for (s, why) in cases {
             assert_eq!(check(s, &FIELD), Err(why), "{s:?}");
@@ -383,6 +403,46 @@ mod tests {
         // a diff may be longer than a field, not wider
         let diff: String = (0..300).map(|i| format!("+line {i}\n")).collect();
         assert!(refuses(&diff) && check(&diff, &DIFF).is_ok());
+    }
+
+    #[test]
+    fn every_zero_width_character_is_refused_but_a_combining_mark() {
+        let mut refused_here = 0;
+        for u in 0x80u32..0x11_0000 {
+            let Some(c) = char::from_u32(u) else { continue };
+            if c.width() != Some(0) {
+                continue;
+            }
+            let combining = matches!(
+                get_general_category(c),
+                GeneralCategory::NonspacingMark
+                    | GeneralCategory::EnclosingMark
+                    | GeneralCategory::SpacingMark
+            );
+            // a mark is judged by the other rules (some are refused: U+034F, selectors)
+            if !combining {
+                let s = format!("a{c}b");
+                assert!(refuses(&s), "U+{u:04X}");
+                refused_here += 1;
+                let v = visible(&s, 100);
+                assert!(v.contains(&escape(c)), "{v}");
+            }
+        }
+        assert!(refused_here > 100, "{refused_here}");
+        // marks on their base stay as they are, in every script the rules accept
+        for ok in [
+            "नमस्ते दुनिया; हिन्दी",
+            "สวัสดีครับ",
+            "שָׁלוֹם",
+            "வணக்கம், காலை",
+            "বাংলা ভাষা",
+            "മലയാളം",
+            "ಕನ್ನಡ",
+            "안녕하세요 한국어",
+            "ᄀ",
+        ] {
+            assert_eq!(check(ok, &FIELD), Ok(()), "{ok:?}");
+        }
     }
 
     #[test]

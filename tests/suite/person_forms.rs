@@ -105,7 +105,8 @@ fn declined_unasked<'a>(v: &'a Value, reason: &str) -> &'a str {
 fn holds_unshowable(s: &str) -> bool {
     s.chars().any(|c| {
         (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c as u32, 0x200b..=0x200f | 0x202a..=0x202e | 0x2066..=0x2069 | 0xfeff)
+            || matches!(c as u32, 0x200b..=0x200f | 0x202a..=0x202e | 0x2066..=0x2069 | 0xfeff
+                | 0x1160..=0x11ff | 0xd7b0..=0xd7ff)
     })
 }
 
@@ -119,6 +120,7 @@ async fn a_command_or_reason_a_person_cannot_read_as_it_is_is_never_shown_and_no
     let a = outside(&env, "escapes.txt");
     let b = outside(&env, "bidi.txt");
     let c = outside(&env, "padded.txt");
+    let d = outside(&env, "jamo.txt");
     let fake_form = "echo 'Command: /bin/bash -lc ls -la'\necho 'Working directory: /tmp'";
     let hostile = [
         // cursor movement in the command: a terminal shows the harmless `ls -la` line only
@@ -141,6 +143,12 @@ async fn a_command_or_reason_a_person_cannot_read_as_it_is_is_never_shown_and_no
             c.clone(),
             format!("{fake_form}{}touch '{}'", "\n".repeat(80), c.display()),
             "list the files".to_owned(),
+        ),
+        // a Hangul conjoining vowel: a terminal sizing with wcwidth draws `notes.txt`
+        (
+            d.clone(),
+            format!("cat ./notes\u{1161}.txt > '{}'", d.display()),
+            "read the notes".to_owned(),
         ),
     ];
     for (i, (target, cmd, reason)) in hostile.iter().enumerate() {

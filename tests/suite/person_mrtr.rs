@@ -778,3 +778,90 @@ async fn a_takeover_between_rounds_loses_the_question_clearly_and_keeps_the_sess
     assert_eq!(v["resumed"], true, "{v}");
     assert_eq!(v["threadId"], first["threadId"], "{v}");
 }
+
+/// A process's resident set and its peak, in MiB (`/proc/PID/status`).
+fn rss_mib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {status}"))
+    };
+    (kib("VmRSS:") / 1024, kib("VmHWM:") / 1024)
+}
+
+/// MiB of junk in each call of
+/// [`junk_calls_keep_nothing_and_leave_room_for_another_clients_question`]: 2 by default (a
+/// debug build moves 15 MiB lines slowly: 64 of them take a minute), or
+/// `CODEX_BRIDGE_TEST_JUNK_MIB` (up to 15: a relay passes lines of 16 MiB).
+fn junk_mib() -> u64 {
+    std::env::var("CODEX_BRIDGE_TEST_JUNK_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+#[tokio::test]
+#[allow(deprecated)]
+async fn junk_calls_keep_nothing_and_leave_room_for_another_clients_question() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let owner = serve(&env, &mock, 20_000, person.clone()).await;
+    // eight more connections, relays to the owner, each declaring roots: a call without
+    // `workingDirectory` asks them first
+    let caps = ClientCapabilities::builder().enable_roots().build();
+    let vars = vars(&env, &mock, 20_000);
+    let relays = futures::future::join_all((0..8).map(|_| {
+        crate::support::mcp::connect_modern_with_roots(
+            &vars,
+            env.root(),
+            caps.clone(),
+            crate::support::mcp::ClientRoots::default(),
+            Person::default(),
+        )
+    }))
+    .await;
+    let mib = junk_mib();
+    let junk = "j".repeat((mib as usize) << 20);
+    // one call at a time, each connection in turn; the first round grows each connection's
+    // line buffers (the owner keeps them, whatever it keeps of the calls): RSS is read after it
+    let mut answers = Vec::new();
+    let mut before = 0;
+    let started = std::time::Instant::now();
+    for n in 0..8 {
+        for r in &relays {
+            let a = json!({"prompt": format!("junk {n}"), "junk": &junk});
+            answers.push(r.call_once(params(&a)).await);
+        }
+        if n == 0 {
+            before = rss_mib(owner.pid).0;
+        }
+    }
+    let took = started.elapsed();
+    let (after, peak) = rss_mib(owner.pid);
+    eprintln!(
+        "owner RSS: {before} MiB after the first 8 calls, {after} MiB after 56 more of {mib} MiB \
+         (peak {peak} MiB, {took:?})"
+    );
+    // kept, the 56 calls' arguments would take 56 times their size
+    assert!(
+        after <= before + 8 * mib,
+        "the owner grew from {before} to {after} MiB: the calls' arguments are kept"
+    );
+    // each refused before it asked, naming the field
+    for answer in answers {
+        let r = complete(answer);
+        let t = text(&r);
+        assert!(t.starts_with("invalid argument `junk`"), "{t}");
+    }
+
+    // another client's question is still asked, and its accept runs
+    let target = outside(&env, "after-junk.txt");
+    mock.push_all([escalation(&target), Reply::message("done")]);
+    let v = ok(&owner.call_rounds("codex", args(&env, "after-junk")).await);
+    assert!(target.exists(), "the question was not asked: {v}");
+    assert_eq!(person.via_rounds(), 1, "{v}");
+}

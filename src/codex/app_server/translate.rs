@@ -119,6 +119,17 @@ mod tests {
             describe(&completed(&cmd).unwrap()).as_deref(),
             Some("ran: ls -la (exit 0)")
         );
+        // a declined command (0.171.0's and 0.145.0's item shape): never "ran"
+        let declined = Item::CommandExecution {
+            id: "call_2".into(),
+            command: "/bin/bash -lc 'echo hi > out.txt'".into(),
+            status: ItemStatus::Declined,
+            exit_code: None,
+        };
+        assert_eq!(
+            describe(&completed(&declined).unwrap()).as_deref(),
+            Some("declined: /bin/bash -lc 'echo hi > out.txt'")
+        );
         let user = Item::Other {
             kind: "userMessage".into(),
             id: "u".into(),
