@@ -383,7 +383,7 @@ pub async fn ask(
 /// How a question is put to the person.
 enum Way {
     /// A form the host shows whole (the message a record keeps of it).
-    Form(ElicitRequestParams, String),
+    Form(Box<ElicitRequestParams>, String),
     /// The question's page, through URL-mode elicitation.
     Page,
 }
@@ -416,7 +416,7 @@ pub async fn ask_on(
             input: None,
             record: DecisionRecord::unasked(question, secrets, reason),
         },
-        Ok(Way::Form(params, shown)) => ask_form(channel, question, params, shown, timeout).await,
+        Ok(Way::Form(params, shown)) => ask_form(channel, question, *params, shown, timeout).await,
         Ok(Way::Page) => ask_page(channel, question, secrets, timeout).await,
     }
 }
@@ -615,11 +615,11 @@ fn shaped(question: &Question, secrets: &ClientSecrets, shows: Shows) -> Option<
     let whole = form(question, secrets)?;
     if shows == Shows::Whole {
         let shown = message(question, secrets);
-        return Some(Way::Form(whole, shown));
+        return Some(Way::Form(Box::new(whole), shown));
     }
     if let Some(params) = budget::compact(question, secrets, shows) {
         let shown = shown_text(&params);
-        return Some(Way::Form(params, shown));
+        return Some(Way::Form(Box::new(params), shown));
     }
     // a question that asks for input keeps its fields under a short message
     let short = match question {
@@ -646,7 +646,7 @@ fn shaped(question: &Question, secrets: &ClientSecrets, shows: Shows) -> Option<
     };
     budget::overflow(&params, shows).is_none().then(|| {
         let shown = shown_text(&params);
-        Way::Form(params, shown)
+        Way::Form(Box::new(params), shown)
     })
 }
 

@@ -68,7 +68,9 @@ async fn serve(
     timeout_ms: u64,
 ) -> Server {
     let mut vars = server_env(env, mock);
+    // questions reach a person on the app-server backend only (`codex exec` declines them)
     for (k, v) in [
+        ("CODEX_BRIDGE_BACKEND", "app-server".to_owned()),
         ("CODEX_BRIDGE_APPROVALS", "ask".to_owned()),
         ("CODEX_BRIDGE_APPROVAL_TIMEOUT_MS", timeout_ms.to_string()),
     ] {
@@ -284,6 +286,9 @@ async fn a_host_that_cannot_open_a_page_is_asked_only_what_it_shows_whole() {
     }
 }
 
+/// A forged decision: its name, its headers and its body.
+type Forged<'a> = (&'a str, Vec<(&'a str, &'a str)>, String);
+
 /// The page of the one question of a running turn, once it is out.
 async fn the_url(person: &Person) -> String {
     for _ in 0..600 {
@@ -323,7 +328,7 @@ async fn a_forged_foreign_or_repeated_decision_on_the_page_decides_nothing() {
             .to_owned();
         let token = page::token_of(&opened.body).unwrap();
         let approve = format!("token={token}&decision=approve");
-        let cases: [(&str, Vec<(&str, &str)>, String); 5] = [
+        let cases: [Forged; 5] = [
             (
                 "no token",
                 vec![("Origin", &own), ("Cookie", &cookie)],
