@@ -2,24 +2,7 @@
 //! HTTP/1.1 on loopback (its cookie and decision token read), and a decision posted from it
 //! with the page's own `Origin`.
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A response: status, headers (lower-case names), body.
-pub struct Response {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Response {
-    /// The first header named `name`.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
+pub use super::http1::Reply as Response;
 
 /// The host and port, and the path, of `url` (`http://HOST:PORT/PATH`).
 pub fn split(url: &str) -> (String, String) {
@@ -28,45 +11,17 @@ pub fn split(url: &str) -> (String, String) {
     (host.to_owned(), format!("/{path}"))
 }
 
-/// Send one request (`head` lines after the request line, `body`) to `url` and read the
-/// whole response (the server closes the connection).
+/// Send one request to `url` as a browser on this machine does (its `Host`, then `head`, a
+/// form `body` on POST) and read the response.
 pub async fn request(method: &str, url: &str, head: &[(&str, &str)], body: &str) -> Response {
     let (host, path) = split(url);
-    let mut s = tokio::net::TcpStream::connect(&host)
-        .await
-        .expect("connect to the page");
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (k, v) in head {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
+    let addr = host.parse().expect("a loopback address");
+    let mut headers = vec![("Host", host.as_str())];
+    headers.extend_from_slice(head);
     if method == "POST" {
-        req.push_str(&format!(
-            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
+        headers.push(("Content-Type", "application/x-www-form-urlencoded"));
     }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    Response {
-        status,
-        headers,
-        body: body.to_owned(),
-    }
+    super::http1::request(addr, method, &path, &headers, body.as_bytes()).await
 }
 
 /// The page's decision token (its hidden `token` field).
