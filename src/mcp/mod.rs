@@ -7,6 +7,7 @@
 
 pub(crate) mod answer;
 pub mod budget;
+mod checks;
 pub mod elicit;
 pub mod framing;
 pub mod mrtr;
@@ -258,7 +259,7 @@ const TOOLS: &[ToolEntry] = {
 /// A 2026-07-28 call's arguments checked as its tool checks them, before any state of it is
 /// kept ([`mrtr::Rounds`]): the tool's refusal naming the field, or `None` when they pass.
 fn checked_first(name: &str, args: &rmcp::model::JsonObject) -> Option<CallToolResponse> {
-    let e = tools::check_call(name, args).err()?;
+    let e = checks::check_call(name, args).err()?;
     let reason = crate::security::redact::redact(&e.to_string()).into_owned();
     tracing::info!(tool = %name, %reason, "a call's arguments were refused before it asked");
     Some(CallToolResponse::Complete(error_result(&e, None)))

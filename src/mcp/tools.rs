@@ -20,7 +20,7 @@ use crate::config::{
     ApprovalMode, CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION,
 };
 use crate::error::{Error, Result};
-use crate::mcp::answer::{error_result, ok_result, parse_args, parse_args_ref, plain_error};
+use crate::mcp::answer::{error_result, ok_result, parse_args, plain_error};
 use crate::mcp::params::*;
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::*;
@@ -41,46 +41,6 @@ fn check_model(model: Option<&str>) -> Result<()> {
     model.map_or(Ok(()), |m| {
         Ok(crate::security::ids::check_model("model", m)?)
     })
-}
-
-/// Check a turn tool's arguments as the tool checks them before it starts anything (each
-/// field's type, no unknown field, the prompt's size, the model id, the session id, the schema,
-/// how many files), without taking them: before a call's state is kept for a 2026-07-28 client
-/// (its working directory and files are resolved when it runs).
-pub(crate) fn check_call(tool: &str, args: &JsonObject) -> Result<()> {
-    let files = |f: &Option<Vec<String>>| -> Result<()> {
-        match f {
-            Some(f) if f.len() > crate::actors::files::MAX_FILES => Err(Error::invalid(
-                "files",
-                format!("at most {} files per call", crate::actors::files::MAX_FILES),
-            )),
-            _ => Ok(()),
-        }
-    };
-    match tool {
-        "codex" => {
-            let p: CodexParams = parse_args_ref(args)?;
-            check_model(p.model.as_deref())?;
-            if let Some(s) = &p.session_id {
-                SessionId::parse("sessionId", s)?;
-            }
-            files(&p.files)?;
-            Prompt::parse("prompt", p.prompt)?;
-        }
-        "structured" => {
-            let p: StructuredParams = parse_args_ref(args)?;
-            check_model(p.model.as_deref())?;
-            files(&p.files)?;
-            schema::plan(&p.schema)?;
-            Prompt::parse("prompt", p.prompt)?;
-        }
-        "review" => {
-            let p: ReviewParams = parse_args_ref(args)?;
-            check_model(p.model.as_deref())?;
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 /// Shape a turn's answer as a tool result: success, or an error that keeps the partial answer.
