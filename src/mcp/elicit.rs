@@ -330,9 +330,16 @@ pub fn asker(
                     asked.question.title()
                 ));
             }
+            // a file change's accept is checked again before codex gets it (its paths must
+            // resolve where they did when shown): the line does not say codex writes
+            let change = matches!(asked.question, Question::FileChange { .. });
             let record = answer_on(&channel, asked, &secrets, timeout).await;
             if let Some(p) = &progress {
                 p(match (record.decision, record.by_person) {
+                    (Decision::AcceptOnce, _) if change => {
+                        "a person allowed it once; its paths are checked again before codex writes"
+                            .into()
+                    }
                     (Decision::AcceptOnce, _) => "a person allowed it once; codex continues".into(),
                     (Decision::Decline, true) => "a person declined; codex continues".into(),
                     (Decision::Decline, false) => format!(
