@@ -133,7 +133,7 @@ fn wrapped_rows(line: &str, columns: usize) -> usize {
 /// What of a form a host would not show whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Overflow {
-    #[error("its message takes more than {0} rows of {1} columns")]
+    #[error("its message takes more than {0} row(s) of {1} columns")]
     Message(usize, usize),
     #[error("a field's title is wider than {TITLE_COLUMNS} columns")]
     Title,
@@ -154,9 +154,10 @@ pub fn overflow(params: &ElicitRequestParams, shows: Shows) -> Option<Overflow> 
     let Shows::Rows { rows, columns } = shows else {
         return None;
     };
-    let message = match params {
-        ElicitRequestParams::FormElicitationParams { message, .. }
-        | ElicitRequestParams::UrlElicitationParams { message, .. } => message,
+    let (message, rows) = match params {
+        ElicitRequestParams::FormElicitationParams { message, .. } => (message, rows),
+        // a URL elicitation's message gets one row
+        ElicitRequestParams::UrlElicitationParams { message, .. } => (message, 1),
         _ => return Some(Overflow::NotAForm),
     };
     let lines: Vec<&str> = message.split('\n').collect();
@@ -321,13 +322,22 @@ pub fn compact(
     overflow(&params, shows).is_none().then_some(params)
 }
 
-/// The message of a question's URL elicitation: what is asked, and that it is read and decided
-/// on the page (one paragraph, within a small host's rows).
+/// The message of a question's URL elicitation: what is asked, and that it is decided on the
+/// page, in one row (Claude Code shows one row of a URL elicitation's message: measured, a
+/// longer one is cut at 73 characters with `…`).
 pub fn page_message(question: &Question) -> String {
-    format!(
-        "{}. Read it whole on the page and decide there (Approve or Deny), then answer here.",
-        question.title()
-    )
+    let asked = match question {
+        Question::Command {
+            command,
+            network_host: Some(_),
+            ..
+        } if command.is_empty() => "Codex asks for network access",
+        Question::Command { .. } => "Codex asks to run a command unsandboxed",
+        Question::FileChange { .. } => "Codex asks to change files",
+        Question::Permissions { .. } => "Codex asks for more permissions",
+        _ => "Codex asks you",
+    };
+    format!("{asked}: read and decide on the page")
 }
 
 #[cfg(test)]
@@ -472,14 +482,27 @@ mod tests {
     }
 
     #[test]
-    fn the_page_message_fits_a_small_host() {
-        let q = command("ls", "/w", None);
-        let p = ElicitRequestParams::UrlElicitationParams {
+    fn the_page_message_fits_the_one_row_a_small_host_shows_of_it() {
+        let url = |message: String| ElicitRequestParams::UrlElicitationParams {
             meta: None,
-            message: page_message(&q),
-            url: format!("http://127.0.0.1:65535/q/{}", "0".repeat(32)),
+            message,
+            url: format!("http://127.0.0.1:65535/q/{}", "0".repeat(64)),
             elicitation_id: "x".into(),
         };
-        assert_eq!(overflow(&p, SMALLEST), None);
+        let change = Question::FileChange {
+            reason: None,
+            grant_root: None,
+            files: None,
+            workdir: None,
+        };
+        for q in [command("ls", "/w", None), change] {
+            assert_eq!(overflow(&url(page_message(&q)), SMALLEST), None);
+        }
+        // what Claude Code cut: one row is all a URL elicitation's message gets
+        let cut = "Codex asks to run a command outside its sandbox. Read it whole on the page";
+        assert_eq!(
+            overflow(&url(cut.into()), SMALLEST),
+            Some(Overflow::Message(1, COLUMNS))
+        );
     }
 }
