@@ -138,7 +138,7 @@ impl Server {
             _ = shutdown.cancelled() => return Ok(()),
         };
         tokio::select! {
-            _ = service.waiting() => tracing::info!("the MCP client disconnected"),
+            _ = service.waiting() => self.client_left().await,
             _ = shutdown.cancelled() => {}
         }
         Ok(())
@@ -166,7 +166,7 @@ impl Server {
         tokio::select! {
             r = relay => {
                 r?;
-                tracing::info!("the MCP client disconnected");
+                self.client_left().await;
             }
             _ = shutdown.cancelled() => {}
         }
@@ -256,6 +256,17 @@ impl Server {
         });
         let (r, w) = tokio::io::split(ours);
         Ok(Upstream::new(r, w, std::process::id()))
+    }
+
+    /// This server's own client closed its connection; the shutdown comes next. When this
+    /// process owns the store (from the start, or after a takeover), what it has in flight is
+    /// marked as cut off by the client ([`Bridge::client_closed`]), so the next start does not
+    /// call it a crash.
+    async fn client_left(&self) {
+        tracing::info!("the MCP client disconnected");
+        if let Some(o) = self.owned.lock().await.as_ref() {
+            o.bridge.client_closed().await;
+        }
     }
 
     /// Stop listening (the socket file goes, and every relayed connection with it), then stop

@@ -15,6 +15,7 @@ pub(crate) fn inflight_of(info: SpawnInfo) -> crate::store::InflightTurn {
         argv_hash: info.argv_hash,
         started_ms: crate::store::now_ms(),
         cgroup: info.cgroup,
+        client_closed: false,
     }
 }
 

@@ -377,6 +377,22 @@ impl Bridge {
         }
     }
 
+    /// The MCP client of this process closed its connection and [`Bridge::shutdown`] comes
+    /// next: every process on record in flight is marked so (the store writes the marks, as it
+    /// writes every `inflight` record), so that what a stopped turn leaves behind is logged and
+    /// recorded at the next start as cut off by its client, not as a crash. Whatever this
+    /// process runs is marked, a relayed client's turn too: this process's stop ends it.
+    pub async fn client_closed(&self) {
+        match self.shared.store.mark_inflight_client_closed() {
+            Ok(0) => {}
+            Ok(marked) => {
+                tracing::info!(marked, "processes in flight as the client left: marked so")
+            }
+            Err(e) => tracing::warn!(error = %e, "could not mark the turns in flight"),
+        }
+        let _ = self.shared.store.flush().await;
+    }
+
     /// Stop every session and one-shot (each kills its subprocess), then the registry; flush
     /// the store.
     pub async fn shutdown(&self) {
@@ -453,8 +469,15 @@ pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
 /// How many expired sessions one pass of the sweep forgets.
 const EXPIRY_BATCH: usize = 1000;
 
-/// Kill what is left of turns that were in flight when the server died, and mark them
-/// interrupted in their sessions (a one-shot's entry has no session: it is only killed).
+/// What a session's record says of a turn the server stopped under because its client closed
+/// the connection (the log says it too).
+pub const CLIENT_CLOSED: &str = "the client closed its connection during the turn";
+/// What it says of a turn left in flight by a server that died (a crash, a SIGKILL).
+pub const SERVER_STOPPED: &str = "the server stopped while this turn ran";
+
+/// Kill what is left of turns that were in flight when the server died or stopped as its
+/// client left, and mark them interrupted in their sessions, saying which (a one-shot's entry
+/// has no session: it is only killed).
 pub async fn recover_interrupted(store: &Store) -> Result<()> {
     for (id, turn) in store.inflight()? {
         let killed = crate::codex::process::kill_leftover(
@@ -463,14 +486,20 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
             turn.argv_hash,
             turn.cgroup.as_deref(),
         );
-        tracing::warn!(session = %id, pid = turn.pid, killed, "a turn was interrupted by a server crash");
+        let why = if turn.client_closed {
+            tracing::warn!(session = %id, pid = turn.pid, killed, "a turn was interrupted: {CLIENT_CLOSED}");
+            CLIENT_CLOSED
+        } else {
+            tracing::warn!(session = %id, pid = turn.pid, killed, "a turn was interrupted by a server crash");
+            SERVER_STOPPED
+        };
         // a warm app-server is recorded while it lives, between turns too: only a session
         // whose turn was running has an interrupted turn
         if let Some(mut rec) = store.get(&id)?
             && rec.last_status == Some(TurnStatus::Running)
         {
             rec.last_status = Some(TurnStatus::Interrupted);
-            rec.last_error = Some("the server stopped while this turn ran".into());
+            rec.last_error = Some(why.into());
             store.put(&rec)?;
         }
         store.clear_inflight(&id)?;

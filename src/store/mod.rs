@@ -112,6 +112,11 @@ pub struct InflightTurn {
     /// The turn's cgroup, when it ran in one.
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// The process that ran it stopped because its MCP client closed the connection
+    /// ([`Store::mark_inflight_client_closed`]); a record left without it is a crash's. Absent
+    /// in records written before this field (they read as `false`, no schema step needed).
+    #[serde(default)]
+    pub client_closed: bool,
 }
 
 /// One page of sessions, newest first.
@@ -516,6 +521,21 @@ impl Store {
         Ok(())
     }
 
+    /// Mark every turn in flight as cut off by its MCP client closing the connection (the
+    /// process stops next, and what it leaves in flight is then not a crash's); how many.
+    /// Records that do not read are left as they are.
+    pub fn mark_inflight_client_closed(&self) -> Result<usize, StoreError> {
+        let mut marked = 0;
+        for (id, mut turn) in self.inflight()? {
+            if !turn.client_closed {
+                turn.client_closed = true;
+                self.put_inflight(&id, &turn)?;
+                marked += 1;
+            }
+        }
+        Ok(marked)
+    }
+
     /// Every turn recorded in flight (after a crash: the turns that were interrupted).
     pub fn inflight(&self) -> Result<Vec<(SessionId, InflightTurn)>, StoreError> {
         let mut out = vec![];
@@ -894,6 +914,7 @@ mod tests {
             argv_hash: 3,
             started_ms: 4,
             cgroup: None,
+            client_closed: false,
         };
         store.put_inflight(&id("a"), &t).unwrap();
         assert_eq!(store.inflight().unwrap(), vec![(id("a"), t)]);
@@ -904,6 +925,24 @@ mod tests {
         assert!(store.get(&id("a")).unwrap().is_none());
         assert!(store.list(None, 10).unwrap().sessions.is_empty());
         assert!(store.inflight().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_inflight_record_from_before_client_closed_reads_back_as_a_crash_and_can_be_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        // as the previous release wrote it: no `clientClosed`
+        let old = br#"{"pid":7,"startTicks":8,"argvHash":9,"startedMs":10,"cgroup":null}"#;
+        store.inflight.insert("old", &old[..]).unwrap();
+        let read = store.inflight().unwrap();
+        assert_eq!(read.len(), 1, "the old record still reads");
+        assert_eq!(read[0].1.pid, 7);
+        assert!(!read[0].1.client_closed);
+        assert_eq!(store.mark_inflight_client_closed().unwrap(), 1);
+        assert_eq!(store.mark_inflight_client_closed().unwrap(), 0);
+        let read = store.inflight().unwrap();
+        assert!(read[0].1.client_closed);
+        assert_eq!((read[0].1.pid, read[0].1.argv_hash), (7, 9));
     }
 
     #[test]

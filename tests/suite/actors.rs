@@ -772,3 +772,55 @@ async fn the_takeover_sweep_kills_a_thread_deletion_left_running() {
     assert!(store.inflight().unwrap().is_empty());
     bridge.shutdown().await;
 }
+
+/// Starts a session turn that hangs (the mock holds it) and waits until the model has it.
+async fn hanging_turn(
+    env: &TestEnv,
+    mock: &MockApi,
+    bridge: &codex_mcp_bridge::actors::Bridge,
+    session: &str,
+    in_flight: usize,
+) -> tokio::task::JoinHandle<Result<codex_mcp_bridge::actors::TurnReport, Error>> {
+    let (b, c) = (bridge.clone(), call(env, Some(session), "hang"));
+    let turn = tokio::spawn(async move { b.turn(c).await });
+    mock.wait_for_in_flight(|n| n == in_flight, Duration::from_secs(60))
+        .await;
+    turn
+}
+
+/// Issue 35: a turn the server stopped under because its client closed the connection is
+/// recorded at the next start (the takeover sweep) as cut off by the client; one left in
+/// flight by a server that only died (nothing marked it, as after a SIGKILL) as the server's.
+#[tokio::test]
+async fn the_takeover_sweep_tells_a_turn_its_client_closed_from_one_a_crash_left() {
+    use codex_mcp_bridge::actors::{CLIENT_CLOSED, SERVER_STOPPED};
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    mock.push(Reply::hang());
+    let bridge = start_bridge(&env, &mock, BridgeOpts::default()).await;
+    let store = bridge.shared().store().clone();
+    let cut = hanging_turn(&env, &mock, &bridge, "cut", 1).await;
+    bridge.client_closed().await;
+    let crashed = hanging_turn(&env, &mock, &bridge, "crashed", 2).await;
+    let inflight = store.inflight().unwrap();
+    let marked = |s: &str| {
+        inflight
+            .iter()
+            .any(|(i, t)| i == &sid(s) && t.client_closed)
+    };
+    assert!(marked("cut") && !marked("crashed"), "{inflight:?}");
+    // a stop leaves a running turn's record in flight, as a crash does
+    bridge.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), cut).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), crashed).await;
+    codex_mcp_bridge::actors::recover_interrupted(&store)
+        .await
+        .unwrap();
+    for (session, why) in [("cut", CLIENT_CLOSED), ("crashed", SERVER_STOPPED)] {
+        let rec = store.get(&sid(session)).unwrap().unwrap();
+        assert_eq!(rec.last_status, Some(TurnStatus::Interrupted), "{rec:?}");
+        assert_eq!(rec.last_error.as_deref(), Some(why), "{rec:?}");
+    }
+    assert!(store.inflight().unwrap().is_empty());
+}

@@ -747,3 +747,69 @@ async fn sigterm_mid_turn_exits_cleanly_kills_codex_and_the_session_resumes() {
             .body_contains("EGRET")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// the client closes its connection mid-turn, or the server dies: what the next start says
+
+/// Issue 35: a host that closes its connection while a turn runs (here one declaring tasks, as
+/// Claude Code does, so that the turn still runs when the server stops) is logged at the next
+/// start, and recorded in the session, as that, not as a crash; a server SIGKILLed mid-turn
+/// still is a crash.
+#[tokio::test]
+async fn a_client_closing_mid_turn_is_told_apart_from_a_server_crash_at_the_next_start() {
+    use crate::support::mcp::{Protocol, connect_tasks};
+    use codex_mcp_bridge::actors::{CLIENT_CLOSED, SERVER_STOPPED};
+    use rmcp::model::CallToolResponse;
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::hang());
+    let vars = server_env(&env, &mock);
+    let s = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    let params = CallToolRequestParams::new("codex").with_arguments(
+        json!({"prompt": "hang", "sessionId": "left", "workingDirectory": env.work()})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let started = s.call_once(params).await;
+    assert!(matches!(started, CallToolResponse::Task(_)), "{started:?}");
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
+        .await;
+    let pid = s.pid;
+    // EOF on the server's stdin: the client is gone
+    let _ = s.client.cancel().await;
+    assert!(
+        wait_dead(&[pid as i32], Duration::from_secs(20))
+            .await
+            .is_empty(),
+        "the server exits after EOF"
+    );
+    crate::support::process::wait_exit(pid).await;
+
+    let s2 = start(&env, &vars).await;
+    let got = tool(&s2, "getSession", json!({"sessionId": "left"})).await;
+    let rec = &structured(&got)["session"];
+    assert_eq!(rec["lastStatus"], "interrupted", "{rec}");
+    assert_eq!(rec["lastError"], CLIENT_CLOSED, "{rec}");
+    let log = server_log(&env);
+    assert!(log.contains(CLIENT_CLOSED), "{log}");
+    assert!(!log.contains("server crash"), "{log}");
+
+    // the same session, its next turn cut off by a SIGKILL of the server
+    mock.push(Reply::hang());
+    let pending = spawn_call(&s2, json!({"prompt": "hang", "sessionId": "left"}));
+    mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(30))
+        .await;
+    // SAFETY: signals only.
+    unsafe { libc::kill(s2.pid as i32, libc::SIGKILL) };
+    crate::support::process::wait_exit(s2.pid).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), pending).await;
+    drop(s2);
+    let s3 = start(&env, &vars).await;
+    let got = tool(&s3, "getSession", json!({"sessionId": "left"})).await;
+    let rec = &structured(&got)["session"];
+    assert_eq!(rec["lastStatus"], "interrupted", "{rec}");
+    assert_eq!(rec["lastError"], SERVER_STOPPED, "{rec}");
+    assert!(server_log(&env).contains("a turn was interrupted by a server crash"));
+    stop(s3).await;
+}
