@@ -1135,7 +1135,13 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
         all.sort();
         all
     };
-    let me = std::process::id();
+    // this bridge's app-servers (under `cargo test`, other tests' run in this process too)
+    let own_app_servers = || -> Vec<i32> {
+        crate::support::bridge::own_codex(&mock)
+            .into_iter()
+            .filter(|p| is_bridge_app_server(*p))
+            .collect()
+    };
     // both calls without a client: the bridge's own, whose spare the second session takes
     let first = bridge.turn(call(&env, Some("s1"), "one")).await.unwrap();
     assert_eq!(first.outcome.ending, Ending::Completed);
@@ -1144,15 +1150,15 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     let spare_waits = || async { bridge.shared().warm_pool().spare_pid().await.is_some() };
     assert!(
         wait_until_async(Duration::from_secs(30), || async {
-            spare_waits().await && app_servers(me).len() == 2 && recorded().len() == 2
+            spare_waits().await && own_app_servers().len() == 2 && recorded().len() == 2
         })
         .await,
         "the session's process and the spare, each on record: {:?} {:?}",
-        app_servers(me),
+        own_app_servers(),
         recorded()
     );
     let rec = recorded();
-    let servers = app_servers(me);
+    let servers = own_app_servers();
     assert!(
         servers.iter().all(|p| rec.iter().any(|(q, _)| q == p)),
         "{servers:?} {rec:?}"
@@ -1176,7 +1182,7 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
         "the taken spare {spare} is the session's record, not the pool's: {:?}",
         recorded()
     );
-    let live: Vec<i32> = app_servers(me);
+    let live: Vec<i32> = own_app_servers();
     bridge.shutdown().await;
     assert!(
         !live.iter().any(|p| alive(*p)),
