@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::bridge::{pids_with_cmdline, pids_with_cmdline_prefix};
+use crate::support::bridge::{own_sleep, pids_with_cmdline, pids_with_cmdline_prefix};
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
 use crate::support::process::{alive, is_bridge_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -219,7 +219,8 @@ async fn a_job_that_escapes_into_its_own_session_dies_with_the_warm_turn() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     let s = danger_server(&env, &mock).await;
-    let job = "setsid sleep 987104 > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started";
+    let escaped = own_sleep(987104);
+    let job = &format!("setsid {escaped} > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started");
     mock.push(Reply::exec_command(job));
     mock.push(Reply::message("done").with_delay(Duration::from_millis(300)));
     let r = s
@@ -230,8 +231,8 @@ async fn a_job_that_escapes_into_its_own_session_dies_with_the_warm_turn() {
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
-    let left = gone_within("sleep 987104", Duration::from_millis(500)).await;
-    kill_matching("sleep 987104");
+    let left = gone_within(&escaped, Duration::from_millis(500)).await;
+    kill_matching(&escaped);
     assert!(
         left.is_empty(),
         "the escaped job outlived the turn: {left:?}"
@@ -252,7 +253,8 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
-    mock.push(Reply::exec_command("sleep 987105; echo done"));
+    let sleep = own_sleep(987105);
+    mock.push(Reply::exec_command(&format!("{sleep}; echo done")));
     mock.push(Reply::message("never sent"));
     let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
         json!({"prompt": "sleep", "sessionId": "c", "sandbox": "danger-full-access"})
@@ -267,7 +269,7 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
             _ = async {
                 // the `sleep` itself, not the shell or a short-lived process of codex whose
                 // command line names it: one that exits by itself would read as killed
-                while pids_with_cmdline_prefix("sleep 987105").is_empty() {
+                while pids_with_cmdline_prefix(&sleep).is_empty() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             } => {}
@@ -278,12 +280,12 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
     // dropping the call future sent notifications/cancelled
     let t = Instant::now();
     wait_until(Duration::from_secs(1), || {
-        pids_with_cmdline_prefix("sleep 987105").is_empty()
+        pids_with_cmdline_prefix(&sleep).is_empty()
     })
     .await;
     let took = t.elapsed();
-    let left = pids_with_cmdline("sleep 987105");
-    kill_matching("sleep 987105");
+    let left = pids_with_cmdline(&sleep);
+    kill_matching(&sleep);
     assert!(left.is_empty(), "the command survived the cancel: {left:?}");
     assert!(took < Duration::from_millis(1500), "cancel took {took:?}");
     mock.push(Reply::message("after"));

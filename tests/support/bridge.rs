@@ -126,6 +126,15 @@ pub fn own_codex(mock: &MockApi) -> Vec<i32> {
     started_here(&mock.base_url())
 }
 
+/// `sleep <n>.<this process's id>`: a tool command that runs for days, whose command line no
+/// other test process on the machine shows (the id is zero-padded, so no other's is a prefix
+/// of it). A test that scans every process for it (a job escaped into its own session is no
+/// descendant of anything the test started) finds only its own, and its clean-up kills nothing
+/// of another run's; each test gives its own `n`, which tells apart the tests of one process.
+pub fn own_sleep(n: u32) -> String {
+    format!("sleep {n}.{:07}", std::process::id())
+}
+
 /// Pids of live processes whose command line contains `needle` (zombies excluded).
 pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
     let mut out = vec![];
