@@ -36,6 +36,8 @@
 //!   layer order says so too; this rule names the reason);
 //! - long functions: no function of `src/` or `migrations/` (test code aside) runs over
 //!   `LONG_FN_LINES` lines without a doc comment that says why it is one piece ("One piece");
+//! - layout: `src/lib.rs`'s layout list names every top-level module (`pub mod` or `mod`) in
+//!   the order they are declared, and nothing else;
 //! - cycles: no import cycle between files. The file graph has an edge from a file to each
 //!   file holding a module it names a path into (`crate::a::b::X` is an edge to `a/b.rs`, or
 //!   to `a.rs`/`a/mod.rs` when `b` is an item there, re-exports included); a cycle is printed
@@ -925,6 +927,47 @@ fn long_functions(source: &str) -> Vec<(String, usize, usize)> {
     let mut v = LongFns::default();
     v.visit_file(&ast);
     v.found
+}
+
+/// The modules `lib_rs` declares and the modules its layout list names (`//! - [`name`]: ..`),
+/// each in order.
+fn declared_and_listed(lib_rs: &str) -> (Vec<String>, Vec<String>) {
+    let declared = syn::parse_file(lib_rs)
+        .expect("lib.rs parses")
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            syn::Item::Mod(m) => Some(m.ident.to_string()),
+            _ => None,
+        })
+        .collect();
+    let listed = lib_rs
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.split_once("`]").map(|(name, _)| name.to_owned()))
+        .collect();
+    (declared, listed)
+}
+
+#[test]
+fn the_crate_layout_list_names_every_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib_rs = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let (declared, listed) = declared_and_listed(&lib_rs);
+    assert!(!declared.is_empty());
+    assert_eq!(
+        listed, declared,
+        "src/lib.rs's layout list (`//! - [`module`]: ...`) names every top-level module in \
+         the order they are declared"
+    );
+}
+
+#[test]
+fn the_layout_check_sees_a_missing_module() {
+    let lib_rs = "//! # Layout\n//! - [`a`]: one.\n//!   more about a\npub mod a;\npub mod b;\n";
+    let (declared, listed) = declared_and_listed(lib_rs);
+    assert_eq!(declared, ["a", "b"]);
+    assert_eq!(listed, ["a"]);
 }
 
 #[test]

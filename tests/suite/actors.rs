@@ -10,7 +10,7 @@ use codex_mcp_bridge::error::Error;
 use codex_mcp_bridge::security::ids::SessionId;
 use codex_mcp_bridge::store::TurnStatus;
 
-use crate::support::bridge::{BridgeOpts, call, start_bridge};
+use crate::support::bridge::{BridgeOpts, call, own_codex, start_bridge, started_here};
 use crate::support::{MockApi, Reply, TestEnv};
 
 fn sid(s: &str) -> SessionId {
@@ -515,10 +515,6 @@ fn hanging_query(
     })
 }
 
-fn own_codex() -> Vec<i32> {
-    codex_mcp_bridge::codex::process::descendants(std::process::id() as i32)
-}
-
 /// A session-less turn is owned by an actor: shutdown kills its codex and answers its caller.
 #[tokio::test]
 async fn shutdown_kills_a_running_one_shot_turn() {
@@ -529,7 +525,7 @@ async fn shutdown_kills_a_running_one_shot_turn() {
     let call = hanging_query(&bridge);
     mock.wait_for_in_flight(|n| n == 1, Duration::from_secs(60))
         .await;
-    let codex = own_codex();
+    let codex = own_codex(&mock);
     assert!(!codex.is_empty());
     bridge.shutdown().await;
     assert!(
@@ -563,7 +559,7 @@ async fn the_takeover_sweep_kills_a_one_shot_turn_left_running() {
     let inflight = store.inflight().unwrap();
     assert_eq!(inflight.len(), 1, "{inflight:?}");
     let pid = inflight[0].1.pid;
-    assert!(own_codex().contains(&pid));
+    assert!(own_codex(&mock).contains(&pid));
     codex_mcp_bridge::actors::recover_interrupted(store)
         .await
         .unwrap();
@@ -724,7 +720,7 @@ async fn the_takeover_sweep_kills_a_version_probe_left_running() {
     let probe = tokio::spawn(async move { b.codex_version(&client).await });
     let store = &bridge.shared().store();
     let pid = the_one_inflight(store, &fake).await;
-    assert!(own_codex().contains(&pid));
+    assert!(started_here(fake.to_str().unwrap()).contains(&pid));
     codex_mcp_bridge::actors::recover_interrupted(store)
         .await
         .unwrap();
@@ -757,7 +753,7 @@ async fn the_takeover_sweep_kills_a_thread_deletion_left_running() {
     });
     let store = &bridge.shared().store();
     let pid = the_one_inflight(store, &fake).await;
-    assert!(own_codex().contains(&pid));
+    assert!(started_here(fake.to_str().unwrap()).contains(&pid));
     codex_mcp_bridge::actors::recover_interrupted(store)
         .await
         .unwrap();

@@ -397,7 +397,8 @@ async fn an_interrupt_leaves_the_command_running_until_background_terminals_are_
         protocol::thread_start(&dir, Some(MODEL), false).unwrap(),
     )
     .await;
-    let arg = format!("47.{}", std::process::id());
+    // zero-padded: no other test process's argument is a prefix of it
+    let arg = format!("47.{:07}", std::process::id());
     // the command yields after 250 ms and goes on in the background (a background terminal);
     // the model's next answer never comes, so the turn is still running at the interrupt
     mock.push_all([

@@ -14,7 +14,7 @@ use codex_mcp_bridge::security::ids::ThreadId;
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
-use crate::support::bridge::{environ_of, marker, pids_with_cmdline, wait_no_process};
+use crate::support::bridge::{environ_of, marker, own_sleep, pids_with_cmdline, wait_no_process};
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
 use crate::support::process::{alive, wait_exit};
 use crate::support::{MockApi, RecordedRequest, Reply, TestEnv, codex_bin};
@@ -574,7 +574,8 @@ async fn a_timeout_kills_the_turns_tool_command_and_the_session_resumes() {
                    "model": "gpt-5.5"}),
         )
         .await);
-    mock.push(Reply::exec_command("sleep 987201; echo done"));
+    let sleep = own_sleep(987201);
+    mock.push(Reply::exec_command(&format!("{sleep}; echo done")));
     mock.push(Reply::message("never sent"));
     let started = Instant::now();
     let r = s
@@ -587,8 +588,8 @@ async fn a_timeout_kills_the_turns_tool_command_and_the_session_resumes() {
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
     assert!(text(&r).contains("timed out"), "{}", text(&r));
     assert!(started.elapsed() < Duration::from_secs(20));
-    let left = wait_no_process("sleep 987201", Duration::from_secs(1)).await;
-    kill_matching("sleep 987201");
+    let left = wait_no_process(&sleep, Duration::from_secs(1)).await;
+    kill_matching(&sleep);
     assert!(left.is_empty(), "the tool command survived: {left:?}");
     mock.push(Reply::message("after"));
     let r = s
@@ -611,7 +612,8 @@ async fn a_sigkill_mid_turn_leaves_no_tool_command_once_the_next_server_starts()
                    "model": "gpt-5.5"}),
         )
         .await);
-    mock.push(Reply::exec_command("sleep 987202; echo done"));
+    let sleep = own_sleep(987202);
+    mock.push(Reply::exec_command(&format!("{sleep}; echo done")));
     mock.push(Reply::message("never sent"));
     let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
         json!({"prompt": "sleep", "sessionId": "crash", "sandbox": "danger-full-access", "model": "gpt-5.5"})
@@ -621,7 +623,7 @@ async fn a_sigkill_mid_turn_leaves_no_tool_command_once_the_next_server_starts()
     );
     tokio::select! {
         _ = s.client.call_tool(params) => panic!("the sleeping call returned"),
-        _ = wait_for_process("sleep 987202") => {}
+        _ = wait_for_process(&sleep) => {}
     }
     let codex = codex_under(s.pid);
     assert!(!codex.is_empty());
@@ -636,8 +638,8 @@ async fn a_sigkill_mid_turn_leaves_no_tool_command_once_the_next_server_starts()
     );
 
     let s = serve(&env, &mock, &danger).await;
-    let left = wait_no_process("sleep 987202", Duration::from_secs(5)).await;
-    kill_matching("sleep 987202");
+    let left = wait_no_process(&sleep, Duration::from_secs(5)).await;
+    kill_matching(&sleep);
     assert!(
         left.is_empty(),
         "the tool command outlived the crash: {left:?}"

@@ -21,7 +21,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::support::Codex;
 use crate::support::bridge::{
-    child_env, common, confine_dir, environ_of, marker, pids_with_cmdline,
+    child_env, common, confine_dir, environ_of, marker, own_sleep, pids_with_cmdline,
     pids_with_cmdline_prefix, run_spec, run_spec_with, turn, wait_no_process,
 };
 use crate::support::{
@@ -585,17 +585,18 @@ fn kill_matching(needle: &str) {
 async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
+    let sleep = own_sleep(987001);
     let spec = danger_turn(
         &env,
         &mock,
-        "sleep 987001; echo done",
+        &format!("{sleep}; echo done"),
         Reply::message("never sent"),
     );
     let mut opts = RunOptions::new(Duration::from_secs(3), Limits::default());
     opts.timeout_grace = Duration::from_millis(500);
     let started = Instant::now();
     let handle = tokio::spawn(run_spec_with(spec, opts));
-    wait_for_process("sleep 987001").await;
+    wait_for_process(&sleep).await;
     let outcome = handle.await.unwrap();
     assert_eq!(
         outcome.ending,
@@ -609,13 +610,14 @@ async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state
         turn_result(outcome.clone()),
         Err(Error::TimedOut { .. })
     ));
-    let left = wait_no_process("sleep 987001", Duration::from_secs(1)).await;
+    let left = wait_no_process(&sleep, Duration::from_secs(1)).await;
     assert!(left.is_empty(), "the tool command survived: {left:?}");
     assert!(codex_pids_in(&env.work().canonicalize().unwrap()).is_empty());
 
     // the check can fail: killing only codex's process group leaves the tool command running
     let mock = MockApi::start().await;
-    mock.push(Reply::exec_command("sleep 987003; echo done"));
+    let bare_sleep = own_sleep(987003);
+    mock.push(Reply::exec_command(&format!("{bare_sleep}; echo done")));
     let mut cmd = env.command(codex_bin());
     cmd.process_group(0);
     cmd.args(s(&[
@@ -629,11 +631,11 @@ async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state
     ]));
     cmd.args(mock.provider_args()).args(["--", "go"]);
     let child = cmd.spawn().unwrap();
-    wait_for_process("sleep 987003").await;
+    wait_for_process(&bare_sleep).await;
     // SAFETY: signals only.
     unsafe { libc::kill(-(child.id().unwrap() as i32), libc::SIGKILL) };
-    let survivors = wait_no_process("sleep 987003", Duration::from_millis(500)).await;
-    kill_matching("sleep 987003");
+    let survivors = wait_no_process(&bare_sleep, Duration::from_millis(500)).await;
+    kill_matching(&bare_sleep);
     assert!(
         !survivors.is_empty(),
         "expected the command to outlive a group kill"
@@ -644,16 +646,17 @@ async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state
 async fn cancellation_kills_everything_within_a_second() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
+    let sleep = own_sleep(987002);
     let spec = danger_turn(
         &env,
         &mock,
-        "sleep 987002; echo done",
+        &format!("{sleep}; echo done"),
         Reply::message("never sent"),
     );
     let opts = RunOptions::new(Duration::from_secs(60), Limits::default());
     let cancel = opts.cancel.clone();
     let handle = tokio::spawn(run_spec_with(spec, opts));
-    wait_for_process("sleep 987002").await;
+    wait_for_process(&sleep).await;
     let t = Instant::now();
     cancel.cancel();
     let outcome = handle.await.unwrap();
@@ -663,7 +666,7 @@ async fn cancellation_kills_everything_within_a_second() {
         "cancel took {:?}",
         t.elapsed()
     );
-    let left = wait_no_process("sleep 987002", Duration::from_millis(200)).await;
+    let left = wait_no_process(&sleep, Duration::from_millis(200)).await;
     assert!(left.is_empty(), "the tool command survived: {left:?}");
     assert!(codex_pids_in(&env.work().canonicalize().unwrap()).is_empty());
 }
@@ -672,8 +675,9 @@ async fn cancellation_kills_everything_within_a_second() {
 async fn a_job_that_escapes_into_its_own_session_dies_with_the_turn() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
+    let (escaped, bare_escaped) = (own_sleep(987004), own_sleep(987005));
     // the pause lets setsid detach before bash exits (codex kills the command's group then)
-    let job = "setsid sleep 987004 > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started";
+    let job = &format!("setsid {escaped} > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started");
     let spec = danger_turn(
         &env,
         &mock,
@@ -682,14 +686,14 @@ async fn a_job_that_escapes_into_its_own_session_dies_with_the_turn() {
     );
     let outcome = run_spec(spec).await;
     completed(&outcome);
-    let left = wait_no_process("sleep 987004", Duration::from_millis(500)).await;
+    let left = wait_no_process(&escaped, Duration::from_millis(500)).await;
     assert!(
         left.is_empty(),
         "the escaped job survived the turn: {left:?}"
     );
 
     // the check can fail: run bare, the escaped job outlives codex
-    mock.push(Reply::exec_command(&job.replace("987004", "987005")));
+    mock.push(Reply::exec_command(&job.replace(&escaped, &bare_escaped)));
     mock.push(Reply::message("done").with_delay(Duration::from_millis(300)));
     let mut cmd = env.command(codex_bin());
     cmd.args(s(&[
@@ -704,8 +708,8 @@ async fn a_job_that_escapes_into_its_own_session_dies_with_the_turn() {
     cmd.args(mock.provider_args()).args(["--", "go"]);
     let o = run_with_timeout(&mut cmd, LIMIT).await;
     assert!(o.status.success(), "{}", describe_output(&o));
-    let survivors = pids_with_cmdline("sleep 987005");
-    kill_matching("sleep 987005");
+    let survivors = pids_with_cmdline(&bare_escaped);
+    kill_matching(&bare_escaped);
     assert!(
         !survivors.is_empty(),
         "expected the escaped job to outlive bare codex"

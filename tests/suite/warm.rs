@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::support::bridge::{pids_with_cmdline, pids_with_cmdline_prefix};
+use crate::support::bridge::{own_sleep, pids_with_cmdline, pids_with_cmdline_prefix};
 use crate::support::mcp::{Protocol, Server, connect_with, server_env, structured, text};
 use crate::support::process::{alive, is_bridge_app_server};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -219,7 +219,8 @@ async fn a_job_that_escapes_into_its_own_session_dies_with_the_warm_turn() {
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     let s = danger_server(&env, &mock).await;
-    let job = "setsid sleep 987104 > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started";
+    let escaped = own_sleep(987104);
+    let job = &format!("setsid {escaped} > /dev/null 2>&1 < /dev/null & sleep 0.5; echo started");
     mock.push(Reply::exec_command(job));
     mock.push(Reply::message("done").with_delay(Duration::from_millis(300)));
     let r = s
@@ -230,8 +231,8 @@ async fn a_job_that_escapes_into_its_own_session_dies_with_the_warm_turn() {
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
-    let left = gone_within("sleep 987104", Duration::from_millis(500)).await;
-    kill_matching("sleep 987104");
+    let left = gone_within(&escaped, Duration::from_millis(500)).await;
+    kill_matching(&escaped);
     assert!(
         left.is_empty(),
         "the escaped job outlived the turn: {left:?}"
@@ -252,7 +253,8 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
-    mock.push(Reply::exec_command("sleep 987105; echo done"));
+    let sleep = own_sleep(987105);
+    mock.push(Reply::exec_command(&format!("{sleep}; echo done")));
     mock.push(Reply::message("never sent"));
     let params = rmcp::model::CallToolRequestParams::new("codex").with_arguments(
         json!({"prompt": "sleep", "sessionId": "c", "sandbox": "danger-full-access"})
@@ -267,7 +269,7 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
             _ = async {
                 // the `sleep` itself, not the shell or a short-lived process of codex whose
                 // command line names it: one that exits by itself would read as killed
-                while pids_with_cmdline_prefix("sleep 987105").is_empty() {
+                while pids_with_cmdline_prefix(&sleep).is_empty() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             } => {}
@@ -278,12 +280,12 @@ async fn cancelling_a_warm_turn_kills_its_command_within_a_second_and_the_sessio
     // dropping the call future sent notifications/cancelled
     let t = Instant::now();
     wait_until(Duration::from_secs(1), || {
-        pids_with_cmdline_prefix("sleep 987105").is_empty()
+        pids_with_cmdline_prefix(&sleep).is_empty()
     })
     .await;
     let took = t.elapsed();
-    let left = pids_with_cmdline("sleep 987105");
-    kill_matching("sleep 987105");
+    let left = pids_with_cmdline(&sleep);
+    kill_matching(&sleep);
     assert!(left.is_empty(), "the command survived the cancel: {left:?}");
     assert!(took < Duration::from_millis(1500), "cancel took {took:?}");
     mock.push(Reply::message("after"));
@@ -1135,7 +1137,13 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
         all.sort();
         all
     };
-    let me = std::process::id();
+    // this bridge's app-servers (under `cargo test`, other tests' run in this process too)
+    let own_app_servers = || -> Vec<i32> {
+        crate::support::bridge::own_codex(&mock)
+            .into_iter()
+            .filter(|p| is_bridge_app_server(*p))
+            .collect()
+    };
     // both calls without a client: the bridge's own, whose spare the second session takes
     let first = bridge.turn(call(&env, Some("s1"), "one")).await.unwrap();
     assert_eq!(first.outcome.ending, Ending::Completed);
@@ -1144,15 +1152,15 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     let spare_waits = || async { bridge.shared().warm_pool().spare_pid().await.is_some() };
     assert!(
         wait_until_async(Duration::from_secs(30), || async {
-            spare_waits().await && app_servers(me).len() == 2 && recorded().len() == 2
+            spare_waits().await && own_app_servers().len() == 2 && recorded().len() == 2
         })
         .await,
         "the session's process and the spare, each on record: {:?} {:?}",
-        app_servers(me),
+        own_app_servers(),
         recorded()
     );
     let rec = recorded();
-    let servers = app_servers(me);
+    let servers = own_app_servers();
     assert!(
         servers.iter().all(|p| rec.iter().any(|(q, _)| q == p)),
         "{servers:?} {rec:?}"
@@ -1176,7 +1184,7 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
         "the taken spare {spare} is the session's record, not the pool's: {:?}",
         recorded()
     );
-    let live: Vec<i32> = app_servers(me);
+    let live: Vec<i32> = own_app_servers();
     bridge.shutdown().await;
     assert!(
         !live.iter().any(|p| alive(*p)),

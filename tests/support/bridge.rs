@@ -97,6 +97,44 @@ pub async fn run_spec_with(spec: SpawnSpec, opts: RunOptions) -> TurnOutcome {
         .expect("runner started codex")
 }
 
+/// The processes the test process started whose command line contains `mark`, with everything
+/// they started: its children that show `mark`, and their descendants. Under `cargo test` the
+/// tests share one process and run side by side, so the test process's descendants include
+/// other tests' codex: a test judges only the processes that carry a mark of its own.
+pub fn started_here(mark: &str) -> Vec<i32> {
+    use codex_mcp_bridge::codex::process::descendants;
+    let shows_mark = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(mark))
+    };
+    let me = std::process::id() as i32;
+    let mut out = vec![];
+    for child in descendants(me)
+        .into_iter()
+        .filter(|p| crate::support::process::parent_of(*p) == me && shows_mark(*p))
+    {
+        out.push(child);
+        out.extend(descendants(child));
+    }
+    out
+}
+
+/// The codex processes a bridge pointed at `mock` started in this test process (see
+/// [`start_bridge`]), with everything they started: every codex such a bridge runs gets the
+/// mock's provider override on its command line, which carries the mock's own port.
+pub fn own_codex(mock: &MockApi) -> Vec<i32> {
+    started_here(&mock.base_url())
+}
+
+/// `sleep <n>.<this process's id>`: a tool command that runs for days, whose command line no
+/// other test process on the machine shows (the id is zero-padded, so no other's is a prefix
+/// of it). A test that scans every process for it (a job escaped into its own session is no
+/// descendant of anything the test started) finds only its own, and its clean-up kills nothing
+/// of another run's; each test gives its own `n`, which tells apart the tests of one process.
+pub fn own_sleep(n: u32) -> String {
+    format!("sleep {n}.{:07}", std::process::id())
+}
+
 /// Pids of live processes whose command line contains `needle` (zombies excluded).
 pub fn pids_with_cmdline(needle: &str) -> Vec<i32> {
     let mut out = vec![];

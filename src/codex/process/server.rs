@@ -380,11 +380,6 @@ impl WarmProcess {
         self.loaded.as_ref().and_then(|l| l.rollout.as_deref())
     }
 
-    /// The thread it has loaded, if any.
-    pub fn loaded_thread(&self) -> Option<ThreadId> {
-        self.loaded.as_ref().map(|l| l.thread)
-    }
-
     /// A failure message with the last of stderr (codex's own lines), redacted by the caller.
     fn failure(&self, what: &str) -> String {
         let tail = self.stderr.lock().map(|b| b.clone()).unwrap_or_default();
