@@ -218,9 +218,9 @@ fn options_of(prop: &Value) -> impl Iterator<Item = &str> {
     all.into_iter()
 }
 
-/// The `enum` values and `oneOf`/`anyOf` titles of one schema.
+/// The `enum` values (and their legacy `enumNames`) and `oneOf`/`anyOf` titles of one schema.
 fn choices(v: &Value) -> Vec<&str> {
-    ["enum", "oneOf", "anyOf"]
+    ["enum", "enumNames", "oneOf", "anyOf"]
         .iter()
         .filter_map(|k| v.get(*k)?.as_array())
         .flatten()

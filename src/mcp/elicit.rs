@@ -530,7 +530,10 @@ async fn ask_page(
         url: page.url.clone(),
         elicitation_id: uuid::Uuid::new_v4().to_string(),
     };
+    // the page first: a decision on it that is ready with the host's answer is the one that
+    // counts (the page already told the person so)
     let host = tokio::select! {
+        biased;
         decision = page.decided() => return decided_on_page(&shown, decision),
         host = wait_for(channel, params, timeout) => host,
     };

@@ -25,9 +25,10 @@ pub const DIFF_LABEL: &str = "Change";
 const STYLE: &str = "\
 body{font:16px/1.45 system-ui,sans-serif;margin:0;background:#fff;color:#111}\
 main{max-width:62rem;margin:0 auto;padding:1rem 1.2rem 3rem}\
-h1{font-size:1.35rem;overflow-wrap:anywhere}\
+h1{font-size:1.35rem;overflow-wrap:anywhere;direction:ltr;unicode-bidi:bidi-override}\
 h2{font-size:1rem;margin:1.2rem 0 .3rem}\
-pre{white-space:pre-wrap;word-break:break-all;overflow-wrap:anywhere;margin:0;padding:.6rem;\
+pre{direction:ltr;unicode-bidi:bidi-override;\
+white-space:pre-wrap;word-break:break-all;overflow-wrap:anywhere;margin:0;padding:.6rem;\
 background:#f5f5f5;border:1px solid #bbb;border-radius:4px;font:14px/1.45 ui-monospace,monospace}\
 .esc{background:#ffe08a;color:#6b2600;border:1px solid #b07000;border-radius:3px;\
 padding:0 2px;font-weight:bold}\

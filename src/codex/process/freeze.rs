@@ -40,6 +40,8 @@ const MAX_ROUNDS: usize = 8;
 #[derive(Debug)]
 pub(crate) struct Frozen {
     stopped: Vec<i32>,
+    /// Every process found was stopped, and no new one appeared in the last round.
+    complete: bool,
 }
 
 impl Frozen {
@@ -47,7 +49,10 @@ impl Frozen {
     /// `spare` and this process, and wait (bounded) until each is stopped.
     pub(crate) fn others(spare: i32) -> Frozen {
         let me = std::process::id() as i32;
-        let mut frozen = Frozen { stopped: vec![] };
+        let mut frozen = Frozen {
+            stopped: vec![],
+            complete: false,
+        };
         let mut seen: BTreeSet<i32> = BTreeSet::new();
         for round in 0..MAX_ROUNDS {
             let mut found: BTreeSet<i32> = descendants(me).into_iter().collect();
@@ -57,6 +62,7 @@ impl Frozen {
                 .filter(|p| *p != me && *p != spare && seen.insert(*p))
                 .collect();
             if new.is_empty() && round >= 1 {
+                frozen.complete = true;
                 break;
             }
             for p in new {
@@ -66,8 +72,16 @@ impl Frozen {
                 }
             }
         }
-        frozen.wait_landed();
+        frozen.complete &= frozen.wait_landed();
         frozen
+    }
+
+    /// Whether the freeze is known whole: the search settled (a round found no new process)
+    /// and every process it stopped is stopped (or gone). A freeze that is not whole (a
+    /// process that keeps starting others, a stop that did not land) decides nothing: the
+    /// accept it guards is declined.
+    pub(crate) fn complete(&self) -> bool {
+        self.complete
     }
 
     /// The processes this freeze stopped.
@@ -77,9 +91,16 @@ impl Frozen {
 
     /// Wait until every stopped process is in the stopped state (or gone), at most
     /// [`STOP_LANDING`].
-    fn wait_landed(&self) {
+    /// Whether they all landed in time.
+    fn wait_landed(&self) -> bool {
         let until = Instant::now() + STOP_LANDING;
-        while !self.stopped.iter().all(|p| stopped_already(*p)) && Instant::now() < until {
+        loop {
+            if self.stopped.iter().all(|p| stopped_already(*p)) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -150,6 +171,7 @@ mod tests {
             .unwrap();
         let (pa, pb) = (a.id() as i32, b.id() as i32);
         let frozen = Frozen::others(pb);
+        assert!(frozen.complete(), "{frozen:?}");
         assert!(frozen.stopped().contains(&pa), "{frozen:?}");
         assert!(!frozen.stopped().contains(&pb), "{frozen:?}");
         assert_eq!(state(pa), 'T');

@@ -931,6 +931,8 @@ const ROLLOUT_TAIL_BYTES: u64 = 4 * 1024 * 1024;
 /// How long an accepted file change's freeze waits for codex to report the change done.
 const APPLY_WAIT: Duration = Duration::from_secs(2);
 
+/// Why an accepted file change is declined when the freeze around its write is not whole.
+const UNFROZEN: &str = "declined: the server's other processes could not all be stopped while codex writes (a process kept starting others, or a stop did not land)";
 /// The reason a file change a person accepted is declined: a path leads elsewhere now.
 const MOVED: &str =
     "declined: a file's path resolves elsewhere than when it was shown (a directory was swapped)";
@@ -1073,6 +1075,13 @@ async fn bound_to_shown(
         stopped = frozen.as_ref().map_or(0, |f| f.stopped().len()),
         "froze the server's other processes for an accepted file change"
     );
+    if !frozen.as_ref().is_some_and(|f| f.complete()) {
+        tracing::warn!(asked = %record.asked, "an accepted file change was declined: the server's other processes could not all be stopped while codex writes");
+        held.decline();
+        record.decision = approval::Decision::Decline;
+        record.reason = Some(UNFROZEN);
+        return record;
+    }
     let now = resolutions(&held.asked().question, cwd);
     if now != shown || now.iter().any(Option::is_none) {
         tracing::warn!(asked = %record.asked, "an accepted file change was declined: a path resolves elsewhere than when it was shown");
