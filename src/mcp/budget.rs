@@ -322,22 +322,22 @@ pub fn compact(
     overflow(&params, shows).is_none().then_some(params)
 }
 
-/// The message of a question's URL elicitation: what is asked, and that it is decided on the
-/// page, in one row (Claude Code shows one row of a URL elicitation's message: measured, a
-/// longer one is cut at 73 characters with `…`).
-pub fn page_message(question: &Question) -> String {
+/// The message of a question's URL elicitation: what is asked, that it is decided on the page,
+/// and the code Approve needs there, in one row (Claude Code shows one row of a URL
+/// elicitation's message: measured, a longer one is cut at 73 characters with `…`).
+pub fn page_message(question: &Question, code: &str) -> String {
     let asked = match question {
         Question::Command {
             command,
             network_host: Some(_),
             ..
-        } if command.is_empty() => "Codex asks for network access",
-        Question::Command { .. } => "Codex asks to run a command unsandboxed",
-        Question::FileChange { .. } => "Codex asks to change files",
-        Question::Permissions { .. } => "Codex asks for more permissions",
-        _ => "Codex asks you",
+        } if command.is_empty() => "Network access",
+        Question::Command { .. } => "Run a command unsandboxed",
+        Question::FileChange { .. } => "Change files",
+        Question::Permissions { .. } => "More permissions",
+        _ => "A question",
     };
-    format!("{asked}: read and decide on the page")
+    format!("Codex: {asked}? Decide on the page; code {code}")
 }
 
 #[cfg(test)]
@@ -496,7 +496,7 @@ mod tests {
             workdir: None,
         };
         for q in [command("ls", "/w", None), change] {
-            assert_eq!(overflow(&url(page_message(&q)), SMALLEST), None);
+            assert_eq!(overflow(&url(page_message(&q, "123456")), SMALLEST), None);
         }
         // what Claude Code cut: one row is all a URL elicitation's message gets
         let cut = "Codex asks to run a command outside its sandbox. Read it whole on the page";

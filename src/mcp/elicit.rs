@@ -526,7 +526,7 @@ async fn ask_page(
     };
     let params = ElicitRequestParams::UrlElicitationParams {
         meta: None,
-        message: budget::page_message(question),
+        message: budget::page_message(question, &page.code),
         url: page.url.clone(),
         elicitation_id: uuid::Uuid::new_v4().to_string(),
     };

@@ -110,10 +110,12 @@ async fn answer(server: &Server, peer: SocketAddr, req: Request) -> Answer {
                 Err(_) => return notice(413, "Refused", "The form is too large."),
             };
             let form = Form::parse(&body);
-            let (Ok(token), Ok(decision)) = (form.one("token"), form.one("decision")) else {
+            let (Ok(token), Ok(decision), Ok(code)) =
+                (form.one("token"), form.one("decision"), form.one("code"))
+            else {
                 return notice(400, "Refused", "The form names a field twice.");
             };
-            let answer = lock(&table).decide(&id, cookie.as_deref(), token, decision);
+            let answer = lock(&table).decide(&id, cookie.as_deref(), token, decision, code);
             if let Answer::Notice(status, _, why) = &answer
                 && *status != 200
             {

@@ -141,6 +141,7 @@ impl Pages {
         let id = secret();
         let (tx, rx) = oneshot::channel();
         let ended = Arc::new(Notify::new());
+        let code = approval_code();
         {
             let mut t = self.shared.table();
             if t.open >= MAX_OPEN || t.open_bytes + bytes > MAX_OPEN_BYTES {
@@ -154,6 +155,8 @@ impl Pages {
                 Entry {
                     question: Some(Arc::new(q)),
                     bytes,
+                    code: code.clone(),
+                    wrong_codes: 0,
                     token: secret(),
                     cookie: None,
                     state: State::Open,
@@ -177,12 +180,26 @@ impl Pages {
         );
         Ok(OpenPage {
             url: format!("http://127.0.0.1:{}/q/{id}", addr.port()),
+            code,
             id,
             rx,
             done: None,
             shared: self.shared.clone(),
         })
     }
+}
+
+/// A fresh six-digit code for a question: the host shows it (in the URL elicitation's
+/// message, which only the host's person sees); the page's Approve needs it typed. A process
+/// that learns the page's URL (from a browser's command line, its history) cannot approve
+/// without it; three wrong codes leave only Deny.
+pub fn approval_code() -> String {
+    let n = u32::from_le_bytes(
+        uuid::Uuid::new_v4().as_bytes()[..4]
+            .try_into()
+            .unwrap_or_default(),
+    );
+    format!("{:06}", n % 1_000_000)
 }
 
 /// End the question `id` at `expires` unless it ended before, then forget it [`LINGER`] later.
@@ -208,6 +225,8 @@ async fn watch(table: Weak<Mutex<Table>>, id: String, expires: Instant, ended: A
 pub struct OpenPage {
     /// `http://127.0.0.1:PORT/q/<id>`.
     pub url: String,
+    /// The code the host shows beside the URL, which Approve needs ([`approval_code`]).
+    pub code: String,
     id: String,
     rx: oneshot::Receiver<PageDecision>,
     done: Option<PageDecision>,

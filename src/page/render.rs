@@ -35,7 +35,7 @@ padding:0 2px;font-weight:bold}\
 .add{background:#e3fbe6;color:#0b4f12}.del{background:#ffe9e7;color:#7d0a0a}.hunk{color:#555}\
 .note{color:#444;font-size:.9rem}\
 .grants{font-weight:bold;border-left:4px solid #b07000;padding-left:.7rem;margin-top:1.5rem}\
-form{display:flex;gap:1.2rem;margin-top:1.5rem}\
+form{display:flex;flex-wrap:wrap;align-items:center;gap:1.2rem;margin-top:1.5rem}label{flex-basis:100%}input#code{font:1.2rem ui-monospace,monospace;padding:.4rem}\
 button{font:inherit;font-size:1.1rem;padding:.55rem 1.8rem;border:2px solid #444;\
 border-radius:4px;background:#fff;color:#111}";
 
@@ -168,6 +168,9 @@ pub fn question(id: &str, token: &str, q: &PageQuestion) -> String {
         out,
         "<form method=\"post\" action=\"/q/{}\" enctype=\"application/x-www-form-urlencoded\">\
          <input type=\"hidden\" name=\"token\" value=\"{}\">\
+         <label for=\"code\">To approve, type the code your host shows beside this page's address:</label>\
+         <input type=\"text\" id=\"code\" name=\"code\" inputmode=\"numeric\" autocomplete=\"off\" \
+         maxlength=\"6\" size=\"8\">\
          <button type=\"submit\" id=\"deny\" name=\"decision\" value=\"deny\">Deny</button>\
          <button type=\"submit\" id=\"approve\" name=\"decision\" value=\"approve\">Approve</button>\
          </form></main></body></html>",

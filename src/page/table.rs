@@ -52,6 +52,10 @@ pub(super) struct Entry {
     /// The question while it is open.
     pub(super) question: Option<Arc<PageQuestion>>,
     pub(super) bytes: usize,
+    /// The code the host shows, which Approve needs.
+    pub(super) code: String,
+    /// Wrong codes given so far (at [`MAX_WRONG_CODES`], only Deny is taken).
+    pub(super) wrong_codes: u8,
     pub(super) token: String,
     /// The page's secret, set by its first GET.
     pub(super) cookie: Option<String>,
@@ -61,6 +65,9 @@ pub(super) struct Entry {
     pub(super) ended: Arc<Notify>,
     pub(super) ended_at: Option<Instant>,
 }
+
+/// Wrong codes after which a page takes only Deny.
+pub const MAX_WRONG_CODES: u8 = 3;
 
 #[derive(Default)]
 pub(super) struct Table {
@@ -212,6 +219,7 @@ impl Table {
         cookie: Option<&str>,
         token: Option<&str>,
         decision: Option<&str>,
+        code: Option<&str>,
     ) -> Answer {
         let Some(e) = self.current(id) else {
             return notice(404, "No such question", "No question has this address.");
@@ -262,6 +270,23 @@ impl Table {
                 );
             }
         };
+        if d == PageDecision::Approve {
+            if e.wrong_codes >= MAX_WRONG_CODES {
+                return notice(
+                    403,
+                    "Refused",
+                    "Too many wrong codes: this page takes only Deny now. Nothing was approved.",
+                );
+            }
+            if !matches(&e.code, code.map(str::trim)) {
+                e.wrong_codes += 1;
+                return notice(
+                    403,
+                    "Refused",
+                    "The code is not the one your host shows beside this page's address: nothing was approved.",
+                );
+            }
+        }
         if let Some(tx) = e.decided.take() {
             let _ = tx.send(d);
         }

@@ -12,6 +12,9 @@ fn question() -> PageQuestion {
 }
 
 /// A table with one open question `id`, expiring in a minute; its receiver.
+/// The code of [`table_with`]'s question.
+const CODE: &str = "042917";
+
 fn table_with(id: &str) -> (Table, oneshot::Receiver<PageDecision>, String) {
     let mut t = Table::default();
     let (tx, rx) = oneshot::channel();
@@ -22,6 +25,8 @@ fn table_with(id: &str) -> (Table, oneshot::Receiver<PageDecision>, String) {
         Entry {
             question: Some(Arc::new(question())),
             bytes: question().bytes(),
+            code: CODE.into(),
+            wrong_codes: 0,
             token: token.clone(),
             cookie: None,
             state: State::Open,
@@ -87,11 +92,35 @@ fn the_page_opens_once_and_again_only_with_its_cookie() {
 }
 
 #[test]
+fn approve_needs_the_hosts_code_and_three_wrong_codes_leave_only_deny() {
+    let (mut t, mut rx, token) = table_with("abc");
+    let c = first_get(&mut t);
+    for _ in 0..crate::page::table::MAX_WRONG_CODES {
+        let r = t.decide(
+            "abc",
+            Some(&c),
+            Some(&token),
+            Some("approve"),
+            Some("999999"),
+        );
+        assert_eq!(status(&r), 403);
+    }
+    // the right code no longer approves; Deny still works
+    let r = t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE));
+    assert_eq!(status(&r), 403);
+    assert!(format!("{r:?}").contains("only Deny"), "{r:?}");
+    assert!(rx.try_recv().is_err());
+    let r = t.decide("abc", Some(&c), Some(&token), Some("deny"), None);
+    assert_eq!(status(&r), 200);
+    assert_eq!(rx.try_recv(), Ok(PageDecision::Deny));
+}
+
+#[test]
 fn the_token_decides_once_and_every_refusal_changes_nothing() {
     let (mut t, mut rx, token) = table_with("abc");
     // before the page was opened no cookie can match
     assert_eq!(
-        status(&t.decide("abc", None, Some(&token), Some("approve"))),
+        status(&t.decide("abc", None, Some(&token), Some("approve"), Some(CODE))),
         403
     );
     let c = first_get(&mut t);
@@ -106,14 +135,21 @@ fn the_token_decides_once_and_every_refusal_changes_nothing() {
     ];
     for (cookie, tok, d, want) in refusals {
         assert_eq!(
-            status(&t.decide("abc", cookie, tok, d)),
+            status(&t.decide("abc", cookie, tok, d, Some(CODE))),
             want,
             "{cookie:?} {tok:?} {d:?}"
         );
         assert_eq!(t.entries["abc"].state, State::Open);
         assert!(rx.try_recv().is_err());
     }
-    let a = t.decide("abc", Some(&c), Some(&token), Some("approve"));
+    // Approve needs the code the host shows; three wrong ones leave only Deny
+    for wrong in [None, Some("000000")] {
+        let r = t.decide("abc", Some(&c), Some(&token), Some("approve"), wrong);
+        assert_eq!(status(&r), 403, "{wrong:?}");
+        assert!(rx.try_recv().is_err());
+    }
+    t.entries.get_mut("abc").unwrap().wrong_codes = 0;
+    let a = t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE));
     assert!(
         format!("{a:?}").contains("Approved: codex goes on."),
         "{a:?}"
@@ -122,7 +158,7 @@ fn the_token_decides_once_and_every_refusal_changes_nothing() {
     assert_eq!(t.open, 0);
     assert_eq!(t.open_bytes, 0);
     // reused: the question is decided, and says so
-    let again = t.decide("abc", Some(&c), Some(&token), Some("deny"));
+    let again = t.decide("abc", Some(&c), Some(&token), Some("deny"), Some(CODE));
     assert_eq!(status(&again), 409);
     assert!(format!("{again:?}").contains("approved on this page"));
     assert_eq!(
@@ -139,7 +175,7 @@ fn an_expired_or_closed_question_decides_nothing_and_says_how_it_ended() {
     let (mut t, mut rx, token) = table_with("abc");
     let c = first_get(&mut t);
     t.entries.get_mut("abc").unwrap().expires = Instant::now();
-    let a = t.decide("abc", Some(&c), Some(&token), Some("approve"));
+    let a = t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE));
     assert_eq!(status(&a), 410);
     assert!(format!("{a:?}").contains("expired"));
     assert!(rx.try_recv().is_err());
@@ -156,7 +192,7 @@ fn an_expired_or_closed_question_decides_nothing_and_says_how_it_ended() {
         assert!(!t.end("abc", State::Expired), "ends once");
         for a in [
             t.get("abc", Some(&c)),
-            t.decide("abc", Some(&c), Some(&token), Some("approve")),
+            t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE)),
         ] {
             assert_eq!(status(&a), 410);
             assert!(format!("{a:?}").contains(says), "{a:?}");

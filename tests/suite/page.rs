@@ -85,7 +85,14 @@ async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str
 }
 
 /// A well-formed decision.
-async fn decide(addr: SocketAddr, path: &str, cookie: &str, token: &str, d: &str) -> Reply {
+async fn decide(
+    addr: SocketAddr,
+    path: &str,
+    cookie: &str,
+    token: &str,
+    d: &str,
+    code: &str,
+) -> Reply {
     let (h, o) = (host(addr), origin(addr));
     let headers = [
         ("Host", h.as_str()),
@@ -94,7 +101,8 @@ async fn decide(addr: SocketAddr, path: &str, cookie: &str, token: &str, d: &str
         ("Cookie", cookie),
         ("Content-Type", FORM),
     ];
-    post(addr, path, &headers, &format!("token={token}&decision={d}")).await
+    let body = format!("token={token}&decision={d}&code={code}");
+    post(addr, path, &headers, &body).await
 }
 
 /// `page` has no decision (within a short wait).
@@ -114,14 +122,14 @@ async fn page_approve_works_once() {
     let pages = Pages::new();
     let (mut page, addr, path) = open(&pages, Duration::from_secs(60)).await;
     let (cookie, token) = first_get(addr, &path).await;
-    let r = decide(addr, &path, &cookie, &token, "approve").await;
+    let r = decide(addr, &path, &cookie, &token, "approve", &page.code).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("Approved: codex goes on."), "{}", r.body);
     assert!(r.body.contains("I&#39;m done, continue"), "{}", r.body);
     assert_eq!(decided(&mut page).await, PageDecision::Approve);
     // the token again (either decision): decided, and says how
     for d in ["approve", "deny"] {
-        let again = decide(addr, &path, &cookie, &token, d).await;
+        let again = decide(addr, &path, &cookie, &token, d, &page.code).await;
         assert_eq!(again.status, 409, "{}", again.body);
         assert!(
             again.body.contains("approved on this page"),
@@ -150,7 +158,7 @@ async fn page_deny_decides_deny() {
     let pages = Pages::new();
     let (mut page, addr, path) = open(&pages, Duration::from_secs(60)).await;
     let (cookie, token) = first_get(addr, &path).await;
-    let r = decide(addr, &path, &cookie, &token, "deny").await;
+    let r = decide(addr, &path, &cookie, &token, "deny", &page.code).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(
         r.body.contains("Denied: codex does not run it."),
@@ -158,7 +166,7 @@ async fn page_deny_decides_deny() {
         r.body
     );
     assert_eq!(decided(&mut page).await, PageDecision::Deny);
-    let again = decide(addr, &path, &cookie, &token, "approve").await;
+    let again = decide(addr, &path, &cookie, &token, "approve", &page.code).await;
     assert_eq!(again.status, 409);
     assert!(again.body.contains("denied on this page"), "{}", again.body);
 }
@@ -321,7 +329,7 @@ async fn page_forged_requests_decide_nothing() {
         undecided(&mut page).await;
     }
     // nothing changed: the page's own decision still works
-    let r = decide(addr, &path, &cookie, &token, "deny").await;
+    let r = decide(addr, &path, &cookie, &token, "deny", &page.code).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(decided(&mut page).await, PageDecision::Deny);
 }
@@ -343,7 +351,7 @@ async fn page_expired_question_decides_nothing() {
     .await;
     assert_eq!(r.status, 410);
     assert!(r.body.contains("expired"), "{}", r.body);
-    let r = decide(addr, &path, &cookie, &token, "approve").await;
+    let r = decide(addr, &path, &cookie, &token, "approve", &page.code).await;
     assert_eq!(r.status, 410, "{}", r.body);
     assert!(
         r.body.contains("expired before it was decided"),
@@ -358,15 +366,17 @@ async fn page_closed_or_dropped_question_says_how_and_decides_nothing() {
     let pages = Pages::new();
     let (page, addr, path) = open(&pages, Duration::from_secs(60)).await;
     let (cookie, token) = first_get(addr, &path).await;
+    let code = page.code.clone();
     page.close(Closed::DeclinedInHost);
-    let r = decide(addr, &path, &cookie, &token, "approve").await;
+    let r = decide(addr, &path, &cookie, &token, "approve", &code).await;
     assert_eq!(r.status, 410);
     assert!(r.body.contains("declined in the host"), "{}", r.body);
 
     let (page, addr, path) = open(&pages, Duration::from_secs(60)).await;
     let (cookie, token) = first_get(addr, &path).await;
+    let code = page.code.clone();
     drop(page);
-    let r = decide(addr, &path, &cookie, &token, "approve").await;
+    let r = decide(addr, &path, &cookie, &token, "approve", &code).await;
     assert_eq!(r.status, 410);
     assert!(r.body.contains("withdrawn"), "{}", r.body);
 }
@@ -442,7 +452,7 @@ async fn page_another_user_is_refused() {
     assert_eq!(code, 403, "{body}");
     undecided(&mut page).await;
     // and this user still decides
-    let r = decide(addr, &path, &cookie, &token, "approve").await;
+    let r = decide(addr, &path, &cookie, &token, "approve", &page.code).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(decided(&mut page).await, PageDecision::Approve);
 }
@@ -502,6 +512,8 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
     browser.screenshot(&shot).await;
     let kept = keep_screenshot(&shot, "question.png");
     eprintln!("screenshot: {}", kept.display());
+    // Approve needs the code the host showed beside the address
+    browser.type_into("#code", &page.code).await;
     browser.click("#approve").await;
     browser.find("#outcome").await;
     let after = browser.text().await;

@@ -583,7 +583,9 @@ async fn claude_codes_message_shapes_get_the_hosts_root_and_the_persons_approval
     assert_eq!(request["method"], "elicitation/create", "{second}");
     assert_eq!(request["params"]["mode"], "url", "{second}");
     let url = request["params"]["url"].as_str().unwrap();
-    let (status, page) = crate::support::page::decide(url, "approve").await;
+    let message = request["params"]["message"].as_str().unwrap();
+    let code = crate::support::page::code_of(message).expect("the message shows the code");
+    let (status, page) = crate::support::page::decide(url, &code, "approve").await;
     assert_eq!(status, 200, "{page}");
     assert!(page.contains("echo pwned &gt;"), "{page}");
     // "I'm done, continue": an accept without content

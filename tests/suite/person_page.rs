@@ -328,7 +328,7 @@ async fn a_forged_foreign_or_repeated_decision_on_the_page_decides_nothing() {
             .to_owned();
         let token = page::token_of(&opened.body).unwrap();
         let approve = format!("token={token}&decision=approve");
-        let cases: [Forged; 5] = [
+        let cases: Vec<Forged> = vec![
             (
                 "no token",
                 vec![("Origin", &own), ("Cookie", &cookie)],
@@ -346,6 +346,18 @@ async fn a_forged_foreign_or_repeated_decision_on_the_page_decides_nothing() {
             ),
             ("no Origin", vec![("Cookie", &cookie)], approve.clone()),
             ("no cookie", vec![("Origin", &own)], approve.clone()),
+            // everything a browser sends, but not the code only the host shows (a process that
+            // read the page's address from a browser's command line has all of this)
+            (
+                "no code",
+                vec![("Origin", &own), ("Cookie", &cookie)],
+                approve.clone(),
+            ),
+            (
+                "a wrong code",
+                vec![("Origin", &own), ("Cookie", &cookie)],
+                format!("{approve}&code=000000"),
+            ),
         ];
         for (name, head, body) in cases {
             let r = page::request("POST", &url, &head, &body).await;

@@ -166,6 +166,17 @@ impl Browser {
         .await;
     }
 
+    /// Type `text` into the element matching `css`.
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let e = self.find(css).await;
+        self.call(
+            "POST",
+            &self.at(&format!("/element/{e}/value")),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
     /// The rendered text of the page's body.
     pub async fn text(&self) -> String {
         let body = json!({"using": "css selector", "value": "body"});

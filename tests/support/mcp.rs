@@ -144,7 +144,7 @@ impl Person {
 
     /// Do with the page at `url` what this person does with pages, then answer the URL-mode
     /// elicitation as [`Answer`] says (accept: "I'm done").
-    pub async fn answer_url(&self, url: &str) -> Option<ElicitResult> {
+    pub async fn answer_url(&self, url: &str, message: &str) -> Option<ElicitResult> {
         self.urls.lock().unwrap().push(url.to_owned());
         let answer = *self.answer.lock().unwrap();
         if let Answer::Accept(_) = answer {
@@ -155,7 +155,8 @@ impl Person {
                 OnPage::Skip => None,
             };
             if let Some(decision) = decision {
-                let (status, page) = super::page::decide(url, decision).await;
+                let code = super::page::code_of(message).expect("the host shows the page's code");
+                let (status, page) = super::page::decide(url, &code, decision).await;
                 assert_eq!(status, 200, "the page took the decision");
                 self.pages.lock().unwrap().push(page);
             }
@@ -274,8 +275,8 @@ impl ClientHandler for Client {
             let _ = go.await;
         }
         let answer = match &request {
-            ElicitRequestParams::UrlElicitationParams { url, .. } => {
-                self.person.answer_url(url).await
+            ElicitRequestParams::UrlElicitationParams { url, message, .. } => {
+                self.person.answer_url(url, message).await
             }
             _ => self.person.answer(&request),
         };
@@ -622,8 +623,9 @@ impl Server {
                                         match &e.params {
                                             ElicitRequestParams::UrlElicitationParams {
                                                 url,
+                                                message,
                                                 ..
-                                            } => self.person.answer_url(url).await,
+                                            } => self.person.answer_url(url, message).await,
                                             p => self.person.answer(p),
                                         }
                                     }

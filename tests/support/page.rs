@@ -34,9 +34,15 @@ pub fn token_of(page: &str) -> Option<String> {
     Some(v.split('"').next()?.to_owned())
 }
 
+/// The code a URL elicitation's message shows for its page (`… code 123456`).
+pub fn code_of(message: &str) -> Option<String> {
+    let code = message.rsplit("code ").next()?.trim();
+    (code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())).then(|| code.to_owned())
+}
+
 /// Open the page at `url` as a browser does and post `decision` (`approve` or `deny`) from
-/// it; the status of the decision, and the page as it was read.
-pub async fn decide(url: &str, decision: &str) -> (u16, String) {
+/// it, with the `code` the host showed; the status of the decision, and the page as read.
+pub async fn decide(url: &str, code: &str, decision: &str) -> (u16, String) {
     let page = request("GET", url, &[], "").await;
     assert_eq!(page.status, 200, "the page opens: {}", page.body);
     let cookie = page
@@ -47,7 +53,7 @@ pub async fn decide(url: &str, decision: &str) -> (u16, String) {
     let token = token_of(&page.body).expect("the page carries its token");
     let (host, _) = split(url);
     let origin = format!("http://{host}");
-    let body = format!("token={token}&decision={decision}");
+    let body = format!("token={token}&decision={decision}&code={code}");
     let status = request(
         "POST",
         url,
