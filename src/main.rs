@@ -6,9 +6,10 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use codex_mcp_bridge::cli::{self, Run};
+use codex_mcp_bridge::cli::{self, Prepared, Run};
 use codex_mcp_bridge::config::Settings;
-use codex_mcp_bridge::logging;
+use codex_mcp_bridge::hub::HubError;
+use codex_mcp_bridge::logging::{self, LogFormat};
 use codex_mcp_bridge::security::redact::{self, Redactor};
 use codex_mcp_bridge::server;
 use tokio_util::sync::CancellationToken;
@@ -41,18 +42,22 @@ fn main() -> ExitCode {
     // glibc's malloc (what libc allocates for itself, and the whole heap where jemalloc is not
     // the allocator): before any thread exists, so that every thread shares the one arena
     codex_mcp_bridge::store::tune_allocator();
-    let cli = cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let vars = cli::env_vars();
     redact::install(Redactor::from_vars(
         vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     ));
-    let prepared = match cli::prepare(cli, &vars) {
+    let prepared = match prepare(&args, &vars) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(Stop::Exit(code)) => return code,
+        Err(Stop::Unstarted(refused, danger, format)) => {
+            logging::init(format);
+            return run_server(Start::Unstarted(refused, danger), vars);
+        }
     };
     logging::init(prepared.log_format);
     match prepared.run {
-        Run::Serve(settings) => run_server(settings, vars),
+        Run::Serve(settings) => run_server(Start::Settings(Box::new(settings)), vars),
         Run::Sessions(args, settings) => {
             // not the server: stdout is this subcommand's output
             let mut out = std::io::stdout().lock();
@@ -91,14 +96,62 @@ fn main() -> ExitCode {
     }
 }
 
+/// Why the command line or the config file stopped the process before it ran.
+enum Stop {
+    /// With this code (clap's message, or the error, was printed).
+    Exit(ExitCode),
+    /// The server's settings were refused: it answers its host with that (issue 38). Whether
+    /// `allow_danger` was set (for its tool list), and the log format.
+    Unstarted(HubError, bool, LogFormat),
+}
+
+/// The command line `args` merged with the config file. A setting refused where the server
+/// starts is answered to its host ([`Stop::Unstarted`]); a person at a terminal gets clap's
+/// message and code at once.
+fn prepare(args: &[std::ffi::OsString], vars: &[(String, String)]) -> Result<Prepared, Stop> {
+    let cli = match cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => match cli::unstartable(&e, args) {
+            Some(refused) if !std::io::stdin().is_terminal() => {
+                return Err(Stop::Unstarted(refused.into(), false, LogFormat::default()));
+            }
+            _ => e.exit(),
+        },
+    };
+    let serves = match &cli.command {
+        None => Some(cli.settings.allow_danger),
+        Some(cli::Command::Serve(s)) => Some(s.allow_danger),
+        Some(_) => None,
+    };
+    let log_format = cli.log_format.unwrap_or_default();
+    match (cli::prepare(cli, vars), serves) {
+        (Ok(p), _) => Ok(p),
+        (Err(e), Some(danger)) => Err(Stop::Unstarted(
+            e.into(),
+            danger.unwrap_or(false),
+            log_format,
+        )),
+        (Err(e), None) => Err(Stop::Exit(fail(&e))),
+    }
+}
+
 /// An error on stderr, redacted; exit code 1.
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("codex-mcp-bridge: {}", redact::redact(&e.to_string()));
     ExitCode::FAILURE
 }
 
+/// What the server starts from.
+enum Start {
+    /// Its settings, complete.
+    Settings(Box<Settings>),
+    /// The command line or the config file was refused: the server only answers its client
+    /// with that (and whether `allow_danger` was set, for its tool list).
+    Unstarted(HubError, bool),
+}
+
 /// The server: nothing but MCP ever goes to stdout.
-fn run_server(settings: Settings, vars: Vec<(String, String)>) -> ExitCode {
+fn run_server(start: Start, vars: Vec<(String, String)>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -109,7 +162,7 @@ fn run_server(settings: Settings, vars: Vec<(String, String)>) -> ExitCode {
     if let Some(hint) = cli::terminal_hint(std::io::stdin().is_terminal()) {
         eprintln!("{hint}");
     }
-    let code = match rt.block_on(serve(settings, vars)) {
+    let code = match rt.block_on(serve(start, vars)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     };
@@ -118,9 +171,9 @@ fn run_server(settings: Settings, vars: Vec<(String, String)>) -> ExitCode {
     code
 }
 
-/// [`server::run`] on stdin and stdout; SIGTERM and SIGINT shut it down (the end of stdin
-/// does too: the client disconnected).
-async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Result<()> {
+/// [`server::run`] on stdin and stdout (or [`server::serve_unstarted`]); SIGTERM and SIGINT
+/// shut it down (the end of stdin does too: the client disconnected).
+async fn serve(start: Start, vars: Vec<(String, String)>) -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();
@@ -132,6 +185,9 @@ async fn serve(settings: Settings, vars: Vec<(String, String)>) -> anyhow::Resul
         on_signal.cancel();
     });
     let io = (tokio::io::stdin(), tokio::io::stdout());
-    server::run(settings, vars, io, shutdown).await?;
+    match start {
+        Start::Settings(settings) => server::run(*settings, vars, io, shutdown).await?,
+        Start::Unstarted(e, danger) => server::serve_unstarted(&e, danger, io, &shutdown).await?,
+    }
     Ok(())
 }

@@ -27,6 +27,7 @@ use crate::hub::{
     self, Connection, ELECTION_TIMEOUT, HELLO_VERSION, Hello, HubError, Role, hello_secrets,
     hello_vars,
 };
+use crate::mcp::unstarted::Unstarted;
 use crate::mcp::{McpServer, Tasks, framing};
 use crate::store::Store;
 
@@ -43,6 +44,37 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let allow_danger = settings.allow_danger.unwrap_or(false);
+    let (server, owned) = match start(settings, vars, &shutdown).await {
+        Ok(Some(started)) => started,
+        Ok(None) => return Ok(()),
+        Err(e) => return serve_unstarted(&e, allow_danger, io, &shutdown).await,
+    };
+    let served = match owned {
+        Started::Owner(bridge, tasks) => server.serve_owner(bridge, tasks, io, &shutdown).await,
+        Started::Relay(conn) => server.serve_relay(conn, io, &shutdown).await,
+    };
+    server.shutdown().await;
+    served
+}
+
+/// What this process became at start.
+enum Started {
+    /// The store's owner, its actors running.
+    Owner(Bridge, Tasks),
+    /// A relay to the process that owns the store.
+    Relay(Connection),
+}
+
+/// Check the settings, then elect the store's owner or join it; as the owner, start the
+/// actors. Nothing is started before the settings and the store directory pass; a failure
+/// after the actors started shuts them down again, so that a process that did not start holds
+/// nothing (neither the store nor its socket). `None`: `shutdown` came during the election.
+async fn start(
+    settings: Settings,
+    vars: Vec<(String, String)>,
+    shutdown: &CancellationToken,
+) -> Result<Option<(Server, Started)>> {
     let start_dir = std::env::current_dir().map_err(HubError::StartDir)?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
     if let Err(missing) = crate::cli::locate_codex(&settings, &vars) {
@@ -60,14 +92,55 @@ where
     };
     let role = tokio::select! {
         role = hub::elect(&server.store_dir, &server.hello, ELECTION_TIMEOUT) => role?,
-        _ = shutdown.cancelled() => return Ok(()),
+        _ = shutdown.cancelled() => return Ok(None),
     };
-    let served = match role {
-        Role::Owner(store) => server.serve_owner(store, io, &shutdown).await,
-        Role::Client(conn) => server.serve_relay(conn, io, &shutdown).await,
+    let started = match role {
+        Role::Owner(store) => match server.become_owner(store).await {
+            Ok((bridge, tasks)) => Started::Owner(bridge, tasks),
+            Err(e) => {
+                server.shutdown().await;
+                return Err(e);
+            }
+        },
+        Role::Client(conn) => Started::Relay(conn),
     };
-    server.shutdown().await;
-    served
+    Ok(Some((server, started)))
+}
+
+/// A server that did not start (issue 38): the problem is logged at once, and the client on
+/// `io` is served all the same (discover or initialize, the tool list), every tool call
+/// answering the problem in the same words ([`Unstarted`]), until it leaves or
+/// `shutdown`. It holds nothing (no store, no socket, no codex). Then the problem is this
+/// server's error, for `main` to exit with.
+pub async fn serve_unstarted<R, W>(
+    e: &HubError,
+    allow_danger: bool,
+    io: (R, W),
+    shutdown: &CancellationToken,
+) -> Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let problem = crate::cli::startup::startup_problem(e);
+    let words = problem.words();
+    tracing::error!(
+        "{words} (answering the MCP client with this until it disconnects; `codex-mcp-bridge \
+         doctor` checks the whole setup)"
+    );
+    let serving = Unstarted::new(words.as_str(), problem.kind, allow_danger)
+        .serve(framing::guard(io.0, io.1));
+    let service = tokio::select! {
+        s = serving => s.ok(),
+        _ = shutdown.cancelled() => None,
+    };
+    if let Some(service) = service {
+        tokio::select! {
+            _ = service.waiting() => tracing::info!("the MCP client disconnected"),
+            _ = shutdown.cancelled() => {}
+        }
+    }
+    Err(HubError::NotStarted(words))
 }
 
 /// The hello this process sends an owner: its settings, allowlisted environment and secrets.
@@ -107,10 +180,12 @@ struct Server {
 }
 
 impl Server {
-    /// Own the store and serve the client on `io` until it leaves or `shutdown`.
+    /// Own the store (its actors started) and serve the client on `io` until it leaves or
+    /// `shutdown`.
     async fn serve_owner<R, W>(
         &self,
-        store: Store,
+        bridge: Bridge,
+        tasks: Tasks,
         io: (R, W),
         shutdown: &CancellationToken,
     ) -> Result<()>
@@ -118,7 +193,6 @@ impl Server {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (bridge, tasks) = self.become_owner(store).await?;
         let serving = McpServer::new(bridge)
             .with_tasks(tasks)
             .serve(framing::guard(io.0, io.1));
@@ -183,6 +257,11 @@ impl Server {
             max_concurrent = config.max_concurrent,
             "codex-mcp-bridge starting as the owner of the store"
         );
+        // the HTTP address first: refused, it stops the start before anything runs
+        let http_listener = match &config.http {
+            Some(h) => Some(http::bind(h).await?),
+            None => None,
+        };
         let bridge = owner::start_bridge(config.clone(), &self.vars, store).await?;
         let tasks = Tasks::new();
         // without the socket this server still serves its own client; others cannot share
@@ -201,8 +280,8 @@ impl Server {
         };
         // kept before the HTTP listener starts: a failure there still shuts the bridge down
         *self.owned.lock().await = Some(owned);
-        if let Some(h) = &config.http {
-            let listening = http::serve(bridge.clone(), tasks.clone(), h).await?;
+        if let (Some(h), Some(l)) = (&config.http, http_listener) {
+            let listening = http::serve(l, bridge.clone(), tasks.clone(), h).await?;
             if let Some(o) = self.owned.lock().await.as_mut() {
                 o.http = Some(listening);
             }

@@ -64,6 +64,12 @@ impl Check {
         }
     }
 
+    /// A problem that keeps the server from starting, in the words the server says it with
+    /// ([`super::startup`]).
+    fn problem(name: &'static str, p: super::startup::Problem) -> Check {
+        Check::fail(name, p.detail, p.fix)
+    }
+
     fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             verdict: Verdict::Fail,
@@ -225,11 +231,7 @@ pub async fn doctor_checks(
     let config = Config::from_settings(settings, start_dir, vars);
     checks.push(match &config {
         Ok(c) => Check::ok("settings", describe(c)),
-        Err(e) => Check::fail(
-            "settings",
-            e.to_string(),
-            "correct the setting named (flag, environment variable or config file)",
-        ),
+        Err(e) => Check::problem("settings", super::startup::setting_problem(e)),
     });
     if let Ok(c) = config {
         checks.push(own_files_check(&c));
@@ -380,17 +382,7 @@ fn store_check(settings: &Settings, vars: &[(String, String)]) -> Check {
                 dir.display()
             ),
         ),
-        Err(e @ StoreError::Refused { .. }) => Check::fail(
-            "store",
-            e.to_string(),
-            "point CODEX_BRIDGE_STORE at a directory of your own with mode 700 (or, if this one \
-             is yours, `chmod 700` it)",
-        ),
-        Err(e) => Check::fail(
-            "store",
-            e.to_string(),
-            "point CODEX_BRIDGE_STORE at a writable directory (or move the broken store aside)",
-        ),
+        Err(e) => Check::problem("store", super::startup::store_problem(&e)),
     }
 }
 

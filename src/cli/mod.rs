@@ -8,6 +8,7 @@
 
 pub mod doctor;
 pub mod sessions;
+pub mod startup;
 
 use std::path::PathBuf;
 
@@ -15,6 +16,7 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::config::error::ConfigError;
 use crate::config::{self, ConfigLocation, Settings};
 use crate::logging::LogFormat;
 
@@ -117,6 +119,59 @@ where
         }
     }
     Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))
+}
+
+/// The setting a usage error of the server's command line is about, as a refused setting
+/// (issue 38): a host starts the server with its flags and environment, and a value clap
+/// refused (`CODEX_BRIDGE_APPROVALS=always`) must reach the host as the server's answer, not
+/// as a closed connection. `None` for `--help` and `--version`, and for a command line that
+/// names another subcommand (`sessions`, `doctor`: a person at a terminal runs those).
+pub fn unstartable(e: &clap::Error, args: &[std::ffi::OsString]) -> Option<ConfigError> {
+    use clap::error::{ContextKind, ContextValue};
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        return None;
+    }
+    let other = ["sessions", "doctor", "help"];
+    if args.iter().skip(1).any(|a| other.iter().any(|o| a == o)) {
+        return None;
+    }
+    // clap's message, on one line, without its `error: ` and its hint to `--help`
+    let rendered = e.render().to_string();
+    let reason = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("For more information") && !l.starts_with("Usage:")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let reason = reason.strip_prefix("error: ").unwrap_or(&reason).to_owned();
+    // `--approvals <POLICY>`: the setting's variable and flag, as every other refusal names it
+    let flag = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(a)) => a.split_whitespace().next().map(str::to_owned),
+        _ => None,
+    };
+    let named = flag
+        .as_deref()
+        .and_then(|f| f.strip_prefix("--"))
+        .and_then(|long| {
+            command()
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .map(|a| match a.get_env() {
+                    Some(env) => format!("{} (--{long})", env.to_string_lossy()),
+                    None => format!("--{long}"),
+                })
+        });
+    Some(ConfigError::setting(
+        named.unwrap_or_else(|| "on the command line".into()),
+        reason,
+    ))
 }
 
 /// The process environment as UTF-8 pairs (others are skipped).

@@ -109,6 +109,11 @@ pub enum HubError {
     #[error("{doing} the store directory stopped unexpectedly: {why}")]
     Blocking { doing: &'static str, why: String },
 
+    /// The server did not start (a setting or the store was refused); its client was told so
+    /// on every call until it left. The words say what is wrong and the fix.
+    #[error("{0}")]
+    NotStarted(String),
+
     /// A layer below the hub failed: a setting, the store, the bridge it starts (the crate
     /// error, same words).
     #[error(transparent)]

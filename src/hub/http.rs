@@ -39,14 +39,24 @@ fn own_origins(port: u16) -> Vec<String> {
     ]
 }
 
-/// Bind `http.addr` and serve MCP there over `bridge`.
-pub async fn serve(bridge: Bridge, tasks: Tasks, http: &HttpConfig) -> Result<HttpListener> {
-    let listener = tokio::net::TcpListener::bind(http.addr)
+/// Bind `http.addr`: before the owner starts anything, so that an address it cannot have is
+/// refused at start with nothing running (issue 38).
+pub async fn bind(http: &HttpConfig) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(http.addr)
         .await
         .map_err(|source| HubError::HttpListen {
             addr: http.addr,
             source,
-        })?;
+        })
+}
+
+/// Serve MCP over `bridge` on `listener` ([`bind`] to `http.addr`).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    bridge: Bridge,
+    tasks: Tasks,
+    http: &HttpConfig,
+) -> Result<HttpListener> {
     let addr = listener
         .local_addr()
         .map_err(|source| HubError::HttpListen {

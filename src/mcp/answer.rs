@@ -164,6 +164,17 @@ fn error_kind(e: &Error) -> results::ErrorKind {
     }
 }
 
+/// The refusal of a call to a tool this server does not have.
+pub(crate) fn unknown_tool(name: &str) -> rmcp::ErrorData {
+    rmcp::ErrorData::invalid_params(
+        format!(
+            "unknown tool `{}`",
+            name.chars().take(64).collect::<String>()
+        ),
+        None,
+    )
+}
+
 /// A success result: structured content plus a text block.
 pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolResult {
     let mut structured = serde_json::to_value(value).unwrap_or_default();

@@ -19,6 +19,7 @@ pub mod roots;
 mod schemas;
 mod tasks;
 pub mod tools;
+pub mod unstarted;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -270,6 +271,31 @@ fn tool_named(name: &str) -> Option<&'static ToolEntry> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
+/// The tools whose result is a turn's ([`results::TurnResult`], errors included); the others'
+/// errors carry no structured content ([`answer::plain_error`]).
+const TURN_TOOLS: [&str; 5] = ["codex", "query", "search", "structured", "review"];
+
+/// Whether `name` is a turn tool ([`TURN_TOOLS`]).
+fn is_turn_tool(name: &str) -> bool {
+    TURN_TOOLS.contains(&name)
+}
+
+/// What the server says of itself at `initialize` and `server/discover`, started or not
+/// ([`unstarted::Unstarted`]).
+fn server_config() -> ServerConfig {
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build(),
+    )
+    .with_server_info(
+        Implementation::new("codex-mcp-bridge", env!("CARGO_PKG_VERSION"))
+            .with_title("Codex MCP bridge"),
+    )
+    .with_instructions(INSTRUCTIONS)
+}
+
 /// Every tool, with its schemas and annotations. Without `allow_danger`, `danger-full-access`
 /// is not offered as a sandbox.
 pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
@@ -358,13 +384,7 @@ impl McpServer {
     ) -> Result<CallToolResult, McpError> {
         match tool_named(name) {
             Some(tool) => Ok((tool.run)(self, args, ctx).await),
-            None => Err(McpError::invalid_params(
-                format!(
-                    "unknown tool `{}`",
-                    name.chars().take(64).collect::<String>()
-                ),
-                None,
-            )),
+            None => Err(answer::unknown_tool(name)),
         }
     }
 
@@ -579,10 +599,7 @@ impl McpServer {
             Err(refused) => {
                 tracing::info!(reason = %refused, "a retry of a call was refused");
                 let e = Error::invalid(refused.field(), refused.to_string());
-                let turn_tool = tool_named(&name).is_some_and(|t| {
-                    ["codex", "query", "search", "structured", "review"].contains(&t.name)
-                });
-                Ok(CallToolResponse::Complete(if turn_tool {
+                Ok(CallToolResponse::Complete(if is_turn_tool(&name) {
                     error_result(&e, None)
                 } else {
                     plain_error(&e)
@@ -639,17 +656,7 @@ impl McpServer {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("codex-mcp-bridge", env!("CARGO_PKG_VERSION"))
-                .with_title("Codex MCP bridge"),
-        )
-        .with_instructions(INSTRUCTIONS)
+        server_config()
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
@@ -985,7 +992,7 @@ mod tests {
         };
         let tools = tool_list(false);
         for t in &tools {
-            if ["codex", "query", "search", "structured", "review"].contains(&t.name.as_ref()) {
+            if is_turn_tool(&t.name) {
                 for (e, r) in [
                     (&invalid, error_result(&invalid, None)),
                     (&timed_out, error_result(&timed_out, Some(partial.clone()))),

@@ -31,5 +31,6 @@ mod swap;
 mod tasks;
 mod terminal;
 mod ts_sdk;
+mod unstarted;
 mod warm;
 mod warm_oneshot;

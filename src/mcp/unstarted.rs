@@ -1,0 +1,144 @@
+//! The MCP surface of a server that could not start (issue 38): a setting or the store was
+//! refused at start. A host that only sees its server's connection close cannot tell anyone
+//! why (Claude Code shows `CONNECTION_CLOSED`), so the server answers the host all the same:
+//! `initialize` or `server/discover` and the tool list as always, and every tool call with the
+//! problem in the words it printed on stderr (the setting, and the fix). It holds no bridge:
+//! nothing is started and nothing is written until the problem is fixed and the server
+//! restarted.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+
+use super::results::{ErrorKind, ErrorReport, TurnResult};
+use super::{answer, is_turn_tool, server_config, tool_list, tool_named};
+
+/// The handler of a server that did not start: the problem, and the tool list it offers.
+#[derive(Clone)]
+pub struct Unstarted {
+    problem: Arc<str>,
+    kind: ErrorKind,
+    allow_danger: bool,
+}
+
+impl Unstarted {
+    /// `problem` is the sentence the server printed on stderr (what is wrong, the setting and
+    /// the fix); `kind` is the `error.kind` of a turn tool's result; `allow_danger` the
+    /// setting's value where it could be read (the tool list shows the sandboxes it allows).
+    pub fn new(problem: impl Into<Arc<str>>, kind: ErrorKind, allow_danger: bool) -> Self {
+        Unstarted {
+            problem: problem.into(),
+            kind,
+            allow_danger,
+        }
+    }
+
+    /// The answer to every tool call: an `isError` result with the problem. A turn tool's
+    /// carries a [`TurnResult`] with the error (its `outputSchema`); the others carry the text
+    /// only, as every other error of theirs does ([`answer::plain_error`]).
+    pub fn tool_error(&self, tool: &str) -> rmcp::model::CallToolResult {
+        let message = crate::security::redact::redact(&self.problem).into_owned();
+        if !is_turn_tool(tool) {
+            return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                message,
+            )]);
+        }
+        let value = TurnResult {
+            error: Some(ErrorReport {
+                kind: self.kind,
+                message: message.clone(),
+            }),
+            ..Default::default()
+        };
+        let mut r = rmcp::model::CallToolResult::structured_error(
+            serde_json::to_value(&value).unwrap_or_default(),
+        );
+        r.content = vec![rmcp::model::ContentBlock::text(message)];
+        r
+    }
+}
+
+impl ServerHandler for Unstarted {
+    /// The server's usual description, its instructions followed by the problem: hosts show
+    /// them to their model, which can then tell the person.
+    fn get_info(&self) -> ServerConfig {
+        let info = server_config();
+        let instructions = format!(
+            "{}\n\nEvery tool call fails for now: {}",
+            info.instructions.as_deref().unwrap_or_default(),
+            crate::security::redact::redact(&self.problem)
+        );
+        info.with_instructions(instructions)
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        super::log_client(&context.peer);
+        tracing::warn!(
+            "told the MCP client that this server did not start; every tool call answers why"
+        );
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tool_list(
+            self.allow_danger,
+        )))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        if tool_named(&name).is_none() {
+            return Err(answer::unknown_tool(&name));
+        }
+        tracing::info!(tool = %name, "a tool call answered with the problem found at start");
+        Ok(CallToolResponse::Complete(self.tool_error(&name)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each tool's answer fits the tool: a turn tool's structured content matches its output
+    /// schema, the others carry the text alone; every one is an error with the problem.
+    #[test]
+    fn every_tool_answers_the_problem_in_the_shape_of_its_errors() {
+        let problem = "invalid setting CODEX_BRIDGE_STORE (--store): the store directory /s has \
+                       mode 755 (run `chmod 700` on it)";
+        let u = Unstarted::new(problem, ErrorKind::Store, false);
+        for t in tool_list(false) {
+            let r = u.tool_error(&t.name);
+            assert_eq!(r.is_error, Some(true), "{}", t.name);
+            let text = r.content[0].as_text().unwrap().text.clone();
+            assert_eq!(text, problem, "{}", t.name);
+            match &r.structured_content {
+                Some(v) => {
+                    assert!(is_turn_tool(&t.name), "{}", t.name);
+                    let schema =
+                        serde_json::Value::Object((*t.output_schema.clone().unwrap()).clone());
+                    let validator = jsonschema::validator_for(&schema).unwrap();
+                    assert!(validator.is_valid(v), "{}: {v}", t.name);
+                    assert_eq!(v["error"]["message"], problem);
+                    assert_eq!(v["error"]["kind"], "store");
+                }
+                None => assert!(!is_turn_tool(&t.name), "{}", t.name),
+            }
+        }
+        let info = u.get_info();
+        assert!(
+            info.instructions.unwrap().ends_with(problem),
+            "the instructions end with the problem"
+        );
+    }
+}
