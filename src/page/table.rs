@@ -270,22 +270,10 @@ impl Table {
                 );
             }
         };
-        if d == PageDecision::Approve {
-            if e.wrong_codes >= MAX_WRONG_CODES {
-                return notice(
-                    403,
-                    "Refused",
-                    "Too many wrong codes: this page takes only Deny now. Nothing was approved.",
-                );
-            }
-            if !matches(&e.code, code.map(str::trim)) {
-                e.wrong_codes += 1;
-                return notice(
-                    403,
-                    "Refused",
-                    "The code is not the one your host shows beside this page's address: nothing was approved.",
-                );
-            }
+        if d == PageDecision::Approve
+            && let Some(refused) = wrong_code(e, code)
+        {
+            return refused;
         }
         if let Some(tx) = e.decided.take() {
             let _ = tx.send(d);
@@ -319,6 +307,28 @@ impl Table {
             };
         }
     }
+}
+
+/// Why an Approve with `code` is refused, if it is: too many wrong codes already, or not the
+/// code the host shows (counted).
+fn wrong_code(e: &mut Entry, code: Option<&str>) -> Option<Answer> {
+    if e.wrong_codes >= MAX_WRONG_CODES {
+        return Some(notice(
+            403,
+            "Refused",
+            "Too many wrong codes: this page takes only Deny now. Nothing was approved.",
+        ));
+    }
+    let given = code.map(str::trim).unwrap_or_default();
+    if bool::from(e.code.as_bytes().ct_eq(given.as_bytes())) {
+        return None;
+    }
+    e.wrong_codes += 1;
+    Some(notice(
+        403,
+        "Refused",
+        "The code is not the one your host shows beside this page's address: nothing was approved.",
+    ))
 }
 
 /// An open entry is never without its question.
