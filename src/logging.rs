@@ -39,8 +39,20 @@ impl Drop for EventBuf {
             return;
         }
         let text = String::from_utf8_lossy(&self.0);
-        let _ = std::io::stderr().lock().write_all(redact(&text).as_bytes());
+        let text = hide_page_ids(&redact(&text)).into_owned();
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
+}
+
+/// `text` with every question page's id cut to its first 6 characters: a page's address is a
+/// capability (whoever has it, and the code the host shows, can decide), and debug logs of
+/// rmcp's messages carry the URL-mode elicitations that name it.
+pub fn hide_page_ids(text: &str) -> std::borrow::Cow<'_, str> {
+    static PAGE_ID: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = PAGE_ID.get_or_init(|| {
+        regex::Regex::new(r"/q/([0-9a-f]{6})[0-9a-f]{26,}").expect("a valid pattern")
+    });
+    re.replace_all(text, "/q/$1…")
 }
 
 impl<'a> MakeWriter<'a> for RedactingStderr {
@@ -68,4 +80,18 @@ pub fn init(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_address_is_logged_without_its_id() {
+        let id = "0123456789abcdef".repeat(4);
+        let line = format!("url: \"http://127.0.0.1:4242/q/{id}\" sent");
+        let logged = hide_page_ids(&line);
+        assert_eq!(logged, "url: \"http://127.0.0.1:4242/q/012345…\" sent");
+        assert_eq!(hide_page_ids("no page here"), "no page here");
+    }
 }

@@ -34,10 +34,11 @@ pub(super) async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;
+    let listener = OwnUserOnly { listener, addr };
     let app = axum::Router::new()
         .fallback(handle)
         .with_state(Server { table, addr })
-        .into_make_service_with_connect_info::<SocketAddr>();
+        .into_make_service_with_connect_info::<PeerAddr>();
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(stop.cancelled_owned())
@@ -50,9 +51,56 @@ pub(super) async fn serve(
     Ok(addr)
 }
 
+/// The listener, closing at once every connection another user (or an unknown one) opened,
+/// before a byte of it is read: another user cannot hold the server's descriptors with idle
+/// connections. Each request is checked again ([`answer`]).
+struct OwnUserOnly {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+}
+
+impl axum::serve::Listener for OwnUserOnly {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (io, peer) = match self.listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // out of descriptors, say: wait a moment rather than spin
+                    tracing::warn!(error = %e, "the question page's listener could not accept");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            if peer::owner(peer, self.addr).await == Some(peer::own_uid()) {
+                return (io, peer);
+            }
+            tracing::warn!(%peer, "closed a page connection of another user (or an unknown one)");
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
+}
+
+/// The address of the peer of a connection [`OwnUserOnly`] let through.
+#[derive(Clone, Copy, Debug)]
+struct PeerAddr(SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, OwnUserOnly>>
+    for PeerAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, OwnUserOnly>) -> Self {
+        PeerAddr(*stream.remote_addr())
+    }
+}
+
 async fn handle(
     State(server): State<Server>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(PeerAddr(peer)): ConnectInfo<PeerAddr>,
     req: Request,
 ) -> Response {
     respond(answer(&server, peer, req).await)
