@@ -136,11 +136,25 @@ where
             lost = pending.len(),
             "the owner of the store went away; finding the next one"
         );
+        // an `initialize` not answered yet ran nothing: it goes to the next owner as it is (its
+        // answer reaching the client), never answered as a lost call
+        let unanswered = unanswered_initialize(&handshake, &pending);
         for id in pending.drain() {
+            if unanswered.as_ref().is_some_and(|(i, _)| *i == id) {
+                continue;
+            }
             write_line(&mut output, lost_call(&id).as_bytes()).await;
         }
         up = loop {
             let mut next = reconnect().await?;
+            if let Some((id, line)) = &unanswered {
+                if send_line(&mut next, line).await {
+                    pending.insert(id.clone());
+                    break next;
+                }
+                tracing::warn!("the next owner went away before the client's handshake reached it");
+                continue;
+            }
             let replayed =
                 tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut next, &handshake))
                     .await
@@ -158,6 +172,24 @@ where
             "carried the client over to the new owner"
         );
     }
+}
+
+/// The client's `initialize` (its id and line) when the owner has not answered it yet.
+fn unanswered_initialize(
+    handshake: &[Vec<u8>],
+    pending: &HashSet<String>,
+) -> Option<(String, Vec<u8>)> {
+    let line = handshake.first()?;
+    let p = probe(line)?;
+    let id = p.id.as_ref()?.to_string();
+    (p.method.as_deref() == Some("initialize") && pending.contains(&id)).then(|| (id, line.clone()))
+}
+
+/// Send one line to `up`; whether it went.
+async fn send_line(up: &mut Upstream, line: &[u8]) -> bool {
+    up.writer.write_all(line).await.is_ok()
+        && up.writer.write_all(b"\n").await.is_ok()
+        && up.writer.flush().await.is_ok()
 }
 
 async fn write_line<O: AsyncWrite + Unpin>(output: &mut O, line: &[u8]) -> bool {
@@ -372,6 +404,73 @@ mod tests {
             seen,
             vec![7, 8],
             "the over-long request never reached the owner"
+        );
+    }
+
+    /// An owner that goes away before it answered the client's `initialize` (it was shutting
+    /// down as the client came) loses nothing: the next owner gets the client's own
+    /// `initialize`, and its answer reaches the client, never a "lost call" error.
+    #[tokio::test]
+    async fn an_initialize_the_owner_left_unanswered_goes_to_the_next_owner() {
+        let (mut client, relay_in) = tokio::io::duplex(1 << 16);
+        let (relay_out, client_out) = tokio::io::duplex(1 << 16);
+        // the first owner reads the initialize and closes without a word
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (r, w) = tokio::io::split(ours);
+        let first = tokio::spawn(async move {
+            let (owner_r, owner_w) = tokio::io::split(theirs);
+            let mut lines = tokio::io::BufReader::new(owner_r).lines();
+            let got = lines.next_line().await.unwrap().unwrap();
+            drop((lines, owner_w));
+            got
+        });
+        // the next owner answers whatever it gets
+        let (next_ours, next_theirs) = tokio::io::duplex(1 << 16);
+        let mut next = Some(next_ours);
+        let reconnect: Reconnect = Box::new(move || {
+            let up = next.take();
+            Box::pin(async move {
+                let up = up.ok_or(crate::hub::HubError::NoOwnerAnswers {
+                    store: "/nowhere".into(),
+                })?;
+                let (r, w) = tokio::io::split(up);
+                Ok(Upstream::new(r, w, 2))
+            })
+        });
+        let second = tokio::spawn(async move {
+            let (owner_r, mut owner_w) = tokio::io::split(next_theirs);
+            let mut lines = tokio::io::BufReader::new(owner_r).lines();
+            let l = lines.next_line().await.unwrap().unwrap();
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            let answer = format!(
+                r#"{{"jsonrpc":"2.0","id":{},"result":{{"ok":2}}}}"#,
+                v["id"]
+            );
+            owner_w.write_all(answer.as_bytes()).await.unwrap();
+            owner_w.write_all(b"\n").await.unwrap();
+            owner_w.flush().await.unwrap();
+            (v, lines, owner_w)
+        });
+        tokio::spawn(run(relay_in, relay_out, Upstream::new(r, w, 1), reconnect));
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n")
+            .await
+            .unwrap();
+        let mut out = tokio::io::BufReader::new(client_out).lines();
+        let l = tokio::time::timeout(std::time::Duration::from_secs(30), out.next_line())
+            .await
+            .expect("the client's initialize is answered")
+            .unwrap()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        assert_eq!(v["id"], 1, "{v}");
+        assert_eq!(v["result"]["ok"], 2, "the next owner's answer: {v}");
+        assert!(first.await.unwrap().contains("initialize"));
+        let (got, _kept_open, _w) = second.await.unwrap();
+        assert_eq!(
+            (got["id"].clone(), got["method"].clone()),
+            (serde_json::json!(1), serde_json::json!("initialize")),
+            "the client's own initialize, its id kept: {got}"
         );
     }
 }
