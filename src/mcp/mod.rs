@@ -9,6 +9,7 @@ pub(crate) mod answer;
 pub mod budget;
 mod checks;
 pub mod elicit;
+pub mod form;
 pub mod framing;
 pub mod mrtr;
 mod owner;
