@@ -476,6 +476,12 @@ mod tests {
                 serde_json::json!({"b": {"type": "string", "enum": ["o".repeat(45)]}}),
                 Overflow::Option,
             ),
+            // a legacy enum's labels are what a host shows of its options
+            (
+                serde_json::json!({"b": {"type": "string", "enum": ["a"],
+                    "enumNames": ["o".repeat(45)]}}),
+                Overflow::Option,
+            ),
         ] {
             assert_eq!(overflow(&form(props), SMALLEST), Some(want));
         }

@@ -209,6 +209,22 @@ mod tests {
     }
 
     #[test]
+    fn right_to_left_text_is_shown_in_its_logical_order() {
+        // `mv ש ת` must not read as `mv ת ש`: the browser's bidirectional algorithm is
+        // overridden wherever question text stands (the title and every field)
+        let page = question("id", "t", &q(&[("Command", "mv ש ת")]));
+        let style = &page[page.find("<style>").unwrap()..page.find("</style>").unwrap()];
+        for selector in ["h1{", "pre{"] {
+            let rule = &style[style.find(selector).unwrap()..];
+            let rule = &rule[..rule.find('}').unwrap()];
+            assert!(
+                rule.contains("direction:ltr") && rule.contains("unicode-bidi:bidi-override"),
+                "{selector} {rule}"
+            );
+        }
+    }
+
+    #[test]
     fn unreadable_characters_are_visible_escapes_and_never_raw() {
         let cases = [
             (
