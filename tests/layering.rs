@@ -9,7 +9,8 @@
 //!
 //! 0. `usage`, `failure`, `invalid` (leaves: they name nothing of the crate), `security`,
 //!    `logging`.
-//! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`.
+//! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`; and
+//!    `question`: what a person is asked and may decide, which `codex` and `mcp` both name.
 //! 2. `codex::process` (the one spawner), `codex::app_server`, `store` (the one owner of sled),
 //!    `page` (the loopback question page).
 //! 3. `config`: operator settings.
@@ -58,6 +59,7 @@ const LAYERS: &[&[&str]] = &[
         "codex::events",
         "codex::home",
         "codex::rollout",
+        "question",
     ],
     &[
         "codex::process",

@@ -118,7 +118,7 @@ pub struct Answer {
     /// Why the call failed, with this answer as its partial result; `None`: it succeeded.
     pub error: Option<Error>,
     /// Codex's questions during the turn and what was decided.
-    pub approvals: Vec<crate::codex::app_server::approval::DecisionRecord>,
+    pub approvals: Vec<crate::question::DecisionRecord>,
     /// Messages that joined the running turn (`steer`).
     pub steered: Vec<String>,
 }
@@ -281,7 +281,7 @@ pub struct TurnCall {
     pub client: Option<Arc<ClientContext>>,
     /// Asks codex's questions of this turn of the person behind the connection that started it
     /// (`approvals = ask`, a client that can be asked); `None`: every question is declined.
-    pub asker: Option<crate::codex::app_server::approval::Asker>,
+    pub asker: Option<crate::question::ask::Asker>,
 }
 
 /// What a turn did, for the MCP layer.

@@ -20,7 +20,7 @@
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use serde_json::Value;
 
-use crate::codex::app_server::approval::Question;
+use crate::question::Question;
 use crate::security::redact::ClientSecrets;
 
 /// The field of an approval form: the yes/no `approve` (default no).

@@ -31,9 +31,10 @@ use serde_json::{Map, Value};
 pub use super::budget::Host;
 use super::budget::{self, Shows};
 use crate::actors::Progress;
-pub use crate::codex::app_server::approval::DecisionRecord;
-use crate::codex::app_server::approval::{Asked, Asker, Decision, Input, Question};
 use crate::page::{Closed, PageDecision, PageError, PageQuestion, Pages};
+pub use crate::question::DecisionRecord;
+use crate::question::ask::{Asked, Asker};
+use crate::question::{Decision, Input, Question};
 use crate::security::redact::ClientSecrets;
 
 /// How long a person has to answer, unless the setting says otherwise: long enough to read a
@@ -43,7 +44,7 @@ pub use super::budget::APPROVE_FIELD;
 use super::form::cut;
 pub use super::form::{GUTTER, MAX_MESSAGE_CHARS, form, message, unshowable};
 /// Longest `asked` text kept in a [`DecisionRecord`].
-pub const MAX_RECORD_CHARS: usize = crate::codex::app_server::approval::MAX_RECORD_CHARS;
+pub const MAX_RECORD_CHARS: usize = crate::question::MAX_RECORD_CHARS;
 
 /// What the client behind `ctx` shows and can open, `None` when it declared no elicitation.
 pub fn host_of(ctx: &RequestContext<RoleServer>) -> Option<Host> {
@@ -637,7 +638,7 @@ pub async fn answer_on(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codex::app_server::approval::InputQuestion;
+    use crate::question::InputQuestion;
 
     fn command() -> Question {
         Question::Command {

@@ -9,7 +9,7 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::budget::APPROVE_FIELD;
-use crate::codex::app_server::approval::Question;
+use crate::question::Question;
 use crate::security::redact::ClientSecrets;
 
 /// Longest message sent to a client: a longer one is not sent (the question is declined), as

@@ -13,7 +13,6 @@ use rmcp::model::{CallToolResult, JsonObject};
 
 use crate::actors::schema;
 use crate::actors::{Answer, OneShot, OneShotCall, SessionView, TurnCall, WorkDir};
-use crate::codex::app_server::approval::Decision;
 use crate::codex::argv::{Prompt, review_target};
 use crate::codex::home::nested_servers;
 use crate::config::{
@@ -25,6 +24,7 @@ use crate::mcp::params::*;
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::*;
 use crate::mcp::{CallCtx, McpServer, elicit};
+use crate::question::Decision;
 use crate::security::ids::SessionId;
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;

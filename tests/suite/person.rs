@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::app_server::approval::{Asked, Decision, Question};
+use codex_mcp_bridge::codex::app_server::approval::Asking as Handed;
 use codex_mcp_bridge::codex::app_server::client::{
     Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event,
 };
@@ -25,6 +25,8 @@ use codex_mcp_bridge::codex::app_server::protocol::{
 };
 use codex_mcp_bridge::codex::argv::SandboxLevel;
 use codex_mcp_bridge::mcp::elicit::{self, APPROVE_FIELD};
+use codex_mcp_bridge::question::ask::Asked;
+use codex_mcp_bridge::question::{Decision, Question};
 use codex_mcp_bridge::security::redact::ClientSecrets;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -47,7 +49,7 @@ struct Asking {
     child: Child,
     client: Client<ChildStdin>,
     events: UnboundedReceiver<Event>,
-    asked: UnboundedReceiver<Asked>,
+    asked: UnboundedReceiver<Handed>,
     dir: PathBuf,
 }
 
@@ -107,7 +109,7 @@ impl Asking {
         result.id
     }
 
-    async fn next_asked(&mut self) -> Asked {
+    async fn next_asked(&mut self) -> Handed {
         tokio::time::timeout(STEP, self.asked.recv())
             .await
             .expect("codex asked in time")
@@ -159,13 +161,14 @@ async fn escalate(
     let turn = app
         .start_turn(&opened.thread, "please write", Approvals::OnRequest)
         .await;
-    let asked = app.next_asked().await;
+    let handed = app.next_asked().await;
     assert_eq!(
-        asked.request.method,
+        handed.request.method,
         "item/commandExecution/requestApproval"
     );
-    assert_eq!(asked.turn_id.as_deref(), Some(turn.as_str()));
-    match &asked.question {
+    let head = handed.request.head.as_ref().unwrap();
+    assert_eq!(head.turn_id.as_deref(), Some(turn.as_str()));
+    match &handed.asked.question {
         Question::Command {
             command,
             cwd,
@@ -185,21 +188,21 @@ async fn escalate(
         other => panic!("{other:?}"),
     }
     // codex offers decisions that persist; none of the crate's answers is one of them
-    let offered = asked.request.params["availableDecisions"].to_string();
+    let offered = handed.request.params["availableDecisions"].to_string();
     assert!(
         offered.contains("acceptWithExecpolicyAmendment"),
         "{offered}"
     );
     for d in [Decision::AcceptOnce, Decision::Decline] {
         let a = codex_mcp_bridge::codex::app_server::approval::Answer::new(
-            &asked.request,
-            &asked.question,
+            &handed.request,
+            &handed.asked.question,
             d,
             None,
         );
         assert!(!a.line().contains("Execpolicy") && !a.line().contains("ForSession"));
     }
-    let held = decide(asked);
+    let held = decide(handed.asked);
     let log = read_turn(&mut app.events, Some(turn.as_str())).await;
     drop(held);
     assert_eq!(log.status, Some(TurnStatus::Completed), "{log:#?}");
@@ -682,7 +685,7 @@ async fn an_escalation_is_written_only_when_a_person_accepts_through_elicitation
         let turn = app
             .start_turn(&opened.thread, "please write", Approvals::OnRequest)
             .await;
-        let asked = app.next_asked().await;
+        let asked = app.next_asked().await.asked;
         let record = elicit::answer(&p.peer, asked, &none, Duration::from_secs(30)).await;
         let log = read_turn(&mut app.events, Some(turn.as_str())).await;
         assert_eq!(log.status, Some(TurnStatus::Completed), "{name}: {log:#?}");

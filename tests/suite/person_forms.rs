@@ -16,9 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::app_server::approval::Decision;
 use codex_mcp_bridge::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use codex_mcp_bridge::codex::app_server::protocol::{self, Approvals, TurnParams};
+use codex_mcp_bridge::question::Decision;
 use rmcp::model::{CallToolResult, ClientCapabilities};
 use serde_json::{Value, json};
 
@@ -470,7 +470,10 @@ async fn codex_lets_an_accepted_terminal_run_later_writes_unasked_on_0_145_0() {
     let accepting = tokio::spawn(async move {
         let mut n = 0;
         while let Some(a) = asked.recv().await {
-            assert_eq!(a.answer(Decision::AcceptOnce, None), Decision::AcceptOnce);
+            assert_eq!(
+                a.asked.answer(Decision::AcceptOnce, None),
+                Decision::AcceptOnce
+            );
             n += 1;
         }
         n

@@ -13,9 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
-use codex_mcp_bridge::codex::app_server::approval::Decision;
 use codex_mcp_bridge::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use codex_mcp_bridge::codex::app_server::protocol::{self, Approvals, TurnParams};
+use codex_mcp_bridge::question::Decision;
 use rmcp::model::{CallToolResult, ClientCapabilities};
 use serde_json::{Value, json};
 
@@ -288,7 +288,7 @@ async fn codex_writes_through_a_directory_swapped_after_it_asked() {
     let accepting = tokio::spawn(async move {
         let a = asked.recv().await.expect("codex asks about the change");
         std::os::unix::fs::symlink(&outside, &link).unwrap();
-        a.answer(Decision::AcceptOnce, None)
+        a.asked.answer(Decision::AcceptOnce, None)
     });
     let log = read_turn(&mut events, Some(turn.as_str())).await;
     assert_eq!(accepting.await.unwrap(), Decision::AcceptOnce);

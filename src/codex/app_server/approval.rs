@@ -1,7 +1,7 @@
-//! What codex asks a person, typed, and the only answers the bridge can give. Pure: serde and a
-//! oneshot, no IO.
+//! Codex's questions read, and codex answered: the codex side of [`crate::question`]. Pure:
+//! serde and a oneshot, no IO.
 //!
-//! - [`Question::parse`] reads codex's requests that a person may answer:
+//! - [`parse`] reads codex's requests that a person may answer:
 //!   `item/commandExecution/requestApproval` (the exact command, its cwd, codex's reason, a
 //!   network host), `item/fileChange/requestApproval` (the files and what each change writes,
 //!   taken from the `fileChange` item that codex announced before asking, see [`ChangeBook`]),
@@ -10,117 +10,73 @@
 //!   MCP server's form). Field names are those of 0.145.0 and 0.171.0 (checked against
 //!   `codex app-server generate-json-schema` of both). Nothing here is redacted: the MCP side
 //!   redacts every string before a person sees it ([`Question::lines`]).
-//! - [`Question::unreadable`]: whether every text a person would read passes
-//!   [`shown::check`]; [`escalable`]: whether a command's model call may be put to a person at
-//!   all (not when it asked for a terminal, which the approval request itself does not say: on
-//!   both versions only the model's call, in codex's rollout, carries `tty`).
-//! - [`Decision`] has two values, accept once and decline. An [`Answer`] is built only from a
-//!   decision (or a person's typed input), by the protocol's typed answers
-//!   ([`ServerRequest::accept_once`], [`ServerRequest::grant_for_turn`],
+//! - [`escalable`]: whether a command's model call may be put to a person at all (not when it
+//!   asked for a terminal, which the approval request itself does not say: on both versions
+//!   only the model's call, in codex's rollout, carries `tty`).
+//! - An [`Answer`] is built only from a [`Decision`] (or a person's typed input), by the
+//!   protocol's typed answers ([`ServerRequest::accept_once`], [`ServerRequest::grant_for_turn`],
 //!   [`ServerRequest::answer_input`], [`ServerRequest::accept_form`], [`ServerRequest::decline`]),
 //!   so an answer that persists cannot be written: never `acceptForSession`,
 //!   `acceptWithExecpolicyAmendment`, `applyNetworkPolicyAmendment`, a `session`-scoped
 //!   permission grant, or `cancel`.
 //! - The params are read typed ([`ServerRequest::question_params`]): a missing or mistyped
 //!   field declines the request ([`NotAQuestion::Malformed`]), never asks a person with blanks.
-//! - [`Asked`] is a question handed to an answerer with a deadline. Every way it can end
-//!   answers codex: an answer, [`Asked::decline`], a drop, or the deadline (the client's task
-//!   then sends the decline).
+//! - [`ask`] hands a question over as an [`Asking`]: every way its [`Asked`] can end answers
+//!   codex: an answer, [`Asked::decline`], a drop, or the deadline (the client's task then
+//!   sends the decline).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Instant;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::protocol::{
     AnnouncedChange, CommandApprovalParams, CommandKind, ElicitationRequest,
-    PermissionsApprovalParams, QuestionParams, RequestedPermissions, ServerRequest, TurnRef,
+    PermissionsApprovalParams, QuestionParams, RequestedPermissions, ServerRequest,
     UserInputParams, file_change_item,
 };
 use crate::codex::rollout::ModelCall;
-use crate::security::paths;
-use crate::security::redact::ClientSecrets;
-use crate::security::shown::{self, Unreadable};
+use crate::question::ask::{Asked, Reply};
+use crate::question::{
+    Decision, FileSummary, Input, InputQuestion, MAX_DIFF_CHARS, MAX_ENTRIES, MAX_FIELD_CHARS,
+    Question, capped, whole,
+};
 
-/// Longest text kept from one field of a request (a command, a reason, a message).
-pub const MAX_FIELD_CHARS: usize = 8 * 1024;
-/// Most files, questions or permission entries kept from one request.
-pub const MAX_ENTRIES: usize = 64;
-/// Most characters of the diffs of one file change, all files together: a change is asked
-/// only with what it writes, shown whole (and each diff within [`shown::DIFF`]).
-pub const MAX_DIFF_CHARS: usize = 32 * 1024;
-/// Longest `asked` text kept in a [`DecisionRecord`].
-pub const MAX_RECORD_CHARS: usize = 2 * 1024;
-/// The longest a question may wait for a person (the `approval_timeout_ms` setting's maximum).
-pub const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
-
-fn capped(s: &str) -> String {
-    match s.char_indices().nth(MAX_FIELD_CHARS) {
-        None => s.to_owned(),
-        Some((cut, _)) => format!("{}… [cut at {MAX_FIELD_CHARS} characters]", &s[..cut]),
-    }
-}
-
-/// `s` when it can be shown whole (not longer than [`MAX_FIELD_CHARS`]).
-fn whole(s: &str) -> Option<String> {
-    (s.chars().count() <= MAX_FIELD_CHARS).then(|| s.to_owned())
-}
-
-/// How one file changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileSummary {
-    pub path: String,
-    /// `add`, `delete` or `update` (`update → NEW` when moved).
-    pub kind: String,
-    /// Where it moves to, when it does.
-    pub move_to: Option<String>,
-    pub added: usize,
-    pub removed: usize,
-    /// What will be written, as codex announced it: the whole content of a new file, the
-    /// unified diff of an update, the content of a deleted file.
-    pub diff: String,
-    /// Set by whoever runs the turn when the path (or where it moves to) resolves, through
-    /// symbolic links, outside the working directory ([`Question::files_mut`]).
-    pub resolves_outside: bool,
-}
-
-impl FileSummary {
-    /// A change as codex announced it (each field required, [`AnnouncedChange`]), `None` when
-    /// its path or where it moves to is too long to show whole.
-    fn from_change(c: &AnnouncedChange) -> Option<Self> {
-        let (path, kind, diff) = (c.path.as_str(), c.kind.kind.as_str(), c.diff.as_str());
-        let (added, removed) = match kind {
-            "add" => (diff.lines().count(), 0),
-            "delete" => (0, diff.lines().count()),
-            _ => diff.lines().fold((0, 0), |(a, r), l| {
-                if l.starts_with('+') && !l.starts_with("+++") {
-                    (a + 1, r)
-                } else if l.starts_with('-') && !l.starts_with("---") {
-                    (a, r + 1)
-                } else {
-                    (a, r)
-                }
-            }),
-        };
-        let move_to = match c.kind.move_path.as_deref() {
-            Some(to) => Some(whole(to)?),
-            None => None,
-        };
-        let kind = match &move_to {
-            Some(to) => format!("{kind} → {to}"),
-            None => kind.to_owned(),
-        };
-        Some(FileSummary {
-            path: whole(path)?,
-            kind,
-            move_to,
-            added,
-            removed,
-            diff: diff.to_owned(),
-            resolves_outside: false,
-        })
-    }
+/// A change as codex announced it (each field required, [`AnnouncedChange`]), `None` when
+/// its path or where it moves to is too long to show whole.
+fn file_summary(c: &AnnouncedChange) -> Option<FileSummary> {
+    let (path, kind, diff) = (c.path.as_str(), c.kind.kind.as_str(), c.diff.as_str());
+    let (added, removed) = match kind {
+        "add" => (diff.lines().count(), 0),
+        "delete" => (0, diff.lines().count()),
+        _ => diff.lines().fold((0, 0), |(a, r), l| {
+            if l.starts_with('+') && !l.starts_with("+++") {
+                (a + 1, r)
+            } else if l.starts_with('-') && !l.starts_with("---") {
+                (a, r + 1)
+            } else {
+                (a, r)
+            }
+        }),
+    };
+    let move_to = match c.kind.move_path.as_deref() {
+        Some(to) => Some(whole(to)?),
+        None => None,
+    };
+    let kind = match &move_to {
+        Some(to) => format!("{kind} → {to}"),
+        None => kind.to_owned(),
+    };
+    Some(FileSummary {
+        path: whole(path)?,
+        kind,
+        move_to,
+        added,
+        removed,
+        diff: diff.to_owned(),
+        resolves_outside: false,
+    })
 }
 
 /// The `fileChange` items codex announced (`item/started`), by item id: codex's file-change
@@ -151,7 +107,7 @@ impl ChangeBook {
         let files = match item.changes {
             Some(a) if a.len() <= MAX_ENTRIES => a
                 .iter()
-                .map(|c| c.as_ref().ok().and_then(FileSummary::from_change))
+                .map(|c| c.as_ref().ok().and_then(file_summary))
                 .collect::<Option<Vec<_>>>()
                 // what will be written is shown whole, or the change is not asked
                 .filter(|f| {
@@ -180,68 +136,6 @@ impl ChangeBook {
     pub fn files(&self, id: &str) -> Option<Option<&[FileSummary]>> {
         self.items.get(id).map(|f| f.as_deref())
     }
-}
-
-/// One question of `item/tool/requestUserInput`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputQuestion {
-    pub id: String,
-    pub header: String,
-    pub question: String,
-    /// The labels offered (the person may also write their own answer when `other` is set).
-    pub options: Vec<String>,
-    pub other: bool,
-    /// Codex marks the answer secret (a password): it is never logged.
-    pub secret: bool,
-}
-
-/// What a person is asked to decide.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Question {
-    /// Run a command outside the sandbox (once).
-    Command {
-        command: String,
-        cwd: Option<String>,
-        reason: Option<String>,
-        /// The host of a network access codex asks about, if that is the question.
-        network_host: Option<String>,
-        /// The turn's working directory (set by whoever runs the turn, [`Question::set_workdir`]):
-        /// a command directory outside it is named as such.
-        workdir: Option<String>,
-        /// Set by whoever runs the turn when `cwd` resolves, through symbolic links, outside
-        /// the working directory.
-        cwd_resolves_outside: bool,
-    },
-    /// Apply file changes.
-    FileChange {
-        reason: Option<String>,
-        /// A directory codex asks write access to for the rest of the session: never granted
-        /// (an accept covers only these changes).
-        grant_root: Option<String>,
-        /// The files, when codex announced the item before asking; `None` if it did not.
-        files: Option<Vec<FileSummary>>,
-        /// The turn's working directory (set by whoever runs the turn, [`Question::set_workdir`]):
-        /// a path outside it is named as such; unknown, every path is.
-        workdir: Option<String>,
-    },
-    /// Extra permissions for this turn.
-    Permissions {
-        cwd: String,
-        reason: Option<String>,
-        read: Vec<String>,
-        write: Vec<String>,
-        network: bool,
-    },
-    /// Questions the model asks the user.
-    UserInput { questions: Vec<InputQuestion> },
-    /// A nested MCP server's elicitation.
-    McpElicitation {
-        server: String,
-        message: String,
-        /// The form's JSON schema (`form` mode); `None` for a URL or an `openai/form`.
-        form: Option<Value>,
-        url: Option<String>,
-    },
 }
 
 /// Why a request is not a question for a person.
@@ -427,366 +321,55 @@ fn user_input_question(why: Why<'_>, p: UserInputParams) -> Result<Question, Not
     Ok(Question::UserInput { questions })
 }
 
-/// The (label, text) pairs of [`Question::lines`]; a field without a value has no line.
-#[derive(Default)]
-struct Lines(Vec<(&'static str, String)>);
-
-impl Lines {
-    fn push(&mut self, label: &'static str, text: Option<String>) {
-        if let Some(text) = text {
-            self.0.push((label, text));
-        }
-    }
-}
-
-/// Where a changed file lies, as a person must read it: nothing inside the working directory;
-/// outside it (or resolving outside, or moving outside), or with no working directory known,
-/// said so.
-fn file_place(f: &FileSummary, workdir: &Option<String>) -> String {
-    let outside = |p: &str| match workdir {
-        Some(w) => !inside(p, w),
-        None => true,
-    };
-    let out = f.resolves_outside || outside(&f.path) || f.move_to.as_deref().is_some_and(outside);
-    match (out, workdir) {
-        (false, _) => String::new(),
-        (true, Some(w)) => format!(" — OUTSIDE the working directory {w}"),
-        (true, None) => " — the working directory is not known".to_owned(),
-    }
-}
-
-/// The lines of a file-change question: the reason, the list of files, what each change
-/// writes (labelled [`CHANGE_LABEL`]) and the root that is not granted.
-fn file_change_lines(
-    out: &mut Lines,
-    reason: &Option<String>,
-    grant_root: &Option<String>,
-    files: &Option<Vec<FileSummary>>,
-    workdir: &Option<String>,
-) {
-    out.push("Codex's reason", reason.clone());
-    let listed = match files {
-        None => "(codex did not say which files)".to_owned(),
-        Some(f) if f.is_empty() => "(none listed)".to_owned(),
-        Some(f) => f
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} ({}, +{} -{}){}",
-                    f.path,
-                    f.kind,
-                    f.added,
-                    f.removed,
-                    file_place(f, workdir)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-    };
-    out.push("Files", Some(listed));
-    for f in files.iter().flatten() {
-        let place = file_place(f, workdir);
-        out.push(
-            CHANGE_LABEL,
-            Some(format!("{} ({}){place}\n{}", f.path, f.kind, shown_diff(f))),
-        );
-    }
-    out.push(
-        "Not granted",
-        grant_root
-            .as_ref()
-            .map(|r| format!("write access to {r} for the rest of the session")),
-    );
-}
-
-/// The label of one file's diff in [`Question::lines`] (shown within [`shown::DIFF`]).
-pub const CHANGE_LABEL: &str = "Change";
-
-/// Whether `path` (absolute, lexically) lies in `workdir`: a relative path, or one with `..`
-/// climbing out, is not.
-fn inside(path: &str, workdir: &str) -> bool {
-    let dir = std::path::Path::new(workdir);
-    std::path::Path::new(path).is_absolute()
-        && paths::normalize(dir, path).is_some_and(|p| paths::is_within(&p, dir))
-}
-
-/// What a change writes, as a person reads it: an update's unified diff as codex gives it, a
-/// new file's content with `+` before each line, a deleted file's with `-`.
-fn shown_diff(f: &FileSummary) -> String {
-    let prefixed = |mark: char| {
-        f.diff
-            .lines()
-            .map(|l| format!("{mark}{l}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    match f.kind.as_str() {
-        "add" => prefixed('+'),
-        "delete" => prefixed('-'),
-        _ => f.diff.trim_end_matches('\n').to_owned(),
-    }
-}
-
-impl Question {
-    /// Tell a file-change or command question the turn's working directory (other questions
-    /// ignore it).
-    pub fn set_workdir(&mut self, dir: &std::path::Path) {
-        if let Question::FileChange { workdir, .. } | Question::Command { workdir, .. } = self {
-            *workdir = Some(dir.display().to_string());
-        }
-    }
-
-    /// Mark a command question's directory as resolving outside the working directory
-    /// (through symbolic links); other questions ignore it.
-    pub fn set_cwd_resolves_outside(&mut self, outside: bool) {
-        if let Question::Command {
-            cwd_resolves_outside,
-            ..
-        } = self
-        {
-            *cwd_resolves_outside = outside;
-        }
-    }
-
-    /// The files of a file-change question, to mark those that resolve outside the working
-    /// directory (empty for other questions).
-    pub fn files_mut(&mut self) -> &mut [FileSummary] {
-        match self {
-            Question::FileChange { files: Some(f), .. } => f,
-            _ => &mut [],
-        }
-    }
-
-    /// Why the question cannot be shown as it is ([`shown::check`] of every text a person would
-    /// read: each field within [`shown::FIELD`], each diff within [`shown::DIFF`], all fields
-    /// but the diffs within [`shown::MAX_FORM_LINES`] lines), if it cannot.
-    pub fn unreadable(&self) -> Option<Unreadable> {
-        let mut lines = 1;
-        for (label, text) in self.lines() {
-            let limits = if label == CHANGE_LABEL {
-                shown::DIFF
-            } else {
-                lines += shown::lines(&text) + 1;
-                shown::FIELD
+/// Read `req` as a question, with the files of `book` for a file-change approval. Its
+/// params are read typed ([`ServerRequest::question_params`]): a missing or mistyped field
+/// is [`NotAQuestion::Malformed`], and the request is declined.
+pub fn parse(req: &ServerRequest, book: &ChangeBook) -> Result<Question, NotAQuestion> {
+    let why = Why(&req.method);
+    // a request whose thread, turn or item cannot be read cannot be placed: not asked
+    let head = req
+        .head
+        .as_ref()
+        .map_err(|_| why.missing("threadId, turnId or itemId"))?;
+    let params = req.question_params().map_err(|e| NotAQuestion::Malformed {
+        method: req.method.clone(),
+        reason: e.to_string(),
+    })?;
+    match params {
+        None => Err(NotAQuestion::Kind(req.method.clone())),
+        Some(QuestionParams::Command(p)) => command_question(why, p),
+        Some(QuestionParams::FileChange(p)) => {
+            // a person judges the files codex announced, shown whole, or nothing
+            let files = match head.item_id.as_deref().and_then(|id| book.files(id)) {
+                Some(Some(f)) => f.to_vec(),
+                Some(None) => return Err(why.unshowable("changes")),
+                None => return Err(why.missing("changes (codex did not announce them)")),
             };
-            if let Err(why) = shown::check(&text, &limits) {
-                return Some(why);
-            }
+            // the root codex would like for the session is shown as not granted: only
+            // `acceptForSession` grants it, and no answer here is one
+            Ok(Question::FileChange {
+                reason: nonempty(p.reason),
+                grant_root: nonempty(p.grant_root),
+                files: Some(files),
+                workdir: None,
+            })
         }
-        if lines > shown::MAX_FORM_LINES {
-            return Some(Unreadable::TooManyLines(shown::MAX_FORM_LINES));
-        }
-        // the texts of a form a person fills in (a nested server's schema, the options)
-        let mut extra: Vec<&str> = Vec::new();
-        fn strings_of<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-            match v {
-                Value::String(s) => out.push(s),
-                Value::Array(a) => a.iter().for_each(|x| strings_of(x, out)),
-                Value::Object(m) => m.iter().for_each(|(k, x)| {
-                    out.push(k);
-                    strings_of(x, out)
-                }),
-                _ => {}
-            }
-        }
-        if let Question::McpElicitation { form: Some(f), .. } = self {
-            strings_of(f, &mut extra);
-        }
-        extra
-            .into_iter()
-            .find_map(|t| shown::check(t, &shown::FIELD).err())
-    }
-
-    /// Read `req` as a question, with the files of `book` for a file-change approval. Its
-    /// params are read typed ([`ServerRequest::question_params`]): a missing or mistyped field
-    /// is [`NotAQuestion::Malformed`], and the request is declined.
-    pub fn parse(req: &ServerRequest, book: &ChangeBook) -> Result<Self, NotAQuestion> {
-        let why = Why(&req.method);
-        // a request whose thread, turn or item cannot be read cannot be placed: not asked
-        let head = req
-            .head
-            .as_ref()
-            .map_err(|_| why.missing("threadId, turnId or itemId"))?;
-        let params = req.question_params().map_err(|e| NotAQuestion::Malformed {
-            method: req.method.clone(),
-            reason: e.to_string(),
-        })?;
-        match params {
-            None => Err(NotAQuestion::Kind(req.method.clone())),
-            Some(QuestionParams::Command(p)) => command_question(why, p),
-            Some(QuestionParams::FileChange(p)) => {
-                // a person judges the files codex announced, shown whole, or nothing
-                let files = match head.item_id.as_deref().and_then(|id| book.files(id)) {
-                    Some(Some(f)) => f.to_vec(),
-                    Some(None) => return Err(why.unshowable("changes")),
-                    None => return Err(why.missing("changes (codex did not announce them)")),
-                };
-                // the root codex would like for the session is shown as not granted: only
-                // `acceptForSession` grants it, and no answer here is one
-                Ok(Question::FileChange {
-                    reason: nonempty(p.reason),
-                    grant_root: nonempty(p.grant_root),
-                    files: Some(files),
-                    workdir: None,
-                })
-            }
-            Some(QuestionParams::Permissions(p)) => permissions_question(why, p),
-            Some(QuestionParams::UserInput(p)) => user_input_question(why, p),
-            Some(QuestionParams::Elicitation(p)) => Ok(Question::McpElicitation {
-                server: nonempty(Some(p.server_name)).ok_or_else(|| why.missing("serverName"))?,
-                message: capped(p.request.message()),
-                url: match &p.request {
-                    ElicitationRequest::Url { url, .. } => nonempty(Some(url.clone())),
-                    _ => None,
-                },
-                form: match p.request {
-                    ElicitationRequest::Form {
-                        requested_schema, ..
-                    } => Some(Value::Object(requested_schema)),
-                    _ => None,
-                },
-            }),
-        }
-    }
-
-    /// A short title for the question.
-    pub fn title(&self) -> &'static str {
-        match self {
-            Question::Command {
-                network_host: Some(_),
-                command,
-                ..
-            } if command.is_empty() => "Codex asks for network access",
-            Question::Command { .. } => "Codex asks to run a command outside its sandbox",
-            Question::FileChange { .. } => "Codex asks to change files",
-            Question::Permissions { .. } => "Codex asks for more permissions for this turn",
-            Question::UserInput { .. } => "Codex asks you a question",
-            Question::McpElicitation { .. } => "A nested MCP server asks for input",
-        }
-    }
-
-    /// What a person must see to decide, as (label, text) pairs, unredacted: redact every text
-    /// before it leaves the bridge.
-    pub fn lines(&self) -> Vec<(&'static str, String)> {
-        let mut out = Lines::default();
-        match self {
-            Question::Command {
-                command,
-                cwd,
-                reason,
-                network_host,
-                workdir,
-                cwd_resolves_outside,
-            } => {
-                out.push("Command", (!command.is_empty()).then(|| command.clone()));
-                out.push("Network host", network_host.clone());
-                let place = |c: &String| match workdir {
-                    Some(w) if *cwd_resolves_outside || !inside(c, w) => {
-                        format!("{c} — OUTSIDE the working directory {w}")
-                    }
-                    _ => c.clone(),
-                };
-                out.push("Working directory", cwd.as_ref().map(place));
-                out.push("Codex's reason", reason.clone());
-            }
-            Question::FileChange {
-                reason,
-                grant_root,
-                files,
-                workdir,
-            } => file_change_lines(&mut out, reason, grant_root, files, workdir),
-            Question::Permissions {
-                cwd,
-                reason,
-                read,
-                write,
-                network,
-            } => {
-                out.push("Working directory", Some(cwd.clone()));
-                out.push("Codex's reason", reason.clone());
-                out.push("Read", (!read.is_empty()).then(|| read.join("\n")));
-                out.push("Write", (!write.is_empty()).then(|| write.join("\n")));
-                out.push("Network", network.then(|| "enabled".to_owned()));
-            }
-            Question::UserInput { questions } => {
-                for q in questions {
-                    let mut text = format!("{}: {}", q.header, q.question);
-                    if !q.options.is_empty() {
-                        text.push_str(&format!(" [{}]", q.options.join(" | ")));
-                    }
-                    out.push("Question", Some(text));
-                }
-            }
-            Question::McpElicitation {
-                server,
-                message,
-                url,
-                ..
-            } => {
-                out.push("Server", Some(server.clone()));
-                out.push("Message", Some(message.clone()));
-                out.push("Link", url.clone());
-            }
-        }
-        out.0
-    }
-
-    /// Whether the person's accept needs input (answers, form content), not only a yes.
-    pub fn needs_input(&self) -> bool {
-        matches!(
-            self,
-            Question::UserInput { .. } | Question::McpElicitation { .. }
-        )
-    }
-}
-
-/// The only two decisions: there is no "always".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Decision {
-    /// This request only, this time.
-    AcceptOnce,
-    Decline,
-}
-
-/// What was asked and decided, for the turn's structured result (`approvals`) and the log.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DecisionRecord {
-    /// The question as the person saw it (redacted, cut).
-    pub asked: String,
-    pub decision: Decision,
-    /// Whether a person decided (an accept, a decline or a dismissal), not a timeout, an error
-    /// or a client that cannot be asked.
-    pub by_person: bool,
-    /// Why it is a decline when no person decided.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<&'static str>,
-}
-
-impl DecisionRecord {
-    /// The record of a question declined without asking anyone, for `reason`. Its `asked` is
-    /// the question made [`shown::visible`] (redacted with `secrets`, every character a form
-    /// cannot show written as an escape, one line per field), so the record never carries what
-    /// could not be shown.
-    pub fn unasked(question: &Question, secrets: &ClientSecrets, reason: &'static str) -> Self {
-        let mut asked = question.title().to_owned();
-        for (label, value) in question.lines() {
-            asked.push_str(&format!(
-                "\n{label}: {}",
-                shown::visible(&secrets.redact(&value), 400)
-            ));
-        }
-        let asked = match asked.char_indices().nth(MAX_RECORD_CHARS) {
-            None => asked,
-            Some((i, _)) => format!("{}…", &asked[..i]),
-        };
-        DecisionRecord {
-            asked,
-            decision: Decision::Decline,
-            by_person: false,
-            reason: Some(reason),
-        }
+        Some(QuestionParams::Permissions(p)) => permissions_question(why, p),
+        Some(QuestionParams::UserInput(p)) => user_input_question(why, p),
+        Some(QuestionParams::Elicitation(p)) => Ok(Question::McpElicitation {
+            server: nonempty(Some(p.server_name)).ok_or_else(|| why.missing("serverName"))?,
+            message: capped(p.request.message()),
+            url: match &p.request {
+                ElicitationRequest::Url { url, .. } => nonempty(Some(url.clone())),
+                _ => None,
+            },
+            form: match p.request {
+                ElicitationRequest::Form {
+                    requested_schema, ..
+                } => Some(Value::Object(requested_schema)),
+                _ => None,
+            },
+        }),
     }
 }
 
@@ -816,24 +399,6 @@ pub fn escalable(calls: &[ModelCall]) -> Result<(), &'static str> {
             "not asked: codex recorded more than one call under this request's id, so what runs is not known",
         ),
     }
-}
-
-/// Who answers the questions of one turn: the person behind the client connection that started
-/// it (built by the MCP layer). It answers codex through the [`Asked`] and resolves to the
-/// record of what was decided.
-pub type Asker = std::sync::Arc<
-    dyn Fn(Asked) -> std::pin::Pin<Box<dyn std::future::Future<Output = DecisionRecord> + Send>>
-        + Send
-        + Sync,
->;
-
-/// What a person typed, for the questions that need input.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Input {
-    /// Answers of `item/tool/requestUserInput`, by question id.
-    Answers(BTreeMap<String, String>),
-    /// The content of a nested server's form: primitive values only.
-    Form(Map<String, Value>),
 }
 
 /// One answer line for codex, built only from a [`Decision`] (and [`Input`]).
@@ -903,118 +468,52 @@ impl Answer {
     }
 }
 
-/// A question handed to an answerer. Answer it before [`Asked::deadline`]; after it, or if this
-/// is dropped, codex gets the decline.
+/// A question codex asked, as the codex side keeps it: the request (to place it in its thread
+/// and turn, and to log it) and the [`Asked`] handed to the answerer.
 #[derive(Debug)]
-pub struct Asked {
+pub struct Asking {
     pub request: ServerRequest,
-    pub question: Question,
-    /// `params.turnId`: the turn that asks (answer only if that turn is still running).
-    pub turn_id: Option<TurnRef>,
-    deadline: Instant,
-    reply: oneshot::Sender<Answer>,
+    pub asked: Asked,
 }
 
-impl Asked {
-    /// Hand `question` over; the client's answering task keeps the other end.
-    pub fn new(
-        request: ServerRequest,
-        question: Question,
-        deadline: Instant,
-    ) -> (Self, oneshot::Receiver<Answer>) {
-        let (reply, rx) = oneshot::channel();
-        let turn_id = request.head.as_ref().ok().and_then(|h| h.turn_id.clone());
-        (
-            Asked {
-                request,
-                question,
-                turn_id,
-                deadline,
-                reply,
-            },
-            rx,
-        )
-    }
-
-    /// When codex gets the decline if no answer came.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
-    /// Answer with `decision` (and `input` for a question that needs it). Returns what was
-    /// decided (`Decline` also when the deadline passed first and codex already got it).
-    pub fn answer(self, decision: Decision, input: Option<Input>) -> Decision {
-        let answer = Answer::new(&self.request, &self.question, decision, input);
-        self.send(answer)
-    }
-
-    /// Decline now.
-    pub fn decline(self) {
-        let _ = self.answer(Decision::Decline, None);
-    }
-
-    /// Send `answer` (built for this request), unless the deadline passed first. Returns what
-    /// codex got.
-    fn send(self, answer: Answer) -> Decision {
+/// Hand `question` (read from `req`) over until `deadline`: the [`Asking`], and where codex's
+/// answer line comes from. A decision reaches codex only as an [`Answer`] built from `req`
+/// ([`Answer::new`]); a dropped [`Asked`] closes the receiver, which the caller answers with
+/// the decline.
+pub fn ask(
+    req: ServerRequest,
+    question: Question,
+    deadline: Instant,
+) -> (Asking, oneshot::Receiver<Answer>) {
+    let (tx, rx) = oneshot::channel();
+    let (request, shown) = (req.clone(), question.clone());
+    let reply: Reply = Box::new(move |decision, input| {
+        let answer = Answer::new(&request, &shown, decision, input);
         let decided = answer.decision();
-        if Instant::now() >= self.deadline {
-            return Decision::Decline;
-        }
-        match self.reply.send(answer) {
+        match tx.send(answer) {
             Ok(()) => decided,
             Err(_) => Decision::Decline,
         }
-    }
-
-    /// A copy of the question for an answerer, and this one held back: the answer the copy
-    /// gets reaches codex only through [`Held::forward`], after whatever checks the holder
-    /// makes. Same deadline: past it, codex gets the decline whatever comes.
-    pub fn interpose(self) -> (Asked, Held) {
-        let (copy, rx) = Asked::new(self.request.clone(), self.question.clone(), self.deadline);
-        (
-            copy,
-            Held {
-                original: self,
-                answered: rx,
-            },
-        )
-    }
-}
-
-/// A question held back by [`Asked::interpose`]: dropped, codex gets the decline.
-#[derive(Debug)]
-pub struct Held {
-    original: Asked,
-    answered: oneshot::Receiver<Answer>,
-}
-
-impl Held {
-    /// The question codex asked.
-    pub fn asked(&self) -> &Asked {
-        &self.original
-    }
-
-    /// The answer the copy was given, once given (`None`: the answerer dropped it unanswered).
-    pub async fn answer(&mut self) -> Option<Answer> {
-        (&mut self.answered).await.ok()
-    }
-
-    /// Send `answer` to codex. Returns what codex got.
-    pub fn forward(self, answer: Answer) -> Decision {
-        self.original.send(answer)
-    }
-
-    /// Send codex the decline.
-    pub fn decline(self) {
-        self.original.decline();
-    }
+    });
+    let asked = Asked::new(question, deadline, reply);
+    (
+        Asking {
+            request: req,
+            asked,
+        },
+        rx,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::codex::app_server::protocol::{Incoming, parse_line};
-    use serde_json::json;
+    use crate::question::{CHANGE_LABEL, DecisionRecord};
+    use crate::security::redact::ClientSecrets;
+    use crate::security::shown::{self, Unreadable};
+    use serde_json::{Map, json};
+    use std::collections::BTreeMap;
 
     const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
     const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
@@ -1055,7 +554,7 @@ mod tests {
     #[test]
     fn a_command_approval_reads_the_command_cwd_and_reason_and_answers_once() {
         let r = req(COMMAND);
-        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let q = parse(&r, &ChangeBook::default()).unwrap();
         assert_eq!(
             q,
             Question::Command {
@@ -1077,11 +576,11 @@ mod tests {
         );
         let mut v171: Value = serde_json::from_str(COMMAND).unwrap();
         v171["params"]["kind"] = json!("command");
-        assert!(Question::parse(&req(&v171.to_string()), &ChangeBook::default()).is_ok());
+        assert!(parse(&req(&v171.to_string()), &ChangeBook::default()).is_ok());
         for other in ["writeStdin", "humanCommand"] {
             v171["params"]["kind"] = json!(other);
             assert!(matches!(
-                Question::parse(&req(&v171.to_string()), &ChangeBook::default()),
+                parse(&req(&v171.to_string()), &ChangeBook::default()),
                 Err(NotAQuestion::Kind(_))
             ));
         }
@@ -1100,7 +599,7 @@ mod tests {
         ];
         for l in lines {
             let r = req(&l);
-            let q = Question::parse(&r, &book).unwrap();
+            let q = parse(&r, &book).unwrap();
             for a in answers(&r, &q) {
                 let text = a.to_string();
                 for forbidden in [
@@ -1121,7 +620,7 @@ mod tests {
         let r = req(
             r#"{"method":"item/fileChange/requestApproval","id":1,"params":{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"grantRoot":"/w"}}"#,
         );
-        let mut q = Question::parse(&r, &book).unwrap();
+        let mut q = parse(&r, &book).unwrap();
         q.set_workdir(std::path::Path::new("/w"));
         let shown = q.lines();
         assert!(
@@ -1153,7 +652,7 @@ mod tests {
         let r = req(
             r#"{"method":"item/permissions/requestApproval","id":2,"params":{"threadId":"T","turnId":"U","itemId":"i","startedAtMs":1,"cwd":"/w","permissions":{"network":{"enabled":true},"fileSystem":null}}}"#,
         );
-        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let q = parse(&r, &ChangeBook::default()).unwrap();
         let a: Value =
             serde_json::from_str(Answer::new(&r, &q, Decision::AcceptOnce, None).line()).unwrap();
         assert_eq!(
@@ -1167,7 +666,7 @@ mod tests {
         let r = req(
             r#"{"method":"item/tool/requestUserInput","id":3,"params":{"threadId":"T","turnId":"U","itemId":"i","questions":[{"id":"q1","header":"H","question":"Which?"}]}}"#,
         );
-        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let q = parse(&r, &ChangeBook::default()).unwrap();
         assert!(q.needs_input());
         // an accept without input, or with the wrong kind, is a decline
         for input in [None, Some(Input::Form(Map::new()))] {
@@ -1192,7 +691,7 @@ mod tests {
         let r = req(
             r#"{"method":"mcpServer/elicitation/request","id":"e","params":{"threadId":"T","serverName":"s","mode":"form","message":"ok?","requestedSchema":{"type":"object","properties":{"n":{"type":"string"}}}}}"#,
         );
-        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let q = parse(&r, &ChangeBook::default()).unwrap();
         let nested = Map::from_iter([("n".into(), json!({"deep": 1}))]);
         assert_eq!(
             Answer::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(nested))).decision(),
@@ -1215,10 +714,7 @@ mod tests {
             r#"{"method":"item/permissions/requestApproval","id":1,"params":{"cwd":"/w"}}"#,
             r#"{"method":"item/tool/requestUserInput","id":1,"params":{"questions":[]}}"#,
         ] {
-            assert!(
-                Question::parse(&req(l), &ChangeBook::default()).is_err(),
-                "{l}"
-            );
+            assert!(parse(&req(l), &ChangeBook::default()).is_err(), "{l}");
         }
     }
 
@@ -1226,7 +722,7 @@ mod tests {
     fn a_missing_or_mistyped_field_declines_the_question_never_asks_with_a_blank() {
         let malformed = |l: Value| {
             let r = req(&l.to_string());
-            let got = Question::parse(&r, &ChangeBook::default());
+            let got = parse(&r, &ChangeBook::default());
             assert!(
                 matches!(got, Err(NotAQuestion::Malformed { .. })),
                 "{l}: {got:?}"
@@ -1283,7 +779,7 @@ mod tests {
         }
         // the controls: complete, they are questions
         assert!(
-            Question::parse(
+            parse(
                 &req(&cmd(json!({"command": "ls", "kind": "command"})).to_string()),
                 &ChangeBook::default()
             )
@@ -1294,7 +790,7 @@ mod tests {
             "url": "https://example.com", "elicitationId": "e"}))
             .to_string(),
         );
-        let q = Question::parse(&url, &ChangeBook::default()).unwrap();
+        let q = parse(&url, &ChangeBook::default()).unwrap();
         assert!(
             matches!(&q, Question::McpElicitation { form: None, url: Some(u), .. }
             if u == "https://example.com")
@@ -1316,7 +812,7 @@ mod tests {
     fn what_an_accept_would_allow_is_asked_only_when_it_can_be_shown_whole() {
         let unshowable = |l: Value, book: &ChangeBook| {
             matches!(
-                Question::parse(&req(&l.to_string()), book),
+                parse(&req(&l.to_string()), book),
                 Err(NotAQuestion::Unshowable { .. } | NotAQuestion::Missing { .. })
             )
         };
@@ -1332,13 +828,13 @@ mod tests {
             &book
         ));
         let fits = "x".repeat(MAX_FIELD_CHARS);
-        assert!(Question::parse(&req(&cmd(json!({"command": fits})).to_string()), &book).is_ok());
+        assert!(parse(&req(&cmd(json!({"command": fits})).to_string()), &book).is_ok());
         // extra permissions riding on a command's accept
         let extra = cmd(json!({"command": "ls", "additionalPermissions":
             {"network": {"enabled": true}}}));
         assert!(unshowable(extra, &book));
         let none = cmd(json!({"command": "ls", "additionalPermissions": null}));
-        assert!(Question::parse(&req(&none.to_string()), &book).is_ok());
+        assert!(parse(&req(&none.to_string()), &book).is_ok());
         // permissions: more entries than shown, a key the form does not show, a long path
         let perms = |permissions: Value| {
             json!({"method": "item/permissions/requestApproval",
@@ -1346,7 +842,7 @@ mod tests {
         };
         let mut many: Vec<String> = (0..MAX_ENTRIES).map(|i| format!("/w/{i}")).collect();
         assert!(
-            Question::parse(
+            parse(
                 &req(&perms(json!({"fileSystem": {"write": many}})).to_string()),
                 &book
             )
@@ -1423,7 +919,7 @@ mod tests {
     }
 
     fn change_question(book: &ChangeBook) -> Result<Question, NotAQuestion> {
-        Question::parse(
+        parse(
             &req(
                 r#"{"method":"item/fileChange/requestApproval","id":5,"params":{"itemId":"c1","turnId":"U"}}"#,
             ),
@@ -1546,7 +1042,7 @@ mod tests {
     #[test]
     fn a_command_or_reason_holding_what_a_form_cannot_show_is_unreadable_and_its_record_is_safe() {
         let mut v: Value = serde_json::from_str(COMMAND).unwrap();
-        let plain = Question::parse(&req(&v.to_string()), &ChangeBook::default()).unwrap();
+        let plain = parse(&req(&v.to_string()), &ChangeBook::default()).unwrap();
         assert_eq!(plain.unreadable(), None);
         let hostile = [
             (
@@ -1566,7 +1062,7 @@ mod tests {
         ];
         for (field, value) in hostile {
             v["params"][field] = value.clone();
-            let q = Question::parse(&req(&v.to_string()), &ChangeBook::default()).unwrap();
+            let q = parse(&req(&v.to_string()), &ChangeBook::default()).unwrap();
             let why = q.unreadable().unwrap_or_else(|| panic!("{field}: {value}"));
             let record = DecisionRecord::unasked(&q, &ClientSecrets::default(), why.reason());
             assert_eq!(
@@ -1612,10 +1108,12 @@ mod tests {
     #[tokio::test]
     async fn an_asked_question_answers_once_and_a_drop_or_late_answer_is_a_decline() {
         let r = req(COMMAND);
-        let q = Question::parse(&r, &ChangeBook::default()).unwrap();
+        let q = parse(&r, &ChangeBook::default()).unwrap();
         let later = Instant::now() + std::time::Duration::from_secs(60);
-        let (asked, rx) = Asked::new(r.clone(), q.clone(), later);
-        assert_eq!(asked.turn_id.as_deref(), Some(TURN));
+        let (asking, rx) = ask(r.clone(), q.clone(), later);
+        let head = asking.request.head.as_ref().unwrap();
+        assert_eq!(head.turn_id.as_deref(), Some(TURN));
+        let asked = asking.asked;
         assert_eq!(
             asked.answer(Decision::AcceptOnce, None),
             Decision::AcceptOnce
@@ -1624,11 +1122,14 @@ mod tests {
             rx.await.unwrap().line(),
             r#"{"id":0,"result":{"decision":"accept"}}"#
         );
-        let (asked, rx) = Asked::new(r.clone(), q.clone(), later);
-        drop(asked);
+        let (asking, rx) = ask(r.clone(), q.clone(), later);
+        drop(asking);
         assert!(rx.await.is_err(), "a drop leaves the decline to the client");
-        let (asked, rx) = Asked::new(r, q, Instant::now());
-        assert_eq!(asked.answer(Decision::AcceptOnce, None), Decision::Decline);
+        let (asking, rx) = ask(r, q, Instant::now());
+        assert_eq!(
+            asking.asked.answer(Decision::AcceptOnce, None),
+            Decision::Decline
+        );
         assert!(rx.await.is_err());
     }
 }

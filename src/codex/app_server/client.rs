@@ -9,8 +9,8 @@
 //!   protocol's [`ServerRequest::decline`], before the event is passed on: an unanswered request
 //!   blocks the turn forever, so no consumer can forget one.
 //! - Opt-in ([`Client::with_answerer`]): a request a person may answer (see
-//!   [`approval::Question`]) is handed over as an [`Asked`] on a second stream instead; a task
-//!   of its own writes the answer, or the decline when the deadline passes or the [`Asked`] is
+//!   [`approval::Question`]) is handed over as an [`Asking`] on a second stream instead; a task
+//!   of its own writes the answer, or the decline when the deadline passes or its `Asked` is
 //!   dropped, so it is still never left unanswered. Every other request is declined at once.
 //! - Notifications (and a record of each declined request) go to one event stream, in order.
 //! - [`Client::close`] closes stdin (EOF is the app-server's clean shutdown) and waits for
@@ -31,11 +31,12 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::approval::{self, Asked, ChangeBook, Question};
+use super::approval::{self, Asking, ChangeBook};
 use super::protocol::{
     self, Incoming, InitializeResponse, Message, Notification, ProtocolError, Request, RequestId,
     RpcError, ServerRequest, ThreadOpened, TurnParams, TurnRef,
 };
+use crate::question::Question;
 
 /// Default cap on one line from codex. A `thread/resume` result carries the thread's whole
 /// history in one line, so this is generous; the exec path's cap is a separate setting.
@@ -76,7 +77,7 @@ pub enum Event {
 
 /// Where the reader hands the requests a person may answer, and how long they may take.
 struct Answerer {
-    asked: mpsc::UnboundedSender<Asked>,
+    asked: mpsc::UnboundedSender<Asking>,
     deadline: Duration,
     book: ChangeBook,
 }
@@ -110,9 +111,9 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
     }
 
     /// [`Client::new`], and each request a person may answer (an approval, a question, a nested
-    /// server's elicitation: whatever [`Question::parse`] reads) comes on the second stream as
-    /// an [`Asked`] instead of being declined at once. Codex gets the decline if no answer came
-    /// within `deadline`, if the [`Asked`] (or the stream) is dropped, or if the request is not
+    /// server's elicitation: whatever [`approval::parse`] reads) comes on the second stream as
+    /// an [`Asking`] instead of being declined at once. Codex gets the decline if no answer came
+    /// within `deadline`, if its `Asked` (or the stream) is dropped, or if the request is not
     /// a question. The consumer answers only a question of the turn it runs, from the client
     /// connection that started that turn.
     pub fn with_answerer<R>(
@@ -123,7 +124,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
     ) -> (
         Self,
         mpsc::UnboundedReceiver<Event>,
-        mpsc::UnboundedReceiver<Asked>,
+        mpsc::UnboundedReceiver<Asking>,
     )
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -339,7 +340,7 @@ async fn read_loop<R, W>(
             }
             Ok(Incoming::Request(req)) if answerer.is_some() => {
                 let a = answerer.as_ref().expect("checked");
-                match Question::parse(&req, &a.book) {
+                match approval::parse(&req, &a.book) {
                     Ok(question) => hand_over(a, &writer, req, question),
                     Err(why) => {
                         tracing::info!(method = %req.method, %why, "codex app-server request declined");
@@ -369,7 +370,7 @@ async fn read_loop<R, W>(
 }
 
 /// Hand `question` to the answerer; a task of its own writes the answer, or the decline at the
-/// deadline or when the [`Asked`] is dropped (the reader goes on reading meanwhile).
+/// deadline or when its `Asked` is dropped (the reader goes on reading meanwhile).
 fn hand_over<W>(
     a: &Answerer,
     writer: &Arc<Mutex<Option<W>>>,
@@ -381,9 +382,9 @@ fn hand_over<W>(
     let deadline = Instant::now() + a.deadline;
     let decline = approval::Answer::decline(&req);
     let method = req.method.clone();
-    let (asked, rx) = Asked::new(req, question, deadline);
+    let (asking, rx) = approval::ask(req, question, deadline);
     // a closed stream drops the Asked at once: the task below sends the decline
-    let _ = a.asked.send(asked);
+    let _ = a.asked.send(asking);
     let writer = writer.clone();
     tokio::spawn(async move {
         let answer = match tokio::time::timeout_at(deadline.into(), rx).await {
@@ -434,7 +435,7 @@ mod tests {
     type AnsweringPair = (
         Client<tokio::io::DuplexStream>,
         mpsc::UnboundedReceiver<Event>,
-        mpsc::UnboundedReceiver<Asked>,
+        mpsc::UnboundedReceiver<Asking>,
         tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
         tokio::io::DuplexStream,
     );
@@ -477,11 +478,11 @@ mod tests {
         assert!(
             matches!(events.recv().await, Some(Event::Declined(r)) if r.id == RequestId::Int(1))
         );
-        let a = asked.recv().await.unwrap();
+        let a = asked.recv().await.unwrap().asked;
         assert!(matches!(&a.question, Question::Command { command, .. } if command == "touch /x"));
         assert_eq!(
-            a.answer(approval::Decision::AcceptOnce, None),
-            approval::Decision::AcceptOnce
+            a.answer(crate::question::Decision::AcceptOnce, None),
+            crate::question::Decision::AcceptOnce
         );
         assert_eq!(
             from_client.next_line().await.unwrap().unwrap(),
@@ -500,15 +501,15 @@ mod tests {
             r#"{"id":0,"result":{"decision":"decline"}}"#
         );
         send(&mut to_client, &approval(1)).await;
-        let kept = asked.recv().await.unwrap();
+        let kept = asked.recv().await.unwrap().asked;
         assert_eq!(
             from_client.next_line().await.unwrap().unwrap(),
             r#"{"id":1,"result":{"decision":"decline"}}"#
         );
         // too late: the decline already went
         assert_eq!(
-            kept.answer(approval::Decision::AcceptOnce, None),
-            approval::Decision::Decline
+            kept.answer(crate::question::Decision::AcceptOnce, None),
+            crate::question::Decision::Decline
         );
         // nobody reads the handed stream any more: declined all the same
         drop(asked);

@@ -33,9 +33,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::mpsc;
 
-use crate::codex::app_server::approval::{
-    self, Asked, Asker, DecisionRecord, LONGEST_WAIT, Question,
-};
+use crate::codex::app_server::approval::{self, Asking};
 use crate::codex::app_server::client::{Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event};
 use crate::codex::app_server::protocol::{
     self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef,
@@ -46,6 +44,8 @@ use crate::codex::events::{self, FailureKind, Transcript, describe};
 use crate::codex::rollout::{self, ModelCall};
 use crate::confine;
 use crate::invalid::InvalidArgument;
+use crate::question::ask::{Asked, Asker};
+use crate::question::{Decision, DecisionRecord, LONGEST_WAIT, Question};
 use crate::security::ids::ThreadId;
 
 /// What the process layer returns: its own error, never the crate's.
@@ -126,7 +126,7 @@ pub struct WarmProcess {
     events: UnboundedReceiver<Event>,
     /// Codex's questions (approvals, input, nested servers' forms): answered only by the
     /// running turn's asker, else declined.
-    asked: UnboundedReceiver<Asked>,
+    asked: UnboundedReceiver<Asking>,
     stderr: Arc<Mutex<Vec<u8>>>,
     key: WarmKey,
     info: SpawnInfo,
@@ -356,9 +356,9 @@ impl WarmProcess {
             }
         }
         // a question that came while no turn ran: no turn of this process is waiting for it
-        while let Ok(asked) = self.asked.try_recv() {
-            tracing::info!(method = %asked.request.method, "declined a question from codex app-server between turns");
-            asked.decline();
+        while let Ok(asking) = self.asked.try_recv() {
+            tracing::info!(method = %asking.request.method, "declined a question from codex app-server between turns");
+            asking.asked.decline();
         }
         self.spent || matches!(self.child.try_wait(), Ok(Some(_)))
     }
@@ -518,10 +518,10 @@ impl WarmProcess {
                     asks.records.push(record);
                     continue;
                 }
-                Some(asked) = self.asked.recv() => {
+                Some(asking) = self.asked.recv() => {
                     // only a question of this turn (its thread, and its turn when codex names
                     // one), while it runs, goes to its asker; a few at once at most
-                    let ours = asked.request.is_of(&thread, &turn_id);
+                    let ours = asking.request.is_of(&thread, &turn_id);
                     match (&ctl.asker, ours) {
                         (Some(ask), true) if answering.len() < MAX_OPEN_QUESTIONS => {
                             let rollout = self.loaded.as_ref().and_then(|l| l.rollout.clone());
@@ -531,15 +531,15 @@ impl WarmProcess {
                             };
                             answering.push(screened(
                                 ask.clone(),
-                                asked,
+                                asking,
                                 cwd.to_path_buf(),
                                 (rollout, writes),
                                 opts.secrets.clone(),
                             ))
                         }
                         _ => {
-                            tracing::info!(method = %asked.request.method, ours, "declined a question from codex app-server");
-                            asked.decline();
+                            tracing::info!(method = %asking.request.method, ours, "declined a question from codex app-server");
+                            asking.asked.decline();
                         }
                     }
                     continue;
@@ -953,7 +953,7 @@ struct Writes {
 /// with its answer held back ([`bound_to_shown`]).
 fn screened(
     ask: Asker,
-    mut asked: Asked,
+    Asking { request, mut asked }: Asking,
     cwd: std::path::PathBuf,
     (rollout, writes): (Option<std::path::PathBuf>, Writes),
     secrets: crate::security::redact::ClientSecrets,
@@ -967,8 +967,7 @@ fn screened(
             && !command.is_empty()
         {
             // an escalation names its model call (the item); one that names none is not asked
-            let item = asked
-                .request
+            let item = request
                 .head
                 .as_ref()
                 .ok()
@@ -982,12 +981,13 @@ fn screened(
         match refused {
             Some(reason) => {
                 let record = DecisionRecord::unasked(&asked.question, &secrets, reason);
-                tracing::info!(method = %asked.request.method, reason, "question declined without asking");
+                tracing::info!(method = %request.method, reason, "question declined without asking");
                 asked.decline();
                 record
             }
             None if matches!(asked.question, Question::FileChange { .. }) => {
-                bound_to_shown(ask, asked, (shown, &cwd), writes).await
+                let item = request.head.as_ref().ok().and_then(|h| h.item_id.clone());
+                bound_to_shown(ask, (asked, item), (shown, &cwd), writes).await
             }
             None => ask(asked).await,
         }
@@ -1041,27 +1041,21 @@ fn resolutions(question: &Question, cwd: &std::path::Path) -> Vec<Option<std::pa
 /// symbolic link, or back) makes it a decline, and the record says why.
 async fn bound_to_shown(
     ask: Asker,
-    asked: Asked,
+    (asked, item): (Asked, Option<String>),
     (shown, cwd): (Vec<Option<std::path::PathBuf>>, &std::path::Path),
     writes: Writes,
 ) -> DecisionRecord {
-    let item = asked
-        .request
-        .head
-        .as_ref()
-        .ok()
-        .and_then(|h| h.item_id.clone());
     let (copy, mut held) = asked.interpose();
     let mut record = ask(copy).await;
     let answer = match held.answer().await {
-        Some(a) if a.decision() == approval::Decision::AcceptOnce => a,
+        Some(a) if a.0 == Decision::AcceptOnce => a,
         Some(a) => {
             held.forward(a);
             return record;
         }
         None => {
             held.decline();
-            record.decision = approval::Decision::Decline;
+            record.decision = Decision::Decline;
             return record;
         }
     };
@@ -1078,7 +1072,7 @@ async fn bound_to_shown(
     if !frozen.as_ref().is_some_and(|f| f.complete()) {
         tracing::warn!(asked = %record.asked, "an accepted file change was declined: the server's other processes could not all be stopped while codex writes");
         held.decline();
-        record.decision = approval::Decision::Decline;
+        record.decision = Decision::Decline;
         record.reason = Some(UNFROZEN);
         return record;
     }
@@ -1086,7 +1080,7 @@ async fn bound_to_shown(
     if now != shown || now.iter().any(Option::is_none) {
         tracing::warn!(asked = %record.asked, "an accepted file change was declined: a path resolves elsewhere than when it was shown");
         held.decline();
-        record.decision = approval::Decision::Decline;
+        record.decision = Decision::Decline;
         record.reason = Some(MOVED);
         return record;
     }
@@ -1095,7 +1089,7 @@ async fn bound_to_shown(
         record.decision = sent;
         record.reason = Some("the answer came after codex's deadline");
     }
-    if sent == approval::Decision::AcceptOnce {
+    if sent == Decision::AcceptOnce {
         let done = async {
             loop {
                 match applied.recv().await {
@@ -1328,7 +1322,7 @@ mod tests {
         std::fs::create_dir_all(work.join("kept")).unwrap();
         let outside = root.join("outside");
         std::fs::create_dir_all(&outside).unwrap();
-        let file = |path: &str| approval::FileSummary {
+        let file = |path: &str| crate::question::FileSummary {
             path: work.join(path).display().to_string(),
             kind: "add".into(),
             move_to: None,
