@@ -139,7 +139,7 @@ pub(crate) fn plain_error(e: &Error) -> CallToolResult {
 }
 
 fn error_kind(e: &Error) -> results::ErrorKind {
-    use crate::codex::events::FailureKind;
+    use crate::failure::FailureKind;
     use results::ErrorKind as K;
     match e {
         Error::InvalidArgument { .. } => K::InvalidArgument,

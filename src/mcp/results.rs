@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::codex::events::Usage;
+use crate::usage::Usage;
 use crate::config::CodexSupport;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
