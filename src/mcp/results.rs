@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::usage::Usage;
 use crate::config::CodexSupport;
+use crate::usage::Usage;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]

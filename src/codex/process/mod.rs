@@ -27,6 +27,7 @@ mod freeze;
 mod kill;
 mod outcome;
 mod read;
+mod screen;
 mod server;
 mod signal;
 mod spawn;
