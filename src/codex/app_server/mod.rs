@@ -4,5 +4,6 @@
 
 pub mod approval;
 pub mod client;
+pub mod conversation;
 pub mod protocol;
 pub mod translate;

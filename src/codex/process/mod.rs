@@ -31,7 +31,7 @@ mod screen;
 mod server;
 mod signal;
 mod spawn;
-mod turn;
+pub mod turn;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -39,11 +39,12 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+pub use crate::codex::app_server::conversation::{Steer, ThreadWanted, TurnControl};
 pub use cgroup::{CGROUP_PREFIX, containment};
 pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
 pub use kill::{argv_hash, kill_leftover, start_ticks};
-pub use server::{Steer, ThreadWanted, TurnControl, WarmKey, WarmProcess, key_of};
+pub use server::{WarmKey, WarmProcess, key_of};
 pub use signal::descendants;
 pub use spawn::keep_memory_private;
 pub use turn::{
