@@ -1,0 +1,647 @@
+//! Items and notifications: the thread items the bridge reports on ([`Item`], with
+//! [`ItemStatus`] as the app-server spells it), the changes a `fileChange` item announces
+//! ([`file_change_item`]), token counts, and the [`Notification`]s the bridge acts on, each read
+//! typed (a missing or mistyped field is an error, never a default).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::frame::{ProtocolError, TurnRef, typed, typed_ref};
+use super::policy::EffectivePolicy;
+use super::turn::TurnStatus;
+use crate::codex::events::ItemStatus;
+use crate::security::ids::ThreadId;
+
+/// [`ItemStatus`] as the app-server spells it (a state of a later version reads as
+/// `Unknown`; a missing one is an error).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+enum WireItemStatus {
+    InProgress,
+    Completed,
+    Failed,
+    Declined,
+    #[serde(other)]
+    Unknown,
+}
+
+impl From<WireItemStatus> for ItemStatus {
+    fn from(w: WireItemStatus) -> Self {
+        match w {
+            WireItemStatus::InProgress => ItemStatus::InProgress,
+            WireItemStatus::Completed => ItemStatus::Completed,
+            WireItemStatus::Failed => ItemStatus::Failed,
+            WireItemStatus::Declined => ItemStatus::Declined,
+            WireItemStatus::Unknown => ItemStatus::Unknown,
+        }
+    }
+}
+
+/// A thread item the bridge reports on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    AgentMessage {
+        id: String,
+        text: String,
+    },
+    CommandExecution {
+        id: String,
+        command: String,
+        status: ItemStatus,
+        exit_code: Option<i64>,
+    },
+    FileChange {
+        id: String,
+        status: ItemStatus,
+        /// The paths changed.
+        paths: Vec<String>,
+    },
+    /// Any other item type (user messages, reasoning, MCP calls, web searches, …).
+    Other {
+        kind: String,
+        id: String,
+    },
+}
+
+/// Every item's `type` and `id`.
+#[derive(Deserialize)]
+struct WireItemHead {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
+}
+
+/// The items the bridge reads, each field it reads required.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum WireItem {
+    AgentMessage {
+        id: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    CommandExecution {
+        id: String,
+        command: String,
+        status: WireItemStatus,
+        exit_code: Option<i64>,
+    },
+    FileChange {
+        id: String,
+        status: WireItemStatus,
+        changes: Vec<WirePath>,
+    },
+}
+
+/// A file change's path (what it writes is read, for a person, by
+/// [`ChangeBook`](super::super::approval::ChangeBook)).
+#[derive(Deserialize)]
+struct WirePath {
+    path: String,
+}
+
+impl Item {
+    fn from_value(v: &Value) -> Result<Self, ProtocolError> {
+        let head: WireItemHead = typed_ref("item", v)?;
+        if !matches!(
+            head.kind.as_str(),
+            "agentMessage" | "commandExecution" | "fileChange"
+        ) {
+            return Ok(Item::Other {
+                kind: head.kind,
+                id: head.id,
+            });
+        }
+        Ok(match typed_ref::<WireItem>("item", v)? {
+            WireItem::AgentMessage { id, text } => Item::AgentMessage { id, text },
+            WireItem::CommandExecution {
+                id,
+                command,
+                status,
+                exit_code,
+            } => Item::CommandExecution {
+                id,
+                command,
+                status: status.into(),
+                exit_code,
+            },
+            WireItem::FileChange {
+                id,
+                status,
+                changes,
+            } => Item::FileChange {
+                id,
+                status: status.into(),
+                paths: changes.into_iter().map(|c| c.path).collect(),
+            },
+        })
+    }
+}
+
+/// One change of a `fileChange` item, every field required: what it writes is shown whole to a
+/// person ([`ChangeBook`](super::super::approval::ChangeBook)), or the change is not asked.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AnnouncedChange {
+    pub path: String,
+    pub kind: AnnouncedKind,
+    pub diff: String,
+}
+
+/// `kind` of a change: `add`, `delete`, or `update` (with `move_path` when it moves).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AnnouncedKind {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub move_path: Option<String>,
+}
+
+/// A `fileChange` item of an `item/started` or `item/completed` line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileChangeItem {
+    pub id: String,
+    /// `item/completed`: the change is done, no approval names it any more.
+    pub completed: bool,
+    /// Each change, read typed (`Err`: one that is not a change as codex announces it);
+    /// `None` when the item has no list of changes.
+    pub changes: Option<Vec<Result<AnnouncedChange, String>>>,
+}
+
+/// Read `line` as a `fileChange` item of `item/started` / `item/completed`: `None` for any other
+/// line, or an item without its id.
+pub fn file_change_item(line: &str) -> Option<FileChangeItem> {
+    #[derive(Deserialize)]
+    struct Line {
+        method: String,
+        params: Params,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        item: Item,
+    }
+    #[derive(Deserialize)]
+    struct Item {
+        #[serde(rename = "type")]
+        kind: String,
+        id: String,
+        #[serde(default)]
+        changes: Option<Vec<Value>>,
+    }
+    let l: Line = serde_json::from_str(line).ok()?;
+    let completed = match l.method.as_str() {
+        "item/started" => false,
+        "item/completed" => true,
+        _ => return None,
+    };
+    (l.params.item.kind == "fileChange").then(|| FileChangeItem {
+        id: l.params.item.id,
+        completed,
+        changes: l.params.item.changes.map(|c| {
+            c.iter()
+                .map(|c| AnnouncedChange::deserialize(c).map_err(|e| e.to_string()))
+                .collect()
+        }),
+    })
+}
+
+/// Token counts of the last model call and of the whole thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub struct TokenUsage {
+    #[serde(rename = "inputTokens")]
+    pub input: u64,
+    #[serde(rename = "cachedInputTokens")]
+    pub cached_input: u64,
+    #[serde(rename = "outputTokens")]
+    pub output: u64,
+    #[serde(rename = "reasoningOutputTokens")]
+    pub reasoning_output: u64,
+    #[serde(rename = "totalTokens")]
+    pub total: u64,
+}
+
+/// A notification the bridge acts on; the rest are [`Notification::Other`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notification {
+    ThreadStarted {
+        thread_id: ThreadId,
+    },
+    /// A `turn/start` changed the thread's settings: the policy the next turns run with.
+    ThreadSettingsUpdated {
+        thread_id: ThreadId,
+        policy: EffectivePolicy,
+    },
+    TurnStarted {
+        thread_id: ThreadId,
+        turn_id: TurnRef,
+    },
+    TurnCompleted {
+        thread_id: ThreadId,
+        turn_id: TurnRef,
+        status: TurnStatus,
+        error: Option<String>,
+    },
+    ItemStarted {
+        thread_id: ThreadId,
+        turn_id: TurnRef,
+        item: Item,
+    },
+    ItemCompleted {
+        thread_id: ThreadId,
+        turn_id: TurnRef,
+        item: Item,
+    },
+    TokenUsage {
+        thread_id: ThreadId,
+        turn_id: TurnRef,
+        last: TokenUsage,
+        total: TokenUsage,
+    },
+    /// A turn error (`willRetry`: codex retries by itself).
+    Error {
+        thread_id: ThreadId,
+        turn_id: TurnRef,
+        message: String,
+        will_retry: bool,
+    },
+    Other {
+        method: String,
+    },
+}
+
+impl Notification {
+    /// The thread and turn a notification of a turn belongs to (`None` for the others).
+    pub fn turn(&self) -> Option<(&ThreadId, &TurnRef)> {
+        match self {
+            Notification::TurnStarted { thread_id, turn_id }
+            | Notification::TurnCompleted {
+                thread_id, turn_id, ..
+            }
+            | Notification::ItemStarted {
+                thread_id, turn_id, ..
+            }
+            | Notification::ItemCompleted {
+                thread_id, turn_id, ..
+            }
+            | Notification::TokenUsage {
+                thread_id, turn_id, ..
+            }
+            | Notification::Error {
+                thread_id, turn_id, ..
+            } => Some((thread_id, turn_id)),
+            Notification::ThreadStarted { .. }
+            | Notification::ThreadSettingsUpdated { .. }
+            | Notification::Other { .. } => None,
+        }
+    }
+}
+
+/// The params of the notifications the bridge reads, every field it reads required.
+mod wire {
+    // named from the crate: the layering test reads a `super::` here as the file's parent
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use crate::codex::app_server::protocol::frame::TurnRef;
+    use crate::codex::app_server::protocol::items::TokenUsage;
+    use crate::codex::app_server::protocol::policy::WirePolicy;
+    use crate::codex::app_server::protocol::turn::{WireError, WireTurn};
+    use crate::security::ids::ThreadId;
+
+    #[derive(Deserialize)]
+    pub(super) struct ThreadStarted {
+        pub(super) thread: ThreadHead,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct ThreadHead {
+        pub(super) id: ThreadId,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct SettingsUpdated {
+        pub(super) thread_id: ThreadId,
+        pub(super) thread_settings: WirePolicy,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct OfTurn {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn: WireTurn,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct OfItem {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn_id: TurnRef,
+        pub(super) item: Value,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct Usages {
+        pub(super) last: TokenUsage,
+        pub(super) total: TokenUsage,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct UsageUpdated {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn_id: TurnRef,
+        pub(super) token_usage: Usages,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct TurnError {
+        pub(super) thread_id: ThreadId,
+        pub(super) turn_id: TurnRef,
+        pub(super) error: WireError,
+        pub(super) will_retry: bool,
+    }
+}
+
+pub(super) fn notification(method: &str, p: Value) -> Result<Notification, ProtocolError> {
+    Ok(match method {
+        "thread/started" => Notification::ThreadStarted {
+            thread_id: typed::<wire::ThreadStarted>(method, p)?.thread.id,
+        },
+        "thread/settings/updated" => {
+            let w: wire::SettingsUpdated = typed(method, p)?;
+            Notification::ThreadSettingsUpdated {
+                thread_id: w.thread_id,
+                policy: w.thread_settings.into(),
+            }
+        }
+        "turn/started" => {
+            let w: wire::OfTurn = typed(method, p)?;
+            Notification::TurnStarted {
+                thread_id: w.thread_id,
+                turn_id: w.turn.id,
+            }
+        }
+        "turn/completed" => {
+            let w: wire::OfTurn = typed(method, p)?;
+            Notification::TurnCompleted {
+                thread_id: w.thread_id,
+                turn_id: w.turn.id,
+                status: w.turn.status,
+                error: w.turn.error.map(|e| e.message),
+            }
+        }
+        "item/started" | "item/completed" => {
+            let w: wire::OfItem = typed(method, p)?;
+            let (thread_id, turn_id) = (w.thread_id, w.turn_id);
+            let item = Item::from_value(&w.item)
+                .map_err(|e| ProtocolError::Malformed(format!("`{method}`: {e}")))?;
+            if method == "item/started" {
+                Notification::ItemStarted {
+                    thread_id,
+                    turn_id,
+                    item,
+                }
+            } else {
+                Notification::ItemCompleted {
+                    thread_id,
+                    turn_id,
+                    item,
+                }
+            }
+        }
+        "thread/tokenUsage/updated" => {
+            let w: wire::UsageUpdated = typed(method, p)?;
+            Notification::TokenUsage {
+                thread_id: w.thread_id,
+                turn_id: w.turn_id,
+                last: w.token_usage.last,
+                total: w.token_usage.total,
+            }
+        }
+        "error" => {
+            let w: wire::TurnError = typed(method, p)?;
+            Notification::Error {
+                thread_id: w.thread_id,
+                turn_id: w.turn_id,
+                message: w.error.message,
+                will_retry: w.will_retry,
+            }
+        }
+        other => Notification::Other {
+            method: other.to_owned(),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codex::app_server::protocol::fixtures::{TURN, thread, turn, with_ids};
+    use crate::codex::app_server::protocol::{Incoming, parse_line};
+
+    #[test]
+    fn notifications_of_a_turn_parse_on_both_versions() {
+        let lines = [
+            // 0.171.0
+            r#"{"method":"turn/started","params":{"threadId":"T","turn":{"id":"U","rootTurnId":"U","items":[],"itemsView":"notLoaded","status":"inProgress","error":null,"startedAt":1,"completedAt":null,"durationMs":null}},"emittedAtMs":1}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","moderation":null,"id":"msg_1","text":"mock reply 1","phase":null,"memoryCitation":null,"delivery":null,"questions":null,"startedAtMs":1,"completedAtMs":1},"threadId":"T","turnId":"U","contentTokenCount":null,"completedAtMs":1},"emittedAtMs":1}"#,
+            // 0.145.0
+            r#"{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"msg_8","text":"mock reply 8","phase":null,"memoryCitation":null},"threadId":"T","turnId":"U"},"emittedAtMs":1}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"threadId":"T","turnId":"U","tokenUsage":{"total":{"totalTokens":30,"inputTokens":20,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":10,"reasoningOutputTokens":0},"last":{"totalTokens":15,"inputTokens":10,"cachedInputTokens":0,"cacheWriteInputTokens":0,"outputTokens":5,"reasoningOutputTokens":0},"modelContextWindow":475000}},"emittedAtMs":1}"#,
+            r#"{"method":"turn/completed","params":{"threadId":"T","turn":{"id":"U","items":[],"itemsView":"notLoaded","status":"interrupted","error":null,"startedAt":1,"completedAt":1,"durationMs":46}},"emittedAtMs":1}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"call_2","command":"/bin/bash -lc 'echo hi > out.txt'","cwd":"/w","processId":null,"source":"agent","status":"declined","commandActions":[],"aggregatedOutput":null,"exitCode":null,"durationMs":null},"threadId":"T","turnId":"U","completedAtMs":1},"emittedAtMs":1}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"p1","changes":[{"path":"/w/a.txt","kind":{"type":"add"},"diff":"x"}],"status":"inProgress"},"threadId":"T","turnId":"U","startedAtMs":1},"emittedAtMs":1}"#,
+            r#"{"method":"error","params":{"error":{"message":"stream disconnected","codexErrorInfo":null,"additionalDetails":null},"willRetry":true,"threadId":"T","turnId":"U"},"emittedAtMs":1}"#,
+            r#"{"method":"thread/status/changed","params":{"threadId":"T","status":{"type":"idle"}},"emittedAtMs":1}"#,
+        ];
+        let got: Vec<Notification> = lines
+            .iter()
+            .map(|l| match parse_line(&with_ids(l)).unwrap() {
+                Incoming::Notification(n) => n,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let (t, u) = (thread(), turn());
+        assert_eq!(
+            got,
+            vec![
+                Notification::TurnStarted {
+                    thread_id: t,
+                    turn_id: u.clone()
+                },
+                Notification::ItemCompleted {
+                    thread_id: t,
+                    turn_id: u.clone(),
+                    item: Item::AgentMessage {
+                        id: "msg_1".into(),
+                        text: "mock reply 1".into()
+                    }
+                },
+                Notification::ItemCompleted {
+                    thread_id: t,
+                    turn_id: u.clone(),
+                    item: Item::AgentMessage {
+                        id: "msg_8".into(),
+                        text: "mock reply 8".into()
+                    }
+                },
+                Notification::TokenUsage {
+                    thread_id: t,
+                    turn_id: u.clone(),
+                    last: TokenUsage {
+                        input: 10,
+                        cached_input: 0,
+                        output: 5,
+                        reasoning_output: 0,
+                        total: 15
+                    },
+                    total: TokenUsage {
+                        input: 20,
+                        cached_input: 0,
+                        output: 10,
+                        reasoning_output: 0,
+                        total: 30
+                    },
+                },
+                Notification::TurnCompleted {
+                    thread_id: t,
+                    turn_id: u.clone(),
+                    status: TurnStatus::Interrupted,
+                    error: None
+                },
+                Notification::ItemCompleted {
+                    thread_id: t,
+                    turn_id: u.clone(),
+                    item: Item::CommandExecution {
+                        id: "call_2".into(),
+                        command: "/bin/bash -lc 'echo hi > out.txt'".into(),
+                        status: ItemStatus::Declined,
+                        exit_code: None,
+                    }
+                },
+                Notification::ItemStarted {
+                    thread_id: t,
+                    turn_id: u.clone(),
+                    item: Item::FileChange {
+                        id: "p1".into(),
+                        status: ItemStatus::InProgress,
+                        paths: vec!["/w/a.txt".into()]
+                    }
+                },
+                Notification::Error {
+                    thread_id: t,
+                    turn_id: u,
+                    message: "stream disconnected".into(),
+                    will_retry: true
+                },
+                Notification::Other {
+                    method: "thread/status/changed".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_field_is_an_error_not_an_empty_value() {
+        let ids = r#""threadId":"T","turnId":"U""#;
+        let item = |item: &str, method: &str| {
+            with_ids(&format!(
+                r#"{{"method":"{method}","params":{{"item":{item},{ids}}}}}"#
+            ))
+        };
+        let usage = |last: &str| {
+            with_ids(&format!(
+                r#"{{"method":"thread/tokenUsage/updated","params":{{{ids},"tokenUsage":{{"last":{last},"total":{last}}}}}}}"#
+            ))
+        };
+        let full = r#"{"totalTokens":3,"inputTokens":1,"cachedInputTokens":0,"outputTokens":2,"reasoningOutputTokens":0}"#;
+        // the controls: the same lines, complete, read
+        for good in [
+            with_ids(
+                r#"{"method":"turn/completed","params":{"threadId":"T","turn":{"id":"U","items":[],"status":"completed"}}}"#,
+            ),
+            item(
+                r#"{"type":"agentMessage","id":"m","text":"hi"}"#,
+                "item/completed",
+            ),
+            item(
+                r#"{"type":"fileChange","id":"f","changes":[{"path":"/w/a","kind":{"type":"add"},"diff":"x"}],"status":"completed"}"#,
+                "item/started",
+            ),
+            usage(full),
+            with_ids(&format!(
+                r#"{{"method":"error","params":{{{ids},"error":{{"message":"m"}},"willRetry":false}}}}"#
+            )),
+        ] {
+            assert!(
+                matches!(parse_line(&good), Ok(Incoming::Notification(n)) if n.turn().is_some()),
+                "{good}"
+            );
+        }
+        for bad in [
+            // a turn that ended without saying how
+            with_ids(
+                r#"{"method":"turn/completed","params":{"threadId":"T","turn":{"id":"U","items":[]}}}"#,
+            ),
+            // an answer without its text, a text that is no string
+            item(r#"{"type":"agentMessage","id":"m"}"#, "item/completed"),
+            item(
+                r#"{"type":"agentMessage","id":"m","text":7}"#,
+                "item/completed",
+            ),
+            // a change without its path
+            item(
+                r#"{"type":"fileChange","id":"f","changes":[{"kind":{"type":"add"},"diff":"x"}],"status":"completed"}"#,
+                "item/started",
+            ),
+            // a count missing from the usage
+            usage(r#"{"totalTokens":3,"inputTokens":1,"cachedInputTokens":0,"outputTokens":2}"#),
+            // an error that does not say whether codex retries
+            with_ids(&format!(
+                r#"{{"method":"error","params":{{{ids},"error":{{"message":"m"}}}}}}"#
+            )),
+            // a thread id that is no UUID
+            format!(
+                r#"{{"method":"turn/started","params":{{"threadId":"T","turn":{{"id":"{TURN}","items":[],"status":"inProgress"}}}}}}"#
+            ),
+        ] {
+            assert!(
+                matches!(parse_line(&bad), Err(ProtocolError::Malformed(_))),
+                "{bad}: {:?}",
+                parse_line(&bad)
+            );
+        }
+        // what a later version may add reads as unknown, not as an error
+        let Ok(Incoming::Notification(Notification::ItemStarted { item: future, .. })) = parse_line(
+            &item(r#"{"type":"someFutureItem","id":"z"}"#, "item/started"),
+        ) else {
+            panic!("an unknown item type is read")
+        };
+        assert!(matches!(future, Item::Other { ref kind, .. } if kind == "someFutureItem"));
+        let Ok(Incoming::Notification(Notification::ItemCompleted {
+            item: Item::CommandExecution { status, .. },
+            ..
+        })) = parse_line(&item(
+            r#"{"type":"commandExecution","id":"c","command":"ls","status":"someFutureState"}"#,
+            "item/completed",
+        ))
+        else {
+            panic!("an unknown status is read")
+        };
+        assert_eq!(status, ItemStatus::Unknown);
+        // a request whose thread id is no UUID belongs to no thread of ours
+        let Ok(Incoming::Request(r)) = parse_line(
+            r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"c","command":"ls"}}"#,
+        ) else {
+            panic!("a request is read")
+        };
+        assert!(r.thread_id().is_none() && !r.is_of(&thread(), &turn()));
+        let Ok(Incoming::Request(r)) = parse_line(&with_ids(
+            r#"{"method":"item/commandExecution/requestApproval","id":0,"params":{"threadId":"T","turnId":"U","itemId":"c","command":"ls"}}"#,
+        )) else {
+            panic!("a request is read")
+        };
+        assert!(r.is_of(&thread(), &turn()));
+    }
+}
