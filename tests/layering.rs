@@ -22,7 +22,7 @@
 //! 8. `cli`, then `main` (the binary, which names the library as a crate).
 //!
 //! The other invariants:
-//! - pure: `security/*`, `codex/argv.rs`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
+//! - pure: `security/*`, `codex/argv/*`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
 //!   `std::process`, `std::fs`, `std::env` or `sled`;
 //! - spawn: only `codex/process*` names `std::process::Command` or `tokio::process`;
 //! - mcp: `mcp/*` names no process or store type (`codex::process`, `SpawnSpec`,
@@ -392,7 +392,7 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         out.insert(format!("{display}: {rule}: {what}"));
     };
     let pure = starts_with(module, "security")
-        || module == "codex::argv"
+        || starts_with(module, "codex::argv")
         || module == "codex::events"
         || module == "codex::applied";
     let spawner = starts_with(module, "codex::process");

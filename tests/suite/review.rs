@@ -64,7 +64,7 @@ async fn a_call_refused_on_its_arguments_is_refused_at_once_on_a_busy_session() 
 
 /// The config file's errors never echo a value from the file (SECURITY: a secret pasted into
 /// the wrong key, or a broken line holding one, must not reach logs or a terminal). The known
-/// cases are in config.rs's unit test; these are the ones a TOML parser's own message could
+/// cases are in config/file.rs's unit tests; these are the ones a TOML parser's own message could
 /// quote.
 #[test]
 fn config_file_errors_never_echo_a_value_whatever_the_syntax_error() {
