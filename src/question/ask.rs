@@ -154,7 +154,10 @@ mod tests {
         assert_eq!(*got.lock().unwrap(), [Decision::AcceptOnce]);
         let (a, got) = asked(Instant::now());
         assert_eq!(a.answer(Decision::AcceptOnce, None), Decision::Decline);
-        assert!(got.lock().unwrap().is_empty(), "past the deadline nothing is sent");
+        assert!(
+            got.lock().unwrap().is_empty(),
+            "past the deadline nothing is sent"
+        );
     }
 
     #[tokio::test]
@@ -162,7 +165,10 @@ mod tests {
         let later = Instant::now() + Duration::from_secs(60);
         let (a, got) = asked(later);
         let (copy, mut held) = a.interpose();
-        assert_eq!(copy.answer(Decision::AcceptOnce, None), Decision::AcceptOnce);
+        assert_eq!(
+            copy.answer(Decision::AcceptOnce, None),
+            Decision::AcceptOnce
+        );
         assert!(got.lock().unwrap().is_empty(), "held back");
         let given = held.answer().await.unwrap();
         assert_eq!(given.0, Decision::AcceptOnce);
