@@ -183,3 +183,59 @@ pub(crate) fn ok_result(text: String, value: impl serde::Serialize) -> CallToolR
     r.content = vec![ContentBlock::text(text)];
     r
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_answer_is_sent_once_in_full_and_the_result_fits_a_relayed_line() {
+        // an answer at the codex line cap, with characters JSON escapes
+        let answer = "é\"x\n".repeat(8 * 1024 * 1024 / 5);
+        let value = results::TurnResult {
+            response: answer.clone(),
+            ..Default::default()
+        };
+        let r = ok_result(answer.clone(), &value);
+        let line = serde_json::to_vec(&r).unwrap().len();
+        assert!(line <= MAX_RESULT_BYTES, "{line} bytes");
+        let s = r.structured_content.as_ref().unwrap();
+        assert_eq!(s["response"], answer.as_str(), "the whole answer, once");
+        assert_eq!(s["truncated"], false);
+        let text = &r.content[0].as_text().unwrap().text;
+        assert!(
+            text.len() < answer.len()
+                && answer.starts_with(text.split("\n\n[codex-mcp-bridge").next().unwrap())
+        );
+        assert!(
+            text.ends_with("the whole answer is in structuredContent.response]"),
+            "{}",
+            &text[text.len() - 200..]
+        );
+
+        // a short one is left alone
+        let short = results::TurnResult {
+            response: "hi".into(),
+            ..Default::default()
+        };
+        let r = ok_result("hi".into(), &short);
+        assert_eq!(r.content[0].as_text().unwrap().text, "hi");
+
+        // structured content alone too long (a raised line cap): the response is cut, marked
+        let huge = "y".repeat(MAX_RESULT_BYTES);
+        let value = results::TurnResult {
+            response: huge.clone(),
+            ..Default::default()
+        };
+        let r = ok_result(huge, &value);
+        assert!(serde_json::to_vec(&r).unwrap().len() <= MAX_RESULT_BYTES);
+        let s = r.structured_content.as_ref().unwrap();
+        assert_eq!(s["truncated"], true);
+        assert!(
+            s["response"]
+                .as_str()
+                .unwrap()
+                .ends_with("too long for one message]")
+        );
+    }
+}

@@ -7,7 +7,9 @@ use crate::actors::schema;
 use crate::codex::argv::Prompt;
 use crate::error::{Error, Result};
 use crate::mcp::answer::parse_args_ref;
-use crate::mcp::params::{CodexParams, ReviewParams, StructuredParams};
+use crate::mcp::tools::codex::CodexParams;
+use crate::mcp::tools::review::ReviewParams;
+use crate::mcp::tools::structured::StructuredParams;
 use crate::security::ids::SessionId;
 
 /// The model id, when given, checked as every tool checks it.

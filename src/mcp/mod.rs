@@ -3,11 +3,29 @@
 //! derived from Codex's events (plus a heartbeat), and cancellation.
 //!
 //! Architecture invariant: this module knows nothing of processes or sled; it validates
-//! arguments, resolves paths, and calls [`Bridge`].
+//! arguments, resolves paths, and calls [`Bridge`](crate::actors::Bridge).
+//!
+//! # Layout
+//! - this file: the protocol's side of a connection, the `ServerHandler`: `initialize`, the
+//!   tool list, a call run to its result, as an MCP task or over MRTR rounds, and the tasks'
+//!   requests.
+//! - `tools/`: one file per tool (as mini-redis keeps a command per file), each with its
+//!   arguments, its handler, its result when no other tool returns it, and its table entry;
+//!   `tools/mod.rs` lists them (`TOOLS`, in `tools/list`'s order) and `tools/common.rs` holds
+//!   what the handlers share.
+//! - `connection.rs`, below the tools: [`McpServer`] and how it is made, a call's context and
+//!   the shape of a tool's table entry, which this file and every tool name.
+//! - `params.rs` (the fixed values several tools' arguments share) and `results.rs` (the
+//!   results several tools return: a turn's, a session's); `answer.rs` (arguments in, results
+//!   out) and `schemas.rs`; `checks.rs` (a call's arguments checked before MRTR keeps it).
+//! - the rest: tasks and MRTR (`tasks.rs`, `mrtr.rs`, `owner.rs`), asking a person
+//!   (`elicit.rs`, `form.rs`, `budget.rs`), progress, client roots, the framing of lines, and
+//!   the surface of a server that could not start (`unstarted.rs`).
 
 pub(crate) mod answer;
 pub mod budget;
 mod checks;
+mod connection;
 pub mod elicit;
 pub mod form;
 pub mod framing;
@@ -22,25 +40,24 @@ mod tasks;
 pub mod tools;
 pub mod unstarted;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::{Bridge, ClientContext};
 use crate::error::Error;
 use answer::{error_result, plain_error};
-use owner::{Scope, TaskOwner};
+use connection::{CallCtx, roots_peer};
+pub use connection::{McpServer, TASK_POLL_MS, TASK_RESULT_GRACE};
+use owner::TaskOwner;
 use progress::ProgressTarget;
 pub use schemas::STANDARD_FORMATS;
-use schemas::{annotations, schema};
 pub use tasks::Tasks;
+use tools::{is_turn_tool, tool_named};
+pub use tools::{tool_list, tool_table};
 
 /// What hosts read before using the tools.
 pub const INSTRUCTIONS: &str = "\
@@ -54,210 +71,6 @@ continue the same conversation later, even after the server restarts. The sandbo
 - `listSessions`, `getSession`, `closeSession` manage sessions; `ping` reports health.
 Long turns send progress notifications; cancelling a call stops Codex at once.";
 
-/// The rmcp handler.
-#[derive(Clone)]
-pub struct McpServer {
-    pub(crate) bridge: Bridge,
-    /// Calls running or finished as MCP tasks (one store per process, each task visible to the
-    /// connection that started it only).
-    pub(crate) tasks: Tasks,
-    /// The connection's client context (settings, codex environment, CODEX_HOME).
-    pub(crate) client: Arc<ClientContext>,
-    /// The connection's client roots (the default working directory).
-    pub(crate) client_roots: Arc<roots::ClientRoots>,
-    /// Which connection this is, for the tasks it starts.
-    scope: Scope,
-}
-
-impl McpServer {
-    /// A server over a running bridge, for one connection of the owning process's own client:
-    /// its settings, with an identity of its own (each stdio connection, HTTP session and
-    /// session-less HTTP request is a client of its own for steer).
-    pub fn new(bridge: Bridge) -> Self {
-        let client = Arc::new(bridge.own_context().for_connection());
-        McpServer::for_client(bridge, client)
-    }
-
-    /// A server over a running bridge for one client connection with its own context.
-    pub fn for_client(bridge: Bridge, client: Arc<ClientContext>) -> Self {
-        McpServer {
-            bridge,
-            tasks: Tasks::new(),
-            client,
-            client_roots: Default::default(),
-            scope: Scope::connection(),
-        }
-    }
-
-    /// A server for requests of the HTTP listener (the owning process's own settings). rmcp
-    /// makes one per HTTP session and one per session-less request, so each is a client of its
-    /// own.
-    pub fn for_http(bridge: Bridge) -> Self {
-        McpServer {
-            scope: Scope::Http,
-            ..McpServer::new(bridge)
-        }
-    }
-
-    /// Share `tasks` (one task store per process, whatever the connection).
-    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
-        self.tasks = tasks;
-        self
-    }
-}
-
-/// A tool's run: parsed arguments in, a tool result out (argument errors are `isError` results).
-type Handler = for<'a> fn(
-    &'a McpServer,
-    rmcp::model::JsonObject,
-    &'a CallCtx,
-) -> futures::future::BoxFuture<'a, CallToolResult>;
-
-/// One tool: its name, definition and handler.
-struct ToolEntry {
-    name: &'static str,
-    title: &'static str,
-    description: &'static str,
-    /// readOnly, destructive, idempotent, openWorld hints.
-    hints: [bool; 4],
-    input: fn() -> Arc<rmcp::model::JsonObject>,
-    output: fn() -> Arc<rmcp::model::JsonObject>,
-    /// Run as an MCP task for clients that declare the tasks extension (the long tools).
-    task: bool,
-    run: Handler,
-}
-
-/// Every tool, in the order `tools/list` shows them: the one place a tool name is written.
-const TOOLS: &[ToolEntry] = {
-    use params::*;
-    use results::*;
-    &[
-        ToolEntry {
-            name: "codex",
-            title: "Codex",
-            description: "Run a Codex turn in a persistent session: edit, explain or test code in \
-                          a working directory. Returns the answer and the sessionId to continue \
-                          with.",
-            hints: [false, true, false, true],
-            input: schema::<CodexParams>,
-            output: schema::<TurnResult>,
-            task: true,
-            run: |s, args, ctx| Box::pin(s.codex(args, ctx)),
-        },
-        ToolEntry {
-            name: "query",
-            title: "Ask Codex",
-            description: "Ask Codex a one-off question (no files, no session, read-only).",
-            hints: [true, false, false, true],
-            input: schema::<QueryParams>,
-            output: schema::<TurnResult>,
-            task: false,
-            run: |s, args, ctx| Box::pin(s.query(args, ctx)),
-        },
-        ToolEntry {
-            name: "search",
-            title: "Web search",
-            description: "Search the web with Codex and get a synthesised answer (read-only).",
-            hints: [true, false, false, true],
-            input: schema::<SearchParams>,
-            output: schema::<TurnResult>,
-            task: false,
-            run: |s, args, ctx| Box::pin(s.search(args, ctx)),
-        },
-        ToolEntry {
-            name: "structured",
-            title: "Structured answer",
-            description: "Ask Codex for JSON that validates against a JSON Schema; the validated \
-                          JSON is returned in `data` (one re-ask on a validation failure).",
-            hints: [true, false, false, true],
-            input: schema::<StructuredParams>,
-            output: schema::<TurnResult>,
-            task: true,
-            run: |s, args, ctx| Box::pin(s.structured(args, ctx)),
-        },
-        ToolEntry {
-            name: "review",
-            title: "Code review",
-            description: "Codex's code review of a git repository: uncommitted changes, changes \
-                          against a base branch, or a commit. Findings are returned with \
-                          priorities and locations.",
-            // codex runs the review under workspace-write (git may write its index), so not
-            // read-only
-            hints: [false, false, false, true],
-            input: schema::<ReviewParams>,
-            output: schema::<TurnResult>,
-            task: true,
-            run: |s, args, ctx| Box::pin(s.review(args, ctx)),
-        },
-        ToolEntry {
-            name: "listSessions",
-            title: "List sessions",
-            description: "List stored sessions, newest first, a page at a time.",
-            hints: [true, false, true, false],
-            input: schema::<ListSessionsParams>,
-            output: schema::<SessionList>,
-            task: false,
-            run: |s, args, _| Box::pin(std::future::ready(s.list_sessions(args))),
-        },
-        ToolEntry {
-            name: "getSession",
-            title: "Get session",
-            description: "Show one stored session.",
-            hints: [true, false, true, false],
-            input: schema::<GetSessionParams>,
-            output: schema::<SessionResult>,
-            task: false,
-            run: |s, args, _| Box::pin(s.get_session(args)),
-        },
-        ToolEntry {
-            name: "closeSession",
-            title: "Close session",
-            description: "Forget a session (cancelling its running turn); optionally delete \
-                          Codex's thread.",
-            hints: [false, true, true, false],
-            input: schema::<CloseSessionParams>,
-            output: schema::<SessionResult>,
-            task: false,
-            run: |s, args, _| Box::pin(s.close_session(args)),
-        },
-        ToolEntry {
-            name: "forkSession",
-            title: "Fork session",
-            description: "Fork a session between turns into a new session with a copy of its \
-                          conversation (same working directory), to try another direction; \
-                          both then go on separately.",
-            hints: [false, false, false, false],
-            input: schema::<ForkSessionParams>,
-            output: schema::<ForkResult>,
-            task: false,
-            run: |s, args, _| Box::pin(s.fork_session(args)),
-        },
-        ToolEntry {
-            name: "steer",
-            title: "Steer a running turn",
-            description: "Add a message (e.g. a correction) to a session's running Codex turn \
-                          without cancelling it; returns once Codex took it. The turn's result \
-                          lists it under `steered`.",
-            hints: [false, false, false, false],
-            input: schema::<SteerParams>,
-            output: schema::<SteerResult>,
-            task: false,
-            run: |s, args, _| Box::pin(s.steer(args)),
-        },
-        ToolEntry {
-            name: "ping",
-            title: "Ping",
-            description: "Health: codex version, store, sessions, running and queued turns, \
-                          limits.",
-            hints: [true, false, true, false],
-            input: schema::<PingParams>,
-            output: schema::<PingResult>,
-            task: false,
-            run: |s, args, _| Box::pin(s.ping(args)),
-        },
-    ]
-};
-
 /// A 2026-07-28 call's arguments checked as its tool checks them, before any state of it is
 /// kept ([`mrtr::Rounds`]): the tool's refusal naming the field, or `None` when they pass.
 fn checked_first(name: &str, args: &rmcp::model::JsonObject) -> Option<CallToolResponse> {
@@ -265,20 +78,6 @@ fn checked_first(name: &str, args: &rmcp::model::JsonObject) -> Option<CallToolR
     let reason = crate::security::redact::redact(&e.to_string()).into_owned();
     tracing::info!(tool = %name, %reason, "a call's arguments were refused before it asked");
     Some(CallToolResponse::Complete(error_result(&e, None)))
-}
-
-/// The tool called `name`, if there is one.
-fn tool_named(name: &str) -> Option<&'static ToolEntry> {
-    TOOLS.iter().find(|t| t.name == name)
-}
-
-/// The tools whose result is a turn's ([`results::TurnResult`], errors included); the others'
-/// errors carry no structured content ([`answer::plain_error`]).
-const TURN_TOOLS: [&str; 5] = ["codex", "query", "search", "structured", "review"];
-
-/// Whether `name` is a turn tool ([`TURN_TOOLS`]).
-fn is_turn_tool(name: &str) -> bool {
-    TURN_TOOLS.contains(&name)
 }
 
 /// What the server says of itself at `initialize` and `server/discover`, started or not
@@ -297,85 +96,7 @@ fn server_config() -> ServerConfig {
     .with_instructions(INSTRUCTIONS)
 }
 
-/// Every tool, with its schemas and annotations. Without `allow_danger`, `danger-full-access`
-/// is not offered as a sandbox.
-pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
-    TOOLS
-        .iter()
-        .map(|t| {
-            let mut input = (*(t.input)()).clone();
-            if !allow_danger
-                && let Some(e) = input
-                    .get_mut("properties")
-                    .and_then(|p| p.get_mut("sandbox"))
-                    .and_then(|s| s.get_mut("enum"))
-                    .and_then(|e| e.as_array_mut())
-            {
-                e.retain(|v| v != "danger-full-access");
-            }
-            let [read_only, destructive, idempotent, open_world] = t.hints;
-            Tool::new(t.name, t.description, Arc::new(input))
-                .with_title(t.title)
-                .with_raw_output_schema((t.output)())
-                .with_annotations(annotations(
-                    t.title,
-                    read_only,
-                    destructive,
-                    idempotent,
-                    open_world,
-                ))
-        })
-        .collect()
-}
-
-/// One tool call's cancellation and progress target: a request's, or a task's.
-pub(crate) struct CallCtx {
-    pub ct: CancellationToken,
-    pub progress: Option<ProgressTarget>,
-    /// The client to ask for its roots, when it declares the roots capability.
-    pub roots: Option<rmcp::Peer<RoleServer>>,
-    /// Where the person behind the call can be asked (`approvals = ask`), when they can.
-    pub ask: Option<elicit::Channel>,
-}
-
-/// The peer of a request whose client declares the roots capability.
-fn roots_peer(ctx: &RequestContext<RoleServer>) -> Option<rmcp::Peer<RoleServer>> {
-    ctx.client_capabilities()
-        .is_some_and(|c| c.roots.is_some())
-        .then(|| ctx.peer.clone())
-}
-
-impl CallCtx {
-    /// The context of a plain (not task) request.
-    pub(crate) fn of_request(ctx: &RequestContext<RoleServer>) -> Self {
-        CallCtx {
-            ct: ctx.ct.clone(),
-            progress: ctx
-                .meta
-                .get_progress_token()
-                .map(|token| ProgressTarget::Notify {
-                    peer: ctx.peer.clone(),
-                    token,
-                }),
-            roots: roots_peer(ctx),
-            ask: elicit::Channel::of_request(ctx),
-        }
-    }
-}
-
-/// Suggested interval between `tasks/get` polls.
-pub const TASK_POLL_MS: u64 = 1_000;
-/// How long a task's result stays available after the longest possible call ended.
-pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(300);
-
 impl McpServer {
-    /// A task's time-to-live. rmcp counts it from creation and aborts a task still running when
-    /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
-    /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
-    pub fn task_ttl(&self) -> Duration {
-        self.client.config.max_timeout + self.bridge.shared().queue_timeout() + TASK_RESULT_GRACE
-    }
-
     /// Run one tool call to its result.
     async fn dispatch(
         &self,
@@ -785,334 +506,5 @@ pub(crate) fn log_client(peer: &rmcp::Peer<RoleServer>) {
             "MCP client connected"
         ),
         None => tracing::info!("MCP client connected"),
-    }
-}
-
-/// The README's tool table, generated from the real schemas (a test keeps README.md in sync).
-pub fn tool_table(allow_danger: bool) -> String {
-    let mut out = String::from("| tool | arguments (`*` required) | read-only |\n|---|---|---|\n");
-    for t in tool_list(allow_danger) {
-        let required: Vec<&str> = t
-            .input_schema
-            .get("required")
-            .and_then(|r| r.as_array())
-            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
-            .unwrap_or_default();
-        let args: Vec<String> = t
-            .input_schema
-            .get("properties")
-            .and_then(|p| p.as_object())
-            .map(|p| {
-                p.keys()
-                    .map(|k| {
-                        if required.contains(&k.as_str()) {
-                            format!("`{k}`*")
-                        } else {
-                            format!("`{k}`")
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let ro = t
-            .annotations
-            .as_ref()
-            .and_then(|a| a.read_only_hint)
-            .unwrap_or(false);
-        out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            t.name,
-            if args.is_empty() {
-                "—".to_owned()
-            } else {
-                args.join(", ")
-            },
-            if ro { "yes" } else { "no" }
-        ));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::answer::{MAX_RESULT_BYTES, ok_result, parse_args};
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_readme_tool_table_matches_the_real_schemas() {
-        let readme = include_str!("../../README.md");
-        let start = readme
-            .find("<!-- tools:start -->\n")
-            .expect("README has the tools table markers")
-            + 21;
-        let end = readme.find("<!-- tools:end -->").expect("end marker");
-        assert_eq!(
-            &readme[start..end],
-            tool_table(false),
-            "README.md's tool table is out of date; paste the output of mcp::tool_table(false)"
-        );
-    }
-
-    /// The committed `tools/list` answer: every tool's name, title, description, input and
-    /// output schemas and annotations, so that any change to them is a visible diff in review.
-    const TOOLS_LIST_SNAPSHOT: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/snapshots/tools_list.json"
-    );
-
-    /// `tools/list` as a host receives it (the default settings), pretty-printed.
-    fn tools_list_answer() -> String {
-        let answer = ListToolsResult::with_all_items(tool_list(false));
-        let mut text = serde_json::to_string_pretty(&answer).expect("tools/list serializes");
-        text.push('\n');
-        text
-    }
-
-    #[test]
-    fn the_tools_list_answer_matches_the_committed_snapshot() {
-        let now = tools_list_answer();
-        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-            std::fs::write(TOOLS_LIST_SNAPSHOT, &now).expect("write the snapshot");
-            return;
-        }
-        let committed = std::fs::read_to_string(TOOLS_LIST_SNAPSHOT).unwrap_or_default();
-        if committed != now {
-            let first = committed
-                .lines()
-                .zip(now.lines())
-                .position(|(a, b)| a != b)
-                .unwrap_or_else(|| committed.lines().count().min(now.lines().count()));
-            let line = |t: &str| t.lines().nth(first).unwrap_or("(end of file)").to_owned();
-            panic!(
-                "the tools/list answer differs from tests/snapshots/tools_list.json from line {}:\n\
-                 committed: {}\n\
-                 now:       {}\n\
-                 If the change is meant, rerun with UPDATE_SNAPSHOTS=1 and commit the file.",
-                first + 1,
-                line(&committed),
-                line(&now)
-            );
-        }
-    }
-
-    /// Every `format` string anywhere in `v`, with its JSON path.
-    fn formats(v: &serde_json::Value, path: String, out: &mut Vec<(String, String)>) {
-        match v {
-            serde_json::Value::Object(o) => {
-                for (k, x) in o {
-                    if k == "format"
-                        && let Some(f) = x.as_str()
-                    {
-                        out.push((path.clone(), f.to_owned()));
-                    }
-                    formats(x, format!("{path}/{k}"), out);
-                }
-            }
-            serde_json::Value::Array(a) => {
-                for (i, x) in a.iter().enumerate() {
-                    formats(x, format!("{path}/{i}"), out);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    #[test]
-    fn every_schema_uses_standard_json_schema_formats_only() {
-        let mut seen = 0;
-        for danger in [false, true] {
-            for t in tool_list(danger) {
-                let mut schemas = vec![("inputSchema", t.input_schema.clone())];
-                schemas.extend(t.output_schema.clone().map(|o| ("outputSchema", o)));
-                for (which, s) in schemas {
-                    seen += 1;
-                    let mut found = vec![];
-                    formats(
-                        &serde_json::Value::Object((*s).clone()),
-                        String::new(),
-                        &mut found,
-                    );
-                    for (path, f) in found {
-                        assert!(
-                            STANDARD_FORMATS.contains(&f.as_str()),
-                            "{} {which} at {path}: format `{f}` is not a JSON Schema format",
-                            t.name
-                        );
-                    }
-                }
-            }
-        }
-        assert_eq!(
-            seen, 44,
-            "11 tools, an input and an output schema each, both settings"
-        );
-    }
-
-    #[test]
-    fn unsigned_integers_are_bounded_by_minimum_zero() {
-        let tools = tool_list(false);
-        let by_name = |n: &str| tools.iter().find(|t| t.name == n).unwrap().clone();
-        let limit = &by_name("listSessions").input_schema["properties"]["limit"];
-        assert_eq!(limit["minimum"], 0, "{limit}");
-        assert!(limit.get("format").is_none(), "{limit}");
-        let ping = by_name("ping").output_schema.unwrap();
-        let v = &ping["properties"]["schemaVersion"];
-        assert_eq!((&v["type"], &v["minimum"]), (&json!("integer"), &json!(0)));
-        let turn = by_name("codex").output_schema.unwrap();
-        let d = &turn["properties"]["durationMs"];
-        assert_eq!((&d["type"], &d["minimum"]), (&json!("integer"), &json!(0)));
-        // a signed integer has no lower bound
-        let exit = serde_json::to_string(&turn["$defs"]["CommandReport"]).unwrap();
-        assert!(!exit.contains("minimum"), "{exit}");
-    }
-
-    /// `v` against the tool's `outputSchema`, as a host's validator checks it.
-    fn check_output(tool: &Tool, v: &serde_json::Value) -> Result<(), String> {
-        let schema = serde_json::Value::Object((*tool.output_schema.clone().unwrap()).clone());
-        let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
-        let errors: Vec<String> = validator.iter_errors(v).map(|e| e.to_string()).collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors.join("; "))
-        }
-    }
-
-    #[test]
-    fn turn_tool_errors_match_the_turn_output_schema_and_others_carry_none() {
-        let invalid = Error::invalid("limit", "invalid type: string \"2\", expected u32");
-        let timed_out = Error::TimedOut {
-            after: Duration::from_secs(3),
-            partial: None,
-        };
-        let partial = results::TurnResult {
-            response: "half an answer".into(),
-            session_id: Some("s".into()),
-            ..Default::default()
-        };
-        let tools = tool_list(false);
-        for t in &tools {
-            if is_turn_tool(&t.name) {
-                for (e, r) in [
-                    (&invalid, error_result(&invalid, None)),
-                    (&timed_out, error_result(&timed_out, Some(partial.clone()))),
-                ] {
-                    let v = r
-                        .structured_content
-                        .clone()
-                        .expect("a turn error is structured");
-                    check_output(t, &v).unwrap_or_else(|e| panic!("{}: {e}: {v}", t.name));
-                    assert_eq!(v["error"]["message"], e.to_string());
-                }
-            } else {
-                // a turn result does not fit: these tools' errors carry no structured copy
-                let as_turn = error_result(&invalid, None).structured_content.unwrap();
-                assert!(check_output(t, &as_turn).is_err(), "{}", t.name);
-                let r = plain_error(&invalid);
-                assert!(r.structured_content.is_none());
-                assert_eq!(r.is_error, Some(true));
-            }
-        }
-        let r = plain_error(&invalid);
-        assert_eq!(
-            r.content[0].as_text().unwrap().text,
-            "invalid argument `limit`: invalid type: string \"2\", expected u32"
-        );
-    }
-
-    #[test]
-    fn argument_errors_name_the_field() {
-        let args = serde_json::json!({"prompt": "x", "timeout": "soon"});
-        let err = parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("`timeout`"), "{err}");
-        let args = serde_json::json!({"prompt": "x", "nope": 1});
-        let err = parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("`nope`"), "{err}");
-    }
-
-    #[test]
-    fn fixed_values_parse_with_the_reference_spellings_and_a_wrong_one_names_its_field() {
-        let parse = |args: serde_json::Value| {
-            parse_args::<params::CodexParams>(args.as_object().unwrap().clone())
-        };
-        let p = parse(json!({"prompt": "x", "sandbox": "full-auto", "reasoningEffort": "xhigh"}))
-            .unwrap();
-        assert_eq!(p.sandbox, Some(params::SandboxLevel::WorkspaceWrite));
-        assert_eq!(p.reasoning_effort, Some(params::ReasoningEffort::Xhigh));
-        for (field, bad) in [("sandbox", "Read-Only"), ("reasoningEffort", "max")] {
-            let err = parse(json!({"prompt": "x", field: bad}))
-                .unwrap_err()
-                .to_string();
-            assert!(
-                err.starts_with(&format!("invalid argument `{field}`: unknown variant")),
-                "{err}"
-            );
-        }
-        let err = parse_args::<params::ReviewParams>(
-            json!({"workingDirectory": "/w", "mode": "all"})
-                .as_object()
-                .unwrap()
-                .clone(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.starts_with("invalid argument `mode`: "), "{err}");
-        assert!(err.contains("`uncommitted`, `base`, `commit`"), "{err}");
-    }
-
-    #[test]
-    fn a_long_answer_is_sent_once_in_full_and_the_result_fits_a_relayed_line() {
-        // an answer at the codex line cap, with characters JSON escapes
-        let answer = "é\"x\n".repeat(8 * 1024 * 1024 / 5);
-        let value = results::TurnResult {
-            response: answer.clone(),
-            ..Default::default()
-        };
-        let r = ok_result(answer.clone(), &value);
-        let line = serde_json::to_vec(&r).unwrap().len();
-        assert!(line <= MAX_RESULT_BYTES, "{line} bytes");
-        let s = r.structured_content.as_ref().unwrap();
-        assert_eq!(s["response"], answer.as_str(), "the whole answer, once");
-        assert_eq!(s["truncated"], false);
-        let text = &r.content[0].as_text().unwrap().text;
-        assert!(
-            text.len() < answer.len()
-                && answer.starts_with(text.split("\n\n[codex-mcp-bridge").next().unwrap())
-        );
-        assert!(
-            text.ends_with("the whole answer is in structuredContent.response]"),
-            "{}",
-            &text[text.len() - 200..]
-        );
-
-        // a short one is left alone
-        let short = results::TurnResult {
-            response: "hi".into(),
-            ..Default::default()
-        };
-        let r = ok_result("hi".into(), &short);
-        assert_eq!(r.content[0].as_text().unwrap().text, "hi");
-
-        // structured content alone too long (a raised line cap): the response is cut, marked
-        let huge = "y".repeat(MAX_RESULT_BYTES);
-        let value = results::TurnResult {
-            response: huge.clone(),
-            ..Default::default()
-        };
-        let r = ok_result(huge, &value);
-        assert!(serde_json::to_vec(&r).unwrap().len() <= MAX_RESULT_BYTES);
-        let s = r.structured_content.as_ref().unwrap();
-        assert_eq!(s["truncated"], true);
-        assert!(
-            s["response"]
-                .as_str()
-                .unwrap()
-                .ends_with("too long for one message]")
-        );
     }
 }

@@ -1,10 +1,13 @@
-//! Tool results: `structuredContent` shapes (each declared as the tool's `outputSchema`), plus
-//! the text block for clients that ignore structured content.
+//! The tool results several tools share: `structuredContent` shapes (each declared as the
+//! tool's `outputSchema`), plus the text block for clients that ignore structured content. A
+//! turn's result ([`TurnResult`] and its parts) is every turn tool's, and an error's too
+//! (`super::answer`); a session as the session tools show it ([`SessionInfo`]), and
+//! [`SessionResult`], `getSession`'s and `closeSession`'s. A result only one tool returns is
+//! in that tool's file under `super::tools`.
 
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::config::CodexSupport;
 use crate::usage::Usage;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
@@ -164,16 +167,6 @@ pub struct SessionInfo {
 
 pub use crate::actors::SessionStatus;
 
-/// `listSessions`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionList {
-    pub sessions: Vec<SessionInfo>,
-    /// Pass as `cursor` for the next page; absent on the last page.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
-
 /// `getSession` and `closeSession`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -184,73 +177,4 @@ pub struct SessionResult {
     /// `closeSession`: the session was forgotten.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed: Option<bool>,
-}
-
-/// `forkSession`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ForkResult {
-    /// The new session: continue it with `codex` and this sessionId.
-    pub session_id: String,
-    /// The session it was forked from (which goes on as before).
-    pub forked_from: String,
-    pub session: SessionInfo,
-}
-
-/// `steer`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SteerResult {
-    pub session_id: String,
-    /// Codex took the message into the running turn (its result lists it under `steered`).
-    pub steered: bool,
-}
-
-/// `ping`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PingResult {
-    pub server: String,
-    pub version: String,
-    pub codex_found: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub codex_version: Option<String>,
-    /// The newest codex version this server is tested against.
-    pub tested_codex_version: String,
-    /// The oldest codex version this server supports (the security pins are proven for
-    /// `oldestSupportedCodexVersion` to `testedCodexVersion`).
-    pub oldest_supported_codex_version: String,
-    /// Whether the codex found is inside the supported range.
-    pub codex_version_matches: bool,
-    /// Where the codex found falls: `supported`, `newer_than_tested` (a warning: the pins are
-    /// not proven for it), `older_than_supported` (an error: upgrade codex) or `unrecognized`;
-    /// absent when codex was not found.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub codex_version_support: Option<CodexSupport>,
-    pub codex_path: String,
-    pub store_path: String,
-    pub schema_version: u64,
-    pub live_sessions: usize,
-    pub stored_sessions: usize,
-    pub active_turns: usize,
-    pub queued_turns: usize,
-    pub max_concurrent: usize,
-    pub default_timeout_ms: u64,
-    pub max_timeout_ms: u64,
-    pub allow_danger: bool,
-    /// How a turn's processes are contained: `cgroup` or `process-group`.
-    pub containment: String,
-    /// Nested MCP servers configured for codex (`$CODEX_HOME/config.toml`).
-    pub nested_mcp_servers: Vec<NestedServer>,
-    /// How session turns run (`exec` or `app-server`): as set, in effect, and why they differ.
-    pub backend: crate::actors::BackendStatus,
-}
-
-/// One nested MCP server from codex's config.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NestedServer {
-    pub name: String,
-    pub enabled: bool,
-    pub required: bool,
 }

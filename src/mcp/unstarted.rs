@@ -15,7 +15,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::results::{ErrorKind, ErrorReport, TurnResult};
-use super::{answer, is_turn_tool, server_config, tool_list, tool_named};
+use super::tools::{is_turn_tool, tool_list, tool_named};
+use super::{answer, server_config};
 
 /// The handler of a server that did not start: the problem, and the tool list it offers.
 #[derive(Clone)]

@@ -1,0 +1,140 @@
+//! One client connection's server, below the tools: [`McpServer`] (the bridge, the task store
+//! and the client's context and roots) and how it is made, a call's context ([`CallCtx`]), and
+//! the shape of a tool ([`ToolEntry`], [`Handler`]) that each file of `tools/` fills in. The
+//! protocol's handling of requests (`ServerHandler`, dispatch, tasks, MRTR) is `super`'s; the
+//! tools are `super::tools`'s. Nothing here names either, so both can name this.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::CallToolResult;
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::actors::{Bridge, ClientContext};
+use crate::mcp::elicit;
+use crate::mcp::owner::Scope;
+use crate::mcp::progress::ProgressTarget;
+use crate::mcp::roots::ClientRoots;
+use crate::mcp::tasks::Tasks;
+
+/// The rmcp handler.
+#[derive(Clone)]
+pub struct McpServer {
+    pub(crate) bridge: Bridge,
+    /// Calls running or finished as MCP tasks (one store per process, each task visible to the
+    /// connection that started it only).
+    pub(crate) tasks: Tasks,
+    /// The connection's client context (settings, codex environment, CODEX_HOME).
+    pub(crate) client: Arc<ClientContext>,
+    /// The connection's client roots (the default working directory).
+    pub(crate) client_roots: Arc<ClientRoots>,
+    /// Which connection this is, for the tasks it starts.
+    pub(super) scope: Scope,
+}
+
+impl McpServer {
+    /// A server over a running bridge, for one connection of the owning process's own client:
+    /// its settings, with an identity of its own (each stdio connection, HTTP session and
+    /// session-less HTTP request is a client of its own for steer).
+    pub fn new(bridge: Bridge) -> Self {
+        let client = Arc::new(bridge.own_context().for_connection());
+        McpServer::for_client(bridge, client)
+    }
+
+    /// A server over a running bridge for one client connection with its own context.
+    pub fn for_client(bridge: Bridge, client: Arc<ClientContext>) -> Self {
+        McpServer {
+            bridge,
+            tasks: Tasks::new(),
+            client,
+            client_roots: Default::default(),
+            scope: Scope::connection(),
+        }
+    }
+
+    /// A server for requests of the HTTP listener (the owning process's own settings). rmcp
+    /// makes one per HTTP session and one per session-less request, so each is a client of its
+    /// own.
+    pub fn for_http(bridge: Bridge) -> Self {
+        McpServer {
+            scope: Scope::Http,
+            ..McpServer::new(bridge)
+        }
+    }
+
+    /// Share `tasks` (one task store per process, whatever the connection).
+    pub fn with_tasks(mut self, tasks: Tasks) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    /// A task's time-to-live. rmcp counts it from creation and aborts a task still running when
+    /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
+    /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
+    pub fn task_ttl(&self) -> Duration {
+        self.client.config.max_timeout + self.bridge.shared().queue_timeout() + TASK_RESULT_GRACE
+    }
+}
+
+/// Suggested interval between `tasks/get` polls.
+pub const TASK_POLL_MS: u64 = 1_000;
+/// How long a task's result stays available after the longest possible call ended.
+pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(300);
+
+/// A tool's run: parsed arguments in, a tool result out (argument errors are `isError` results).
+pub(super) type Handler = for<'a> fn(
+    &'a McpServer,
+    rmcp::model::JsonObject,
+    &'a CallCtx,
+) -> futures::future::BoxFuture<'a, CallToolResult>;
+
+/// One tool: its name, definition and handler.
+pub(super) struct ToolEntry {
+    pub(super) name: &'static str,
+    pub(super) title: &'static str,
+    pub(super) description: &'static str,
+    /// readOnly, destructive, idempotent, openWorld hints.
+    pub(super) hints: [bool; 4],
+    pub(super) input: fn() -> Arc<rmcp::model::JsonObject>,
+    pub(super) output: fn() -> Arc<rmcp::model::JsonObject>,
+    /// Run as an MCP task for clients that declare the tasks extension (the long tools).
+    pub(super) task: bool,
+    pub(super) run: Handler,
+}
+
+/// One tool call's cancellation and progress target: a request's, or a task's.
+pub(crate) struct CallCtx {
+    pub ct: CancellationToken,
+    pub progress: Option<ProgressTarget>,
+    /// The client to ask for its roots, when it declares the roots capability.
+    pub roots: Option<Peer<RoleServer>>,
+    /// Where the person behind the call can be asked (`approvals = ask`), when they can.
+    pub ask: Option<elicit::Channel>,
+}
+
+/// The peer of a request whose client declares the roots capability.
+pub(super) fn roots_peer(ctx: &RequestContext<RoleServer>) -> Option<Peer<RoleServer>> {
+    ctx.client_capabilities()
+        .is_some_and(|c| c.roots.is_some())
+        .then(|| ctx.peer.clone())
+}
+
+impl CallCtx {
+    /// The context of a plain (not task) request.
+    pub(crate) fn of_request(ctx: &RequestContext<RoleServer>) -> Self {
+        CallCtx {
+            ct: ctx.ct.clone(),
+            progress: ctx
+                .meta
+                .get_progress_token()
+                .map(|token| ProgressTarget::Notify {
+                    peer: ctx.peer.clone(),
+                    token,
+                }),
+            roots: roots_peer(ctx),
+            ask: elicit::Channel::of_request(ctx),
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! `closeSession`: forget a session, cancelling its running turn, and optionally delete Codex's
+//! thread. Its arguments ([`CloseSessionParams`]), its table entry (`TOOL`) and its handler.
+//! Its result is a [`SessionResult`], which `getSession` shares.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::common::session_info;
+use crate::error::Error;
+use crate::mcp::answer::{ok_result, parse_args, plain_error};
+use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::results::SessionResult;
+use crate::mcp::schemas::schema;
+use crate::security::ids::SessionId;
+
+/// The `closeSession` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "closeSession",
+    title: "Close session",
+    description: "Forget a session (cancelling its running turn); optionally delete \
+                  Codex's thread.",
+    hints: [false, true, true, false],
+    input: schema::<CloseSessionParams>,
+    output: schema::<SessionResult>,
+    task: false,
+    run: |s, args, _| Box::pin(s.close_session(args)),
+};
+
+/// `closeSession`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloseSessionParams {
+    /// The session id. A running turn is cancelled first.
+    pub session_id: String,
+    /// Also delete Codex's own thread files (`codex delete`).
+    #[serde(default)]
+    pub delete_thread: Option<bool>,
+}
+
+impl McpServer {
+    async fn close_session(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
+            let p: CloseSessionParams = parse_args(args)?;
+            let id = SessionId::parse("sessionId", &p.session_id)?;
+            let delete_thread = p.delete_thread.unwrap_or(false);
+            let session = self
+                .bridge
+                .close_session(&id, delete_thread, self.client.clone())
+                .await?
+                .map(session_info);
+            let text = if session.is_some() {
+                format!("Session {id} closed.")
+            } else {
+                format!("No session {id}.")
+            };
+            Ok(ok_result(
+                text,
+                SessionResult {
+                    found: session.is_some(),
+                    closed: Some(session.is_some()),
+                    session,
+                },
+            ))
+        };
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+    }
+}

@@ -1,0 +1,189 @@
+//! `codex`: a Codex turn in a persistent session. Its arguments ([`CodexParams`]), its table
+//! entry (`TOOL`) and its handler: the session id, prompt, model and working directory
+//! checked and resolved, the person behind the call reachable for codex's questions under
+//! `approvals = ask`, and the turn run on the session's actor. Its result is a
+//! [`TurnResult`] with the session id to continue with.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::common::{check_model, finish, shape};
+use crate::actors::{TurnCall, WorkDir};
+use crate::codex::argv::Prompt;
+use crate::config::ApprovalMode;
+use crate::error::Result;
+use crate::mcp::answer::{error_result, parse_args};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::elicit;
+use crate::mcp::params::{ReasoningEffort, SandboxLevel};
+use crate::mcp::progress::progress_for;
+use crate::mcp::results::TurnResult;
+use crate::mcp::schemas::schema;
+use crate::security::ids::SessionId;
+
+/// The `codex` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "codex",
+    title: "Codex",
+    description: "Run a Codex turn in a persistent session: edit, explain or test code in \
+                  a working directory. Returns the answer and the sessionId to continue \
+                  with.",
+    hints: [false, true, false, true],
+    input: schema::<CodexParams>,
+    output: schema::<TurnResult>,
+    task: true,
+    run: |s, args, ctx| Box::pin(s.codex(args, ctx)),
+};
+
+/// `codex`: a turn in a persistent session.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CodexParams {
+    /// The task or question for Codex. Sent over stdin, never on the command line.
+    pub prompt: String,
+    /// Continue this session (letters, digits, `_`, `-`; up to 256). Omit to start a new one;
+    /// an unknown id starts a new session under that id. The id is returned in every result.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Start a new Codex thread under the same session id.
+    #[serde(default)]
+    pub reset_session: Option<bool>,
+    /// Sandbox for the commands Codex runs: `read-only` (default, every turn, including resumed
+    /// ones), `workspace-write`, or `full-auto` (alias of workspace-write). `danger-full-access`
+    /// only when the operator enabled it. Never remembered between turns.
+    #[serde(default)]
+    pub sandbox: Option<SandboxLevel>,
+    /// Model id (any provider's; passed to codex as `--model=`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Reasoning effort for this turn.
+    #[serde(default)]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// Working directory, inside the server's allowed roots. A session stays bound to the
+    /// directory it started in; omit it to continue there.
+    #[serde(default)]
+    pub working_directory: Option<String>,
+    /// Files to attach, relative to the working directory: `path`, or `path:START-END` for a
+    /// line range. Images (png, jpg, jpeg, gif, webp) are attached as images.
+    #[serde(default)]
+    pub files: Option<Vec<String>>,
+    /// Timeout of the turn in milliseconds (default and cap set by the operator).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Truncate the response to this many characters.
+    #[serde(default)]
+    pub max_response_length: Option<u64>,
+    /// When the session is busy with another turn: wait for it (default true), or fail at once.
+    #[serde(default)]
+    pub wait_if_busy: Option<bool>,
+}
+
+impl McpServer {
+    async fn codex(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+        match self.codex_inner(args, ctx).await {
+            Ok(r) => r,
+            Err(e) => error_result(&e, None),
+        }
+    }
+
+    async fn codex_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
+        let p: CodexParams = parse_args(args)?;
+        check_model(p.model.as_deref())?;
+        let session_id = p
+            .session_id
+            .as_deref()
+            .map(|s| SessionId::parse("sessionId", s))
+            .transpose()?;
+        let sandbox = p.sandbox;
+        let effort = p.reasoning_effort;
+        let timeout = self.client.config.timeout_for(p.timeout)?;
+        let cwd = match &p.working_directory {
+            Some(d) => WorkDir::Given(self.resolve_dir(d)?),
+            None => WorkDir::Default(self.default_dir(ctx).await?),
+        };
+        let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
+        let asker = match (&self.client.config.approvals, &ctx.ask) {
+            (ApprovalMode::Ask, Some(channel)) => Some(elicit::asker(
+                channel.clone(),
+                self.client.secrets.clone(),
+                self.client.config.approval_timeout,
+                progress.clone(),
+            )),
+            _ => None,
+        };
+        let call = TurnCall {
+            session_id,
+            reset: p.reset_session.unwrap_or(false),
+            prompt: Some(Prompt::parse("prompt", p.prompt)?),
+            files: p.files.unwrap_or_default(),
+            sandbox,
+            model: p.model,
+            reasoning_effort: effort,
+            cwd,
+            timeout,
+            wait_if_busy: p.wait_if_busy.unwrap_or(true),
+            cancel: ctx.ct.child_token(),
+            progress,
+            client: Some(self.client.clone()),
+            asker,
+        };
+        let report = self.bridge.turn(call).await?;
+        let (session_id, resumed) = (report.session_id.to_string(), report.resumed);
+        let (mut value, error) = shape(report.into_answer(), p.max_response_length);
+        value.session_id = Some(session_id);
+        value.resumed = Some(resumed);
+        Ok(finish(value, error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::mcp::tools::review::ReviewParams;
+
+    #[test]
+    fn argument_errors_name_the_field() {
+        let args = serde_json::json!({"prompt": "x", "timeout": "soon"});
+        let err = parse_args::<CodexParams>(args.as_object().unwrap().clone())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`timeout`"), "{err}");
+        let args = serde_json::json!({"prompt": "x", "nope": 1});
+        let err = parse_args::<CodexParams>(args.as_object().unwrap().clone())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`nope`"), "{err}");
+    }
+
+    #[test]
+    fn fixed_values_parse_with_the_reference_spellings_and_a_wrong_one_names_its_field() {
+        let parse =
+            |args: serde_json::Value| parse_args::<CodexParams>(args.as_object().unwrap().clone());
+        let p = parse(json!({"prompt": "x", "sandbox": "full-auto", "reasoningEffort": "xhigh"}))
+            .unwrap();
+        assert_eq!(p.sandbox, Some(SandboxLevel::WorkspaceWrite));
+        assert_eq!(p.reasoning_effort, Some(ReasoningEffort::Xhigh));
+        for (field, bad) in [("sandbox", "Read-Only"), ("reasoningEffort", "max")] {
+            let err = parse(json!({"prompt": "x", field: bad}))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("invalid argument `{field}`: unknown variant")),
+                "{err}"
+            );
+        }
+        let err = parse_args::<ReviewParams>(
+            json!({"workingDirectory": "/w", "mode": "all"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("invalid argument `mode`: "), "{err}");
+        assert!(err.contains("`uncommitted`, `base`, `commit`"), "{err}");
+    }
+}

@@ -1,0 +1,190 @@
+//! What the tools' handlers share: the model id checked first, a turn's answer shaped as a
+//! tool result ([`shape`], [`finish`]), a session as the session tools show it, the caller's
+//! working directory resolved inside the allowed roots, and a session-less call run through the
+//! bridge ([`McpServer::one_shot`]). Nothing here builds a codex invocation, runs a process or
+//! reads the store: the actors do.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::CallToolResult;
+
+use crate::actors::{Answer, OneShot, OneShotCall, SessionView};
+use crate::error::{Error, Result};
+use crate::mcp::answer::{error_result, ok_result};
+use crate::mcp::connection::{CallCtx, McpServer};
+use crate::mcp::progress::progress_for;
+use crate::mcp::results::{
+    ApprovalReport, CommandReport, Finding, SessionInfo, TurnResult, UsageReport,
+};
+use crate::question::Decision;
+use crate::security::paths::{Confined, Kind};
+use crate::security::redact::redact;
+
+/// A caller's model id, checked once, before anything is queued or spawned, by the same rule on
+/// both backends (the invocation builders check it again).
+pub(super) fn check_model(model: Option<&str>) -> Result<()> {
+    model.map_or(Ok(()), |m| {
+        Ok(crate::security::ids::check_model("model", m)?)
+    })
+}
+
+/// Shape a turn's answer as a tool result: success, or an error that keeps the partial answer.
+pub(super) fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<Error>) {
+    let mut truncated = false;
+    if let Some(max) = max_len
+        && a.response.chars().count() as u64 > max
+    {
+        a.response = a.response.chars().take(max as usize).collect();
+        truncated = true;
+    }
+    let value = TurnResult {
+        response: a.response,
+        thread_id: a.thread_id.map(|t| t.to_string()),
+        usage: UsageReport {
+            turn: a.turn_usage,
+            thread: a.thread_usage,
+        },
+        duration_ms: a.duration.as_millis() as u64,
+        queued_ms: a.queued.as_millis() as u64,
+        timed_out: a.timed_out,
+        commands: a
+            .commands
+            .into_iter()
+            .map(|c| CommandReport {
+                command: c.command,
+                exit_code: c.exit_code,
+                status: c.status.as_str().to_owned(),
+            })
+            .collect(),
+        files_changed: a.files_changed,
+        sandbox: a.sandbox.map(|s| s.as_arg().to_owned()).unwrap_or_default(),
+        approval: a.recorded.as_ref().map(|r| r.approval_policy.clone()),
+        approvals_reviewer: a.recorded.as_ref().map(|r| r.approvals_reviewer.clone()),
+        policy_verified: a.recorded.is_some(),
+        truncated,
+        model: a.model,
+        findings: a.findings.map(|f| {
+            f.into_iter()
+                .map(|f| Finding {
+                    priority: f.priority,
+                    title: f.title,
+                    location: f.location,
+                })
+                .collect()
+        }),
+        data: a.data,
+        approvals: (!a.approvals.is_empty()).then(|| {
+            a.approvals
+                .into_iter()
+                .map(|r| ApprovalReport {
+                    asked: r.asked,
+                    decision: match r.decision {
+                        Decision::AcceptOnce => "acceptOnce",
+                        Decision::Decline => "decline",
+                    }
+                    .to_owned(),
+                    by_person: r.by_person,
+                    reason: r.reason.map(str::to_owned),
+                })
+                .collect()
+        }),
+        steered: (!a.steered.is_empty()).then_some(a.steered),
+        ..Default::default()
+    };
+    (value, a.error)
+}
+
+/// The final tool result of a turn: success (a `structured` answer's text is its JSON), or an
+/// error that keeps the partial answer.
+pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult {
+    match error {
+        None => {
+            let text = match &value.data {
+                Some(data) => serde_json::to_string_pretty(data).unwrap_or_default(),
+                None if value.response.is_empty() => "(no answer)".to_owned(),
+                None => value.response.clone(),
+            };
+            ok_result(text, value)
+        }
+        Some(e) => error_result(&e, Some(value)),
+    }
+}
+
+/// A session as the session tools show it.
+pub(super) fn session_info(v: SessionView) -> SessionInfo {
+    SessionInfo {
+        session_id: v.session_id,
+        thread_id: v.thread_id.map(|t| t.to_string()),
+        working_directory: v.working_directory,
+        model: v.model,
+        created_ms: v.created_ms,
+        last_used_ms: v.last_used_ms,
+        turn_count: v.turn_count,
+        usage: v.usage,
+        last_status: v.last_status,
+        last_error: v.last_error,
+        live: v.live,
+    }
+}
+
+impl McpServer {
+    fn first_root(&self) -> &Path {
+        &self.client.config.roots[0]
+    }
+
+    /// Resolve a caller's working directory inside the allowed roots (relative paths are
+    /// relative to the first root).
+    pub(super) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
+        Ok(crate::confine::resolve(
+            "workingDirectory",
+            raw,
+            self.first_root(),
+            &self.client.config.roots,
+            Kind::Dir,
+        )?)
+    }
+
+    /// The working directory of a call that names none: the first of the client's roots that
+    /// lies inside the allowed roots (when the client declares roots), else the first allowed
+    /// root.
+    pub(super) async fn default_dir(&self, ctx: &CallCtx) -> Result<Confined> {
+        if let Some(peer) = &ctx.roots {
+            for root in self.client_roots.get(peer).await {
+                let raw = root.to_string_lossy();
+                match self.resolve_dir(&raw) {
+                    Ok(dir) => return Ok(dir),
+                    Err(e) => tracing::info!(
+                        root = %redact(&raw),
+                        reason = %redact(&e.to_string()),
+                        "a client root is not an allowed working directory: ignored"
+                    ),
+                }
+            }
+        }
+        let root = self.first_root().to_string_lossy().into_owned();
+        self.resolve_dir(&root)
+    }
+
+    /// Run a session-less call through the bridge, with one progress sink for all of it.
+    pub(super) async fn one_shot(
+        &self,
+        request: OneShot,
+        timeout: Duration,
+        ctx: &CallCtx,
+    ) -> Result<CallToolResult> {
+        let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
+        let answer = self
+            .bridge
+            .one_shot(OneShotCall {
+                request,
+                timeout,
+                cancel: ctx.ct.child_token(),
+                progress,
+                client: self.client.clone(),
+            })
+            .await?;
+        let (value, error) = shape(answer, None);
+        Ok(finish(value, error))
+    }
+}

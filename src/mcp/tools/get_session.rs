@@ -1,0 +1,57 @@
+//! `getSession`: one stored session. Its arguments ([`GetSessionParams`]), its table entry
+//! (`TOOL`) and its handler. Its result is a [`SessionResult`], which `closeSession` shares.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::common::session_info;
+use crate::error::Error;
+use crate::mcp::answer::{ok_result, parse_args, plain_error};
+use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::results::SessionResult;
+use crate::mcp::schemas::schema;
+use crate::security::ids::SessionId;
+
+/// The `getSession` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "getSession",
+    title: "Get session",
+    description: "Show one stored session.",
+    hints: [true, false, true, false],
+    input: schema::<GetSessionParams>,
+    output: schema::<SessionResult>,
+    task: false,
+    run: |s, args, _| Box::pin(s.get_session(args)),
+};
+
+/// `getSession`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GetSessionParams {
+    /// The session id.
+    pub session_id: String,
+}
+
+impl McpServer {
+    async fn get_session(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
+            let p: GetSessionParams = parse_args(args)?;
+            let id = SessionId::parse("sessionId", &p.session_id)?;
+            let session = self.bridge.session(&id).await?.map(session_info);
+            let text = match &session {
+                Some(s) => serde_json::to_string_pretty(s).unwrap_or_default(),
+                None => format!("No session {id}."),
+            };
+            Ok(ok_result(
+                text,
+                SessionResult {
+                    found: session.is_some(),
+                    session,
+                    closed: None,
+                },
+            ))
+        };
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+    }
+}

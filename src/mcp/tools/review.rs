@@ -1,0 +1,83 @@
+//! `review`: Codex's code review of a git repository: uncommitted changes, changes against a
+//! base branch, or a commit. Its arguments ([`ReviewParams`]), its table entry (`TOOL`) and
+//! its handler: the review's target and the repository checked and resolved, the review run
+//! session-less through the bridge. Its result is a [`TurnResult`] with the findings.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::common::check_model;
+use crate::actors::OneShot;
+use crate::codex::argv::review_target;
+use crate::mcp::answer::{error_result, parse_args};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::params::ReviewMode;
+use crate::mcp::results::TurnResult;
+use crate::mcp::schemas::schema;
+
+/// The `review` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "review",
+    title: "Code review",
+    description: "Codex's code review of a git repository: uncommitted changes, changes \
+                  against a base branch, or a commit. Findings are returned with \
+                  priorities and locations.",
+    // codex runs the review under workspace-write (git may write its index), so not
+    // read-only
+    hints: [false, false, false, true],
+    input: schema::<ReviewParams>,
+    output: schema::<TurnResult>,
+    task: true,
+    run: |s, args, ctx| Box::pin(s.review(args, ctx)),
+};
+
+/// `review`: Codex's code review of a repository's changes.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewParams {
+    /// What to review: `uncommitted` changes (default), changes against a `base` branch, or one
+    /// `commit`.
+    #[serde(default)]
+    pub mode: Option<ReviewMode>,
+    /// The base branch (mode `base`).
+    #[serde(default)]
+    pub base: Option<String>,
+    /// The commit (mode `commit`).
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// A title for the commit review (mode `commit` only).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Model id.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The repository, inside the allowed roots.
+    pub working_directory: String,
+    /// Timeout in milliseconds.
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+impl McpServer {
+    async fn review(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+        let run = async {
+            let p: ReviewParams = parse_args(args)?;
+            check_model(p.model.as_deref())?;
+            let timeout = self.client.config.timeout_for(p.timeout)?;
+            let target = review_target(
+                p.mode,
+                p.base.as_deref(),
+                p.commit.as_deref(),
+                p.title.as_deref(),
+            )?;
+            let request = OneShot::Review {
+                target,
+                model: p.model,
+                cwd: self.resolve_dir(&p.working_directory)?,
+            };
+            self.one_shot(request, timeout, ctx).await
+        };
+        run.await.unwrap_or_else(|e| error_result(&e, None))
+    }
+}

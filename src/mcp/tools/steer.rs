@@ -1,0 +1,66 @@
+//! `steer`: a message added to a session's running Codex turn without cancelling it. Its
+//! arguments ([`SteerParams`]), its result ([`SteerResult`]), its table entry (`TOOL`) and
+//! its handler.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::codex::argv::Prompt;
+use crate::error::Error;
+use crate::mcp::answer::{ok_result, parse_args, plain_error};
+use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::schemas::schema;
+use crate::security::ids::SessionId;
+
+/// The `steer` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "steer",
+    title: "Steer a running turn",
+    description: "Add a message (e.g. a correction) to a session's running Codex turn \
+                  without cancelling it; returns once Codex took it. The turn's result \
+                  lists it under `steered`.",
+    hints: [false, false, false, false],
+    input: schema::<SteerParams>,
+    output: schema::<SteerResult>,
+    task: false,
+    run: |s, args, _| Box::pin(s.steer(args)),
+};
+
+/// `steer`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SteerParams {
+    /// The session whose running turn takes the message (the turn must be running).
+    pub session_id: String,
+    /// What to add to the running turn, e.g. a correction; the turn goes on with it.
+    pub prompt: String,
+}
+
+/// `steer`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerResult {
+    pub session_id: String,
+    /// Codex took the message into the running turn (its result lists it under `steered`).
+    pub steered: bool,
+}
+
+impl McpServer {
+    async fn steer(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
+            let p: SteerParams = parse_args(args)?;
+            let id = SessionId::parse("sessionId", &p.session_id)?;
+            let text = Prompt::parse("prompt", p.prompt)?;
+            self.bridge.steer(&id, text, self.client.clone()).await?;
+            Ok(ok_result(
+                format!("Codex took the message into session {id}'s running turn."),
+                SteerResult {
+                    session_id: id.to_string(),
+                    steered: true,
+                },
+            ))
+        };
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+    }
+}
