@@ -11,14 +11,17 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use codex_mcp_bridge::codex::argv::{
-    Common, OneShotRequest, Prompt, ReasoningEffort, ReviewRequest, ReviewTarget, SandboxLevel,
-    TurnRequest, build_query, build_review, build_search, build_turn,
+    Common, OneShotRequest, ReviewRequest, TurnRequest, build_query, build_review, build_search,
+    build_turn,
 };
 use codex_mcp_bridge::confine;
+use codex_mcp_bridge::plan::review::ReviewTarget;
+use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
 use codex_mcp_bridge::security::env::filter_env;
 use codex_mcp_bridge::security::ids::ThreadId;
 use codex_mcp_bridge::security::overrides::parse_operator_override;
 use codex_mcp_bridge::security::paths::{Confined, Kind};
+use codex_mcp_bridge::security::prompt::Prompt;
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// A realistic project directory: six levels, so the `projects` pin names six directories.

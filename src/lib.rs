@@ -14,6 +14,7 @@
 //! - [`logging`]: tracing to stderr (stdout is the MCP channel), filtered, every line redacted.
 //! - [`mcp`]: the MCP surface (rmcp): tools, their arguments and results, progress, cancellation.
 //! - [`page`]: the loopback page where a person reads a whole question and decides it.
+//! - [`plan`]: what a caller asks of a turn in the bridge's terms: value sets, a review's target.
 //! - [`question`]: what a person is asked and may decide, below both `codex` and `mcp`.
 //! - [`security`]: pure rules: env allowlist, path confinement, ids, override denylist, redaction.
 //! - [`server`]: the library entry point [`server::run`]: election, relay, takeover, shutdown.
@@ -32,6 +33,7 @@ pub mod invalid;
 pub mod logging;
 pub mod mcp;
 pub mod page;
+pub mod plan;
 pub mod question;
 pub mod security;
 pub mod server;

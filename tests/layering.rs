@@ -10,7 +10,8 @@
 //! 0. `usage`, `failure`, `invalid` (leaves: they name nothing of the crate), `security`,
 //!    `logging`.
 //! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`; and
-//!    `question`: what a person is asked and may decide, which `codex` and `mcp` both name.
+//!    `plan`: what a caller asks of a turn in the bridge's terms; `question`: what a person is
+//!    asked and may decide. `codex` and `mcp` both name them.
 //! 2. `codex::process` (the one spawner), `codex::app_server`, `store` (the one owner of sled),
 //!    `page` (the loopback question page).
 //! 3. `config`: operator settings.
@@ -22,10 +23,12 @@
 //! 8. `cli`, then `main` (the binary, which names the library as a crate).
 //!
 //! The other invariants:
-//! - pure: `security/*`, `codex/argv/*`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
+//! - pure: `security/*`, `plan/*`, `codex/argv/*`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
 //!   `std::process`, `std::fs`, `std::env` or `sled`;
 //! - spawn: only `codex/process*` names `std::process::Command` or `tokio::process`;
-//! - mcp: `mcp/*` names no process or store type (`codex::process`, `SpawnSpec`,
+//! - mcp: `mcp/*` names nothing of codex's argv or app-server protocol (`codex::argv`,
+//!   `codex::app_server`: it reads a call into `plan` and `question` types) and no process or
+//!   store type (`codex::process`, `SpawnSpec`,
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
@@ -59,6 +62,7 @@ const LAYERS: &[&[&str]] = &[
         "codex::events",
         "codex::home",
         "codex::rollout",
+        "plan",
         "question",
     ],
     &[
@@ -82,7 +86,9 @@ const LEAVES: &[&str] = &["usage", "failure", "invalid"];
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
 /// `codex::process`: `ProcessError`; `codex::app_server`: `ClientError`; `config`:
 /// `ConfigError`; `store`: `StoreError`; `page`: `PageError`), never the crate error.
-const OWN_ERRORS: &[&str] = &["security", "store", "codex", "confine", "config", "page"];
+const OWN_ERRORS: &[&str] = &[
+    "security", "plan", "question", "store", "codex", "confine", "config", "page",
+];
 
 fn layer_of(module: &str) -> Option<usize> {
     let mut best: Option<(usize, usize)> = None; // (prefix length, layer)
@@ -392,6 +398,7 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         out.insert(format!("{display}: {rule}: {what}"));
     };
     let pure = starts_with(module, "security")
+        || starts_with(module, "plan")
         || starts_with(module, "codex::argv")
         || module == "codex::events"
         || module == "codex::applied";
@@ -435,6 +442,8 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
             let crate_path = segments.first() == Some(&"crate");
             let named = |t: &str| segments.contains(&t) && (crate_path || segments.len() == 1);
             if starts_with(name, "crate::codex::process")
+                || starts_with(name, "crate::codex::argv")
+                || starts_with(name, "crate::codex::app_server")
                 || starts_with(name, "crate::store")
                 || name == ".store"
                 || ["SpawnSpec", "TurnOutcome", "SessionRecord"]
@@ -832,6 +841,14 @@ fn the_checker_sees_paths_in_macros_aliases_and_expressions() {
         (
             "assert!(matches!(x, crate::codex::process::Ending::Completed))",
             "mcp: names crate::codex::process::Ending::Completed",
+        ),
+        (
+            "format!(\"{:?}\", crate::codex::argv::MAX_TITLE_LEN)",
+            "mcp: names crate::codex::argv::MAX_TITLE_LEN",
+        ),
+        (
+            "crate::codex::app_server::approval::parse",
+            "mcp: names crate::codex::app_server::approval::parse",
         ),
     ];
     let cases = cases

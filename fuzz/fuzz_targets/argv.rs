@@ -27,12 +27,10 @@
 use std::path::{Path, PathBuf};
 
 use arbitrary::Arbitrary;
-use codex_mcp_bridge::codex::argv::{
-    Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, OneShotRequest, PathKind, Prompt, ReasoningEffort,
-    ReviewMode,
-    ReviewRequest, ReviewTarget, SandboxLevel, SpawnSpec, TurnRequest, build_query, build_review,
-    build_search, build_turn, pins, review_target,
-};
+use codex_mcp_bridge::codex::argv::{Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, OneShotRequest, PathKind, ReviewRequest, SpawnSpec, TurnRequest, build_query, build_review, build_search, build_turn, pins};
+use codex_mcp_bridge::security::prompt::Prompt;
+use codex_mcp_bridge::plan::values::{ReasoningEffort, ReviewMode, SandboxLevel};
+use codex_mcp_bridge::plan::review::{ReviewTarget, review_target};
 use codex_mcp_bridge::security::ids::ThreadId;
 use codex_mcp_bridge::security::overrides::{Override, parse_operator_override};
 use codex_mcp_bridge::security::paths::{Confined, Kind, normalize};

@@ -12,14 +12,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::client::{ClientContext, Progress};
 use crate::actors::schema::Plan;
-use crate::codex::argv::{Prompt, ReasoningEffort, ReviewTarget, SandboxLevel};
 use crate::codex::events::{CommandRun, Usage};
 use crate::codex::process::{Ending, TurnOutcome};
 use crate::codex::rollout::TurnContext;
 use crate::config::CodexSupport;
 use crate::error::Error;
+use crate::plan::review::ReviewTarget;
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
+use crate::security::prompt::Prompt;
 use crate::store::{SessionRecord, TurnStatus};
 
 /// The working directory of a session turn.

@@ -15,6 +15,19 @@ use crate::store::SessionRecord;
 /// A progress callback: one human-readable line about what codex is doing.
 pub type Progress = Arc<dyn Fn(String) + Send + Sync>;
 
+/// The one progress sink of a codex run: each event's description
+/// ([`describe`](crate::codex::events::describe)) to `progress`, redacted with `secrets`.
+pub fn progress_sink(
+    progress: Option<Progress>,
+    secrets: ClientSecrets,
+) -> impl FnMut(&crate::codex::events::Event) + Send + use<> {
+    move |ev| {
+        if let (Some(p), Some(line)) = (&progress, crate::codex::events::describe(ev)) {
+            p(secrets.redact(&line).into_owned());
+        }
+    }
+}
+
 /// What one client connection brings: its operator settings, the codex invocation built from
 /// its own allowlisted environment (API keys and CODEX_HOME differ between hosts), and its
 /// CODEX_HOME. A turn runs with the context of the connection that asked for it, so one host's
@@ -48,6 +61,19 @@ impl ClientId {
 }
 
 impl ClientContext {
+    /// The options of one codex run for this client: its deadline, cancel, limits and secrets
+    /// (the one place they are put together).
+    pub fn run_options(
+        &self,
+        timeout: std::time::Duration,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> crate::codex::process::RunOptions {
+        let mut opts = crate::codex::process::RunOptions::new(timeout, self.config.limits);
+        opts.cancel = cancel.clone();
+        opts.secrets = self.secrets.clone();
+        opts
+    }
+
     /// The context of a client whose process has `config` and the environment `vars`.
     pub fn new(config: Config, vars: &[(String, String)]) -> ClientContext {
         ClientContext {

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use crate::codex::argv::Prompt;
 use crate::confine;
 use crate::error::{Error, Result};
 use crate::security::paths::{self, Confined, Kind};
+use crate::security::prompt::Prompt;
 
 /// Most files per call.
 pub const MAX_FILES: usize = 20;

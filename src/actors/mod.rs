@@ -246,7 +246,7 @@ impl Bridge {
     pub async fn steer(
         &self,
         id: &SessionId,
-        text: crate::codex::argv::Prompt,
+        text: crate::security::prompt::Prompt,
         client: Arc<ClientContext>,
     ) -> Result<()> {
         self.ask_registry(|reply| RegistryMessage::Steer {

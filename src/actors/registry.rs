@@ -43,7 +43,7 @@ pub enum RegistryMessage {
     /// Add a message to a live session's running turn.
     Steer {
         id: SessionId,
-        text: crate::codex::argv::Prompt,
+        text: crate::security::prompt::Prompt,
         client: Arc<crate::actors::client::ClientContext>,
         reply: oneshot::Sender<Result<()>>,
     },
@@ -240,7 +240,7 @@ impl Actor for RegistryActor {
 fn steer(
     shared: &Arc<Shared>,
     id: SessionId,
-    text: crate::codex::argv::Prompt,
+    text: crate::security::prompt::Prompt,
     client: Arc<crate::actors::client::ClientContext>,
     reply: oneshot::Sender<Result<()>>,
 ) {

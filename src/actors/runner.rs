@@ -8,21 +8,22 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::calls::Answer;
-use crate::actors::client::{ClientContext, Progress};
+use crate::actors::client::{ClientContext, Progress, progress_sink};
 use crate::actors::shared::Shared;
 use crate::actors::starts::{StartFor, Started, start_warm};
 use crate::actors::warm::{OneShotServer, Serves};
 use crate::codex::argv::{
-    Common, OneShotRequest, PathKind, Prompt, ReasoningEffort, SandboxLevel, SpawnSpec, WarmTurn,
-    build_one_shot_server, build_warm_one_shot,
+    Common, OneShotRequest, PathKind, SpawnSpec, WarmTurn, build_one_shot_server,
+    build_warm_one_shot,
 };
-use crate::codex::events::describe;
 use crate::codex::process::{
-    Ending, RunOptions, SpawnHook, ThreadWanted, TurnControl, TurnOutcome, key_of, run,
+    Ending, SpawnHook, ThreadWanted, TurnControl, TurnOutcome, key_of, run,
 };
 use crate::error::{Error, Result};
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::ids::SessionId;
 use crate::security::paths::Confined;
+use crate::security::prompt::Prompt;
 
 /// What every codex run of one call shares: where it runs, whose it is, how it is watched.
 pub(crate) struct Runner<'a> {
@@ -59,10 +60,7 @@ impl Lease {
     ) -> Result<(TurnOutcome, Duration)> {
         let slot = runner.queue().await?;
         let (queued, progress) = (slot.1, runner.progress.clone());
-        let mut opts = RunOptions::new(timeout, runner.client.config.limits);
-        opts.cancel = runner.cancel.clone();
-        opts.secrets = runner.client.secrets.clone();
-        let secrets = runner.client.secrets.clone();
+        let opts = runner.client.run_options(timeout, runner.cancel);
         let Some(w) = self.server.process.as_mut() else {
             self.spoiled = true;
             return Err(Error::SessionFailed(
@@ -75,11 +73,7 @@ impl Lease {
                 turn,
                 &opts,
                 &mut TurnControl::default(),
-                move |ev| {
-                    if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-                        p(secrets.redact(&line).into_owned());
-                    }
-                },
+                progress_sink(progress, runner.client.secrets.clone()),
             )
             .await;
         if !matches!(outcome.ending, Ending::Completed) || !w.reusable() {
@@ -138,16 +132,13 @@ impl Runner<'_> {
     ) -> Result<(TurnOutcome, Duration)> {
         let progress = self.progress.clone();
         let (slot, queued) = self.queue().await?;
-        let mut opts = RunOptions::new(timeout, self.client.config.limits);
-        opts.cancel = self.cancel.clone();
-        opts.secrets = self.client.secrets.clone();
+        let mut opts = self.client.run_options(timeout, self.cancel);
         opts.on_spawn = Some(self.hook.clone());
-        let secrets = self.client.secrets.clone();
-        let outcome = run(spec, opts, move |ev| {
-            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-                p(secrets.redact(&line).into_owned());
-            }
-        })
+        let outcome = run(
+            spec,
+            opts,
+            progress_sink(progress, self.client.secrets.clone()),
+        )
         .await?;
         drop(slot);
         Ok((outcome, queued))

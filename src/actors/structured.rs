@@ -11,13 +11,14 @@ use crate::actors::runner::Lease;
 use crate::actors::runner::Runner;
 use crate::actors::schema::Plan;
 use crate::actors::warm::Serves;
-use crate::codex::argv::Prompt;
-use crate::codex::argv::{SandboxLevel, TurnRequest, build_turn, build_warm_turn};
+use crate::codex::argv::{TurnRequest, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted};
 use crate::error::{Error, Result};
+use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
 use crate::security::paths::Confined;
+use crate::security::prompt::Prompt;
 
 /// A `structured` call, validated.
 pub(crate) struct Ask {

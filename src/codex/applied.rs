@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::codex::argv::SandboxLevel;
+use crate::plan::values::SandboxLevel;
 
 /// The approval policies a turn may run with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

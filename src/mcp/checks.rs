@@ -4,13 +4,13 @@
 use rmcp::model::JsonObject;
 
 use crate::actors::schema;
-use crate::codex::argv::Prompt;
 use crate::error::{Error, Result};
 use crate::mcp::answer::parse_args_ref;
 use crate::mcp::tools::codex::CodexParams;
 use crate::mcp::tools::review::ReviewParams;
 use crate::mcp::tools::structured::StructuredParams;
 use crate::security::ids::SessionId;
+use crate::security::prompt::Prompt;
 
 /// The model id, when given, checked as every tool checks it.
 fn check_model(model: Option<&str>) -> Result<()> {

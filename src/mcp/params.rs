@@ -5,4 +5,4 @@
 //! bridge so a host can switch by changing one line of config; unknown fields are refused
 //! (`additionalProperties: false`).
 
-pub use crate::codex::argv::{ReasoningEffort, ReviewMode, SandboxLevel};
+pub use crate::plan::values::{ReasoningEffort, ReviewMode, SandboxLevel};

@@ -4,9 +4,9 @@
 use std::time::{Duration, Instant};
 
 use codex_mcp_bridge::actors::session::PANIC_PROMPT;
-use codex_mcp_bridge::codex::argv::SandboxLevel;
 use codex_mcp_bridge::codex::process::Ending;
 use codex_mcp_bridge::error::Error;
+use codex_mcp_bridge::plan::values::SandboxLevel;
 use codex_mcp_bridge::security::ids::SessionId;
 use codex_mcp_bridge::store::TurnStatus;
 
@@ -601,7 +601,7 @@ async fn a_prompt_near_the_limit_reaches_the_model_whole() {
     );
     // one byte more is refused where every prompt is checked, before any call is made
     let over = "x".repeat(MAX_PROMPT_BYTES + 1);
-    let err = codex_mcp_bridge::codex::argv::Prompt::parse("prompt", over).unwrap_err();
+    let err = codex_mcp_bridge::security::prompt::Prompt::parse("prompt", over).unwrap_err();
     assert!(err.to_string().contains("`prompt`"), "{err}");
     bridge.shutdown().await;
 }

@@ -12,7 +12,7 @@ use codex_mcp_bridge::codex::app_server::protocol::{
     self, Item, ItemStatus, Notification, PolicyWatch, ReportedSandbox, ThreadId, ThreadOpened,
     TurnParams, TurnStatus,
 };
-use codex_mcp_bridge::codex::argv::SandboxLevel;
+use codex_mcp_bridge::plan::values::SandboxLevel;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 

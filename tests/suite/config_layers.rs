@@ -6,10 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::argv::{
-    ReasoningEffort, SandboxLevel, build_turn, config_tokens, pins,
-};
+use codex_mcp_bridge::codex::argv::{build_turn, config_tokens, pins};
 use codex_mcp_bridge::codex::rollout::last_turn_context;
+use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
 use codex_mcp_bridge::security::ids::ThreadId;
 use codex_mcp_bridge::security::overrides::parse_operator_override;
 use serde_json::{Value, json};

@@ -13,9 +13,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::argv::{ReasoningEffort, SandboxLevel, build_turn};
+use codex_mcp_bridge::codex::argv::build_turn;
 use codex_mcp_bridge::codex::process::{Ending, TurnOutcome};
 use codex_mcp_bridge::codex::rollout::{TurnContext, last_turn_context};
+use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
 use codex_mcp_bridge::security::ids::ThreadId;
 use serde_json::json;
 

@@ -23,8 +23,8 @@ use codex_mcp_bridge::codex::app_server::client::{
 use codex_mcp_bridge::codex::app_server::protocol::{
     self, Approvals, Item, ItemStatus, Notification, ThreadId, ThreadOpened, TurnParams, TurnStatus,
 };
-use codex_mcp_bridge::codex::argv::SandboxLevel;
 use codex_mcp_bridge::mcp::elicit::{self, APPROVE_FIELD};
+use codex_mcp_bridge::plan::values::SandboxLevel;
 use codex_mcp_bridge::question::ask::Asked;
 use codex_mcp_bridge::question::{Decision, Question};
 use codex_mcp_bridge::security::redact::ClientSecrets;

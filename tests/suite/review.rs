@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::argv::SandboxLevel;
 use codex_mcp_bridge::codex::process::{CodexCommand, run_command};
 use codex_mcp_bridge::config::parse_config_file;
 use codex_mcp_bridge::error::Error;
+use codex_mcp_bridge::plan::values::SandboxLevel;
 
 use crate::support::bridge::{BridgeOpts, call, start_bridge};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -39,7 +39,7 @@ async fn a_call_refused_on_its_arguments_is_refused_at_once_on_a_busy_session() 
     // an empty prompt is refused where the tool call is parsed, before any session is asked:
     // no call can carry one (the MCP layer's refusal is in `hostile`)
     let err = Error::from(
-        codex_mcp_bridge::codex::argv::Prompt::parse("prompt", "  ".into()).unwrap_err(),
+        codex_mcp_bridge::security::prompt::Prompt::parse("prompt", "  ".into()).unwrap_err(),
     );
     assert!(
         matches!(&err, Error::InvalidArgument { field, .. } if field == "prompt"),

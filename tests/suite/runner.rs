@@ -7,13 +7,14 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use codex_mcp_bridge::codex::argv::{
-    OneShotRequest, ReasoningEffort, ReviewRequest, ReviewTarget, SandboxLevel, SpawnSpec,
-    build_query, build_review, build_search, build_turn,
+    OneShotRequest, ReviewRequest, SpawnSpec, build_query, build_review, build_search, build_turn,
 };
 use codex_mcp_bridge::codex::process::{Ending, RunOptions};
 use codex_mcp_bridge::codex::rollout::{TurnContext, last_turn_context};
 use codex_mcp_bridge::config::{Limits, NEWEST_TESTED_CODEX_VERSION};
 use codex_mcp_bridge::error::{Error, turn_result};
+use codex_mcp_bridge::plan::review::ReviewTarget;
+use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
 use codex_mcp_bridge::security::env::{ALLOWED_VARS, FORCED_VARS};
 use codex_mcp_bridge::security::ids::ThreadId;
 use serde_json::json;

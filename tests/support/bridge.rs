@@ -60,8 +60,8 @@ pub fn confine_dir(dir: &Path) -> Confined {
 }
 
 /// A caller's prompt, checked as the MCP layer checks one (a test's prompts are never empty).
-pub fn prompt_of(text: &str) -> codex_mcp_bridge::codex::argv::Prompt {
-    codex_mcp_bridge::codex::argv::Prompt::parse("prompt", text.into()).expect("a prompt")
+pub fn prompt_of(text: &str) -> codex_mcp_bridge::security::prompt::Prompt {
+    codex_mcp_bridge::security::prompt::Prompt::parse("prompt", text.into()).expect("a prompt")
 }
 
 /// A new-turn request in `env.work()` with `prompt` and everything else default.

@@ -88,8 +88,8 @@ impl Sink {
     /// Every event (see [`Sink`]).
     pub(super) fn events(&self) -> impl FnMut(&Event) + Send + use<> {
         let me = self.me.clone();
-        let secrets = self.secrets.clone();
-        let progress = self.progress.clone();
+        let mut progress =
+            crate::actors::client::progress_sink(self.progress.clone(), self.secrets.clone());
         move |ev: &Event| {
             if let Event::ThreadStarted { thread_id } = ev {
                 let _ = me.cast(SessionMessage::ThreadStarted { thread: *thread_id });
@@ -97,9 +97,7 @@ impl Sink {
             if let Event::TurnStarted = ev {
                 let _ = me.cast(SessionMessage::TurnRunning);
             }
-            if let (Some(p), Some(line)) = (&progress, describe(ev)) {
-                p(secrets.redact(&line).into_owned());
-            }
+            progress(ev);
         }
     }
 }
@@ -108,10 +106,8 @@ impl TurnEnv<'_> {
     /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
     /// records its process for the crash sweep.
     pub(super) fn options(&self) -> RunOptions {
-        let mut opts = RunOptions::new(self.timeout, self.client.config.limits);
-        opts.cancel = self.control.cancel.clone();
+        let mut opts = self.client.run_options(self.timeout, self.control.cancel);
         opts.prior_thread_usage = self.prior_usage;
-        opts.secrets = self.client.secrets.clone();
         opts.on_spawn = Some(self.sink.spawn_hook());
         opts
     }

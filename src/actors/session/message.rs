@@ -8,10 +8,10 @@ use tokio::sync::oneshot;
 
 use crate::actors::calls::{SessionView, TurnCall, TurnReport};
 use crate::actors::client::ClientContext;
-use crate::codex::argv::SandboxLevel;
 use crate::codex::process::{SpawnInfo, TurnOutcome, WarmProcess};
 use crate::codex::rollout::TurnContext;
 use crate::error::Result;
+use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
 use crate::store::SessionRecord;
 
@@ -47,7 +47,7 @@ pub enum SessionMessage {
     CloseWarm,
     /// Add a message to the running turn (`turn/steer`); answered once codex took it.
     Steer {
-        text: crate::codex::argv::Prompt,
+        text: crate::security::prompt::Prompt,
         /// Who asks: only the client that started the turn may steer it.
         client: Arc<ClientContext>,
         reply: oneshot::Sender<Result<()>>,

@@ -18,9 +18,9 @@ pub(super) use crate::actors::client::ClientContext;
 pub(super) use crate::actors::shared::Shared;
 pub(super) use crate::actors::warm::Acquired;
 pub(super) use crate::codex::argv::{
-    CheckedTurn, SandboxLevel, SpawnSpec, TurnRequest, WarmTurn, build_app_server, check_turn,
+    CheckedTurn, SpawnSpec, TurnRequest, WarmTurn, build_app_server, check_turn,
 };
-pub(super) use crate::codex::events::{Event, FailureKind, Usage, describe};
+pub(super) use crate::codex::events::{Event, FailureKind, Usage};
 pub(super) use crate::codex::process::{
     Ending, RunOptions, SpawnHook, SpawnInfo, Steer, ThreadWanted, TurnControl, TurnOutcome,
     WarmProcess, key_of, run,
@@ -28,6 +28,7 @@ pub(super) use crate::codex::process::{
 pub(super) use crate::codex::rollout::{TurnContext, last_turn_context};
 pub(super) use crate::config::Backend;
 pub(super) use crate::error::{Error, Result};
+pub(super) use crate::plan::values::SandboxLevel;
 pub(super) use crate::security::ids::{SessionId, ThreadId};
 pub(super) use crate::security::paths::{Confined, Kind};
 pub(super) use crate::security::redact::redact;

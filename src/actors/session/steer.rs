@@ -12,7 +12,7 @@ pub(super) const STEER_WAIT: Duration = Duration::from_secs(30);
 /// another client asks, or when codex has not started it yet; answered once codex took it.
 pub(super) fn steer(
     st: &mut SessionState,
-    text: crate::codex::argv::Prompt,
+    text: crate::security::prompt::Prompt,
     client: &Arc<ClientContext>,
     reply: oneshot::Sender<Result<()>>,
 ) {

@@ -11,9 +11,9 @@ use super::driver::*;
 use super::message::{Ran, RanOn, TurnRan};
 use super::*;
 use crate::actors::Bridge;
-use crate::codex::argv::Prompt;
 use crate::codex::process::TurnOutput;
 use crate::config::{Config, Settings};
+use crate::security::prompt::Prompt;
 
 /// A driver that runs no process. A turn whose prompt starts with `hold` runs until the test
 /// releases it (one permit of `release` per turn) or its call is cancelled; any other turn

@@ -20,10 +20,11 @@ use super::protocol::{
     self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef,
 };
 use super::translate;
-use crate::codex::argv::{SandboxLevel, WarmTurn};
+use crate::codex::argv::WarmTurn;
 use crate::codex::events::{self, Transcript, describe};
 use crate::codex::process::turn::RunOptions;
 use crate::confine;
+use crate::plan::values::SandboxLevel;
 use crate::question::DecisionRecord;
 use crate::question::ask::Asker;
 use crate::security::ids::ThreadId;

@@ -25,7 +25,8 @@
 //!   written, and no repository's own `.codex/config.toml` ever loads).
 //! - Caller values inside a `-c` value are TOML basic strings; they can never add a key.
 //!
-//! The files, by job: `values.rs` (the closed value sets), `spec.rs` (the common settings, the
+//! The closed value sets and a review's target are the bridge's own (`crate::plan`). The files,
+//! by job: `spec.rs` (the common settings, the
 //! spawn spec, the checks and `-c` tokens every path shares), `turn.rs` (session and
 //! `structured` turns, on `codex exec` or a warm app-server), `server.rs` (the `codex
 //! app-server` invocations), `one_shot.rs` (`query`, `search`) and `review.rs`. Each names its
@@ -36,27 +37,28 @@ mod review;
 mod server;
 mod spec;
 mod turn;
-mod values;
 
 pub use one_shot::{OneShotRequest, build_query, build_search, build_warm_one_shot};
-pub use review::{MAX_TITLE_LEN, ReviewRequest, ReviewTarget, build_review, review_target};
+pub use review::{MAX_TITLE_LEN, ReviewRequest, build_review};
 pub use server::{APP_SERVER_SANDBOX_PIN, build_app_server, build_one_shot_server};
 pub use spec::{
     Common, PathKind, SHELL_ENV_PIN, SpawnSpec, check_call, config_tokens, pins, projects_pin,
     validate_model,
 };
 pub use turn::{CheckedTurn, TurnRequest, WarmTurn, build_turn, build_warm_turn, check_turn};
-pub use values::{ReasoningEffort, ReviewMode, SandboxLevel};
 
 pub use crate::security::ids::MAX_MODEL_LEN;
-pub use crate::security::prompt::{MAX_PROMPT_BYTES, Prompt};
+pub use crate::security::prompt::MAX_PROMPT_BYTES;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::review::ReviewTarget;
+    use crate::plan::values::ReasoningEffort;
     use crate::security::ids::ThreadId;
     use crate::security::overrides::parse_operator_override;
     use crate::security::paths::{Confined, Kind};
+    use crate::security::prompt::Prompt;
     use std::path::{Path, PathBuf};
 
     pub(super) fn confined(p: &str) -> Confined {
@@ -221,8 +223,11 @@ mod tests {
 #[cfg(test)]
 mod props {
     use super::*;
+    use crate::plan::review::ReviewTarget;
+    use crate::plan::values::{ReasoningEffort, SandboxLevel};
     use crate::security::ids::{SessionId, ThreadId};
     use crate::security::paths::{Confined, Kind};
+    use crate::security::prompt::Prompt;
     use proptest::prelude::*;
     use std::path::Path;
 

@@ -7,7 +7,7 @@ use crate::security::prompt::Prompt;
 
 use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str, validate_model};
 use super::turn::{TurnRequest, WarmTurn, build_warm_turn};
-use super::values::{ReasoningEffort, SandboxLevel};
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 
 /// A `query` or `search` call: no session, no repository, read-only, ephemeral.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 use crate::security::paths::Confined;
 
 use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str};
-use super::values::SandboxLevel;
+use crate::plan::values::SandboxLevel;
 
 /// The pin that makes an app-server's own default read-only (defence in depth only: every
 /// `turn/start` carries its `sandboxPolicy`).

@@ -8,7 +8,7 @@ use crate::invalid::InvalidArgument;
 use crate::security::overrides::{Override, toml_quoted_key};
 use crate::security::paths::Confined;
 
-use super::values::SandboxLevel;
+use crate::plan::values::SandboxLevel;
 
 /// What the builders refuse: an argument, named, with the reason (folded into the crate
 /// error with the same words by the caller's `?`).

@@ -13,7 +13,7 @@ use crate::security::prompt::Prompt;
 use super::spec::{
     Common, Deepest, PathKind, Result, SpawnSpec, cwd_str, resolve_sandbox, validate_model,
 };
-use super::values::{ReasoningEffort, SandboxLevel};
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 
 /// A `codex` tool turn (new or resumed) or a `structured` turn.
 #[derive(Debug, Clone)]

@@ -10,7 +10,6 @@ use serde::Deserialize;
 
 use super::common::{check_model, finish, shape};
 use crate::actors::{TurnCall, WorkDir};
-use crate::codex::argv::Prompt;
 use crate::config::ApprovalMode;
 use crate::error::Result;
 use crate::mcp::answer::{error_result, parse_args};
@@ -21,6 +20,7 @@ use crate::mcp::progress::progress_for;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
+use crate::security::prompt::Prompt;
 
 /// The `codex` tool.
 pub(super) const TOOL: ToolEntry = ToolEntry {

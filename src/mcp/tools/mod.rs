@@ -9,7 +9,7 @@
 //! A handler parses its arguments (field-named errors), resolves the caller's paths, turns them
 //! into typed requests on [`crate::actors::Bridge`], and shapes its answers. Nothing here
 //! builds a codex invocation, runs a process or reads the store: the actors do. A prompt is
-//! checked here, once, into a [`Prompt`](crate::codex::argv::Prompt) that is carried to codex;
+//! checked here, once, into a [`Prompt`](crate::security::prompt::Prompt) that is carried to codex;
 //! the checks of the rest of what reaches codex (model, sandbox policy) run where the
 //! invocation is built. The model id is also checked here, first, so a bad one is refused
 //! before anything is queued or spawned, on either backend.

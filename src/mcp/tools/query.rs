@@ -9,13 +9,13 @@ use serde::Deserialize;
 
 use super::common::check_model;
 use crate::actors::OneShot;
-use crate::codex::argv::Prompt;
 use crate::error::Error;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::params::ReasoningEffort;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
+use crate::security::prompt::Prompt;
 
 /// Largest `query` context.
 pub const MAX_CONTEXT_BYTES: usize = 1024 * 1024;

@@ -9,12 +9,12 @@ use serde::Deserialize;
 
 use super::common::check_model;
 use crate::actors::OneShot;
-use crate::codex::argv::review_target;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::params::ReviewMode;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
+use crate::plan::review::review_target;
 
 /// The `review` tool.
 pub(super) const TOOL: ToolEntry = ToolEntry {

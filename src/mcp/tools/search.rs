@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use super::common::check_model;
 use crate::actors::OneShot;
-use crate::codex::argv::Prompt;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
+use crate::security::prompt::Prompt;
 
 /// The `search` tool.
 pub(super) const TOOL: ToolEntry = ToolEntry {

@@ -6,12 +6,12 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::codex::argv::Prompt;
 use crate::error::Error;
 use crate::mcp::answer::{ok_result, parse_args, plain_error};
 use crate::mcp::connection::{McpServer, ToolEntry};
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
+use crate::security::prompt::Prompt;
 
 /// The `steer` tool.
 pub(super) const TOOL: ToolEntry = ToolEntry {

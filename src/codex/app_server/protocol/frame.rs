@@ -309,7 +309,7 @@ mod tests {
         thread_resume, thread_start, thread_unsubscribe, turn_interrupt, turn_start,
         turn_start_with_schema, turn_steer,
     };
-    use crate::codex::argv::{ReasoningEffort, SandboxLevel};
+    use crate::plan::values::{ReasoningEffort, SandboxLevel};
     use serde_json::json;
     use std::path::Path;
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::frame::{ProtocolError, invalid};
-use crate::codex::argv::SandboxLevel;
+use crate::plan::values::SandboxLevel;
 
 pub(super) fn cwd_value(cwd: &Path) -> Result<String, ProtocolError> {
     let s = cwd

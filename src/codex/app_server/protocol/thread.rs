@@ -15,7 +15,7 @@ use super::policy::{
     EffectivePolicy, PolicyMismatch, Reviewer, ThreadApprovals, ThreadSandbox, WirePolicy,
     cwd_value, model_value,
 };
-use crate::codex::argv::SandboxLevel;
+use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
 
 /// The keys every thread-level template carries, and nothing a caller names (never `config`).

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::frame::{Method, ProtocolError, TurnRef, invalid, message, typed_ref};
 use super::policy::{Approvals, Reviewer, SandboxPolicy, cwd_value, model_value};
-use crate::codex::argv::{ReasoningEffort, SandboxLevel};
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::ids::ThreadId;
 use crate::security::prompt::Prompt;
 
