@@ -33,7 +33,8 @@
 //!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
 //! - leaves: `usage`, `failure` and `invalid` name nothing of the crate;
-//! - glob: no file names the whole crate at once (`use crate::*`), which would hide what it
+//! - glob: no file imports every name of a module of the crate (`use super::x::*`), and none
+//!   names the whole crate at once (`use crate::*`), which would hide what it
 //!   names from every other rule;
 //! - own errors: `security/*`, `codex/*` (the spawner included), `confine.rs`, `config*` and
 //!   `store/*` (with `migrations/`) return their own errors and name no `crate::error` (the
@@ -136,6 +137,8 @@ struct Names {
     module: Vec<String>,
     aliases: BTreeMap<String, String>,
     raw: Vec<Vec<String>>,
+    /// The prefixes of glob imports (`use a::b::*`).
+    globs: Vec<Vec<String>>,
 }
 
 fn is_test_only(attrs: &[syn::Attribute]) -> bool {
@@ -208,7 +211,10 @@ impl Names {
                 }
                 self.record_use(r.rename.to_string(), full);
             }
-            syn::UseTree::Glob(_) => self.raw.push(prefix),
+            syn::UseTree::Glob(_) => {
+                self.globs.push(prefix.clone());
+                self.raw.push(prefix);
+            }
             syn::UseTree::Group(g) => {
                 for t in &g.items {
                     self.collect_use(prefix.clone(), t);
@@ -345,6 +351,7 @@ fn names_in(root: &Path, file: &Path) -> (String, BTreeSet<String>) {
         module: module_parts,
         aliases: BTreeMap::new(),
         raw: vec![],
+        globs: vec![],
     };
     // uses first (they may come after the code that relies on them), then everything
     for item in &ast.items {
@@ -357,12 +364,18 @@ fn names_in(root: &Path, file: &Path) -> (String, BTreeSet<String>) {
         }
     }
     names.raw.clear();
+    names.globs.clear();
     names.visit_file(&ast);
+    let globs = names
+        .globs
+        .iter()
+        .map(|p| format!("glob:{}", names.absolute(p).join("::")));
     let expanded = names
         .raw
         .iter()
         .map(|p| names.absolute(p).join("::"))
         .filter(|p| !p.is_empty())
+        .chain(globs)
         .collect();
     (module, expanded)
 }
@@ -412,6 +425,13 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         if name == "crate" {
             // `use crate::*` (or a `super::*` that reaches the root) names every module at once
             flag("glob", "names the whole crate (a glob of its root)".into());
+        }
+        if let Some(g) = name.strip_prefix("glob:")
+            && starts_with(g, "crate")
+            && g != "crate"
+        {
+            // a glob of a module of the crate hides which of its names a file uses
+            flag("glob", format!("imports every name of {g}"));
         }
         if leaf && starts_with(name, "crate") && !starts_with(name, &format!("crate::{module}")) {
             flag("leaf", format!("names {name}"));
@@ -603,14 +623,42 @@ fn graph_of(root: &Path) -> Graph {
     file_graph(&named, &files_by_module(root, &files))
 }
 
+/// The modules whose whole file is test-only: declared `#[cfg(test)] mod x;` by their parent
+/// (their code is test code, as a `#[cfg(test)] mod x { .. }` block is).
+fn test_only_modules(root: &Path, files: &[PathBuf]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("readable source");
+        let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let parent = module_of(root, file);
+        for item in &ast.items {
+            if let syn::Item::Mod(m) = item
+                && m.content.is_none()
+                && is_test_only(&m.attrs)
+            {
+                out.insert(match parent.as_str() {
+                    "" | "lib" => m.ident.to_string(),
+                    p => format!("{p}::{}", m.ident),
+                });
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn the_layers_hold() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let files = sources(root);
+    let tests = test_only_modules(root, &files);
+    assert!(
+        tests.contains("actors::session::tests"),
+        "a file of tests is known as one: {tests:?}"
+    );
     let mut found = BTreeSet::new();
     for file in &files {
         let (module, names) = names_in(root, file);
-        if module == "lib" {
+        if module == "lib" || tests.contains(&module) {
             continue;
         }
         if layer_of(&module).is_none() && !module.starts_with("store") {
@@ -712,6 +760,21 @@ fn the_checker_sees_each_kind_of_violation() {
         check_file("src/actors/x.rs", "actors::x", &names(&["crate"])),
         names(&["src/actors/x.rs: glob: names the whole crate (a glob of its root)"]),
         "a glob of the crate's root hides what a file names"
+    );
+    assert_eq!(
+        check_file(
+            "src/actors/session/x.rs",
+            "actors::session::x",
+            &names(&[
+                "crate::actors::session::driver",
+                "glob:crate::actors::session::driver",
+                "glob:Kind",
+            ])
+        ),
+        names(&[
+            "src/actors/session/x.rs: glob: imports every name of crate::actors::session::driver"
+        ]),
+        "a glob of a sibling module hides which of its names a file uses (an enum's variants may be)"
     );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));
     assert_eq!(sled.len(), 1, "{sled:?}");

@@ -9,11 +9,19 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::*;
+use super::driver::{Backed, Backends, Driver, ForkSpec, TurnEnv};
 use super::message::Ran;
-use super::prelude::*;
 use super::run::run_turn;
 use super::warm_run::run_warm;
+use crate::actors::shared::Shared;
+use crate::codex::process::WarmProcess;
+use crate::error::Error;
+use crate::error::Result;
+use crate::security::ids::ThreadId;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// The real driver: `codex exec` for an exec turn, the session's warm `codex app-server` for a
 /// warm one (see [`run_warm`]), a one-off app-server for a fork.

@@ -4,9 +4,19 @@
 //! back (proved by `tests::a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds` and
 //! `tests::a_turn_racing_the_close_of_a_stored_session_never_revives_it`).
 
-use super::message::*;
-use super::prelude::*;
-use super::state::*;
+use super::message::SessionMessage;
+use super::state::SessionState;
+use crate::actors::client::ClientContext;
+use crate::actors::shared::Shared;
+use crate::error::Error;
+use crate::error::Result;
+use crate::security::ids::SessionId;
+use crate::security::ids::ThreadId;
+use crate::store::SessionRecord;
+use ractor::ActorCell;
+use ractor::ActorRef;
+use std::sync::Arc;
+use tokio::sync::oneshot;
 
 /// A thread can be deleted only by a client using the CODEX_HOME that keeps it.
 pub(super) fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Result<()> {

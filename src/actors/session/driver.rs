@@ -4,8 +4,28 @@
 
 use futures::future::BoxFuture;
 
-use super::message::*;
-use super::prelude::*;
+use super::message::{CallMeta, Ran, SessionMessage};
+use crate::actors::client::ClientContext;
+use crate::actors::shared::Shared;
+use crate::codex::argv::SpawnSpec;
+use crate::codex::argv::WarmTurn;
+use crate::codex::events::Event;
+use crate::codex::events::Usage;
+use crate::codex::process::RunOptions;
+use crate::codex::process::SpawnHook;
+use crate::codex::process::SpawnInfo;
+use crate::codex::process::ThreadWanted;
+use crate::codex::process::TurnControl;
+use crate::codex::process::TurnOutcome;
+use crate::codex::process::WarmProcess;
+use crate::error::Result;
+use crate::security::ids::SessionId;
+use crate::security::ids::ThreadId;
+use crate::security::paths::Confined;
+use ractor::ActorRef;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// A turn ready to run: codex's invocation and what the actor needs when it ends.
 pub(super) struct Prepared {

@@ -2,9 +2,22 @@
 //! codex recorded of it is checked against what was asked ([`check_recorded`]: a mismatch fails
 //! the turn closed), flushed before the caller is answered.
 
-use super::message::*;
-use super::prelude::*;
-use super::state::*;
+use super::message::{CallMeta, Finished, RanOn, TurnRan};
+use super::state::SessionState;
+use crate::actors::calls::TurnReport;
+use crate::codex::events::FailureKind;
+use crate::codex::process::Ending;
+use crate::codex::rollout::TurnContext;
+use crate::error::Error;
+use crate::error::Result;
+use crate::plan::values::SandboxLevel;
+use crate::security::ids::SessionId;
+use crate::security::redact::redact;
+use crate::store::SessionRecord;
+use crate::store::TurnStatus;
+use crate::store::now_ms;
+use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// Check what codex recorded against what was asked ([`crate::codex::applied`]: approval
 /// `never`, reviewer `user`, and the sandbox level). A mismatch fails the call closed.

@@ -1,11 +1,24 @@
 //! `forkSession`: the thread copied into a new session by the driver (a one-off app-server on
 //! the real one), in a task the actor owns (aborted with its state); turns wait meanwhile.
 
-use super::driver::*;
-use super::message::*;
-use super::prelude::*;
+use super::driver::ForkSpec;
+use super::message::SessionMessage;
 use super::prepare::record_dir;
-use super::state::*;
+use super::state::SessionState;
+use crate::actors::client::ClientContext;
+use crate::codex::argv::SpawnSpec;
+use crate::codex::argv::build_app_server;
+use crate::error::Error;
+use crate::error::Result;
+use crate::security::ids::SessionId;
+use crate::security::ids::ThreadId;
+use crate::security::paths::Confined;
+use crate::store::SessionRecord;
+use crate::store::now_ms;
+use ractor::ActorRef;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// Fork the session's thread into a new session: same working directory and CODEX_HOME, a
 /// thread of its own from `thread/fork` on a one-off app-server (so that no two processes

@@ -17,7 +17,26 @@
 //! ready, the backend chosen once), `run` (the turn's task), `warm_run` (the real driver's warm
 //! path), `finish` (the record after a turn), `queue`, `steer`, `fork`, `close`.
 
-use prelude::*;
+use crate::actors::calls::TurnCall;
+use crate::actors::calls::TurnReport;
+use crate::error::Error;
+use crate::error::Result;
+use crate::security::ids::ThreadId;
+use close::{close, close_warm, closed};
+use finish::finish;
+use fork::fork;
+use prepare::prepare;
+use queue::queue;
+use ractor::Actor;
+use ractor::ActorProcessingErr;
+use ractor::ActorRef;
+use run::launch;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+use steer::steer;
+use tokio::sync::oneshot;
 
 mod backend;
 mod close;
@@ -25,7 +44,6 @@ pub mod driver;
 mod finish;
 mod fork;
 pub mod message;
-mod prelude;
 mod prepare;
 mod queue;
 mod run;
@@ -33,17 +51,10 @@ pub mod state;
 mod steer;
 mod warm_run;
 
-use close::*;
 pub use driver::Backends;
 pub use finish::check_recorded;
-use finish::*;
-use fork::*;
 pub use message::SessionMessage;
-use prepare::*;
-use queue::*;
-use run::*;
 pub use state::{SessionArgs, SessionState};
-use steer::*;
 
 /// The prompt that makes a session actor panic when fault injection is on (tests only).
 pub const PANIC_PROMPT: &str = "__codex_mcp_bridge_fault__:panic";

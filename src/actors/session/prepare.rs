@@ -2,10 +2,31 @@
 //! backend chosen (in one place, [`warm_backend`]) and codex's invocation built, and only then
 //! the record marked running.
 
-use super::driver::*;
-use super::message::*;
-use super::prelude::*;
-use super::state::*;
+use super::driver::{Backed, Prepared};
+use super::message::CallMeta;
+use super::state::SessionState;
+use crate::actors::calls::TurnCall;
+use crate::actors::calls::WorkDir;
+use crate::actors::client::ClientContext;
+use crate::actors::warm::Acquired;
+use crate::codex::argv::CheckedTurn;
+use crate::codex::argv::TurnRequest;
+use crate::codex::argv::build_app_server;
+use crate::codex::argv::check_turn;
+use crate::codex::events::Usage;
+use crate::codex::process::ThreadWanted;
+use crate::config::Backend;
+use crate::error::Error;
+use crate::error::Result;
+use crate::plan::values::SandboxLevel;
+use crate::security::paths::Confined;
+use crate::security::paths::Kind;
+use crate::store::SessionRecord;
+use crate::store::TurnStatus;
+use crate::store::now_ms;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// The working directory of a call on this session: the one it is bound to (a caller naming
 /// another is refused), checked again against the client's roots; a new session's is the

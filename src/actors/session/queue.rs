@@ -1,8 +1,13 @@
 //! The session's queue of waiting calls: arrival order, `max_queued_turns` and
 //! `max_queued_prompt_bytes`, and callers that gave up answered and dropped.
 
-use super::prelude::*;
-use super::state::*;
+use super::state::SessionState;
+use crate::actors::calls::TurnCall;
+use crate::actors::calls::TurnReport;
+use crate::error::Error;
+use crate::error::Result;
+use std::time::Instant;
+use tokio::sync::oneshot;
 
 /// A call on a busy session: queued behind the running turn, or refused when it asked not to
 /// wait, or when the session's queue is full (`max_queued_turns` calls, or

@@ -1,10 +1,20 @@
 //! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::driver::*;
-use super::message::*;
-use super::prelude::*;
-use super::state::*;
+use super::driver::{Backed, Control, Prepared, Sink, TurnEnv};
+use super::message::{Finished, Ran, RanOn, SessionMessage, TurnRan};
+use super::state::{SessionState, SteerInbox, TurnGuard};
+use crate::actors::calls::TurnCall;
+use crate::actors::calls::TurnReport;
+use crate::codex::argv::SpawnSpec;
+use crate::codex::process::TurnControl;
+use crate::codex::process::TurnOutcome;
+use crate::codex::process::run;
+use crate::codex::rollout::last_turn_context;
+use crate::error::Result;
+use ractor::ActorRef;
+use std::time::Instant;
+use tokio::sync::oneshot;
 
 /// Run a prepared turn in a task that reports back with `TurnFinished`.
 ///

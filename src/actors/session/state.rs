@@ -1,8 +1,23 @@
 //! A session actor's state ([`SessionState`]), its arguments, the running turn's guard and
 //! the warm turn's steer inbox.
 
-use super::driver::*;
-use super::prelude::*;
+use super::driver::Backends;
+use crate::actors::calls::TurnCall;
+use crate::actors::calls::TurnReport;
+use crate::actors::client::ClientContext;
+use crate::actors::shared::Shared;
+use crate::codex::process::Steer;
+use crate::codex::process::WarmProcess;
+use crate::error::Error;
+use crate::error::Result;
+use crate::security::ids::SessionId;
+use crate::store::SessionRecord;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Arguments of a session actor.
 pub struct SessionArgs {

@@ -1,7 +1,14 @@
 //! `steer`: a message handed to the running warm turn, for the client that started it only.
 
-use super::prelude::*;
-use super::state::*;
+use super::state::SessionState;
+use crate::actors::client::ClientContext;
+use crate::codex::events::FailureKind;
+use crate::codex::process::Steer;
+use crate::error::Error;
+use crate::error::Result;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// How long a steer waits for codex to take it (codex answers `turn/steer` within
 /// `STEER_TIMEOUT`; this bounds the way there).

@@ -10,10 +10,23 @@ use tokio::sync::Semaphore;
 use super::driver::*;
 use super::message::{Ran, RanOn, TurnRan};
 use super::*;
+use std::path::PathBuf;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
 use crate::actors::Bridge;
-use crate::codex::process::TurnOutput;
+use crate::actors::calls::WorkDir;
+use crate::actors::client::ClientContext;
+use crate::actors::shared::Shared;
+use crate::codex::events::{Event, FailureKind};
+use crate::codex::process::{Ending, ThreadWanted, TurnOutcome, TurnOutput, WarmProcess};
+use crate::config::Backend;
 use crate::config::{Config, Settings};
+use crate::security::ids::SessionId;
+use crate::security::paths::Kind;
 use crate::security::prompt::Prompt;
+use crate::store::TurnStatus;
 
 /// A driver that runs no process. A turn whose prompt starts with `hold` runs until the test
 /// releases it (one permit of `release` per turn) or its call is cancelled; any other turn

@@ -2,11 +2,20 @@
 //! same way (`key_of`), else the spare or a new one under `max_warm`; a process that ended before
 //! codex accepted the turn is replaced; `codex exec` when no app-server is usable.
 
-use super::driver::*;
-use super::message::*;
-use super::prelude::*;
+use super::driver::TurnEnv;
+use super::message::{Ran, RanOn, TurnRan};
 use super::run::{log_finished, run_turn};
 use crate::actors::starts::{StartFor, Started, start_warm};
+use crate::codex::argv::SpawnSpec;
+use crate::codex::argv::WarmTurn;
+use crate::codex::events::FailureKind;
+use crate::codex::process::Ending;
+use crate::codex::process::ThreadWanted;
+use crate::codex::process::TurnOutcome;
+use crate::codex::process::WarmProcess;
+use crate::codex::process::key_of;
+use std::time::Duration;
+use std::time::Instant;
 
 /// How many times a turn's warm process may be replaced because it had ended before the turn
 /// reached it (killed from outside, the OOM killer, a crash at start-up).
