@@ -51,15 +51,15 @@ where
         Err(e) => return serve_unstarted(&e, allow_danger, io, &shutdown).await,
     };
     let served = match owned {
-        Started::Owner(bridge, tasks) => server.serve_owner(bridge, tasks, io, &shutdown).await,
-        Started::Relay(conn) => server.serve_relay(conn, io, &shutdown).await,
+        Elected::Owner(bridge, tasks) => server.serve_owner(bridge, tasks, io, &shutdown).await,
+        Elected::Relay(conn) => server.serve_relay(conn, io, &shutdown).await,
     };
     server.shutdown().await;
     served
 }
 
 /// What this process became at start.
-enum Started {
+enum Elected {
     /// The store's owner, its actors running.
     Owner(Bridge, Tasks),
     /// A relay to the process that owns the store.
@@ -74,7 +74,7 @@ async fn start(
     settings: Settings,
     vars: Vec<(String, String)>,
     shutdown: &CancellationToken,
-) -> Result<Option<(Server, Started)>> {
+) -> Result<Option<(Server, Elected)>> {
     let start_dir = std::env::current_dir().map_err(HubError::StartDir)?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
     if let Err(missing) = crate::cli::locate_codex(&settings, &vars) {
@@ -96,13 +96,13 @@ async fn start(
     };
     let started = match role {
         Role::Owner(store) => match server.become_owner(store).await {
-            Ok((bridge, tasks)) => Started::Owner(bridge, tasks),
+            Ok((bridge, tasks)) => Elected::Owner(bridge, tasks),
             Err(e) => {
                 server.shutdown().await;
                 return Err(e);
             }
         },
-        Role::Client(conn) => Started::Relay(conn),
+        Role::Client(conn) => Elected::Relay(conn),
     };
     Ok(Some((server, started)))
 }

@@ -61,12 +61,12 @@ impl Bridge {
     /// Recover from a previous crash (kill leftover turns, mark them interrupted), then start
     /// the registry.
     pub async fn start(shared: Shared) -> Result<Bridge> {
-        Bridge::start_with(shared, session::Backends::default()).await
+        Bridge::start_with(shared, session::TurnDriver::default()).await
     }
 
     /// [`Bridge::start`] with what runs the session actors' turns and forks (a unit test's
     /// fake in place of codex).
-    pub async fn start_with(shared: Shared, backends: session::Backends) -> Result<Bridge> {
+    pub async fn start_with(shared: Shared, backends: session::TurnDriver) -> Result<Bridge> {
         recover_interrupted(&shared.store).await?;
         let shared = Arc::new(shared);
         let (registry, _) = Actor::spawn(None, RegistryActor { backends }, shared.clone())

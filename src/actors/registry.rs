@@ -13,7 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
 use crate::actors::calls::{TurnCall, TurnReport};
-use crate::actors::session::{Backends, SessionActor, SessionArgs, SessionMessage};
+use crate::actors::session::{SessionActor, SessionArgs, SessionMessage, TurnDriver};
 use crate::actors::shared::Shared;
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
@@ -57,9 +57,9 @@ pub enum RegistryMessage {
 }
 
 /// The registry's behaviour (its state is [`Shared`]), with what runs the session actors'
-/// turns and forks: codex ([`Backends::default`]), or a unit test's fake.
+/// turns and forks: codex ([`TurnDriver::default`]), or a unit test's fake.
 pub struct RegistryActor {
-    pub backends: Backends,
+    pub backends: TurnDriver,
 }
 
 impl RegistryActor {

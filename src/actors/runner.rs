@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::actors::calls::Answer;
 use crate::actors::client::{ClientContext, Progress, progress_sink};
 use crate::actors::shared::Shared;
-use crate::actors::starts::{StartFor, Started, start_warm};
+use crate::actors::starts::{StartFor, WarmStart, start_warm};
 use crate::actors::warm::{OneShotServer, Serves};
 use crate::codex::argv::{
     Common, OneShotRequest, PathKind, SpawnSpec, WarmTurn, build_one_shot_server,
@@ -224,7 +224,7 @@ impl Runner<'_> {
             },
         )
         .await?;
-        let Started::Process(w) = started else {
+        let WarmStart::Process(w) = started else {
             return Ok(None);
         };
         let _ = shared.store.flush().await;

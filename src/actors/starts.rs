@@ -32,7 +32,7 @@ pub(crate) const CLOSE_PATIENCE: Duration = Duration::from_secs(5);
     clippy::large_enum_variant,
     reason = "one value per start, moved once, never stored"
 )]
-pub(crate) enum Started {
+pub(crate) enum WarmStart {
     /// A live process, holding its place under `max_warm`.
     Process(WarmProcess),
     /// No app-server for this call: it runs with `codex exec`.
@@ -61,7 +61,7 @@ pub(crate) async fn start_warm(
     spec: &SpawnSpec,
     hook: impl Fn() -> Option<SpawnHook>,
     forget: impl Fn(),
-) -> Result<Started> {
+) -> Result<WarmStart> {
     let t0 = Instant::now();
     let mut killed = 0;
     loop {
@@ -84,7 +84,7 @@ pub(crate) async fn start_warm(
             tracing::info!(
                 "no warm codex process came free in time (max_warm); this call runs with codex exec"
             );
-            return Ok(Started::Exec);
+            return Ok(WarmStart::Exec);
         };
         let spawned = tokio::select! {
             biased;
@@ -105,7 +105,7 @@ pub(crate) async fn start_warm(
                 if !f.shared.warm.known() {
                     f.shared.warm.record(Ok(()));
                 }
-                return Ok(Started::Process(w));
+                return Ok(WarmStart::Process(w));
             }
             Err(e @ (Error::Cancelled { .. } | Error::TimedOut { .. })) => {
                 forget();
@@ -137,7 +137,7 @@ pub(crate) async fn start_warm(
                 f.shared.warm.record(Err(
                     "codex app-server did not start or answer (the server log says why)".into(),
                 ));
-                return Ok(Started::Exec);
+                return Ok(WarmStart::Exec);
             }
             // the call's directory changed under it, or the OS refused the spawn (out of
             // processes, memory, file descriptors): this call fails, the backend stays

@@ -52,7 +52,7 @@ struct Entry {
 }
 
 /// What [`WarmPool::acquire`] decided.
-pub enum Acquired {
+pub enum Admission {
     /// Use (or start) a warm process (the least recently used idle holder may have been asked
     /// to close its own, to stay within the cap).
     Granted,
@@ -500,12 +500,12 @@ impl WarmPool {
     /// Session `id` is about to run a turn on a warm process (its own, or a new one). A session
     /// already holding one is marked busy; a new holder is admitted when there is room, or
     /// when the least recently used idle holder can be asked to close its process.
-    pub fn acquire(&self, id: &SessionId, closer: &Closer) -> Acquired {
+    pub fn acquire(&self, id: &SessionId, closer: &Closer) -> Admission {
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| &e.id == id) {
             e.busy = true;
             e.last_used = Instant::now();
-            return Acquired::Granted;
+            return Admission::Granted;
         }
         // the spare counts against the cap through its slot: the start of the new process
         // closes it when no slot is free ([`WarmPool::slot`]), so that a session in the
@@ -518,7 +518,7 @@ impl WarmPool {
                     tracing::info!(session = %v.id, "closing the least recently used warm codex process (max_warm reached)");
                     (v.closer)();
                 }
-                None => return Acquired::Full,
+                None => return Admission::Full,
             }
         }
         entries.push(Entry {
@@ -527,7 +527,7 @@ impl WarmPool {
             last_used: Instant::now(),
             busy: true,
         });
-        Acquired::Granted
+        Admission::Granted
     }
 
     /// Session `id`'s turn ended and it keeps its warm process (counted again if it had been

@@ -121,7 +121,7 @@ pub struct Hello {
 /// The owner's answer to a hello.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Answer {
+pub enum HelloAnswer {
     /// Accepted: MCP follows on the socket.
     Welcome { owner_pid: u32 },
     /// Refused (an invalid setting, say): the reason.
@@ -129,7 +129,7 @@ pub enum Answer {
 }
 
 /// What the command line asks the owner (`sessions ...` while a server owns the store). Sent
-/// instead of a [`Hello`]: the owner answers [`Answer::Welcome`], then one [`StoreAnswer`]
+/// instead of a [`Hello`]: the owner answers [`HelloAnswer::Welcome`], then one [`StoreAnswer`]
 /// line, and closes. The peer check is the same as for a relay (the same user only).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -323,13 +323,13 @@ async fn connect(store_dir: &Path, hello: &str) -> std::result::Result<Connectio
         Ok(Ok(line)) if !line.is_empty() => line,
         _ => return Err(Attempt::Unavailable),
     };
-    match serde_json::from_str::<Answer>(&line) {
-        Ok(Answer::Welcome { owner_pid }) => Ok(Connection {
+    match serde_json::from_str::<HelloAnswer>(&line) {
+        Ok(HelloAnswer::Welcome { owner_pid }) => Ok(Connection {
             reader,
             writer,
             owner_pid,
         }),
-        Ok(Answer::Refused { reason }) => Err(Attempt::Refused(reason)),
+        Ok(HelloAnswer::Refused { reason }) => Err(Attempt::Refused(reason)),
         Err(_) => Err(Attempt::Refused(
             "the process that owns the store answered in a way this version does not understand \
              (a different codex-mcp-bridge version?)"

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::hub::error::Result;
 use crate::hub::{
-    Answer, HELLO_TIMEOUT, HELLO_VERSION, Hello, HubError, MAX_HELLO_BYTES, StoreAnswer,
+    HELLO_TIMEOUT, HELLO_VERSION, Hello, HelloAnswer, HubError, MAX_HELLO_BYTES, StoreAnswer,
     StoreRequest, StoreRequestLine, addressable_name, euid,
 };
 use crate::mcp::{McpServer, Tasks};
@@ -137,7 +137,7 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
             client
         }
         Err(reason) => {
-            let answer = serde_json::to_string(&Answer::Refused {
+            let answer = serde_json::to_string(&HelloAnswer::Refused {
                 reason: redact::redact(&reason).into_owned(),
             })
             .unwrap_or_default();
@@ -145,7 +145,7 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
             return Ok(());
         }
     };
-    let welcome = serde_json::to_string(&Answer::Welcome {
+    let welcome = serde_json::to_string(&HelloAnswer::Welcome {
         owner_pid: std::process::id(),
     })
     .unwrap_or_default();
@@ -167,25 +167,25 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
     Ok(())
 }
 
-/// Answer the command line's `sessions` request: a welcome at once, then one answer line.
+/// HelloAnswer the command line's `sessions` request: a welcome at once, then one answer line.
 async fn serve_store_request(
     request: StoreRequestLine,
     bridge: &Bridge,
     mut write: tokio::net::unix::OwnedWriteHalf,
 ) -> Result<()> {
     let first = if request.version == HELLO_VERSION {
-        Answer::Welcome {
+        HelloAnswer::Welcome {
             owner_pid: std::process::id(),
         }
     } else {
-        Answer::Refused {
+        HelloAnswer::Refused {
             reason: format!(
                 "request version {} is not {HELLO_VERSION} (a different codex-mcp-bridge version)",
                 request.version
             ),
         }
     };
-    let refused = matches!(first, Answer::Refused { .. });
+    let refused = matches!(first, HelloAnswer::Refused { .. });
     let line = serde_json::to_string(&first).unwrap_or_default();
     write
         .write_all(format!("{line}\n").as_bytes())

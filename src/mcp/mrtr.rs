@@ -44,11 +44,6 @@ use tokio_util::sync::CancellationToken;
 use super::owner::TaskOwner;
 use super::progress::{Follow, ProgressTarget};
 
-/// Who made a call: the identity a retry must have to answer its question. Today that is the
-/// connection (stdio or socket) or the HTTP session; one alias, so that a finer identity
-/// replaces it here.
-pub(crate) type ClientId = TaskOwner;
-
 /// Most calls waiting on a question (or holding a result for their retry) at once: sixteen
 /// clients' shares, so that a few busy clients leave room for the others.
 pub const MAX_CALLS: usize = 128;
@@ -224,7 +219,7 @@ fn feed(h: &mut Sha256, v: &serde_json::Value) {
 
 /// A call that asked, in the table.
 struct Entry {
-    client: ClientId,
+    client: TaskOwner,
     what: CallDigest,
     /// The running call; `None` for a call that was asked for the client's roots before it
     /// started.
@@ -295,7 +290,7 @@ async fn expire(calls: Weak<Table>, handle: String, finished: Option<Cancellatio
 
 /// Whether `client` may add a call to `table`: within its own share of entries and bytes, and
 /// within the table's.
-fn admits(table: &HashMap<String, Entry>, client: &ClientId) -> bool {
+fn admits(table: &HashMap<String, Entry>, client: &TaskOwner) -> bool {
     let of_client = table.values().filter(|e| e.client == *client).count();
     let fits = |n: usize, most: usize, bytes: usize| n < most && (n + 1) * ENTRY_BYTES <= bytes;
     let ok = fits(of_client, MAX_CALLS_PER_CLIENT, MAX_BYTES_PER_CLIENT)
@@ -330,7 +325,7 @@ impl Default for Rounds {
 
 /// Where a call's first request ends: the call's identity and what a retry must repeat.
 pub(crate) struct Call {
-    pub client: ClientId,
+    pub client: TaskOwner,
     /// Its tool and arguments, checked as the tool checks them before this is made.
     pub what: CallDigest,
     /// This request's progress target.
@@ -664,7 +659,7 @@ mod tests {
     /// A call of `client` that asks once and answers whether its question got an answer.
     async fn asking_call(rounds: &Rounds, client: u64) -> CallToolResponse {
         let call = Call {
-            client: ClientId::Connection(client),
+            client: TaskOwner::Connection(client),
             what: CallDigest::of("codex", &JsonObject::new()),
             progress: None,
         };
@@ -704,7 +699,7 @@ mod tests {
 
     fn roots_call(client: u64) -> Call {
         Call {
-            client: ClientId::Connection(client),
+            client: TaskOwner::Connection(client),
             what: CallDigest::of("codex", &JsonObject::new()),
             progress: None,
         }
@@ -765,7 +760,7 @@ mod tests {
         // a call that asked: kept while its turn runs, then `keep` after its end
         let (go, went) = oneshot::channel::<()>();
         let call = Call {
-            client: ClientId::Connection(2),
+            client: TaskOwner::Connection(2),
             what: CallDigest::of("codex", &JsonObject::new()),
             progress: None,
         };

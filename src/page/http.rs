@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use std::sync::Mutex;
 
-use super::table::{Answer, Table, cookie_value, lock, notice, short};
+use super::table::{PageReply, Table, cookie_value, lock, notice, short};
 use super::{peer, render};
 
 /// Most bytes of a decision's form.
@@ -107,7 +107,7 @@ async fn handle(
 }
 
 /// Who asks, then what the table answers.
-async fn answer(server: &Server, peer: SocketAddr, req: Request) -> Answer {
+async fn answer(server: &Server, peer: SocketAddr, req: Request) -> PageReply {
     if peer::owner(peer, server.addr).await != Some(peer::own_uid()) {
         tracing::warn!(%peer, "refused a page request from another user (or an unknown one)");
         return notice(403, "Refused", "The page answers only its own user.");
@@ -164,7 +164,7 @@ async fn answer(server: &Server, peer: SocketAddr, req: Request) -> Answer {
                 return notice(400, "Refused", "The form names a field twice.");
             };
             let answer = lock(&table).decide(&id, cookie.as_deref(), token, decision, code);
-            if let Answer::Notice(status, _, why) = &answer
+            if let PageReply::Notice(status, _, why) = &answer
                 && *status != 200
             {
                 tracing::warn!(page = short(&id), status, why, "refused a decision");
@@ -177,7 +177,7 @@ async fn answer(server: &Server, peer: SocketAddr, req: Request) -> Answer {
 
 /// The checks of a decision's headers: `Origin` present and the page's own, `Sec-Fetch-Site`
 /// (when sent) `same-origin`, a form body.
-fn post_headers_ok(headers: &HeaderMap, port: u16) -> Result<(), Answer> {
+fn post_headers_ok(headers: &HeaderMap, port: u16) -> Result<(), PageReply> {
     if !origin_ok(&one(headers, header::ORIGIN), port) {
         return Err(notice(
             403,
@@ -276,10 +276,10 @@ impl Form {
 }
 
 /// An answer as an HTTP response, with the page's security headers.
-fn respond(answer: Answer) -> Response {
+fn respond(answer: PageReply) -> Response {
     let (status, html, cookie) = match answer {
-        Answer::Page { html, cookie } => (200, html, cookie),
-        Answer::Notice(status, heading, sentence) => {
+        PageReply::Page { html, cookie } => (200, html, cookie),
+        PageReply::Notice(status, heading, sentence) => {
             (status, render::notice(heading, &sentence), None)
         }
     };
@@ -389,13 +389,13 @@ mod tests {
         h.insert("sec-fetch-site", "cross-site".parse().unwrap());
         assert!(matches!(
             post_headers_ok(&h, 9),
-            Err(Answer::Notice(403, ..))
+            Err(PageReply::Notice(403, ..))
         ));
         h.insert("sec-fetch-site", "same-origin".parse().unwrap());
         h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
         assert!(matches!(
             post_headers_ok(&h, 9),
-            Err(Answer::Notice(415, ..))
+            Err(PageReply::Notice(415, ..))
         ));
         h.insert(
             header::CONTENT_TYPE,
@@ -406,7 +406,7 @@ mod tests {
         h.remove(header::ORIGIN);
         assert!(matches!(
             post_headers_ok(&h, 9),
-            Err(Answer::Notice(403, ..))
+            Err(PageReply::Notice(403, ..))
         ));
     }
 

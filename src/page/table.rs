@@ -78,7 +78,7 @@ pub(super) struct Table {
 
 /// What the server answers a request for a question.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Answer {
+pub(super) enum PageReply {
     /// The question's page (200), with this `Set-Cookie` value when given.
     Page {
         html: String,
@@ -88,8 +88,8 @@ pub(super) enum Answer {
     Notice(u16, &'static str, String),
 }
 
-pub(super) fn notice(status: u16, heading: &'static str, sentence: impl Into<String>) -> Answer {
-    Answer::Notice(status, heading, sentence.into())
+pub(super) fn notice(status: u16, heading: &'static str, sentence: impl Into<String>) -> PageReply {
+    PageReply::Notice(status, heading, sentence.into())
 }
 
 /// A new random secret: 256 bits from two v4 UUIDs (the system's CSPRNG), in hex.
@@ -172,7 +172,7 @@ impl Table {
     }
 
     /// A GET of the page with the cookie the browser sent.
-    pub(super) fn get(&mut self, id: &str, cookie: Option<&str>) -> Answer {
+    pub(super) fn get(&mut self, id: &str, cookie: Option<&str>) -> PageReply {
         let Some(e) = self.current(id) else {
             return notice(
                 404,
@@ -206,7 +206,7 @@ impl Table {
                 );
             }
         };
-        Answer::Page {
+        PageReply::Page {
             html: render::question(id, &e.token, &question),
             cookie: set.map(|c| set_cookie(id, &c)),
         }
@@ -220,7 +220,7 @@ impl Table {
         token: Option<&str>,
         decision: Option<&str>,
         code: Option<&str>,
-    ) -> Answer {
+    ) -> PageReply {
         let Some(e) = self.current(id) else {
             return notice(404, "No such question", "No question has this address.");
         };
@@ -311,7 +311,7 @@ impl Table {
 
 /// Why an Approve with `code` is refused, if it is: too many wrong codes already, or not the
 /// code the host shows (counted).
-fn wrong_code(e: &mut Entry, code: Option<&str>) -> Option<Answer> {
+fn wrong_code(e: &mut Entry, code: Option<&str>) -> Option<PageReply> {
     if e.wrong_codes >= MAX_WRONG_CODES {
         return Some(notice(
             403,

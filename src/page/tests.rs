@@ -51,17 +51,17 @@ fn secret_of(set_cookie: &str) -> String {
     pair.split_once('=').unwrap().1.to_owned()
 }
 
-fn status(a: &Answer) -> u16 {
+fn status(a: &PageReply) -> u16 {
     match a {
-        Answer::Page { .. } => 200,
-        Answer::Notice(s, ..) => *s,
+        PageReply::Page { .. } => 200,
+        PageReply::Notice(s, ..) => *s,
     }
 }
 
 /// Open the page once and return the cookie's secret.
 fn first_get(t: &mut Table) -> String {
     match t.get("abc", None) {
-        Answer::Page {
+        PageReply::Page {
             html,
             cookie: Some(c),
         } => {
@@ -80,7 +80,7 @@ fn the_page_opens_once_and_again_only_with_its_cookie() {
     // a refresh in the same browser
     assert!(matches!(
         t.get("abc", Some(&c)),
-        Answer::Page { cookie: None, .. }
+        PageReply::Page { cookie: None, .. }
     ));
     // another browser, or the cookie forged
     for other in [None, Some("x"), Some(&c[1..])] {

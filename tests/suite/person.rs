@@ -194,7 +194,7 @@ async fn escalate(
         "{offered}"
     );
     for d in [Decision::AcceptOnce, Decision::Decline] {
-        let a = codex_mcp_bridge::codex::app_server::approval::Answer::new(
+        let a = codex_mcp_bridge::codex::app_server::approval::AnswerLine::new(
             &handed.request,
             &handed.asked.question,
             d,

@@ -1,6 +1,6 @@
 //! Who runs a session's turns and forks: the seam between the session actor and codex.
 //!
-//! The actor prepares a turn (checked once, its backend chosen once: [`Backed`]) and hands it
+//! The actor prepares a turn (checked once, its backend chosen once: [`Invocation`]) and hands it
 //! to a [`Driver`] in the turn's task; the driver runs it to its end and gives back the outcome
 //! and, on the app-server backend, the warm process when it may serve the next turn. The real
 //! driver ([`Codex`]) runs `codex exec` or the session's `codex app-server`; the unit tests put
@@ -9,10 +9,10 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::{Backed, Backends, Driver, ForkSpec, TurnEnv};
-use super::message::Ran;
-use super::run::run_turn;
-use super::warm_run::run_warm;
+use super::driver::{Driver, ForkSpec, Invocation, TurnDriver, TurnEnv};
+use super::message::TurnRun;
+use super::task::exec_turn;
+use super::warm::warm_turn;
 use crate::actors::shared::Shared;
 use crate::codex::process::WarmProcess;
 use crate::error::Error;
@@ -24,30 +24,30 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The real driver: `codex exec` for an exec turn, the session's warm `codex app-server` for a
-/// warm one (see [`run_warm`]), a one-off app-server for a fork.
+/// warm one (see [`warm_turn`]), a one-off app-server for a fork.
 pub(super) struct Codex;
 
 impl Driver for Codex {
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,
-        run: Backed,
+        run: Invocation,
         warm: Option<WarmProcess>,
-    ) -> BoxFuture<'a, (Ran, Option<WarmProcess>)> {
+    ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
         Box::pin(async move {
             match run {
-                Backed::Exec(spec) => {
+                Invocation::Exec(spec) => {
                     // one writer per thread: the warm process lets go of it first
                     if let Some(w) = warm {
                         w.close().await;
                     }
-                    (run_turn(turn, spec).await, None)
+                    (exec_turn(turn, spec).await, None)
                 }
-                Backed::Warm {
+                Invocation::Warm {
                     server,
                     turn: t,
                     wanted,
-                } => run_warm(turn, warm, server, t, wanted).await,
+                } => warm_turn(turn, warm, server, t, wanted).await,
             }
         })
     }
@@ -104,8 +104,8 @@ impl Driver for Codex {
     }
 }
 
-impl Default for Backends {
+impl Default for TurnDriver {
     fn default() -> Self {
-        Backends(Arc::new(Codex))
+        TurnDriver(Arc::new(Codex))
     }
 }

@@ -1,10 +1,10 @@
 //! The seam between the session actor and codex: the [`Driver`] a turn's task hands its
-//! prepared turn to ([`Prepared`], [`Backed`], [`TurnEnv`]), and [`Backends`], which holds it.
+//! prepared turn to ([`Prepared`], [`Invocation`], [`TurnEnv`]), and [`TurnDriver`], which holds it.
 //! The real driver is [`super::backend`]'s; the unit tests put a fake one in its place.
 
 use futures::future::BoxFuture;
 
-use super::message::{CallMeta, Ran, SessionMessage};
+use super::message::{CallMeta, SessionMessage, TurnRun};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::codex::argv::SpawnSpec;
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 /// A turn ready to run: codex's invocation and what the actor needs when it ends.
 pub(super) struct Prepared {
     pub(super) client: Arc<ClientContext>,
-    pub(super) run: Backed,
+    pub(super) run: Invocation,
     pub(super) meta: CallMeta,
     pub(super) prior_usage: Usage,
 }
@@ -40,7 +40,7 @@ pub(super) struct Prepared {
     clippy::large_enum_variant,
     reason = "one value per turn, never copied or stored"
 )]
-pub(super) enum Backed {
+pub(super) enum Invocation {
     /// A `codex exec` process for this turn.
     Exec(SpawnSpec),
     /// A turn on the session's warm app-server (`server` starts one when it has none, or one
@@ -52,7 +52,7 @@ pub(super) enum Backed {
     },
 }
 
-/// What a turn's task hands its driver besides the spec ([`Backed`]): where the turn runs and
+/// What a turn's task hands its driver besides the spec ([`Invocation`]): where the turn runs and
 /// whose it is, its control handle and the sink of its events.
 pub(super) struct TurnEnv<'a> {
     /// The session the turn is of (the record its processes are on).
@@ -159,9 +159,9 @@ pub(super) trait Driver: Send + Sync + 'static {
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,
-        run: Backed,
+        run: Invocation,
         warm: Option<WarmProcess>,
-    ) -> BoxFuture<'a, (Ran, Option<WarmProcess>)>;
+    ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)>;
 
     /// Fork `thread` (of the working directory `cwd`) into a new thread, on a process that no
     /// turn uses; the new thread's id.
@@ -184,10 +184,10 @@ pub(super) struct ForkSpec {
 /// The driver the session actors use (the registry's, given to each): codex itself, unless a unit test put a
 /// fake in its place.
 #[derive(Clone)]
-pub struct Backends(pub(super) Arc<dyn Driver>);
+pub struct TurnDriver(pub(super) Arc<dyn Driver>);
 
-impl std::fmt::Debug for Backends {
+impl std::fmt::Debug for TurnDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Backends")
+        f.write_str("TurnDriver")
     }
 }

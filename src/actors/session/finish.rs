@@ -2,12 +2,13 @@
 //! codex recorded of it is checked against what was asked ([`check_recorded`]: a mismatch fails
 //! the turn closed), flushed before the caller is answered.
 
-use super::message::{CallMeta, Finished, RanOn, TurnRan};
+use super::message::{CallMeta, Finished, TurnEnd};
 use super::state::SessionState;
 use crate::actors::calls::TurnReport;
 use crate::codex::events::FailureKind;
 use crate::codex::process::Ending;
 use crate::codex::rollout::TurnContext;
+use crate::config::Backend;
 use crate::error::Error;
 use crate::error::Result;
 use crate::plan::values::SandboxLevel;
@@ -123,16 +124,16 @@ pub(super) fn fold(
     id: &SessionId,
     call: &CallMeta,
     queued: Duration,
-    ran: TurnRan,
+    ran: TurnEnd,
 ) -> TurnReport {
-    let TurnRan {
+    let TurnEnd {
         mut outcome,
         recorded,
         on,
     } = ran;
     // a person could be asked only on the app-server: a turn the warm backend handed to
     // `codex exec` is held to `never`, whatever was planned
-    let may_ask = call.may_ask && on == RanOn::AppServer;
+    let may_ask = call.may_ask && on == Backend::AppServer;
     if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
         && let Err(msg) = check_recorded(call.sandbox, ctx, may_ask)
     {

@@ -1,6 +1,7 @@
 //! The session actor's messages ([`SessionMessage`]) and what a turn's task sends back
 //! ([`Finished`]). Names no actor state, so [`crate::actors::shared::Shared`] can name it.
 
+use crate::config::Backend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,7 +70,7 @@ pub enum SessionMessage {
 
 /// What a turn task sends back.
 pub struct Finished {
-    pub(super) result: Ran,
+    pub(super) result: TurnRun,
     /// The warm app-server, handed back when it may serve the next turn.
     pub(super) warm: Option<WarmProcess>,
     pub(super) queued: Duration,
@@ -87,20 +88,14 @@ pub(super) struct CallMeta {
     pub(super) may_ask: bool,
 }
 
-/// Which backend ran a turn: the one prepared, or `codex exec` when the warm backend handed
-/// the turn on (no app-server could run it). What codex may have recorded is judged by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RanOn {
-    Exec,
-    AppServer,
-}
-
 /// A turn codex ran: its outcome, what codex recorded of it, and where it ran.
-pub(super) struct TurnRan {
+pub(super) struct TurnEnd {
     pub(super) outcome: TurnOutcome,
     pub(super) recorded: Option<TurnContext>,
-    pub(super) on: RanOn,
+    /// Which backend ran it: the one prepared, or `codex exec` when the warm backend handed
+    /// the turn on (no app-server could run it). What codex may have recorded is judged by it.
+    pub(super) on: Backend,
 }
 
 /// What a turn's run ended with, or why it could not run.
-pub(super) type Ran = Result<TurnRan>;
+pub(super) type TurnRun = Result<TurnEnd>;

@@ -12,10 +12,11 @@
 //! holds a sandbox level. [`TurnGuard`] kills the turn's processes and frees its slot when the
 //! state is dropped, because ractor skips `post_stop` when an actor panics or is killed.
 //!
-//! The turn itself is run by a [`backend::Driver`] with one call (the registry's `Backends`: codex,
-//! or in the unit tests of `tests` a fake that runs no process). Files: `prepare` (a call made
-//! ready, the backend chosen once), `run` (the turn's task), `warm_run` (the real driver's warm
-//! path), `finish` (the record after a turn), `queue`, `steer`, `fork`, `close`.
+//! The turn itself is run by a [`driver::Driver`] with one call (the registry's `TurnDriver`:
+//! codex, `backend.rs`, or in the unit tests of `tests` a fake that runs no process). Files:
+//! `prepare` (a call made ready, the backend chosen once), `task` (the turn's task), `warm`
+//! (the real driver's warm path), `finish` (the record after a turn), `queue`, `steer`, `fork`,
+//! `close`.
 
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::TurnReport;
@@ -30,12 +31,12 @@ use queue::queue;
 use ractor::Actor;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
-use run::launch;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 use steer::steer;
+use task::launch;
 use tokio::sync::oneshot;
 
 mod backend;
@@ -46,12 +47,12 @@ mod fork;
 pub mod message;
 mod prepare;
 mod queue;
-mod run;
 pub mod state;
 mod steer;
-mod warm_run;
+mod task;
+mod warm;
 
-pub use driver::Backends;
+pub use driver::TurnDriver;
 pub use finish::check_recorded;
 pub use message::SessionMessage;
 pub use state::{SessionArgs, SessionState};

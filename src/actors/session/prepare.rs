@@ -2,13 +2,13 @@
 //! backend chosen (in one place, [`warm_backend`]) and codex's invocation built, and only then
 //! the record marked running.
 
-use super::driver::{Backed, Prepared};
+use super::driver::{Invocation, Prepared};
 use super::message::CallMeta;
 use super::state::SessionState;
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::WorkDir;
 use crate::actors::client::ClientContext;
-use crate::actors::warm::Acquired;
+use crate::actors::warm::Admission;
 use crate::codex::argv::CheckedTurn;
 use crate::codex::argv::TurnRequest;
 use crate::codex::argv::build_app_server;
@@ -132,8 +132,8 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
     }
     let (run, (created, prior_usage)) = ready?;
     let sandbox = match &run {
-        Backed::Exec(spec) => spec.sandbox(),
-        Backed::Warm { turn, .. } => turn.sandbox(),
+        Invocation::Exec(spec) => spec.sandbox(),
+        Invocation::Warm { turn, .. } => turn.sandbox(),
     };
     Ok(Prepared {
         meta: CallMeta {
@@ -142,7 +142,7 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
             resumed: resume.is_some(),
             created,
             reset: call.reset,
-            may_ask: call.asker.is_some() && matches!(run, Backed::Warm { .. }),
+            may_ask: call.asker.is_some() && matches!(run, Invocation::Warm { .. }),
         },
         client,
         run,
@@ -160,7 +160,7 @@ fn warm_backend(st: &SessionState, has_images: bool) -> bool {
         && st.shared.warm.unusable().is_none()
         && matches!(
             st.shared.warm.acquire(&st.id, &st.closer),
-            Acquired::Granted
+            Admission::Granted
         )
 }
 
@@ -200,7 +200,7 @@ pub(super) fn build_backed(
     checked: CheckedTurn,
     resume: Option<crate::security::ids::ThreadId>,
     warm: bool,
-) -> Result<Backed> {
+) -> Result<Invocation> {
     if warm {
         let server = build_app_server(common, checked.cwd().clone())?;
         let wanted = match resume {
@@ -209,15 +209,15 @@ pub(super) fn build_backed(
         };
         // the prompt moves into the turn (images never reach here: `warm_backend`)
         match checked.into_warm() {
-            Ok(turn) => Ok(Backed::Warm {
+            Ok(turn) => Ok(Invocation::Warm {
                 server,
                 turn,
                 wanted,
             }),
-            Err(checked) => Ok(Backed::Exec(checked.into_exec(common))),
+            Err(checked) => Ok(Invocation::Exec(checked.into_exec(common))),
         }
     } else {
         // the prompt moves into the spec
-        Ok(Backed::Exec(checked.into_exec(common)))
+        Ok(Invocation::Exec(checked.into_exec(common)))
     }
 }

@@ -1,7 +1,7 @@
 //! A session actor's state ([`SessionState`]), its arguments, the running turn's guard and
 //! the warm turn's steer inbox.
 
-use super::driver::Backends;
+use super::driver::TurnDriver;
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::TurnReport;
 use crate::actors::client::ClientContext;
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub struct SessionArgs {
     pub shared: Arc<Shared>,
     /// What runs its turns and forks.
-    pub backends: Backends,
+    pub backends: TurnDriver,
     pub id: SessionId,
     /// The stored record, when the session is known.
     pub record: Option<SessionRecord>,
@@ -50,7 +50,7 @@ impl Drop for TurnGuard {
 /// A session actor's state.
 pub struct SessionState {
     pub(super) shared: Arc<Shared>,
-    pub(super) backends: Backends,
+    pub(super) backends: TurnDriver,
     pub(super) id: SessionId,
     pub(super) record: Option<SessionRecord>,
     pub(super) current: Option<TurnGuard>,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 use super::driver::*;
-use super::message::{Ran, RanOn, TurnRan};
+use super::message::{TurnEnd, TurnRun};
 use super::*;
 use std::path::PathBuf;
 
@@ -68,26 +68,26 @@ impl Driver for Fake {
     fn run<'a>(
         &'a self,
         env: &'a TurnEnv<'a>,
-        run: Backed,
+        run: Invocation,
         _warm: Option<WarmProcess>,
-    ) -> futures::future::BoxFuture<'a, (Ran, Option<WarmProcess>)> {
+    ) -> futures::future::BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
         Box::pin(async move {
             // an exec turn: the prompt on stdin, the thread it resumes in argv; a warm turn:
             // both as the turn has them. A warm turn whose prompt says `fallback` runs as the
             // real driver runs one no app-server could take: with `codex exec`
             let (prompt, resumes, on) = match run {
-                Backed::Exec(spec) => (
+                Invocation::Exec(spec) => (
                     String::from_utf8_lossy(spec.stdin().unwrap_or_default()).into_owned(),
                     spec.args().iter().find_map(|a| ThreadId::parse(a).ok()),
-                    RanOn::Exec,
+                    Backend::Exec,
                 ),
-                Backed::Warm { turn, wanted, .. } => {
+                Invocation::Warm { turn, wanted, .. } => {
                     let prompt = turn.prompt().to_string();
                     let on = if prompt.contains("fallback") {
                         env.sink.runs_with_exec();
-                        RanOn::Exec
+                        Backend::Exec
                     } else {
-                        RanOn::AppServer
+                        Backend::AppServer
                     };
                     let resumes = match wanted {
                         ThreadWanted::Resume(t) => Some(t),
@@ -133,7 +133,7 @@ impl Driver for Fake {
                     sandbox: "read-only".into(),
                     model: None,
                 });
-            let ran = TurnRan {
+            let ran = TurnEnd {
                 outcome: TurnOutcome { ending, output },
                 recorded,
                 on,
@@ -191,7 +191,7 @@ async fn setup_on(backend: Backend, max_queued_turns: usize, idle: Duration) -> 
     )
     .with_idle_timeout(idle)
     .with_queue_timeout(Duration::from_secs(120));
-    let bridge = Bridge::start_with(shared, Backends(fake.clone()))
+    let bridge = Bridge::start_with(shared, TurnDriver(fake.clone()))
         .await
         .unwrap();
     Setup { bridge, fake, dir }

@@ -13,7 +13,7 @@
 //! - [`escalable`]: whether a command's model call may be put to a person at all (not when it
 //!   asked for a terminal, which the approval request itself does not say: on both versions
 //!   only the model's call, in codex's rollout, carries `tty`).
-//! - An [`Answer`] is built only from a [`Decision`] (or a person's typed input), by the
+//! - An [`AnswerLine`] is built only from a [`Decision`] (or a person's typed input), by the
 //!   protocol's typed answers ([`ServerRequest::accept_once`], [`ServerRequest::grant_for_turn`],
 //!   [`ServerRequest::answer_input`], [`ServerRequest::accept_form`], [`ServerRequest::decline`]),
 //!   so an answer that persists cannot be written: never `acceptForSession`,
@@ -403,12 +403,12 @@ pub fn escalable(calls: &[ModelCall]) -> Result<(), &'static str> {
 
 /// One answer line for codex, built only from a [`Decision`] (and [`Input`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
+pub struct AnswerLine {
     line: String,
     decision: Decision,
 }
 
-impl Answer {
+impl AnswerLine {
     /// The JSON line (without the newline).
     pub fn line(&self) -> &str {
         &self.line
@@ -421,7 +421,7 @@ impl Answer {
 
     /// The decline of `req` (the protocol's refusal).
     pub fn decline(req: &ServerRequest) -> Self {
-        Answer {
+        AnswerLine {
             line: req.decline(),
             decision: Decision::Decline,
         }
@@ -436,7 +436,7 @@ impl Answer {
         input: Option<Input>,
     ) -> Self {
         if decision == Decision::Decline {
-            return Answer::decline(req);
+            return AnswerLine::decline(req);
         }
         // every accept is built by the protocol from the request itself; `None` (a kind or an
         // input that does not fit) is a decline
@@ -459,11 +459,11 @@ impl Answer {
             _ => None,
         };
         match line {
-            Some(line) => Answer {
+            Some(line) => AnswerLine {
                 line,
                 decision: Decision::AcceptOnce,
             },
-            None => Answer::decline(req),
+            None => AnswerLine::decline(req),
         }
     }
 }
@@ -477,18 +477,18 @@ pub struct Asking {
 }
 
 /// Hand `question` (read from `req`) over until `deadline`: the [`Asking`], and where codex's
-/// answer line comes from. A decision reaches codex only as an [`Answer`] built from `req`
-/// ([`Answer::new`]); a dropped [`Asked`] closes the receiver, which the caller answers with
+/// answer line comes from. A decision reaches codex only as an [`AnswerLine`] built from `req`
+/// ([`AnswerLine::new`]); a dropped [`Asked`] closes the receiver, which the caller answers with
 /// the decline.
 pub fn ask(
     req: ServerRequest,
     question: Question,
     deadline: Instant,
-) -> (Asking, oneshot::Receiver<Answer>) {
+) -> (Asking, oneshot::Receiver<AnswerLine>) {
     let (tx, rx) = oneshot::channel();
     let (request, shown) = (req.clone(), question.clone());
     let reply: Reply = Box::new(move |decision, input| {
-        let answer = Answer::new(&request, &shown, decision, input);
+        let answer = AnswerLine::new(&request, &shown, decision, input);
         let decided = answer.decision();
         match tx.send(answer) {
             Ok(()) => decided,
@@ -542,7 +542,7 @@ mod tests {
         let mut out = vec![];
         for d in [Decision::AcceptOnce, Decision::Decline] {
             for i in inputs.clone() {
-                out.push(serde_json::from_str(Answer::new(r, q, d, i).line()).unwrap());
+                out.push(serde_json::from_str(AnswerLine::new(r, q, d, i).line()).unwrap());
             }
         }
         out
@@ -567,11 +567,11 @@ mod tests {
             }
         );
         assert_eq!(
-            Answer::new(&r, &q, Decision::AcceptOnce, None).line(),
+            AnswerLine::new(&r, &q, Decision::AcceptOnce, None).line(),
             r#"{"id":0,"result":{"decision":"accept"}}"#
         );
         assert_eq!(
-            Answer::new(&r, &q, Decision::Decline, None).line(),
+            AnswerLine::new(&r, &q, Decision::Decline, None).line(),
             r#"{"id":0,"result":{"decision":"decline"}}"#
         );
         let mut v171: Value = serde_json::from_str(COMMAND).unwrap();
@@ -642,7 +642,7 @@ mod tests {
                 .any(|(l, t)| *l == "Not granted" && t.contains("/w"))
         );
         assert_eq!(
-            Answer::new(&r, &q, Decision::AcceptOnce, None).line(),
+            AnswerLine::new(&r, &q, Decision::AcceptOnce, None).line(),
             r#"{"id":1,"result":{"decision":"accept"}}"#
         );
     }
@@ -654,13 +654,14 @@ mod tests {
         );
         let q = parse(&r, &ChangeBook::default()).unwrap();
         let a: Value =
-            serde_json::from_str(Answer::new(&r, &q, Decision::AcceptOnce, None).line()).unwrap();
+            serde_json::from_str(AnswerLine::new(&r, &q, Decision::AcceptOnce, None).line())
+                .unwrap();
         assert_eq!(
             a,
             json!({"id": 2, "result": {"permissions": {"network": {"enabled": true}}, "scope": "turn"}})
         );
         let d: Value =
-            serde_json::from_str(Answer::new(&r, &q, Decision::Decline, None).line()).unwrap();
+            serde_json::from_str(AnswerLine::new(&r, &q, Decision::Decline, None).line()).unwrap();
         assert_eq!(d["result"], json!({"permissions": {}, "scope": "turn"}));
 
         let r = req(
@@ -670,11 +671,11 @@ mod tests {
         assert!(q.needs_input());
         // an accept without input, or with the wrong kind, is a decline
         for input in [None, Some(Input::Form(Map::new()))] {
-            let a = Answer::new(&r, &q, Decision::AcceptOnce, input);
+            let a = AnswerLine::new(&r, &q, Decision::AcceptOnce, input);
             assert_eq!(a.decision(), Decision::Decline);
             assert_eq!(a.line(), r#"{"id":3,"result":{"answers":{}}}"#);
         }
-        let a = Answer::new(
+        let a = AnswerLine::new(
             &r,
             &q,
             Decision::AcceptOnce,
@@ -694,12 +695,12 @@ mod tests {
         let q = parse(&r, &ChangeBook::default()).unwrap();
         let nested = Map::from_iter([("n".into(), json!({"deep": 1}))]);
         assert_eq!(
-            Answer::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(nested))).decision(),
+            AnswerLine::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(nested))).decision(),
             Decision::Decline
         );
         let flat = Map::from_iter([("n".into(), json!("x"))]);
         assert_eq!(
-            Answer::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(flat))).line(),
+            AnswerLine::new(&r, &q, Decision::AcceptOnce, Some(Input::Form(flat))).line(),
             r#"{"id":"e","result":{"action":"accept","content":{"n":"x"}}}"#
         );
     }
@@ -797,7 +798,7 @@ mod tests {
         );
         // a link is never accepted with content: only a form is
         assert_eq!(
-            Answer::new(
+            AnswerLine::new(
                 &url,
                 &q,
                 Decision::AcceptOnce,

@@ -380,7 +380,7 @@ fn hand_over<W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let deadline = Instant::now() + a.deadline;
-    let decline = approval::Answer::decline(&req);
+    let decline = approval::AnswerLine::decline(&req);
     let method = req.method.clone();
     let (asking, rx) = approval::ask(req, question, deadline);
     // a closed stream drops the Asked at once: the task below sends the decline

@@ -1,8 +1,8 @@
 //! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::driver::{Backed, Control, Prepared, Sink, TurnEnv};
-use super::message::{Finished, Ran, RanOn, SessionMessage, TurnRan};
+use super::driver::{Control, Invocation, Prepared, Sink, TurnEnv};
+use super::message::{Finished, SessionMessage, TurnEnd, TurnRun};
 use super::state::{SessionState, SteerInbox, TurnGuard};
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::TurnReport;
@@ -11,6 +11,7 @@ use crate::codex::process::TurnControl;
 use crate::codex::process::TurnOutcome;
 use crate::codex::process::run;
 use crate::codex::rollout::last_turn_context;
+use crate::config::Backend;
 use crate::error::Result;
 use ractor::ActorRef;
 use std::time::Instant;
@@ -107,7 +108,7 @@ pub(super) fn launch(
 /// client that started it) and asks its caller's person when it can; an exec turn has neither.
 fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> TurnControl {
     let mut control = TurnControl::default();
-    if matches!(prepared.run, Backed::Warm { .. }) {
+    if matches!(prepared.run, Invocation::Warm { .. }) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         st.steer = Some(SteerInbox {
             tx,
@@ -122,17 +123,17 @@ fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> Tu
 
 /// Run codex for a turn: its process and thread id reported to the actor as they appear, its
 /// events as progress; then what codex recorded of the turn.
-pub(super) async fn run_turn(turn: &TurnEnv<'_>, spec: SpawnSpec) -> Ran {
+pub(super) async fn exec_turn(turn: &TurnEnv<'_>, spec: SpawnSpec) -> TurnRun {
     let outcome = run(spec, turn.options(), turn.sink.events()).await?;
     log_finished(&outcome);
     let recorded = outcome
         .output
         .thread_id
         .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
-    Ok(TurnRan {
+    Ok(TurnEnd {
         outcome,
         recorded,
-        on: RanOn::Exec,
+        on: Backend::Exec,
     })
 }
 

@@ -3,9 +3,9 @@
 //! codex accepted the turn is replaced; `codex exec` when no app-server is usable.
 
 use super::driver::TurnEnv;
-use super::message::{Ran, RanOn, TurnRan};
-use super::run::{log_finished, run_turn};
-use crate::actors::starts::{StartFor, Started, start_warm};
+use super::message::{TurnEnd, TurnRun};
+use super::task::{exec_turn, log_finished};
+use crate::actors::starts::{StartFor, WarmStart, start_warm};
 use crate::codex::argv::SpawnSpec;
 use crate::codex::argv::WarmTurn;
 use crate::codex::events::FailureKind;
@@ -14,6 +14,7 @@ use crate::codex::process::ThreadWanted;
 use crate::codex::process::TurnOutcome;
 use crate::codex::process::WarmProcess;
 use crate::codex::process::key_of;
+use crate::config::Backend;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -22,24 +23,24 @@ use std::time::Instant;
 pub(super) const REPLACEMENTS: usize = 3;
 
 /// What a turn's task gets when it needs a new warm process.
-pub(super) enum Obtained {
+pub(super) enum NextWarm {
     /// A live process to run the turn on.
     Process(WarmProcess),
     /// No warm process for this turn: it runs with `codex exec`.
     Exec,
     /// The turn ends without one (cancelled, timed out, or an error).
-    Done(Ran),
+    Done(TurnRun),
 }
 
 /// Run a warm turn with `codex exec` instead (on the same thread): its invocation is assembled
 /// from the turn as it was checked when the call was prepared; the prompt moves on.
-pub(super) async fn run_exec(turn: &TurnEnv<'_>, t: WarmTurn, wanted: ThreadWanted) -> Ran {
+pub(super) async fn exec_instead(turn: &TurnEnv<'_>, t: WarmTurn, wanted: ThreadWanted) -> TurnRun {
     let resume = match wanted {
         ThreadWanted::Resume(t) => Some(t),
         ThreadWanted::Start => None,
     };
     turn.sink.runs_with_exec();
-    run_turn(turn, t.into_exec(&turn.client.common_for(false), resume)).await
+    exec_turn(turn, t.into_exec(&turn.client.common_for(false), resume)).await
 }
 
 /// Run a turn on the session's warm app-server: the one it has when it was started the same
@@ -48,13 +49,13 @@ pub(super) async fn run_exec(turn: &TurnEnv<'_>, t: WarmTurn, wanted: ThreadWant
 /// reached it (idle, taken as the spare, during `initialize` or `thread/resume`: codex never
 /// accepted the turn) is replaced and the turn runs on the next one, on the same thread. Hands
 /// the process back when it may serve the next turn.
-pub(super) async fn run_warm(
+pub(super) async fn warm_turn(
     turn: &TurnEnv<'_>,
     warm: Option<WarmProcess>,
     server: SpawnSpec,
     t: WarmTurn,
     wanted: ThreadWanted,
-) -> (Ran, Option<WarmProcess>) {
+) -> (TurnRun, Option<WarmProcess>) {
     let started = Instant::now();
     let mut opts = turn.options();
     let key = key_of(&server);
@@ -79,12 +80,12 @@ pub(super) async fn run_warm(
         let mut process = match next.take() {
             Some(w) => w,
             None => match obtain(turn, &server, &key).await {
-                Obtained::Process(w) => {
+                NextWarm::Process(w) => {
                     spare_wanted = true;
                     w
                 }
-                Obtained::Exec => return (run_exec(turn, t, wanted).await, None),
-                Obtained::Done(result) => return (result, None),
+                NextWarm::Exec => return (exec_instead(turn, t, wanted).await, None),
+                NextWarm::Done(result) => return (result, None),
             },
         };
         // what is left of the call's time (start-ups and earlier attempts count against it)
@@ -130,12 +131,12 @@ pub(super) async fn obtain(
     turn: &TurnEnv<'_>,
     server: &SpawnSpec,
     key: &crate::codex::process::WarmKey,
-) -> Obtained {
+) -> NextWarm {
     // a spare started the same way for this directory and client: no start-up wait (the next
-    // spare starts once this turn ended: see `run_warm`)
+    // spare starts once this turn ended: see `warm_turn`)
     if let Some(w) = turn.shared.warm.take_spare(key, turn.session).await {
         turn.sink.spawned(w.info());
-        return Obtained::Process(w);
+        return NextWarm::Process(w);
     }
     let hook = turn.sink.spawn_hook();
     let started = start_warm(
@@ -151,9 +152,9 @@ pub(super) async fn obtain(
     )
     .await;
     match started {
-        Ok(Started::Process(w)) => Obtained::Process(w),
-        Ok(Started::Exec) => Obtained::Exec,
-        Err(e) => Obtained::Done(Err(e)),
+        Ok(WarmStart::Process(w)) => NextWarm::Process(w),
+        Ok(WarmStart::Exec) => NextWarm::Exec,
+        Err(e) => NextWarm::Done(Err(e)),
     }
 }
 
@@ -163,7 +164,7 @@ pub(super) fn conclude(
     turn: &TurnEnv<'_>,
     process: WarmProcess,
     outcome: TurnOutcome,
-) -> (Ran, Option<WarmProcess>) {
+) -> (TurnRun, Option<WarmProcess>) {
     log_finished(&outcome);
     // read from the rollout codex reported for the thread (no walk of the sessions directory)
     let recorded = outcome.output.thread_id.and_then(|t| {
@@ -171,10 +172,10 @@ pub(super) fn conclude(
     });
     let keep = process.reusable().then_some(process);
     (
-        Ok(TurnRan {
+        Ok(TurnEnd {
             outcome,
             recorded,
-            on: RanOn::AppServer,
+            on: Backend::AppServer,
         }),
         keep,
     )
