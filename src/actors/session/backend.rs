@@ -1,6 +1,6 @@
 //! Who runs a session's turns and forks: the seam between the session actor and codex.
 //!
-//! The actor prepares a turn (checked once, its backend chosen once: [`Invocation`]) and hands it
+//! The actor prepares a turn (checked once, its backend chosen once: a [`Plan`]) and hands it
 //! to a [`Driver`] in the turn's task; the driver runs it to its end and gives back the outcome
 //! and, on the app-server backend, the warm process when it may serve the next turn. The real
 //! driver ([`Codex`]) runs `codex exec` or the session's `codex app-server`; the unit tests put
@@ -9,7 +9,7 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::{Driver, ForkSpec, Invocation, TurnDriver, TurnEnv};
+use super::driver::{Driver, ForkSpec, Invocation, Plan, TurnDriver, TurnEnv};
 use super::message::TurnRun;
 use super::task::exec_turn;
 use super::warm::warm_turn;
@@ -31,11 +31,12 @@ impl Driver for Codex {
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,
-        run: Invocation,
+        plan: Plan,
         warm: Option<WarmProcess>,
     ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
         Box::pin(async move {
-            match run {
+            // codex's invocation, assembled from the turn checked once (the prompt moves)
+            match plan.invocation(&turn.client.common_for(false)) {
                 Invocation::Exec(spec) => {
                     // one writer per thread: the warm process lets go of it first
                     if let Some(w) = warm {

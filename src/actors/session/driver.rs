@@ -1,5 +1,5 @@
 //! The seam between the session actor and codex: the [`Driver`] a turn's task hands its
-//! prepared turn to ([`Prepared`], [`Invocation`], [`TurnEnv`]), and [`TurnDriver`], which holds it.
+//! prepared turn to ([`Prepared`], its [`Plan`], [`TurnEnv`]), and [`TurnDriver`], which holds it.
 //! The real driver is [`super::backend`]'s; the unit tests put a fake one in its place.
 
 use futures::future::BoxFuture;
@@ -7,8 +7,7 @@ use futures::future::BoxFuture;
 use super::message::{CallMeta, SessionMessage, TurnRun};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
-use crate::codex::argv::SpawnSpec;
-use crate::codex::argv::WarmTurn;
+use crate::codex::argv::{CheckedTurn, Common, SpawnSpec, WarmTurn};
 use crate::codex::events::Event;
 use crate::codex::events::Usage;
 use crate::codex::process::RunOptions;
@@ -27,15 +26,59 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// A turn ready to run: codex's invocation and what the actor needs when it ends.
+/// A turn ready to run: its plan and what the actor needs when it ends.
 pub(super) struct Prepared {
     pub(super) client: Arc<ClientContext>,
-    pub(super) run: Invocation,
+    pub(super) plan: Plan,
     pub(super) meta: CallMeta,
     pub(super) prior_usage: Usage,
 }
 
-/// How a prepared turn runs (one per turn, moved once: the size of a variant costs nothing).
+/// A session turn planned once, in no backend's terms: the turn checked once (what codex is
+/// asked, where, at which sandbox level, with which files), the thread it continues, and the
+/// backend chosen for it (in one place, when the call was prepared). The driver turns it into
+/// codex's invocation ([`Invocation`]); a fake driver reads it as it is.
+pub(super) struct Plan {
+    pub(super) turn: CheckedTurn,
+    /// The thread it continues (`None`: a new one).
+    pub(super) resume: Option<ThreadId>,
+    /// Whether it goes to the session's warm app-server (else `codex exec`).
+    pub(super) warm: bool,
+}
+
+impl Plan {
+    /// Whether it runs on the warm app-server: chosen so, and a turn an app-server can run
+    /// (the only backend that can ask a person or take a steer).
+    pub(super) fn on_app_server(&self) -> bool {
+        self.warm && self.turn.runs_warm()
+    }
+
+    /// Codex's invocation of the plan: a warm turn and the app-server to run it on, or an exec
+    /// spec, both assembled from the turn checked once (the prompt moves into it).
+    pub(super) fn invocation(self, common: &Common) -> Invocation {
+        let Plan { turn, resume, warm } = self;
+        if warm {
+            let server = turn.app_server(common);
+            let wanted = match resume {
+                Some(t) => ThreadWanted::Resume(t),
+                None => ThreadWanted::Start,
+            };
+            match turn.into_warm() {
+                Ok(turn) => {
+                    return Invocation::Warm {
+                        server,
+                        turn,
+                        wanted,
+                    };
+                }
+                Err(turn) => return Invocation::Exec(turn.into_exec(common)),
+            }
+        }
+        Invocation::Exec(turn.into_exec(common))
+    }
+}
+
+/// How a planned turn runs (one per turn, moved once: the size of a variant costs nothing).
 #[expect(
     clippy::large_enum_variant,
     reason = "one value per turn, never copied or stored"
@@ -52,7 +95,7 @@ pub(super) enum Invocation {
     },
 }
 
-/// What a turn's task hands its driver besides the spec ([`Invocation`]): where the turn runs and
+/// What a turn's task hands its driver besides the plan ([`Plan`]): where the turn runs and
 /// whose it is, its control handle and the sink of its events.
 pub(super) struct TurnEnv<'a> {
     /// The session the turn is of (the record its processes are on).
@@ -152,14 +195,14 @@ impl TurnEnv<'_> {
 
 /// Runs a session's prepared turns and its forks.
 pub(super) trait Driver: Send + Sync + 'static {
-    /// Run one prepared turn, `run`, to its end (completion, failure, timeout or the cancel of
+    /// Run one planned turn, `plan`, to its end (completion, failure, timeout or the cancel of
     /// `turn.control`), its events into `turn.sink`; which backend ran it is in the answer.
     /// `warm` is the session's warm process between turns; it comes back when it may serve
     /// the next.
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,
-        run: Invocation,
+        plan: Plan,
         warm: Option<WarmProcess>,
     ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)>;
 

@@ -66,6 +66,22 @@ pub enum SessionMessage {
         timeout: Duration,
         reply: oneshot::Sender<Result<SessionView>>,
     },
+    /// What the actor holds now, for the unit tests to wait on a state instead of a time (not
+    /// an activity).
+    #[cfg(test)]
+    Probe { reply: oneshot::Sender<Probe> },
+}
+
+/// A session actor's state as the unit tests wait on it ([`SessionMessage::Probe`]).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// Calls waiting behind the running turn.
+    pub queued: usize,
+    /// Whether a turn runs.
+    pub running: bool,
+    /// Whether the running turn takes a steer (codex started it on the app-server).
+    pub steerable: bool,
 }
 
 /// What a turn task sends back.

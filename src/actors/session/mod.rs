@@ -120,6 +120,15 @@ impl Actor for SessionActor {
             closed(&st.id, msg);
             return Ok(());
         }
+        #[cfg(test)]
+        if let SessionMessage::Probe { reply } = msg {
+            let _ = reply.send(message::Probe {
+                queued: st.pending.len(),
+                running: st.current.is_some(),
+                steerable: st.steer.as_ref().is_some_and(|s| s.running),
+            });
+            return Ok(());
+        }
         if !matches!(msg, SessionMessage::IdleCheck | SessionMessage::Get { .. }) {
             st.last_activity = Instant::now();
         }
@@ -179,6 +188,8 @@ impl Actor for SessionActor {
                 timeout,
                 reply,
             } => fork(&myself, st, client, timeout, reply),
+            #[cfg(test)]
+            SessionMessage::Probe { .. } => {}
             SessionMessage::IdleCheck => {
                 if st.current.is_none()
                     && !st.forking

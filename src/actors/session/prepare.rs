@@ -1,20 +1,17 @@
 //! A call made ready to run: the session's directory binding checked, the files attached, the
-//! backend chosen (in one place, [`warm_backend`]) and codex's invocation built, and only then
-//! the record marked running.
+//! turn checked once and its backend chosen (in one place, [`warm_backend`]) into a [`Plan`],
+//! and only then the record marked running.
 
-use super::driver::{Invocation, Prepared};
+use super::driver::{Plan, Prepared};
 use super::message::CallMeta;
 use super::state::SessionState;
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::WorkDir;
 use crate::actors::client::ClientContext;
 use crate::actors::warm::Admission;
-use crate::codex::argv::CheckedTurn;
 use crate::codex::argv::TurnRequest;
-use crate::codex::argv::build_app_server;
 use crate::codex::argv::check_turn;
 use crate::codex::events::Usage;
-use crate::codex::process::ThreadWanted;
 use crate::config::Backend;
 use crate::error::Error;
 use crate::error::Result;
@@ -116,12 +113,12 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         },
     )?;
     let warm = warm_backend(st, checked.has_images());
-    let ready = match build_backed(&common, checked, resume, warm) {
-        Ok(run) => mark_running(st, dir, &client, resume.is_some())
-            .await
-            .map(|marked| (run, marked)),
-        Err(e) => Err(e),
+    let plan = Plan {
+        turn: checked,
+        resume,
+        warm,
     };
+    let ready = mark_running(st, dir, &client, resume.is_some()).await;
     // a call that fails from here on gives its place under `max_warm` back as it found it
     if warm && ready.is_err() {
         if st.warm.is_some() {
@@ -130,22 +127,18 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
             st.shared.warm.release(&st.id);
         }
     }
-    let (run, (created, prior_usage)) = ready?;
-    let sandbox = match &run {
-        Invocation::Exec(spec) => spec.sandbox(),
-        Invocation::Warm { turn, .. } => turn.sandbox(),
-    };
+    let (created, prior_usage) = ready?;
     Ok(Prepared {
         meta: CallMeta {
-            sandbox,
+            sandbox: plan.turn.sandbox(),
             model: call.model.clone(),
             resumed: resume.is_some(),
             created,
             reset: call.reset,
-            may_ask: call.asker.is_some() && matches!(run, Invocation::Warm { .. }),
+            may_ask: call.asker.is_some() && plan.on_app_server(),
         },
         client,
-        run,
+        plan,
         prior_usage,
     })
 }
@@ -191,33 +184,4 @@ async fn mark_running(
     let flushed = st.shared.store.flush().await;
     stored.and(flushed)?;
     Ok((created, prior_usage))
-}
-
-/// Codex's invocation for a prepared turn: a warm turn (and the app-server to run it on) or an
-/// exec spec, both from the turn checked once.
-pub(super) fn build_backed(
-    common: &crate::codex::argv::Common,
-    checked: CheckedTurn,
-    resume: Option<crate::security::ids::ThreadId>,
-    warm: bool,
-) -> Result<Invocation> {
-    if warm {
-        let server = build_app_server(common, checked.cwd().clone())?;
-        let wanted = match resume {
-            Some(t) => ThreadWanted::Resume(t),
-            None => ThreadWanted::Start,
-        };
-        // the prompt moves into the turn (images never reach here: `warm_backend`)
-        match checked.into_warm() {
-            Ok(turn) => Ok(Invocation::Warm {
-                server,
-                turn,
-                wanted,
-            }),
-            Err(checked) => Ok(Invocation::Exec(checked.into_exec(common))),
-        }
-    } else {
-        // the prompt moves into the spec
-        Ok(Invocation::Exec(checked.into_exec(common)))
-    }
 }

@@ -1,7 +1,7 @@
 //! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::driver::{Control, Invocation, Prepared, Sink, TurnEnv};
+use super::driver::{Control, Prepared, Sink, TurnEnv};
 use super::message::{Finished, SessionMessage, TurnEnd, TurnRun};
 use super::state::{SessionState, SteerInbox, TurnGuard};
 use crate::actors::calls::TurnCall;
@@ -46,7 +46,7 @@ pub(super) fn launch(
         async move {
             let Prepared {
                 client,
-                run,
+                plan,
                 meta,
                 prior_usage,
             } = prepared;
@@ -81,7 +81,7 @@ pub(super) fn launch(
             let (result, warm) = match slot {
                 Err(e) => (Err(e), warm),
                 Ok(slot) => {
-                    let outcome = backends.0.run(&turn, run, warm).await;
+                    let outcome = backends.0.run(&turn, plan, warm).await;
                     drop(slot);
                     outcome
                 }
@@ -108,7 +108,7 @@ pub(super) fn launch(
 /// client that started it) and asks its caller's person when it can; an exec turn has neither.
 fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> TurnControl {
     let mut control = TurnControl::default();
-    if matches!(prepared.run, Invocation::Warm { .. }) {
+    if prepared.plan.on_app_server() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         st.steer = Some(SteerInbox {
             tx,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 use super::driver::*;
-use super::message::{TurnEnd, TurnRun};
+use super::message::{Probe, TurnEnd, TurnRun};
 use super::*;
 use std::path::PathBuf;
 
@@ -20,7 +20,7 @@ use crate::actors::calls::WorkDir;
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::codex::events::{Event, FailureKind};
-use crate::codex::process::{Ending, ThreadWanted, TurnOutcome, TurnOutput, WarmProcess};
+use crate::codex::process::{Ending, TurnOutcome, TurnOutput, WarmProcess};
 use crate::config::Backend;
 use crate::config::{Config, Settings};
 use crate::security::ids::SessionId;
@@ -68,33 +68,22 @@ impl Driver for Fake {
     fn run<'a>(
         &'a self,
         env: &'a TurnEnv<'a>,
-        run: Invocation,
+        plan: Plan,
         _warm: Option<WarmProcess>,
     ) -> futures::future::BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
         Box::pin(async move {
-            // an exec turn: the prompt on stdin, the thread it resumes in argv; a warm turn:
-            // both as the turn has them. A warm turn whose prompt says `fallback` runs as the
-            // real driver runs one no app-server could take: with `codex exec`
-            let (prompt, resumes, on) = match run {
-                Invocation::Exec(spec) => (
-                    String::from_utf8_lossy(spec.stdin().unwrap_or_default()).into_owned(),
-                    spec.args().iter().find_map(|a| ThreadId::parse(a).ok()),
-                    Backend::Exec,
-                ),
-                Invocation::Warm { turn, wanted, .. } => {
-                    let prompt = turn.prompt().to_string();
-                    let on = if prompt.contains("fallback") {
-                        env.sink.runs_with_exec();
-                        Backend::Exec
-                    } else {
-                        Backend::AppServer
-                    };
-                    let resumes = match wanted {
-                        ThreadWanted::Resume(t) => Some(t),
-                        ThreadWanted::Start => None,
-                    };
-                    (prompt, resumes, on)
-                }
+            // the plan as the actor made it: its prompt, the thread it resumes, the backend
+            // chosen. A warm turn whose prompt says `fallback` runs as the real driver runs one
+            // no app-server could take: with `codex exec`
+            let prompt = plan.turn.prompt().to_string();
+            let resumes = plan.resume;
+            let on = if !plan.on_app_server() {
+                Backend::Exec
+            } else if prompt.contains("fallback") {
+                env.sink.runs_with_exec();
+                Backend::Exec
+            } else {
+                Backend::AppServer
             };
             self.runs.lock().unwrap().push(prompt.clone());
             let thread = resumes.unwrap_or_else(|| self.new_thread());
@@ -245,6 +234,39 @@ impl Setup {
         }
     }
 
+    /// Wait until session `id`'s live actor reports a state that passes `ok` (`what` names it
+    /// for the failure): the actor answers in the order of its mailbox, so what was sent to it
+    /// before has been handled.
+    async fn wait_state(&self, id: &str, what: &str, ok: impl Fn(&Probe) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = None;
+        loop {
+            let actor = self.bridge.shared().live.get(&sid(id)).map(|a| a.clone());
+            if let Some(actor) = actor {
+                let (tx, rx) = oneshot::channel();
+                if actor.cast(SessionMessage::Probe { reply: tx }).is_ok()
+                    && let Ok(p) = rx.await
+                {
+                    if ok(&p) {
+                        return;
+                    }
+                    last = Some(p);
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "session {id} never came to {what}: {last:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Wait until `n` calls wait behind session `id`'s running turn.
+    async fn wait_queued(&self, id: &str, n: usize) {
+        self.wait_state(id, &format!("{n} queued calls"), |p| p.queued == n)
+            .await;
+    }
+
     /// Wait until the session's actor is no longer live (it stopped when idle).
     async fn wait_not_live(&self, id: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -257,11 +279,6 @@ impl Setup {
 
 fn sid(s: &str) -> SessionId {
     SessionId::parse("sessionId", s).unwrap()
-}
-
-/// Let the actors handle what was sent to them (a call is queued once its actor read it).
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 async fn answer<T>(task: JoinHandle<T>) -> T {
@@ -277,9 +294,9 @@ async fn waiting_calls_run_one_at_a_time_in_arrival_order() {
     let first = s.spawn_turn(s.call("q", "hold first"));
     s.wait_runs(1).await;
     let mut waiting = Vec::new();
-    for p in ["second", "third", "fourth"] {
+    for (n, p) in ["second", "third", "fourth"].into_iter().enumerate() {
         waiting.push(s.spawn_turn(s.call("q", p)));
-        settle().await;
+        s.wait_queued("q", n + 1).await;
     }
     assert_eq!(s.fake.runs(), ["hold first"], "the others wait");
     s.fake.release.add_permits(1);
@@ -302,7 +319,7 @@ async fn a_call_past_max_queued_turns_is_refused_as_busy_and_the_others_go_on() 
     s.wait_runs(1).await;
     let a = s.spawn_turn(s.call("full", "a"));
     let b = s.spawn_turn(s.call("full", "b"));
-    settle().await;
+    s.wait_queued("full", 2).await;
     let refused = answer(s.spawn_turn(s.call("full", "c"))).await.unwrap_err();
     assert!(
         matches!(&refused, Error::Busy(m) if m.contains("max_queued_turns = 2")),
@@ -329,7 +346,7 @@ async fn cancelling_the_running_call_ends_its_turn_and_the_next_one_starts() {
     let running = s.spawn_turn(c);
     s.wait_runs(1).await;
     let next = s.spawn_turn(s.call("cr", "next"));
-    settle().await;
+    s.wait_queued("cr", 1).await;
     token.cancel();
     let r = answer(running).await.unwrap();
     assert_eq!(r.outcome.ending, Ending::Cancelled);
@@ -349,7 +366,7 @@ async fn a_cancelled_waiting_call_is_answered_and_never_runs() {
     let c = s.call("cw", "given up");
     let token = c.cancel.clone();
     let given_up = s.spawn_turn(c);
-    settle().await;
+    s.wait_queued("cw", 1).await;
     token.cancel();
     // the next call to queue answers the waiters whose callers gave up
     let third = s.spawn_turn(s.call("cw", "third"));
@@ -370,7 +387,7 @@ async fn a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds() {
     let running = s.spawn_turn(s.call("c", "hold running"));
     s.wait_runs(1).await;
     let waiting = s.spawn_turn(s.call("c", "waiting"));
-    settle().await;
+    s.wait_queued("c", 1).await;
     let closed = tokio::time::timeout(
         Duration::from_secs(30),
         s.bridge.close(&sid("c"), false, None),
@@ -423,7 +440,8 @@ async fn a_turn_racing_the_close_of_a_stored_session_never_revives_it() {
                 "a turn after the close starts a new session, never the closed one's thread"
             ),
         }
-        settle().await;
+        // whatever actor the race left stops once idle: nothing of it writes after that
+        s.wait_not_live(&id).await;
         if let Some(rec) = s.bridge.get(&sid(&id)).unwrap() {
             assert_ne!(
                 rec.thread_id,
@@ -455,7 +473,7 @@ async fn a_fork_makes_a_new_session_and_turns_wait_for_it() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let during = s.spawn_turn(s.call("f", "during the fork"));
-    settle().await;
+    s.wait_queued("f", 1).await;
     assert_eq!(
         s.fake.runs(),
         ["first"],
@@ -572,7 +590,8 @@ async fn a_steer_of_a_turn_handed_to_exec_is_refused_at_once_naming_exec() {
     // none, so it is not answered here: it only must not be refused)
     let held = s.spawn_turn(s.call("p", "hold on the app-server"));
     s.wait_runs(1).await;
-    settle().await;
+    s.wait_state("p", "a turn that takes a steer", |p| p.steerable)
+        .await;
     let pending = tokio::time::timeout(Duration::from_millis(300), steer("more")).await;
     assert!(pending.is_err(), "a warm turn's steer waits for codex");
     s.fake.release.add_permits(1);
@@ -580,7 +599,11 @@ async fn a_steer_of_a_turn_handed_to_exec_is_refused_at_once_naming_exec() {
     // planned on the app-server, run with `codex exec`: refused at once as any exec turn
     let held = s.spawn_turn(s.call("p", "hold, run by the fallback"));
     s.wait_runs(2).await;
-    settle().await;
+    // the fake told the actor before it ran the turn: a probe now comes after that
+    s.wait_state("p", "a turn run by codex exec", |p| {
+        p.running && !p.steerable
+    })
+    .await;
     let e = steer("more").await.unwrap_err().to_string();
     assert!(e.contains("sessionId") && e.contains("codex exec"), "{e}");
     s.fake.release.add_permits(1);

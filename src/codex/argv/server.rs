@@ -23,7 +23,13 @@ pub fn build_app_server(common: &Common, cwd: Confined) -> Result<SpawnSpec> {
 /// `structured`), plus `web_search="live"` for the process that serves `search` (and only
 /// `search`: the key of the process differs, so a `query` never runs where the web is on).
 pub fn build_one_shot_server(common: &Common, cwd: Confined, search: bool) -> Result<SpawnSpec> {
-    let dir = cwd_str(&cwd)?;
+    cwd_str(&cwd)?;
+    Ok(server_in(common, cwd, search))
+}
+
+/// The app-server invocation in `cwd`, whose path was checked to be UTF-8 ([`cwd_str`]).
+pub(super) fn server_in(common: &Common, cwd: Confined, search: bool) -> SpawnSpec {
+    let dir = cwd.path();
     let mut deep = Deepest::new(common);
     if search {
         // as on the exec path: live web search is a config key, here fixed at spawn
@@ -33,7 +39,7 @@ pub fn build_one_shot_server(common: &Common, cwd: Confined, search: bool) -> Re
     let mut args = Vec::new();
     deep.emit(&mut args, dir);
     args.push("app-server".into());
-    Ok(SpawnSpec {
+    SpawnSpec {
         program: common.program.clone(),
         args,
         env: common.env.clone(),
@@ -42,7 +48,7 @@ pub fn build_one_shot_server(common: &Common, cwd: Confined, search: bool) -> Re
         stdin: None,
         sandbox: SandboxLevel::ReadOnly,
         kind: PathKind::AppServer,
-    })
+    }
 }
 
 #[cfg(test)]

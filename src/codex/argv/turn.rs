@@ -125,13 +125,29 @@ impl CheckedTurn {
         !self.images.is_empty()
     }
 
+    /// The warm app-server a session runs this turn on ([`build_app_server`] in the turn's
+    /// working directory, checked with the turn).
+    ///
+    /// [`build_app_server`]: super::build_app_server
+    pub fn app_server(&self, common: &Common) -> SpawnSpec {
+        super::server::server_in(common, self.cwd.clone(), false)
+    }
+
+    /// What the turn asks codex.
+    pub fn prompt(&self) -> &Prompt {
+        &self.prompt
+    }
+
+    /// Whether a warm app-server can run it ([`CheckedTurn::into_warm`]): no images, no
+    /// output files.
+    pub fn runs_warm(&self) -> bool {
+        self.images.is_empty() && self.output_schema.is_none() && self.output_last_message.is_none()
+    }
+
     /// The turn on a warm app-server (the prompt moves); handed back when only `codex exec`
     /// can run it (images, or `structured`'s output files).
     pub fn into_warm(self) -> std::result::Result<WarmTurn, Box<CheckedTurn>> {
-        if !self.images.is_empty()
-            || self.output_schema.is_some()
-            || self.output_last_message.is_some()
-        {
+        if !self.runs_warm() {
             return Err(Box::new(self));
         }
         Ok(WarmTurn {
