@@ -13,7 +13,7 @@ use crate::actors::schema::Plan;
 use crate::actors::warm::Serves;
 use crate::codex::argv::{TurnRequest, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
-use crate::codex::process::{Ending, ThreadWanted};
+use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
@@ -88,127 +88,145 @@ impl Files {
 
 /// Ask, check, and ask once more on a validation failure. The answer carries the validated
 /// (redacted) JSON in `data`, or the failure in `error`. On the app-server backend a call
-/// without images runs on a warm app-server of its client in its directory (see
-/// [`warm_answer`]), else with `codex exec`.
+/// without images runs on a warm app-server of its client in its directory
+/// ([`Route::Warm`]), else with `codex exec` ([`Route::Exec`]); both go through one loop
+/// ([`answer_on`]).
 pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
+    // a start-up counts against the call's time: the attempts take what is left
+    let started = Instant::now();
     if ask.images.is_empty() {
-        // a start-up counts against the call's time: `warm_answer` takes what is left
-        let started = Instant::now();
         let common = runner.client.common_for(false);
         let serves = Serves::Dir(ask.cwd.path().to_path_buf());
         if let Some(mut lease) = runner
             .lease(serves, &common, Some(&ask.cwd), ask.timeout)
             .await?
         {
-            let answered = warm_answer(runner, &mut lease, ask, started).await;
+            let answered = answer_on(runner, Route::Warm(&mut lease), ask, started).await;
             runner.keep(lease);
             return answered;
         }
     }
-    exec_answer(runner, ask).await
+    let files = Files::new(&ask.plan)?;
+    answer_on(runner, Route::Exec(files), ask, Instant::now()).await
 }
 
-/// [`answer`] on a warm app-server: the first turn on a new ephemeral thread with the schema
-/// as its `outputSchema` (when codex takes it natively), the re-ask a second turn on that
-/// thread, still loaded. Codex's final message (redacted, as every answer) is what is checked.
-async fn warm_answer(
-    runner: &Runner<'_>,
-    lease: &mut Lease,
-    ask: Ask,
-    started: Instant,
-) -> Result<Answer> {
-    let mut next = first_prompt(ask.prompt, &ask.plan)?;
-    let mut wanted = ThreadWanted::Start;
-    let mut total_queued = Duration::ZERO;
-    let common = runner.client.common_for(false);
-    let sandbox = SandboxLevel::ReadOnly;
-    for attempt in 0..2 {
-        let Some(prompt) = next.take() else { break };
-        let remaining = ask
-            .timeout
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_secs(1));
-        let req = request(&ask.model, &ask.cwd, prompt);
-        let turn = build_warm_turn(&common, req)?.into_one_shot(ask.plan.native_schema.clone());
-        let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
-        total_queued += queued;
-        if !matches!(outcome.ending, Ending::Completed) {
-            return Ok(Answer::of(outcome, total_queued, sandbox, None, ask.model));
-        }
-        let text = outcome.output.message.clone().unwrap_or_default();
-        let thread = outcome.output.thread_id;
-        let mut a = Answer::of(outcome, total_queued, sandbox, None, ask.model.clone());
-        match ask.plan.check(&text) {
-            Ok(mut data) => {
-                runner.client.secrets.redact_json(&mut data);
-                a.data = Some(data);
-                return Ok(a);
+/// Where a `structured` call's turns run.
+enum Route<'l> {
+    /// A warm app-server of the client: the first turn on a new ephemeral thread with the
+    /// schema as its `outputSchema` (when codex takes it natively), the re-ask a second turn
+    /// on that thread, still loaded. Codex's final message is the answer.
+    Warm(&'l mut Lease),
+    /// `codex exec` with its `--output-schema` and `-o` files, the re-ask an `exec resume` of
+    /// the thread. The `-o` file is the answer (codex's final message when it is missing).
+    Exec(Files),
+}
+
+/// What every attempt of a call shares: the plan and the turn's model, directory and images.
+struct Target<'a> {
+    plan: &'a Plan,
+    model: &'a Option<String>,
+    cwd: &'a Confined,
+    images: &'a [Confined],
+}
+
+/// One attempt's outcome, time queued, codex's answer (unchecked) and the sandbox it ran at.
+type Attempt = (TurnOutcome, Duration, String, SandboxLevel);
+
+impl Route<'_> {
+    /// One attempt: `prompt` on a new thread, or on `thread` for the re-ask, within
+    /// `remaining`.
+    async fn attempt(
+        &mut self,
+        runner: &Runner<'_>,
+        target: &Target<'_>,
+        (prompt, thread): (Prompt, Option<ThreadId>),
+        remaining: Duration,
+    ) -> Result<Attempt> {
+        let common = runner.client.common_for(false);
+        let req = request(target.model, target.cwd, prompt);
+        match self {
+            Route::Warm(lease) => {
+                let wanted = thread.map_or(ThreadWanted::Start, ThreadWanted::Resume);
+                let turn =
+                    build_warm_turn(&common, req)?.into_one_shot(target.plan.native_schema.clone());
+                let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
+                let text = outcome.output.message.clone().unwrap_or_default();
+                Ok((outcome, queued, text, SandboxLevel::ReadOnly))
             }
-            Err(errors) if attempt == 0 && thread.is_some() => {
-                if let Some(t) = thread {
-                    wanted = ThreadWanted::Resume(t);
-                }
-                next = Some(ask_again(runner, &errors)?);
-            }
-            Err(errors) => {
-                a.error = Some(not_valid(&errors));
-                return Ok(a);
+            Route::Exec(files) => {
+                let _ = std::fs::remove_file(&files.answer);
+                let req = TurnRequest {
+                    images: target.images.to_vec(),
+                    resume: thread,
+                    output_schema: target
+                        .plan
+                        .native_schema
+                        .as_ref()
+                        .map(|_| files.schema.clone()),
+                    output_last_message: Some(files.answer.clone()),
+                    ..req
+                };
+                let spec = build_turn(&common, req)?;
+                let sandbox = spec.sandbox();
+                let (outcome, queued) = runner.run(spec, remaining).await?;
+                let text = std::fs::read_to_string(&files.answer)
+                    .ok()
+                    .or_else(|| outcome.output.message.clone())
+                    .unwrap_or_default();
+                Ok((outcome, queued, text, sandbox))
             }
         }
     }
-    Err(Error::SessionFailed("structured: no attempt left".into()))
 }
 
-/// [`answer`] with `codex exec`: `--output-schema` and `-o` files, the re-ask an
-/// `exec resume` of the thread.
-async fn exec_answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
-    let files = Files::new(&ask.plan)?;
-    let started = Instant::now();
-    let mut next = first_prompt(ask.prompt, &ask.plan)?;
-    let mut resume: Option<ThreadId> = None;
+/// The one loop of a `structured` call on `route`: ask, check the answer against the plan
+/// (its JSON redacted, as every answer is), and on a validation failure ask once more in the
+/// same thread.
+async fn answer_on(
+    runner: &Runner<'_>,
+    mut route: Route<'_>,
+    ask: Ask,
+    started: Instant,
+) -> Result<Answer> {
+    let Ask {
+        prompt,
+        plan,
+        model,
+        cwd,
+        images,
+        timeout,
+    } = ask;
+    let target = Target {
+        plan: &plan,
+        model: &model,
+        cwd: &cwd,
+        images: &images,
+    };
+    let mut next = first_prompt(prompt, &plan)?;
+    let mut thread: Option<ThreadId> = None;
     let mut total_queued = Duration::ZERO;
-    let common = runner.client.common_for(false);
     for attempt in 0..2 {
         let Some(prompt) = next.take() else { break };
-        let _ = std::fs::remove_file(&files.answer);
-        let remaining = ask
-            .timeout
+        let remaining = timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(1));
-        let req = TurnRequest {
-            images: ask.images.clone(),
-            resume,
-            output_schema: ask
-                .plan
-                .native_schema
-                .as_ref()
-                .map(|_| files.schema.clone()),
-            output_last_message: Some(files.answer.clone()),
-            ..request(&ask.model, &ask.cwd, prompt)
-        };
-        let spec = build_turn(&common, req)?;
-        let sandbox = spec.sandbox();
-        let (outcome, queued) = runner.run(spec, remaining).await?;
+        let (outcome, queued, text, sandbox) = route
+            .attempt(runner, &target, (prompt, thread), remaining)
+            .await?;
         total_queued += queued;
         if !matches!(outcome.ending, Ending::Completed) {
-            return Ok(Answer::of(outcome, total_queued, sandbox, None, ask.model));
+            return Ok(Answer::of(outcome, total_queued, sandbox, None, model));
         }
-        let text = std::fs::read_to_string(&files.answer)
-            .ok()
-            .or_else(|| outcome.output.message.clone())
-            .unwrap_or_default();
-        let thread = outcome.output.thread_id;
-        let mut a = Answer::of(outcome, total_queued, sandbox, None, ask.model.clone());
-        match ask.plan.check(&text) {
+        let ran_on = outcome.output.thread_id;
+        let mut a = Answer::of(outcome, total_queued, sandbox, None, model.clone());
+        match plan.check(&text) {
             Ok(mut data) => {
-                // read from codex's answer file, not from its redacted events: redacted here,
-                // as every answer is
                 runner.client.secrets.redact_json(&mut data);
                 a.data = Some(data);
                 return Ok(a);
             }
-            Err(errors) if attempt == 0 && thread.is_some() => {
-                resume = thread;
+            Err(errors) if attempt == 0 && ran_on.is_some() => {
+                thread = ran_on;
                 next = Some(ask_again(runner, &errors)?);
             }
             Err(errors) => {
