@@ -18,15 +18,13 @@ pub mod files;
 pub mod inflight;
 pub mod limiter;
 pub mod oneshot;
+pub mod pool;
 pub mod registry;
 pub mod runner;
 pub mod schema;
 pub mod session;
 pub mod shared;
-pub mod spares;
-pub mod starts;
 pub mod structured;
-pub mod warm;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +90,7 @@ impl Bridge {
         // registry: shutdown drains it (closing them)
         let (keeper, _) = Actor::spawn_linked(
             None,
-            spares::PoolKeeper,
+            pool::keeper::PoolKeeper,
             Arc::downgrade(&shared),
             registry.get_cell(),
         )

@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::calls::Answer;
 use crate::actors::client::{ClientContext, Progress, progress_sink};
+use crate::actors::pool::starts::{StartFor, WarmStart, start_warm};
+use crate::actors::pool::warm::{OneShotServer, Serves};
 use crate::actors::shared::Shared;
-use crate::actors::starts::{StartFor, WarmStart, start_warm};
-use crate::actors::warm::{OneShotServer, Serves};
 use crate::codex::argv::{
     Common, OneShotRequest, PathKind, SpawnSpec, WarmTurn, build_one_shot_server,
     build_warm_one_shot,

@@ -11,8 +11,8 @@ use ractor::ActorRef;
 
 use crate::actors::client::{ClientContext, ClientId};
 use crate::actors::limiter::Limiter;
+use crate::actors::pool::warm::WarmPool;
 use crate::actors::session::message::SessionMessage;
-use crate::actors::warm::WarmPool;
 use crate::codex::argv::Common;
 use crate::config::Config;
 use crate::security::ids::SessionId;

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::actors::calls::Answer;
+use crate::actors::pool::warm::Serves;
 use crate::actors::runner::Lease;
 use crate::actors::runner::Runner;
 use crate::actors::schema::Plan;
-use crate::actors::warm::Serves;
 use crate::codex::argv::{TurnRequest, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};

@@ -478,7 +478,7 @@ async fn backend_check(c: Config, vars: &[(String, String)]) -> Check {
         crate::config::Backend::AppServer => {
             let max_warm = c.max_warm;
             let client = crate::actors::ClientContext::new(c, vars);
-            match crate::actors::warm::probe(&client.common, None, None).await {
+            match crate::actors::pool::warm::probe(&client.common, None, None).await {
                 Ok(()) => Check::ok(
                     "backend",
                     format!(

@@ -8,7 +8,7 @@ use super::state::SessionState;
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::WorkDir;
 use crate::actors::client::ClientContext;
-use crate::actors::warm::Admission;
+use crate::actors::pool::warm::Admission;
 use crate::codex::argv::TurnRequest;
 use crate::codex::argv::check_turn;
 use crate::codex::events::Usage;

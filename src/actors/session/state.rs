@@ -68,7 +68,7 @@ pub struct SessionState {
     /// The session was closed: the actor drains its mailbox and stops (see [`closed`]).
     pub(super) closed: bool,
     /// How the warm pool asks this actor to close its idle process (`CloseWarm`).
-    pub(super) closer: crate::actors::warm::Closer,
+    pub(super) closer: crate::actors::pool::warm::Closer,
 }
 
 impl Drop for SessionState {

@@ -5,7 +5,7 @@
 use super::driver::TurnEnv;
 use super::message::{TurnEnd, TurnRun};
 use super::task::{exec_turn, log_finished};
-use crate::actors::starts::{StartFor, WarmStart, start_warm};
+use crate::actors::pool::starts::{StartFor, WarmStart, start_warm};
 use crate::codex::argv::SpawnSpec;
 use crate::codex::argv::WarmTurn;
 use crate::codex::events::FailureKind;

@@ -22,7 +22,7 @@ pub(crate) const KILLED_STARTS: usize = 3;
 /// one-off) before its call runs with `codex exec` instead.
 pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(10);
 
-/// How long a start waits for the close [`crate::actors::warm::WarmPool::acquire`] asked for
+/// How long a start waits for the close [`crate::actors::pool::warm::WarmPool::acquire`] asked for
 /// before it asks another idle holder to close its process (a close takes at most its grace
 /// and a kill).
 pub(crate) const CLOSE_PATIENCE: Duration = Duration::from_secs(5);

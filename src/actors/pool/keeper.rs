@@ -8,7 +8,7 @@ use std::time::Duration;
 use ractor::ActorRef;
 
 use crate::actors::inflight::Recorded;
-use crate::actors::warm::{KeeperMessage, OneShotServer, Slot};
+use crate::actors::pool::warm::{KeeperMessage, OneShotServer, Slot};
 use crate::codex::process::WarmKey;
 
 /// The spare's start from `spec` into `slot`, handed to the keeper when it is ready
@@ -172,7 +172,7 @@ impl KeeperState {
     fn take_one_shot(
         &mut self,
         client: crate::actors::client::ClientId,
-        serves: &crate::actors::warm::Serves,
+        serves: &crate::actors::pool::warm::Serves,
     ) -> Option<OneShotServer> {
         let mut found = None;
         let mut kept = Vec::with_capacity(self.idle.len());
@@ -289,7 +289,7 @@ impl ractor::Actor for PoolKeeper {
                 let store = state.shared.upgrade().map(|s| s.store.clone());
                 let task = tokio::spawn(async move {
                     tokio::select! {
-                        found = crate::actors::warm::probe(&common, slot, store) => {
+                        found = crate::actors::pool::warm::probe(&common, slot, store) => {
                             let _ = reply.send(found);
                         }
                         _ = reply.closed() => {}

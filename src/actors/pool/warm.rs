@@ -71,11 +71,11 @@ pub struct WarmPool {
     slots: Arc<Semaphore>,
     /// The actor that owns the processes no session or call holds (the spare, the idle one-shot
     /// servers) and the pool's work in the background (the spare's start, the probe, closes:
-    /// `actors/spares.rs`), once the bridge started it.
+    /// `actors/pool/keeper.rs`), once the bridge started it.
     keeper: std::sync::OnceLock<ActorRef<KeeperMessage>>,
 }
 
-/// Messages to the pool's keeper (`actors::spares::PoolKeeper`), which owns the spare and the
+/// Messages to the pool's keeper (`actors::pool::keeper::PoolKeeper`), which owns the spare and the
 /// idle one-shot servers in its state, and every process the pool starts or closes in the
 /// background, each in a task of the keeper, aborted (its process killed) when the keeper
 /// stops.
