@@ -73,15 +73,16 @@ impl Bridge {
                 Error::SessionFailed(format!("could not start the session registry: {e}"))
             })?;
         if let Some(ttl) = shared.config.session_ttl {
-            // a weak handle: the store is let go when the bridge is gone, even in a process
-            // that goes on (a relay in it may take the store over)
-            let weak = Arc::downgrade(&shared);
+            // the registry runs the sweep (serialised with it bringing a session back); this
+            // only asks, as long as the registry lives
+            let registry = registry.clone();
             tokio::spawn(async move {
-                while let Some(s) = weak.upgrade() {
-                    if let Err(e) = expire_sessions(&s, ttl).await {
-                        tracing::warn!(error = %e, "could not expire old sessions");
+                loop {
+                    match expire_through(&registry, ttl).await {
+                        Ok(_) => {}
+                        Err(Error::SessionFailed(_)) => break,
+                        Err(e) => tracing::warn!(error = %e, "could not expire old sessions"),
                     }
-                    drop(s);
                     tokio::time::sleep(EXPIRY_EVERY).await;
                 }
             });
@@ -391,6 +392,13 @@ impl Bridge {
         let _ = self.shared.store.flush().await;
     }
 
+    /// Forget stored sessions unused for longer than `ttl`, never one with a live actor (the
+    /// registry's sweep, which runs every [`EXPIRY_EVERY`] when `session_ttl` is set); how
+    /// many were forgotten.
+    pub async fn expire(&self, ttl: Duration) -> Result<usize> {
+        expire_through(&self.registry, ttl).await
+    }
+
     /// Stop every session and one-shot (each kills its subprocess), then the registry; flush
     /// the store.
     pub async fn shutdown(&self) {
@@ -426,46 +434,20 @@ impl Bridge {
 /// How often sessions past their time-to-live are looked for.
 pub const EXPIRY_EVERY: Duration = Duration::from_secs(3600);
 
-/// Forget stored sessions unused for longer than `ttl` (never one with a live actor).
-pub async fn expire_sessions(shared: &Shared, ttl: Duration) -> Result<usize> {
-    let cutoff = crate::store::now_ms().saturating_sub(ttl.as_millis() as u64);
-    let mut forgotten = 0;
-    // sled's calls block: each pass runs on the blocking pool, so a large aged store never
-    // holds a runtime worker for seconds, and the other calls run between passes
-    let blocking = |e: tokio::task::JoinError| {
-        Error::io("running a pass of the expiry sweep")(std::io::Error::other(e))
-    };
-    loop {
-        let store = shared.store.clone();
-        let batch = tokio::task::spawn_blocking(move || store.unused_since(cutoff, EXPIRY_BATCH))
-            .await
-            .map_err(blocking)??;
-        let batch: Vec<SessionId> = batch
-            .into_iter()
-            .filter(|id| !shared.live.contains_key(id))
-            .collect();
-        if batch.is_empty() {
-            break;
-        }
-        let n = batch.len();
-        let store = shared.store.clone();
-        tokio::task::spawn_blocking(move || {
-            batch.iter().try_for_each(|id| store.remove(id).map(drop))
+/// Ask `registry` for the expiry sweep ([`RegistryMessage::Expire`]); how many sessions it
+/// forgot. `SessionFailed` when the registry is gone.
+async fn expire_through(registry: &ActorRef<RegistryMessage>, ttl: Duration) -> Result<usize> {
+    let gone = || Error::SessionFailed("the session registry is gone".into());
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    registry
+        .cast(RegistryMessage::Expire {
+            ttl,
+            forgotten: 0,
+            reply,
         })
-        .await
-        .map_err(blocking)??;
-        forgotten += n;
-        tokio::task::yield_now().await;
-    }
-    if forgotten > 0 {
-        shared.store.flush().await?;
-        tracing::info!(forgotten, "forgot sessions past their time-to-live");
-    }
-    Ok(forgotten)
+        .map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())?
 }
-
-/// How many expired sessions one pass of the sweep forgets.
-const EXPIRY_BATCH: usize = 1000;
 
 /// What a session's record says of a turn the server stopped under because its client closed
 /// the connection (the log says it too).

@@ -54,6 +54,15 @@ pub enum RegistryMessage {
         timeout: std::time::Duration,
         reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
     },
+    /// Forget stored sessions unused for longer than `ttl`, never one with a live actor: one
+    /// batch per message (the registry's other messages are handled between batches), each
+    /// serialised with the registry bringing a session back. Answered with how many were
+    /// forgotten in all.
+    Expire {
+        ttl: std::time::Duration,
+        forgotten: usize,
+        reply: oneshot::Sender<Result<usize>>,
+    },
 }
 
 /// The registry's behaviour (its state is [`Shared`]), with what runs the session actors'
@@ -209,6 +218,45 @@ impl Actor for RegistryActor {
                 timeout,
                 reply,
             } => self.fork(&myself, shared, id, client, timeout, reply).await,
+            RegistryMessage::Expire {
+                ttl,
+                forgotten,
+                reply,
+            } => match expire_batch(shared, ttl).await {
+                Ok(0) => {
+                    let flushed = match forgotten {
+                        0 => Ok(()),
+                        n => {
+                            tracing::info!(
+                                forgotten = n,
+                                "forgot sessions past their time-to-live"
+                            );
+                            shared.store.flush().await.map_err(Error::from)
+                        }
+                    };
+                    let _ = reply.send(flushed.map(|()| forgotten));
+                }
+                Ok(n) => {
+                    // the next batch after whatever else came meanwhile
+                    let next = RegistryMessage::Expire {
+                        ttl,
+                        forgotten: forgotten + n,
+                        reply,
+                    };
+                    if let Err(ractor::MessagingErr::SendErr(RegistryMessage::Expire {
+                        reply,
+                        ..
+                    })) = myself.cast(next)
+                    {
+                        let _ = reply.send(Err(Error::SessionFailed(
+                            "the session registry stopped during the expiry sweep".into(),
+                        )));
+                    }
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
         }
         Ok(())
     }
@@ -341,3 +389,37 @@ async fn close(
         ))));
     }
 }
+
+/// One batch of the expiry sweep, run by the registry ([`RegistryMessage::Expire`]): forget
+/// up to [`EXPIRY_BATCH`] stored sessions unused for longer than `ttl` that have no live
+/// actor; how many were forgotten (0: none left). Not flushed: the sweep flushes once at its
+/// end.
+async fn expire_batch(shared: &Shared, ttl: std::time::Duration) -> Result<usize> {
+    let cutoff = crate::store::now_ms().saturating_sub(ttl.as_millis() as u64);
+    // sled's calls block: each batch runs on the blocking pool, so a large aged store never
+    // holds a runtime worker for seconds
+    let blocking = |e: tokio::task::JoinError| {
+        Error::io("running a pass of the expiry sweep")(std::io::Error::other(e))
+    };
+    let store = shared.store.clone();
+    let batch = tokio::task::spawn_blocking(move || store.unused_since(cutoff, EXPIRY_BATCH))
+        .await
+        .map_err(blocking)??;
+    let batch: Vec<SessionId> = batch
+        .into_iter()
+        .filter(|id| !shared.live.contains_key(id))
+        .collect();
+    let n = batch.len();
+    if n > 0 {
+        let store = shared.store.clone();
+        tokio::task::spawn_blocking(move || {
+            batch.iter().try_for_each(|id| store.remove(id).map(drop))
+        })
+        .await
+        .map_err(blocking)??;
+    }
+    Ok(n)
+}
+
+/// How many expired sessions one pass of the sweep forgets.
+const EXPIRY_BATCH: usize = 1000;

@@ -455,12 +455,10 @@ async fn sessions_past_their_time_to_live_are_forgotten_but_not_live_ones() {
     let mut live = store.get(&sid("fresh")).unwrap().unwrap();
     live.last_used_ms = 2_000;
     store.put(&live).unwrap();
-    let n = codex_mcp_bridge::actors::expire_sessions(
-        bridge.shared(),
-        Duration::from_secs(30 * 86_400),
-    )
-    .await
-    .unwrap();
+    let n = bridge
+        .expire(Duration::from_secs(30 * 86_400))
+        .await
+        .unwrap();
     assert_eq!(n, 1);
     assert!(bridge.get(&sid("ancient")).unwrap().is_none());
     assert!(
