@@ -32,6 +32,8 @@
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
+//! - inflight: only `actors/inflight.rs` (and `store/*`) writes an `inflight` record
+//!   (`.put_inflight()`, `.clear_inflight()`, `.mark_inflight_client_closed()`);
 //! - leaves: `usage`, `failure` and `invalid` name nothing of the crate;
 //! - glob: no file imports every name of a module of the crate (`use super::x::*`), and none
 //!   names the whole crate at once (`use crate::*`), which would hide what it
@@ -277,6 +279,13 @@ impl<'ast> Visit<'ast> for Names {
         syn::visit::visit_expr_field(self, f);
     }
 
+    /// A method call counts as `.name()`: the inflight rule refuses a write of the store's
+    /// `inflight` records outside their one writer.
+    fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+        self.raw.push(vec![format!(".{}()", m.method)]);
+        syn::visit::visit_expr_method_call(self, m);
+    }
+
     /// A macro's body is tokens, not syntax (`vec![std::process::Command::new(..)]`, or
     /// `tokio::select!`'s arms): every `a::b::c` in it counts as a path.
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
@@ -472,6 +481,17 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
             {
                 flag("mcp", format!("names {name}"));
             }
+        }
+        if !in_store
+            && module != "actors::inflight"
+            && [
+                ".put_inflight()",
+                ".clear_inflight()",
+                ".mark_inflight_client_closed()",
+            ]
+            .contains(&name.as_str())
+        {
+            flag("inflight", format!("writes an inflight record: {name}"));
         }
         if !in_store && starts_with(name, "sled") {
             flag("sled", format!("names {name}"));
@@ -775,6 +795,23 @@ fn the_checker_sees_each_kind_of_violation() {
             "src/actors/session/x.rs: glob: imports every name of crate::actors::session::driver"
         ]),
         "a glob of a sibling module hides which of its names a file uses (an enum's variants may be)"
+    );
+    assert_eq!(
+        check_file(
+            "src/actors/x.rs",
+            "actors::x",
+            &names(&[".clear_inflight()", ".inflight()"])
+        ),
+        names(&["src/actors/x.rs: inflight: writes an inflight record: .clear_inflight()"]),
+        "an inflight record is written by its one writer only (a read is anyone's)"
+    );
+    assert!(
+        check_file(
+            "src/actors/inflight.rs",
+            "actors::inflight",
+            &names(&[".put_inflight()"])
+        )
+        .is_empty()
     );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));
     assert_eq!(sled.len(), 1, "{sled:?}");

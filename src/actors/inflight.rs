@@ -1,7 +1,9 @@
 //! The `inflight` record of a codex process (what the takeover sweep needs to find and kill
 //! it), made from what identifies the process once it runs, and [`Recorded`]: an app-server
 //! that no session owns (the pool's spare, a fork's one-off process) kept on record under a
-//! key of its own for as long as it lives. A leaf of `actors/`.
+//! key of its own for as long as it lives. A leaf of `actors/`, and the one writer of
+//! `inflight` records ([`on_record`], [`off_record`], [`client_closed`]): whoever owns a
+//! process calls them (the layering test holds the rest of the crate to it).
 
 use crate::codex::process::{SpawnHook, SpawnInfo, WarmProcess};
 use crate::security::ids::SessionId;
@@ -19,15 +21,29 @@ pub(crate) fn inflight_of(info: SpawnInfo) -> crate::store::InflightTurn {
     }
 }
 
+/// Put the process `info` identifies on record under `key` (flushed by the caller); a store
+/// that refuses is logged: the process runs all the same.
+pub(crate) fn on_record(store: &Store, key: &SessionId, info: SpawnInfo) {
+    if let Err(e) = store.put_inflight(key, &inflight_of(info)) {
+        tracing::error!(error = %e, "could not record a codex process in flight");
+    }
+}
+
+/// Take `key`'s process off record (flushed by the caller).
+pub(crate) fn off_record(store: &Store, key: &SessionId) -> Result<(), crate::store::StoreError> {
+    store.clear_inflight(key)
+}
+
+/// Mark every process on record as one whose client closed its connection (the server stops
+/// under it); how many.
+pub(crate) fn client_closed(store: &Store) -> Result<usize, crate::store::StoreError> {
+    store.mark_inflight_client_closed()
+}
+
 /// A hook that puts the spawned process on record under `record` as it starts (flushed by the
 /// caller).
 pub(crate) fn record_hook(store: Store, record: SessionId) -> SpawnHook {
-    std::sync::Arc::new(move |info: &SpawnInfo| {
-        let t = inflight_of(info.clone());
-        if let Err(e) = store.put_inflight(&record, &t) {
-            tracing::error!(error = %e, "could not record an app-server process");
-        }
-    })
+    std::sync::Arc::new(move |info: &SpawnInfo| on_record(&store, &record, info.clone()))
 }
 
 /// An app-server no session owns (the pool's spare, a fork's one-off process, a probe's), on
@@ -87,7 +103,7 @@ impl Recorded {
         if let Some(p) = self.process.take() {
             p.close().await;
         }
-        let _ = self.store.clear_inflight(&self.record);
+        let _ = off_record(&self.store, &self.record);
         let _ = self.store.flush().await;
     }
 }
@@ -97,6 +113,6 @@ impl Drop for Recorded {
         // closed, handed on, or not (a failed or aborted start, an aborted task): a process
         // still here is killed first (as it drops), then its record goes
         drop(self.process.take());
-        let _ = self.store.clear_inflight(&self.record);
+        let _ = off_record(&self.store, &self.record);
     }
 }

@@ -382,7 +382,7 @@ impl Bridge {
     /// recorded at the next start as cut off by its client, not as a crash. Whatever this
     /// process runs is marked, a relayed client's turn too: this process's stop ends it.
     pub async fn client_closed(&self) {
-        match self.shared.store.mark_inflight_client_closed() {
+        match crate::actors::inflight::client_closed(&self.shared.store) {
             Ok(0) => {}
             Ok(marked) => {
                 tracing::info!(marked, "processes in flight as the client left: marked so")
@@ -482,7 +482,7 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
             rec.last_error = Some(why.into());
             store.put(&rec)?;
         }
-        store.clear_inflight(&id)?;
+        crate::actors::inflight::off_record(store, &id)?;
     }
     Ok(store.flush().await?)
 }

@@ -190,10 +190,7 @@ impl Actor for OneShotActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             OneShotMessage::Spawned { info } => {
-                let t = crate::actors::inflight::inflight_of(info);
-                if let Err(e) = st.shared.store.put_inflight(&st.key, &t) {
-                    tracing::error!(error = %e, "could not record the one-shot turn in flight");
-                }
+                crate::actors::inflight::on_record(&st.shared.store, &st.key, info);
                 let _ = st.shared.store.flush().await;
                 st.recorded = true;
             }
@@ -220,7 +217,7 @@ impl Actor for OneShotActor {
             }
         }
         if st.recorded {
-            let _ = st.shared.store.clear_inflight(&st.key);
+            let _ = crate::actors::inflight::off_record(&st.shared.store, &st.key);
             let _ = st.shared.store.flush().await;
         }
         Ok(())

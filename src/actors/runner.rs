@@ -220,7 +220,7 @@ impl Runner<'_> {
                 ))
             },
             || {
-                let _ = shared.store.clear_inflight(&record);
+                let _ = crate::actors::inflight::off_record(&shared.store, &record);
             },
         )
         .await?;

@@ -183,7 +183,7 @@ impl OneShotServer {
         if let Some(w) = self.process.take() {
             w.close().await;
         }
-        let _ = self.store.clear_inflight(&self.record);
+        let _ = crate::actors::inflight::off_record(&self.store, &self.record);
         let _ = self.store.flush().await;
     }
 
@@ -193,7 +193,7 @@ impl OneShotServer {
         if let Some(mut w) = self.process.take() {
             w.kill().await;
         }
-        let _ = self.store.clear_inflight(&self.record);
+        let _ = crate::actors::inflight::off_record(&self.store, &self.record);
         let _ = self.store.flush().await;
     }
 
@@ -220,7 +220,7 @@ impl Drop for OneShotServer {
         if let Some(w) = self.process.take() {
             // not retired (an aborted task): killed now; the record goes with it
             drop(w);
-            let _ = self.store.clear_inflight(&self.record);
+            let _ = crate::actors::inflight::off_record(&self.store, &self.record);
         }
     }
 }

@@ -164,6 +164,6 @@ pub(super) async fn close_warm(st: &mut SessionState) {
     if let Some(w) = st.warm.take() {
         st.shared.warm.release(&st.id);
         w.close().await;
-        let _ = st.shared.store.clear_inflight(&st.id);
+        let _ = crate::actors::inflight::off_record(&st.shared.store, &st.id);
     }
 }

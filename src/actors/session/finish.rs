@@ -78,7 +78,7 @@ pub(super) async fn finish(
             st.shared.warm.idle(&st.id, &st.closer);
         }
         None => {
-            let _ = store.clear_inflight(&st.id);
+            let _ = crate::actors::inflight::off_record(store, &st.id);
             st.shared.warm.release(&st.id);
         }
     }

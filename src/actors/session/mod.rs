@@ -136,10 +136,7 @@ impl Actor for SessionActor {
             SessionMessage::StartTurn { call, reply } => turn_asked(&myself, st, call, reply).await,
             SessionMessage::ThreadStarted { thread } => thread_started(st, thread).await,
             SessionMessage::Spawned { info } => {
-                let t = crate::actors::inflight::inflight_of(info);
-                if let Err(e) = st.shared.store.put_inflight(&st.id, &t) {
-                    tracing::error!(error = %e, "could not record the turn in flight");
-                }
+                crate::actors::inflight::on_record(&st.shared.store, &st.id, info);
                 let _ = st.shared.store.flush().await;
             }
             SessionMessage::TurnFinished { finished } => {
