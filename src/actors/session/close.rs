@@ -5,7 +5,7 @@
 //! `tests::a_turn_racing_the_close_of_a_stored_session_never_revives_it`).
 
 use super::message::SessionMessage;
-use super::state::SessionState;
+use super::state::{Phase, SessionState};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::error::Error;
@@ -49,14 +49,16 @@ pub(super) async fn close(
         return;
     }
     // cancels and kills the running turn; its caller learns that the close ended it
-    if let Some(mut running) = st.current.take()
-        && let Some(r) = running.reply.take()
+    let fork = match &st.phase {
+        Phase::Forking { task } | Phase::Closed { fork: task } => task.clone(),
+        Phase::Idle | Phase::Turn { .. } => None,
+    };
+    if let Phase::Turn { mut guard, .. } = std::mem::replace(&mut st.phase, Phase::Closed { fork })
+        && let Some(r) = guard.reply.take()
     {
-        drop(running);
+        drop(guard);
         let _ = r.send(Err(Error::Cancelled { partial: None }));
     }
-    st.steer = None;
-    st.closed = true;
     close_warm(st).await;
     for (_, r, _) in st.pending.drain(..) {
         let _ = r.send(Err(Error::Cancelled { partial: None }));

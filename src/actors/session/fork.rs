@@ -4,7 +4,7 @@
 use super::driver::ForkSpec;
 use super::message::SessionMessage;
 use super::prepare::record_dir;
-use super::state::SessionState;
+use super::state::{Phase, SessionState};
 use crate::actors::client::ClientContext;
 use crate::codex::argv::SpawnSpec;
 use crate::codex::argv::build_app_server;
@@ -41,7 +41,7 @@ pub(super) fn fork(
     };
     let shared = st.shared.clone();
     let backends = st.backends.clone();
-    st.forking = true;
+    st.phase = Phase::Forking { task: None };
     let me = myself.clone();
     let home = client.codex_home.display().to_string();
     let span = tracing::info_span!("fork", session = %st.id);
@@ -77,7 +77,9 @@ pub(super) fn fork(
         span,
     ));
     // owned: a stop or a panic of the actor aborts the fork, and its process dies with it
-    st.fork_task = Some(task.abort_handle());
+    st.phase = Phase::Forking {
+        task: Some(task.abort_handle()),
+    };
 }
 
 /// A fork that may start: the parent's record, its thread, its working directory (checked
@@ -92,7 +94,7 @@ fn fork_checked(
             format!("no session {}; start one with the `codex` tool", st.id),
         ));
     };
-    if st.current.is_some() || !st.pending.is_empty() || st.forking {
+    if !st.phase.idle() || !st.pending.is_empty() {
         return Err(Error::Busy(format!(
             "session {} is running a turn (or a fork); fork it once that has ended",
             st.id

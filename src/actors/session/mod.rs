@@ -31,6 +31,7 @@ use queue::queue;
 use ractor::Actor;
 use ractor::ActorProcessingErr;
 use ractor::ActorRef;
+use state::Phase;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,15 +82,11 @@ impl Actor for SessionActor {
             backends: args.backends,
             id: args.id,
             record: args.record,
-            current: None,
+            phase: Phase::Idle,
             pending: VecDeque::new(),
             last_activity: Instant::now(),
             idle_timer,
             warm: None,
-            steer: None,
-            forking: false,
-            fork_task: None,
-            closed: false,
             closer: {
                 let me = myself.clone();
                 Arc::new(move || {
@@ -116,7 +113,7 @@ impl Actor for SessionActor {
         msg: Self::Msg,
         st: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
-        if st.closed {
+        if matches!(st.phase, Phase::Closed { .. }) {
             closed(&st.id, msg);
             return Ok(());
         }
@@ -124,8 +121,8 @@ impl Actor for SessionActor {
         if let SessionMessage::Probe { reply } = msg {
             let _ = reply.send(message::Probe {
                 queued: st.pending.len(),
-                running: st.current.is_some(),
-                steerable: st.steer.as_ref().is_some_and(|s| s.running),
+                running: st.phase.running(),
+                steerable: st.phase.steer_mut().is_some_and(|s| s.running),
             });
             return Ok(());
         }
@@ -140,8 +137,13 @@ impl Actor for SessionActor {
                 let _ = st.shared.store.flush().await;
             }
             SessionMessage::TurnFinished { finished } => {
-                let reply = st.current.take().and_then(|mut g| g.reply.take());
-                st.steer = None;
+                let reply = match std::mem::replace(&mut st.phase, Phase::Idle) {
+                    Phase::Turn { mut guard, .. } => guard.reply.take(),
+                    other => {
+                        st.phase = other;
+                        None
+                    }
+                };
                 finish(st, *finished, reply).await;
                 start_next(&myself, st).await;
             }
@@ -158,7 +160,7 @@ impl Actor for SessionActor {
                 let _ = reply.send(Ok(view));
             }
             SessionMessage::CloseWarm => {
-                if st.current.is_none() {
+                if !st.phase.running() {
                     close_warm(st).await;
                 }
             }
@@ -167,16 +169,19 @@ impl Actor for SessionActor {
                 client,
                 reply,
             } => steer(st, text, &client, reply),
-            SessionMessage::RunsWithExec => st.steer = None,
+            SessionMessage::RunsWithExec => {
+                if let Phase::Turn { steer, .. } = &mut st.phase {
+                    *steer = None;
+                }
+            }
             SessionMessage::TurnRunning => {
-                if let Some(inbox) = &mut st.steer {
+                if let Some(inbox) = st.phase.steer_mut() {
                     inbox.running = true;
                 }
             }
             SessionMessage::ForkDone => {
-                st.forking = false;
-                st.fork_task = None;
-                if st.current.is_none() {
+                if let Phase::Forking { .. } = st.phase {
+                    st.phase = Phase::Idle;
                     start_next(&myself, st).await;
                 }
             }
@@ -188,8 +193,7 @@ impl Actor for SessionActor {
             #[cfg(test)]
             SessionMessage::Probe { .. } => {}
             SessionMessage::IdleCheck => {
-                if st.current.is_none()
-                    && !st.forking
+                if st.phase.idle()
                     && st.pending.is_empty()
                     && st.last_activity.elapsed() >= st.shared.idle_timeout
                 {
@@ -212,7 +216,7 @@ async fn turn_asked(
     if st.shared.fault_injection && call.prompt.as_deref() == Some(PANIC_PROMPT) {
         panic!("fault injection: session actor panics");
     }
-    if st.current.is_none() && !st.forking {
+    if st.phase.idle() {
         start(myself, st, call, reply, Instant::now()).await;
         return;
     }
@@ -252,7 +256,7 @@ async fn start_next(myself: &ActorRef<SessionMessage>, st: &mut SessionState) {
             continue;
         }
         start(myself, st, call, reply, since).await;
-        if st.current.is_some() {
+        if st.phase.running() {
             break;
         }
     }

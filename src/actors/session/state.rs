@@ -53,20 +53,13 @@ pub struct SessionState {
     pub(super) backends: TurnDriver,
     pub(super) id: SessionId,
     pub(super) record: Option<SessionRecord>,
-    pub(super) current: Option<TurnGuard>,
+    /// What the session is doing: nothing, a turn, a fork, or it was closed.
+    pub(super) phase: Phase,
     pub(super) pending: VecDeque<(Box<TurnCall>, oneshot::Sender<Result<TurnReport>>, Instant)>,
     pub(super) last_activity: Instant,
     pub(super) idle_timer: Option<JoinHandle<()>>,
     /// The warm app-server between turns (during a turn its task holds it).
     pub(super) warm: Option<WarmProcess>,
-    /// The running warm turn's steer inbox.
-    pub(super) steer: Option<SteerInbox>,
-    /// A fork of the thread is being made: turns wait (no turn writes the thread it reads).
-    pub(super) forking: bool,
-    /// The fork's task, aborted with the state (its one-off process dies with it).
-    pub(super) fork_task: Option<tokio::task::AbortHandle>,
-    /// The session was closed: the actor drains its mailbox and stops (see [`closed`]).
-    pub(super) closed: bool,
     /// How the warm pool asks this actor to close its idle process (`CloseWarm`).
     pub(super) closer: crate::actors::pool::warm::Closer,
 }
@@ -79,13 +72,54 @@ impl Drop for SessionState {
         if let Some(t) = &self.idle_timer {
             t.abort();
         }
-        if let Some(f) = &self.fork_task {
+        if let Phase::Forking { task: Some(f) } | Phase::Closed { fork: Some(f) } = &self.phase {
             f.abort();
         }
         for (_, reply, _) in self.pending.drain(..) {
             let _ = reply.send(Err(Error::SessionFailed(
                 "the session stopped before this turn started".into(),
             )));
+        }
+    }
+}
+
+/// What a session actor is doing: one of these at a time.
+pub(super) enum Phase {
+    /// No turn and no fork: a call runs at once.
+    Idle,
+    /// A turn runs (its guard), and on the app-server its steer inbox.
+    Turn {
+        guard: TurnGuard,
+        steer: Option<SteerInbox>,
+    },
+    /// A fork of the thread is being made (its task, once spawned): turns wait, since no turn
+    /// writes the thread a fork reads.
+    Forking {
+        task: Option<tokio::task::AbortHandle>,
+    },
+    /// The session was closed: the actor drains its mailbox and stops (see `close::closed`).
+    /// A fork it was making is aborted with the state (its one-off process dies with it).
+    Closed {
+        fork: Option<tokio::task::AbortHandle>,
+    },
+}
+
+impl Phase {
+    /// Whether a turn runs.
+    pub(super) fn running(&self) -> bool {
+        matches!(self, Phase::Turn { .. })
+    }
+
+    /// Whether a call may start now (no turn, no fork, not closed).
+    pub(super) fn idle(&self) -> bool {
+        matches!(self, Phase::Idle)
+    }
+
+    /// The running turn's steer inbox, if it has one.
+    pub(super) fn steer_mut(&mut self) -> Option<&mut SteerInbox> {
+        match self {
+            Phase::Turn { steer, .. } => steer.as_mut(),
+            _ => None,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `steer`: a message handed to the running warm turn, for the client that started it only.
 
-use super::state::SessionState;
+use super::state::{Phase, SessionState};
 use crate::actors::client::ClientContext;
 use crate::codex::events::FailureKind;
 use crate::codex::process::Steer;
@@ -24,8 +24,12 @@ pub(super) fn steer(
     reply: oneshot::Sender<Result<()>>,
 ) {
     let refused = |why: String| Err(Error::invalid("sessionId", why));
-    let inbox = match (&st.current, &st.steer) {
-        (None, _) => {
+    let (running, steer) = match &st.phase {
+        Phase::Turn { steer, .. } => (true, steer.as_ref()),
+        _ => (false, None),
+    };
+    let inbox = match (running, steer) {
+        (false, _) => {
             let _ = reply.send(refused(format!(
                 "no turn is running on session {}; send the message as a new turn with the \
                  `codex` tool",
@@ -33,7 +37,7 @@ pub(super) fn steer(
             )));
             return;
         }
-        (Some(_), None) => {
+        (true, None) => {
             let _ = reply.send(refused(format!(
                 "session {}'s running turn runs with `codex exec` (the exec backend, image \
                  attachments, or every warm process busy), which cannot take a message \
@@ -42,7 +46,7 @@ pub(super) fn steer(
             )));
             return;
         }
-        (Some(_), Some(inbox)) if inbox.client.id != client.id => {
+        (true, Some(inbox)) if inbox.client.id != client.id => {
             let _ = reply.send(refused(format!(
                 "session {}'s running turn was started by another MCP client; only that client \
                  can steer it",
@@ -50,7 +54,7 @@ pub(super) fn steer(
             )));
             return;
         }
-        (Some(_), Some(inbox)) if !inbox.running => {
+        (true, Some(inbox)) if !inbox.running => {
             let _ = reply.send(refused(format!(
                 "session {}'s turn has not started in codex yet (it waits for a codex slot or \
                  its process); try again in a moment",
@@ -58,7 +62,7 @@ pub(super) fn steer(
             )));
             return;
         }
-        (Some(_), Some(inbox)) => &inbox.tx,
+        (true, Some(inbox)) => &inbox.tx,
     };
     let (taken, answer) = oneshot::channel();
     if inbox.send(Steer { text, reply: taken }).is_err() {

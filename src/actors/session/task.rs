@@ -3,7 +3,7 @@
 
 use super::driver::{Control, Prepared, Sink, TurnEnv};
 use super::message::{Finished, SessionMessage, TurnEnd, TurnRun};
-use super::state::{SessionState, SteerInbox, TurnGuard};
+use super::state::{Phase, SessionState, SteerInbox, TurnGuard};
 use crate::actors::calls::TurnCall;
 use crate::actors::calls::TurnReport;
 use crate::codex::argv::SpawnSpec;
@@ -39,7 +39,7 @@ pub(super) fn launch(
     let task_cancel = cancel.clone();
     let warm = st.warm.take();
     let session = st.id.clone();
-    let control = control_of(st, call, &prepared);
+    let (control, steer) = control_of(call, &prepared);
     // one span per turn, with the session id, so a user can follow a call through the logs
     let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
     let task = tokio::spawn(tracing::Instrument::instrument(
@@ -97,28 +97,33 @@ pub(super) fn launch(
         },
         span,
     ));
-    st.current = Some(TurnGuard {
-        cancel,
-        task,
-        reply: Some(reply),
-    });
+    st.phase = Phase::Turn {
+        guard: TurnGuard {
+            cancel,
+            task,
+            reply: Some(reply),
+        },
+        steer,
+    };
 }
 
-/// A turn's control handle: a warm turn can be steered (its inbox kept by the actor, for the
-/// client that started it) and asks its caller's person when it can; an exec turn has neither.
-fn control_of(st: &mut SessionState, call: &TurnCall, prepared: &Prepared) -> TurnControl {
+/// A turn's control handle: a warm turn can be steered (its inbox, kept by the actor for the
+/// client that started it, is returned beside it) and asks its caller's person when it can;
+/// an exec turn has neither.
+fn control_of(call: &TurnCall, prepared: &Prepared) -> (TurnControl, Option<SteerInbox>) {
     let mut control = TurnControl::default();
-    if prepared.plan.on_app_server() {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        st.steer = Some(SteerInbox {
-            tx,
-            client: prepared.client.clone(),
-            running: false,
-        });
-        control.steers = Some(rx);
-        control.asker = call.asker.clone();
+    if !prepared.plan.on_app_server() {
+        return (control, None);
     }
-    control
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    control.steers = Some(rx);
+    control.asker = call.asker.clone();
+    let inbox = SteerInbox {
+        tx,
+        client: prepared.client.clone(),
+        running: false,
+    };
+    (control, Some(inbox))
 }
 
 /// Run codex for a turn: its process and thread id reported to the actor as they appear, its
