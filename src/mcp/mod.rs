@@ -15,8 +15,8 @@
 //!   what the handlers share.
 //! - `connection.rs`, below the tools: [`McpServer`] and how it is made, a call's context and
 //!   the shape of a tool's table entry, which this file and every tool name.
-//! - `params.rs` (the fixed values several tools' arguments share) and `results.rs` (the
-//!   results several tools return: a turn's, a session's); `answer.rs` (arguments in, results
+//! - `results.rs` (the results several tools return: a turn's, a session's; the fixed values
+//!   several tools' arguments share are `crate::plan`'s); `answer.rs` (arguments in, results
 //!   out) and `schemas.rs`; `checks.rs` (a call's arguments checked before MRTR keeps it).
 //! - the rest: tasks and MRTR (`tasks.rs`, `mrtr.rs`, `owner.rs`), asking a person
 //!   (`elicit.rs`, `form.rs`, `budget.rs`), progress, client roots, the framing of lines, and
@@ -31,7 +31,6 @@ pub mod form;
 pub mod framing;
 pub mod mrtr;
 mod owner;
-pub mod params;
 pub(crate) mod progress;
 pub mod results;
 pub mod roots;

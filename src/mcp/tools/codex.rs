@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::elicit;
-use crate::mcp::params::{ReasoningEffort, SandboxLevel};
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
