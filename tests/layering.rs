@@ -31,6 +31,9 @@
 //!   store type (`codex::process`, `SpawnSpec`,
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
+//! - calls: `actors/calls.rs`, the requests and answers the MCP layer exchanges with the
+//!   actors, holds to the mcp rule too (a turn's outcome and a session's record become its
+//!   answers in `actors/report.rs`);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
 //! - inflight: only `actors/inflight.rs` (and `store/*`) writes an `inflight` record
 //!   (`.put_inflight()`, `.clear_inflight()`, `.mark_inflight_client_closed()`);
@@ -466,7 +469,7 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         {
             flag("spawn", format!("names {name}"));
         }
-        if in_mcp {
+        if in_mcp || module == "actors::calls" {
             let segments: Vec<&str> = name.split("::").collect();
             let crate_path = segments.first() == Some(&"crate");
             let named = |t: &str| segments.contains(&t) && (crate_path || segments.len() == 1);
@@ -479,7 +482,10 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
                     .iter()
                     .any(|t| named(t))
             {
-                flag("mcp", format!("names {name}"));
+                flag(
+                    if in_mcp { "mcp" } else { "calls" },
+                    format!("names {name}"),
+                );
             }
         }
         if !in_store
@@ -812,6 +818,15 @@ fn the_checker_sees_each_kind_of_violation() {
             &names(&[".put_inflight()"])
         )
         .is_empty()
+    );
+    assert_eq!(
+        check_file(
+            "src/actors/calls.rs",
+            "actors::calls",
+            &names(&["crate::store::SessionRecord", "crate::codex::events::Usage"])
+        ),
+        names(&["src/actors/calls.rs: calls: names crate::store::SessionRecord"]),
+        "the MCP layer's contract names no store or process type"
     );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));
     assert_eq!(sled.len(), 1, "{sled:?}");

@@ -20,6 +20,7 @@ pub mod limiter;
 pub mod oneshot;
 pub mod pool;
 pub mod registry;
+pub mod report;
 pub mod runner;
 pub mod schema;
 pub mod session;
@@ -38,12 +39,13 @@ use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use calls::{
     Answer, BackendStatus, Counts, Finding, OneShot, OneShotCall, SessionPage, SessionStatus,
-    SessionView, Status, TurnCall, TurnReport, WorkDir,
+    SessionView, Status, TurnCall, WorkDir,
 };
 pub use client::{ClientContext, ClientId, Progress};
 pub use limiter::Limiter;
 use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};
+pub use report::TurnReport;
 use session::SessionMessage;
 pub use shared::Shared;
 

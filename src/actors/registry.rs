@@ -12,7 +12,8 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
-use crate::actors::calls::{TurnCall, TurnReport};
+use crate::actors::calls::TurnCall;
+use crate::actors::report::TurnReport;
 use crate::actors::session::{SessionActor, SessionArgs, SessionMessage, TurnDriver};
 use crate::actors::shared::Shared;
 use crate::error::{Error, Result};

@@ -4,7 +4,7 @@
 
 use super::message::{CallMeta, Finished, TurnEnd};
 use super::state::SessionState;
-use crate::actors::calls::TurnReport;
+use crate::actors::report::TurnReport;
 use crate::codex::events::FailureKind;
 use crate::codex::process::Ending;
 use crate::codex::rollout::TurnContext;

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::actors::calls::{SessionView, TurnCall, TurnReport};
+use crate::actors::calls::{SessionView, TurnCall};
 use crate::actors::client::ClientContext;
+use crate::actors::report::TurnReport;
 use crate::codex::process::{SpawnInfo, TurnOutcome, WarmProcess};
 use crate::codex::rollout::TurnContext;
 use crate::error::Result;

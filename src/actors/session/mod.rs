@@ -19,7 +19,7 @@
 //! `close`.
 
 use crate::actors::calls::TurnCall;
-use crate::actors::calls::TurnReport;
+use crate::actors::report::TurnReport;
 use crate::error::Error;
 use crate::error::Result;
 use crate::security::ids::ThreadId;

@@ -3,7 +3,7 @@
 
 use super::state::SessionState;
 use crate::actors::calls::TurnCall;
-use crate::actors::calls::TurnReport;
+use crate::actors::report::TurnReport;
 use crate::error::Error;
 use crate::error::Result;
 use std::time::Instant;

@@ -3,8 +3,8 @@
 
 use super::driver::TurnDriver;
 use crate::actors::calls::TurnCall;
-use crate::actors::calls::TurnReport;
 use crate::actors::client::ClientContext;
+use crate::actors::report::TurnReport;
 use crate::actors::shared::Shared;
 use crate::codex::process::Steer;
 use crate::codex::process::WarmProcess;

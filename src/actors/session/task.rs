@@ -5,7 +5,7 @@ use super::driver::{Control, Prepared, Sink, TurnEnv};
 use super::message::{Finished, SessionMessage, TurnEnd, TurnRun};
 use super::state::{Phase, SessionState, SteerInbox, TurnGuard};
 use crate::actors::calls::TurnCall;
-use crate::actors::calls::TurnReport;
+use crate::actors::report::TurnReport;
 use crate::codex::argv::SpawnSpec;
 use crate::codex::process::TurnControl;
 use crate::codex::process::TurnOutcome;

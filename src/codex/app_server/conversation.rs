@@ -38,7 +38,7 @@ const MAX_OPEN_QUESTIONS: usize = 4;
 pub const STEER_TIMEOUT: Duration = Duration::from_secs(5);
 /// A message to add to the running turn, and where to say whether codex took it.
 pub struct Steer {
-    pub text: protocol::Prompt,
+    pub text: crate::security::prompt::Prompt,
     pub reply: tokio::sync::oneshot::Sender<Result<(), String>>,
 }
 
@@ -553,7 +553,7 @@ async fn steer_turn<W: tokio::io::AsyncWrite + Unpin + Send + 'static>(
     client: &Client<W>,
     thread: &ThreadId,
     turn: &TurnRef,
-    text: &protocol::Prompt,
+    text: &crate::security::prompt::Prompt,
 ) -> Result<(), String> {
     let msg = protocol::turn_steer(thread, turn, text).map_err(|e| e.to_string())?;
     match tokio::time::timeout(STEER_TIMEOUT, client.request(&msg)).await {

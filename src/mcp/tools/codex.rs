@@ -15,10 +15,10 @@ use crate::error::Result;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::elicit;
-use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
+use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::ids::SessionId;
 use crate::security::prompt::Prompt;
 

@@ -12,9 +12,9 @@ use crate::actors::OneShot;
 use crate::error::Error;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
-use crate::plan::values::ReasoningEffort;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
+use crate::plan::values::ReasoningEffort;
 use crate::security::prompt::Prompt;
 
 /// Largest `query` context.

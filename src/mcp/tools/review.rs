@@ -11,10 +11,10 @@ use super::common::check_model;
 use crate::actors::OneShot;
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
-use crate::plan::values::ReviewMode;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 use crate::plan::review::review_target;
+use crate::plan::values::ReviewMode;
 
 /// The `review` tool.
 pub(super) const TOOL: ToolEntry = ToolEntry {
