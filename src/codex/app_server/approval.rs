@@ -32,9 +32,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::protocol::{
-    AnnouncedChange, CommandApprovalParams, CommandKind, ElicitationRequest,
+    AnnouncedChange, CommandApprovalParams, CommandKind, ElicitationRequest, Item, Notification,
     PermissionsApprovalParams, QuestionParams, RequestedPermissions, ServerRequest,
-    UserInputParams, file_change_item,
+    UserInputParams,
 };
 use crate::codex::rollout::ModelCall;
 use crate::question::ask::{Asked, Reply};
@@ -80,7 +80,9 @@ fn file_summary(c: &AnnouncedChange) -> Option<FileSummary> {
 }
 
 /// The `fileChange` items codex announced (`item/started`), by item id: codex's file-change
-/// approval names only the item, so the files and diff come from here.
+/// approval names only the item, so the files and diff come from here. It reads the
+/// notification the client already parsed ([`ChangeBook::observe`]): a line is read once, and
+/// the book and the turn see the same item.
 #[derive(Debug, Default)]
 pub struct ChangeBook {
     /// `None`: a change the form could not show whole (too many files, a path too long).
@@ -88,32 +90,36 @@ pub struct ChangeBook {
 }
 
 impl ChangeBook {
-    /// Take in one line from codex (anything but a `fileChange` item is ignored).
-    pub fn observe_line(&mut self, line: &str) {
-        if !line.contains("\"fileChange\"") {
-            return;
-        }
-        let Some(item) = file_change_item(line) else {
+    /// Take in one notification from codex (anything but a `fileChange` item of `item/started`
+    /// or `item/completed` is ignored).
+    pub fn observe(&mut self, n: &Notification) {
+        let (item, completed) = match n {
+            Notification::ItemStarted { item, .. } => (item, false),
+            Notification::ItemCompleted { item, .. } => (item, true),
+            _ => return,
+        };
+        let Item::FileChange { id, changes, .. } = item else {
             return;
         };
-        let id = item.id.as_str();
-        if item.completed {
+        if completed {
             self.items.remove(id);
             return;
         }
-        // each change is read typed: one that is not a change as codex announces it (its kind
+        // each change was read typed: one that is not a change as codex announces it (its kind
         // or content missing) cannot be shown as it is, and the item is not asked (never shown
-        // as an empty write); nor is an item without its changes
-        let files = match item.changes {
-            Some(a) if a.len() <= MAX_ENTRIES => a
+        // as an empty write); an item without its list of changes, or with a change without
+        // its path, is no notification at all (the client stops at a malformed line)
+        let files = if changes.len() <= MAX_ENTRIES {
+            changes
                 .iter()
                 .map(|c| c.as_ref().ok().and_then(file_summary))
                 .collect::<Option<Vec<_>>>()
                 // what will be written is shown whole, or the change is not asked
                 .filter(|f| {
                     f.iter().map(|f| f.diff.chars().count()).sum::<usize>() <= MAX_DIFF_CHARS
-                }),
-            _ => None,
+                })
+        } else {
+            None
         };
         if self.items.len() >= 1024 {
             self.items.clear();
@@ -122,11 +128,11 @@ impl ChangeBook {
             // announced again with other changes (a provider that repeats an id): which one an
             // approval names is unknowable, so none can be shown
             Some(before) if *before != files => {
-                self.items.insert(id.to_owned(), None);
+                self.items.insert(id.clone(), None);
             }
             Some(_) => {}
             None => {
-                self.items.insert(id.to_owned(), files);
+                self.items.insert(id.clone(), files);
             }
         }
     }
@@ -508,7 +514,7 @@ pub fn ask(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codex::app_server::protocol::{Incoming, parse_line};
+    use crate::codex::app_server::protocol::{Incoming, ProtocolError, parse_line};
     use crate::question::{CHANGE_LABEL, DecisionRecord};
     use crate::security::redact::ClientSecrets;
     use crate::security::shown::{self, Unreadable};
@@ -528,6 +534,29 @@ mod tests {
             Incoming::Request(r) => r,
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A notification line (ids written as for [`req`]), read as the client reads it.
+    fn notice(line: &str) -> Result<Notification, ProtocolError> {
+        let line = line
+            .replace("\"T\"", &format!("\"{THREAD}\""))
+            .replace("\"U\"", &format!("\"{TURN}\""));
+        match parse_line(&line)? {
+            Incoming::Notification(n) => Ok(n),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The line of `method` (`item/started` or `item/completed`) with `item`, on a thread and
+    /// turn of codex's.
+    fn item_line(method: &str, item: Value) -> String {
+        json!({"method": method, "params": {"threadId": "T", "turnId": "U", "item": item}})
+            .to_string()
+    }
+
+    /// `item` announced by `method`, read as the client reads it and taken in by `book`.
+    fn announce(book: &mut ChangeBook, method: &str, item: Value) {
+        book.observe(&notice(&item_line(method, item)).unwrap());
     }
 
     fn answers(r: &ServerRequest, q: &Question) -> Vec<Value> {
@@ -589,7 +618,7 @@ mod tests {
     #[test]
     fn no_answer_that_can_be_built_persists() {
         let mut book = ChangeBook::default();
-        book.observe_line(r#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"p1","changes":[{"path":"/w/a.txt","kind":{"type":"update","move_path":null},"diff":"@@\n-a\n+b\n+c\n"}],"status":"inProgress"},"threadId":"T","turnId":"U"}}"#);
+        book.observe(&notice(r#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"p1","changes":[{"path":"/w/a.txt","kind":{"type":"update","move_path":null},"diff":"@@\n-a\n+b\n+c\n"}],"status":"inProgress"},"threadId":"T","turnId":"U"}}"#).unwrap());
         let lines = [
             COMMAND.to_owned(),
             r#"{"method":"item/fileChange/requestApproval","id":1,"params":{"threadId":"T","turnId":"U","itemId":"p1","startedAtMs":1,"reason":"edit","grantRoot":"/w"}}"#.to_owned(),
@@ -876,32 +905,61 @@ mod tests {
         let changes: Vec<Value> = (0..=MAX_ENTRIES)
             .map(|i| json!({"path": format!("/w/{i}"), "kind": {"type": "add"}, "diff": "x"}))
             .collect();
-        book.observe_line(
-            &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
-                "id": "big", "changes": changes}}})
-            .to_string(),
+        announce(
+            &mut book,
+            "item/started",
+            json!({"type": "fileChange", "id": "big", "changes": changes,
+                "status": "inProgress"}),
         );
         assert!(unshowable(change("big"), &book));
     }
 
     #[test]
+    fn the_book_reads_the_notification_the_client_parsed_not_a_line() {
+        // its one way in takes the typed notification: a line is parsed once, by the client
+        let observe: fn(&mut ChangeBook, &Notification) = ChangeBook::observe;
+        let mut book = ChangeBook::default();
+        observe(
+            &mut book,
+            &notice(&item_line(
+                "item/started",
+                json!({"type": "fileChange", "id": "c1", "status": "inProgress",
+                    "changes": [{"path": "/w/a", "kind": {"type": "add"}, "diff": "x\n"}]}),
+            ))
+            .unwrap(),
+        );
+        assert!(change_question(&book).is_ok());
+        // any other notification, or another item, leaves it as it was
+        for other in [
+            item_line(
+                "item/completed",
+                json!({"type": "agentMessage", "id": "c1", "text": "done"}),
+            ),
+            r#"{"method":"thread/status/changed","params":{"threadId":"T"}}"#.to_owned(),
+        ] {
+            observe(&mut book, &notice(&other).unwrap());
+            assert!(change_question(&book).is_ok(), "{other}");
+        }
+    }
+
+    #[test]
     fn a_change_announced_twice_under_one_id_with_other_content_is_not_asked() {
-        let announce = |book: &mut ChangeBook, diff: &str| {
-            book.observe_line(
-                &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
-                    "id": "c1", "changes": [{"path": "/w/a", "kind": {"type": "add"},
-                    "diff": diff}]}}})
-                .to_string(),
+        let again = |book: &mut ChangeBook, diff: &str| {
+            announce(
+                book,
+                "item/started",
+                json!({"type": "fileChange", "id": "c1", "changes": [{"path": "/w/a",
+                    "kind": {"type": "add"}, "diff": diff}], "status": "inProgress"}),
             );
         };
         let mut book = ChangeBook::default();
-        announce(&mut book, "curl x | sh\n");
-        announce(&mut book, "curl x | sh\n");
+        again(&mut book, "curl x | sh\n");
+        again(&mut book, "curl x | sh\n");
         assert!(
             change_question(&book).is_ok(),
             "the same change twice is one change"
         );
-        announce(&mut book, "echo harmless\n");
+        again(&mut book, "echo harmless\n");
         assert!(
             matches!(change_question(&book), Err(NotAQuestion::Unshowable { .. })),
             "{:?}",
@@ -911,10 +969,11 @@ mod tests {
 
     fn change_book(changes: Value) -> ChangeBook {
         let mut book = ChangeBook::default();
-        book.observe_line(
-            &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
-                "id": "c1", "changes": changes}}})
-            .to_string(),
+        announce(
+            &mut book,
+            "item/started",
+            json!({"type": "fileChange", "id": "c1", "changes": changes,
+                "status": "inProgress"}),
         );
         book
     }
@@ -1015,24 +1074,34 @@ mod tests {
 
     #[test]
     fn a_file_change_item_without_its_list_of_changes_is_not_asked() {
-        let mut book = ChangeBook::default();
-        book.observe_line(
-            &json!({"method": "item/started", "params": {"item": {"type": "fileChange",
-                "id": "c1", "status": "inProgress"}}})
-            .to_string(),
-        );
-        assert!(
-            matches!(change_question(&book), Err(NotAQuestion::Unshowable { .. })),
-            "{:?}",
-            change_question(&book)
-        );
+        // an item without its list of changes (or with a change that names no path) is no
+        // notification at all: the client stops reading at it (see the client's tests), so no
+        // approval after it is read, let alone asked, and the book never holds it
+        for item in [
+            json!({"type": "fileChange", "id": "c1", "status": "inProgress"}),
+            json!({"type": "fileChange", "id": "c1", "status": "inProgress", "changes": null}),
+            json!({"type": "fileChange", "id": "c1", "status": "inProgress",
+                "changes": [{"kind": {"type": "add"}, "diff": "x"}]}),
+        ] {
+            assert!(
+                matches!(
+                    notice(&item_line("item/started", item.clone())),
+                    Err(ProtocolError::Malformed(_))
+                ),
+                "{item}"
+            );
+        }
+        assert!(matches!(
+            change_question(&ChangeBook::default()),
+            Err(NotAQuestion::Missing { .. })
+        ));
         // and an item codex completed is forgotten: an approval naming it is not asked
         let mut book = change_book(json!([{"path": "/w/a", "kind": {"type": "add"}, "diff": "x"}]));
         assert!(change_question(&book).is_ok());
-        book.observe_line(
-            &json!({"method": "item/completed", "params": {"item": {"type": "fileChange",
-                "id": "c1", "changes": [], "status": "completed"}}})
-            .to_string(),
+        announce(
+            &mut book,
+            "item/completed",
+            json!({"type": "fileChange", "id": "c1", "changes": [], "status": "completed"}),
         );
         assert!(matches!(
             change_question(&book),

@@ -318,9 +318,8 @@ async fn read_loop<R, W>(
         if line.trim().is_empty() {
             continue;
         }
-        if let Some(a) = answerer.as_mut() {
-            a.book.observe_line(&line);
-        }
+        // each line is parsed once, here: the change book reads the same typed notification
+        // the event stream carries
         match protocol::parse_line(&line) {
             Ok(Incoming::Response { id, result }) => {
                 let waiter = match id {
@@ -359,6 +358,9 @@ async fn read_loop<R, W>(
                 let _ = events.send(Event::Declined(req));
             }
             Ok(Incoming::Notification(n)) => {
+                if let Some(a) = answerer.as_mut() {
+                    a.book.observe(&n);
+                }
                 let _ = events.send(Event::Notification(n));
             }
             Err(e) => break Some(ClientError::Protocol(e)),
@@ -488,6 +490,81 @@ mod tests {
             from_client.next_line().await.unwrap().unwrap(),
             r#"{"id":0,"result":{"decision":"accept"}}"#
         );
+    }
+
+    /// A `fileChange` item of `method` with `changes` (`None`: without its list of changes).
+    fn file_change(method: &str, changes: Option<Value>) -> String {
+        let mut item = json!({"type": "fileChange", "id": "p1", "status": "inProgress"});
+        if let Some(c) = changes {
+            item["changes"] = c;
+        }
+        json!({"method": method, "params": {"threadId": "01a22759-e393-7f71-bea4-35a12106bc11",
+            "turnId": "01a22753-3cfc-7740-b25a-145bedef01df", "item": item}})
+        .to_string()
+    }
+
+    fn change_approval(id: i64) -> String {
+        json!({"method": "item/fileChange/requestApproval", "id": id,
+            "params": {"threadId": "01a22759-e393-7f71-bea4-35a12106bc11", "turnId": "01a22753-3cfc-7740-b25a-145bedef01df", "itemId": "p1"}})
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn a_file_change_is_asked_from_the_one_reading_of_its_line() {
+        let (_client, mut events, mut asked, mut from_client, mut to_client) =
+            answering_pair(Duration::from_secs(60));
+        let changes = json!([{"path": "/w/a.txt", "kind": {"type": "add"}, "diff": "hi\n"}]);
+        send(&mut to_client, &file_change("item/started", Some(changes))).await;
+        send(&mut to_client, &change_approval(0)).await;
+        // the turn's consumer gets the very item the book took in
+        let Some(Event::Notification(Notification::ItemStarted { item, .. })) = events.recv().await
+        else {
+            panic!("the item is passed on")
+        };
+        assert_eq!(item.paths().collect::<Vec<_>>(), ["/w/a.txt"]);
+        let a = asked.recv().await.unwrap().asked;
+        let Question::FileChange {
+            files: Some(files), ..
+        } = &a.question
+        else {
+            panic!("{:?}", a.question)
+        };
+        assert_eq!(
+            files
+                .iter()
+                .map(|f| (f.path.as_str(), f.diff.as_str()))
+                .collect::<Vec<_>>(),
+            [("/w/a.txt", "hi\n")]
+        );
+        a.answer(crate::question::Decision::Decline, None);
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":0,"result":{"decision":"decline"}}"#
+        );
+        // once codex completed it, an approval naming it is declined at once
+        send(
+            &mut to_client,
+            &file_change("item/completed", Some(json!([]))),
+        )
+        .await;
+        send(&mut to_client, &change_approval(1)).await;
+        assert_eq!(
+            from_client.next_line().await.unwrap().unwrap(),
+            r#"{"id":1,"result":{"decision":"decline"}}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_change_without_its_list_of_changes_closes_the_client_and_nothing_is_asked() {
+        let (_client, mut events, mut asked, _from_client, mut to_client) =
+            answering_pair(Duration::from_secs(60));
+        send(&mut to_client, &file_change("item/started", None)).await;
+        send(&mut to_client, &change_approval(0)).await;
+        assert!(matches!(
+            events.recv().await,
+            Some(Event::Closed(Some(ClientError::Protocol(_))))
+        ));
+        assert!(asked.recv().await.is_none());
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@
 //! the same progress lines, results and redaction as an exec turn.
 
 #[cfg(test)]
-use super::protocol::ItemStatus;
+use super::protocol::{AnnouncedChange, AnnouncedKind, ItemStatus, UnreadableChange};
 use super::protocol::{Item, TokenUsage, TurnStatus};
 use crate::codex::events::{self, Event, TurnEnd, Usage};
 
@@ -27,11 +27,11 @@ pub fn item(item: &Item) -> Option<events::Item> {
             exit_code: *exit_code,
             status: *status,
         },
-        Item::FileChange { id, status, paths } => events::Item::FileChange {
+        Item::FileChange { id, status, .. } => events::Item::FileChange {
             id: id.clone(),
-            changes: paths
-                .iter()
-                .map(|p| events::FileChange { path: p.clone() })
+            changes: item
+                .paths()
+                .map(|p| events::FileChange { path: p.to_owned() })
                 .collect(),
             status: *status,
         },
@@ -101,7 +101,14 @@ mod tests {
         let edit = Item::FileChange {
             id: "f".into(),
             status: ItemStatus::Completed,
-            paths: vec!["a.rs".into()],
+            changes: vec![Ok(AnnouncedChange {
+                path: "a.rs".into(),
+                kind: AnnouncedKind {
+                    kind: "add".into(),
+                    move_path: None,
+                },
+                diff: "x\n".into(),
+            })],
         };
         let mut t = Transcript::default();
         for i in [&cmd, &edit, &msg] {
@@ -111,6 +118,17 @@ mod tests {
         assert_eq!(t.commands[0].command, "ls -la");
         assert_eq!(t.commands[0].status, ItemStatus::Completed);
         assert_eq!(t.files_changed, vec!["a.rs".to_owned()]);
+        // a change whose content codex did not announce as a change still names its file
+        let unread = Item::FileChange {
+            id: "g".into(),
+            status: ItemStatus::Completed,
+            changes: vec![Err(UnreadableChange {
+                path: "b.rs".into(),
+                reason: "missing field `diff`".into(),
+            })],
+        };
+        t.apply_event(&completed(&unread).unwrap());
+        assert_eq!(t.files_changed, vec!["a.rs".to_owned(), "b.rs".to_owned()]);
         assert_eq!(
             describe(&started(&cmd).unwrap()).as_deref(),
             Some("running: ls -la")

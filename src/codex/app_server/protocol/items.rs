@@ -1,9 +1,9 @@
 //! Items and notifications: the thread items the bridge reports on ([`Item`], with
-//! [`ItemStatus`] as the app-server spells it), the changes a `fileChange` item announces
-//! ([`file_change_item`]), token counts, and the [`Notification`]s the bridge acts on, each read
-//! typed (a missing or mistyped field is an error, never a default).
+//! [`ItemStatus`] as the app-server spells it; a `fileChange` item with what each of its changes
+//! writes, [`AnnouncedChange`]), token counts, and the [`Notification`]s the bridge acts on, each
+//! read typed (a missing or mistyped field is an error, never a default).
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::frame::{ProtocolError, TurnRef, typed, typed_ref};
@@ -50,11 +50,16 @@ pub enum Item {
         status: ItemStatus,
         exit_code: Option<i64>,
     },
+    /// The one reading of a `fileChange` item: which files it changes (what a turn reports)
+    /// and what it writes to each (what a file-change approval shows a person, see
+    /// [`ChangeBook`](super::super::approval::ChangeBook)).
     FileChange {
         id: String,
         status: ItemStatus,
-        /// The paths changed.
-        paths: Vec<String>,
+        /// Each change in codex's order, read typed on its own: `Err` for one that names its
+        /// path but is not a change as codex announces it (its kind or content missing or
+        /// mistyped). A change without a path makes the whole item malformed.
+        changes: Vec<Result<AnnouncedChange, UnreadableChange>>,
     },
     /// Any other item type (user messages, reasoning, MCP calls, web searches, …).
     Other {
@@ -89,15 +94,8 @@ enum WireItem {
     FileChange {
         id: String,
         status: WireItemStatus,
-        changes: Vec<WirePath>,
+        changes: Vec<WireChange>,
     },
-}
-
-/// A file change's path (what it writes is read, for a person, by
-/// [`ChangeBook`](super::super::approval::ChangeBook)).
-#[derive(Deserialize)]
-struct WirePath {
-    path: String,
 }
 
 impl Item {
@@ -132,8 +130,20 @@ impl Item {
             } => Item::FileChange {
                 id,
                 status: status.into(),
-                paths: changes.into_iter().map(|c| c.path).collect(),
+                changes: changes.into_iter().map(|c| c.0).collect(),
             },
+        })
+    }
+
+    /// The paths a `fileChange` item changes, in order (none for any other item).
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        let changes = match self {
+            Item::FileChange { changes, .. } => changes.as_slice(),
+            _ => &[],
+        };
+        changes.iter().map(|c| match c {
+            Ok(c) => c.path.as_str(),
+            Err(u) => u.path.as_str(),
         })
     }
 }
@@ -156,52 +166,38 @@ pub struct AnnouncedKind {
     pub move_path: Option<String>,
 }
 
-/// A `fileChange` item of an `item/started` or `item/completed` line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FileChangeItem {
-    pub id: String,
-    /// `item/completed`: the change is done, no approval names it any more.
-    pub completed: bool,
-    /// Each change, read typed (`Err`: one that is not a change as codex announces it);
-    /// `None` when the item has no list of changes.
-    pub changes: Option<Vec<Result<AnnouncedChange, String>>>,
+/// A change of a `fileChange` item that names its path but not what it writes as codex
+/// announces a change: the item's files are known, what it writes is not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableChange {
+    pub path: String,
+    /// Why it is not an [`AnnouncedChange`].
+    pub reason: String,
 }
 
-/// Read `line` as a `fileChange` item of `item/started` / `item/completed`: `None` for any other
-/// line, or an item without its id.
-pub fn file_change_item(line: &str) -> Option<FileChangeItem> {
-    #[derive(Deserialize)]
-    struct Line {
-        method: String,
-        params: Params,
+/// A file change's path (required: without one the item is malformed).
+#[derive(Deserialize)]
+struct WirePath {
+    path: String,
+}
+
+/// One change of a `fileChange` item as read from the wire: its path required, the rest read
+/// as an [`AnnouncedChange`] on its own, so that a change that is not one leaves the item
+/// readable (and unshowable) instead of malformed.
+struct WireChange(Result<AnnouncedChange, UnreadableChange>);
+
+impl<'de> Deserialize<'de> for WireChange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // one change held as it came, read twice: for its path, then as a whole change
+        let v = Value::deserialize(d)?;
+        let WirePath { path } = WirePath::deserialize(&v).map_err(serde::de::Error::custom)?;
+        Ok(WireChange(AnnouncedChange::deserialize(&v).map_err(|e| {
+            UnreadableChange {
+                path,
+                reason: e.to_string(),
+            }
+        })))
     }
-    #[derive(Deserialize)]
-    struct Params {
-        item: Item,
-    }
-    #[derive(Deserialize)]
-    struct Item {
-        #[serde(rename = "type")]
-        kind: String,
-        id: String,
-        #[serde(default)]
-        changes: Option<Vec<Value>>,
-    }
-    let l: Line = serde_json::from_str(line).ok()?;
-    let completed = match l.method.as_str() {
-        "item/started" => false,
-        "item/completed" => true,
-        _ => return None,
-    };
-    (l.params.item.kind == "fileChange").then(|| FileChangeItem {
-        id: l.params.item.id,
-        completed,
-        changes: l.params.item.changes.map(|c| {
-            c.iter()
-                .map(|c| AnnouncedChange::deserialize(c).map_err(|e| e.to_string()))
-                .collect()
-        }),
-    })
 }
 
 /// Token counts of the last model call and of the whole thread.
@@ -526,7 +522,14 @@ mod tests {
                     item: Item::FileChange {
                         id: "p1".into(),
                         status: ItemStatus::InProgress,
-                        paths: vec!["/w/a.txt".into()]
+                        changes: vec![Ok(AnnouncedChange {
+                            path: "/w/a.txt".into(),
+                            kind: AnnouncedKind {
+                                kind: "add".into(),
+                                move_path: None
+                            },
+                            diff: "x".into()
+                        })]
                     }
                 },
                 Notification::Error {
@@ -539,6 +542,51 @@ mod tests {
                     method: "thread/status/changed".into()
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_file_change_item_is_read_once_with_its_paths_and_what_each_change_writes() {
+        let line = with_ids(
+            r#"{"method":"item/started","params":{"item":{"type":"fileChange","id":"f","changes":[{"path":"/w/a","kind":{"type":"update","move_path":"/w/b"},"diff":"@@\n-a\n+b\n"},{"path":"/w/c","kind":{"type":"add"}},{"path":"/w/d","kind":{},"diff":"x"},{"path":"/w/e","kind":{"type":"delete"},"diff":null}],"status":"inProgress"},"threadId":"T","turnId":"U"}}"#,
+        );
+        let Ok(Incoming::Notification(Notification::ItemStarted { item, .. })) = parse_line(&line)
+        else {
+            panic!("a file change is read")
+        };
+        // every change names its file, read or not: what a turn reports
+        assert_eq!(
+            item.paths().collect::<Vec<_>>(),
+            ["/w/a", "/w/c", "/w/d", "/w/e"]
+        );
+        let Item::FileChange { id, changes, .. } = item else {
+            panic!("{item:?}")
+        };
+        assert_eq!(id, "f");
+        // what it writes, read typed change by change: what an approval shows, or not at all
+        assert_eq!(
+            changes[0],
+            Ok(AnnouncedChange {
+                path: "/w/a".into(),
+                kind: AnnouncedKind {
+                    kind: "update".into(),
+                    move_path: Some("/w/b".into())
+                },
+                diff: "@@\n-a\n+b\n".into()
+            })
+        );
+        for (c, path) in changes[1..].iter().zip(["/w/c", "/w/d", "/w/e"]) {
+            assert!(matches!(c, Err(u) if u.path == path), "{c:?}");
+        }
+        // the other items name no file
+        assert_eq!(
+            Item::Other {
+                kind: "reasoning".into(),
+                id: "r".into()
+            }
+            .paths()
+            .count(),
+            0
         );
     }
 
@@ -594,6 +642,15 @@ mod tests {
             item(
                 r#"{"type":"fileChange","id":"f","changes":[{"kind":{"type":"add"},"diff":"x"}],"status":"completed"}"#,
                 "item/started",
+            ),
+            // a change whose path is no string, an item without its list of changes
+            item(
+                r#"{"type":"fileChange","id":"f","changes":[{"path":1,"kind":{"type":"add"},"diff":"x"}],"status":"completed"}"#,
+                "item/started",
+            ),
+            item(
+                r#"{"type":"fileChange","id":"f","status":"completed"}"#,
+                "item/completed",
             ),
             // a count missing from the usage
             usage(r#"{"totalTokens":3,"inputTokens":1,"cachedInputTokens":0,"outputTokens":2}"#),

@@ -65,10 +65,7 @@ pub use frame::{
     Request, RequestId, RpcError, TurnRef, initialize, initialized,
 };
 pub use incoming::{Incoming, parse_line};
-pub use items::{
-    AnnouncedChange, AnnouncedKind, FileChangeItem, Item, Notification, TokenUsage,
-    file_change_item,
-};
+pub use items::{AnnouncedChange, AnnouncedKind, Item, Notification, TokenUsage, UnreadableChange};
 pub use policy::{Approvals, EffectivePolicy, PolicyMismatch, ReportedSandbox, sandbox_policy};
 pub use requests::{
     CommandApprovalParams, CommandKind, ElicitationParams, ElicitationRequest,
