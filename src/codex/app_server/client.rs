@@ -645,7 +645,7 @@ mod tests {
         let err = client
             .start_turn(&TurnParams {
                 thread: &t,
-                prompt: &protocol::Prompt::parse("prompt", "x".into()).unwrap(),
+                prompt: &crate::security::prompt::Prompt::parse("prompt", "x".into()).unwrap(),
                 sandbox: None,
                 cwd: Path::new("/w"),
                 model: None,

@@ -54,7 +54,6 @@ mod turn;
 /// A thread id: the bridge's one thread id type (a UUID, parsed once), in every message
 /// written and read here.
 pub use crate::security::ids::ThreadId;
-pub use crate::security::prompt::Prompt;
 
 /// The state of a command or file-change item: the bridge's own ([`ItemStatus`]), read from
 /// the app-server's camel-case spelling.
@@ -93,7 +92,8 @@ mod fixtures {
 
     use serde_json::Value;
 
-    use super::{Message, Prompt, ThreadId, TurnRef};
+    use super::{Message, ThreadId, TurnRef};
+    use crate::security::prompt::Prompt;
 
     pub(super) const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
     pub(super) const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
