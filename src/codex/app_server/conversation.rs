@@ -611,3 +611,125 @@ pub async fn bounded<T>(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use std::path::Path;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, duplex};
+
+    const THREAD: &str = "01a22759-e393-7f71-bea4-35a12106bc11";
+    const FORKED: &str = "01a22759-e393-7f71-bea4-35a12106bc22";
+
+    /// A conversation over two in-memory pipes, and the scripted app-server's ends.
+    fn conversation() -> (
+        Conversation<tokio::io::DuplexStream>,
+        tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+        tokio::io::DuplexStream,
+    ) {
+        let (client_out, server_in) = duplex(1 << 16);
+        let (server_out, client_in) = duplex(1 << 16);
+        let (client, events, asked) =
+            Client::with_answerer(client_in, client_out, 1 << 16, Duration::from_secs(5));
+        (
+            Conversation::new(client, events, asked),
+            BufReader::new(server_in).lines(),
+            server_out,
+        )
+    }
+
+    /// `thread/fork`'s result as codex 0.171.0 writes it, in `cwd` with `sandbox`.
+    fn forked(id: u64, cwd: &str, sandbox: Value) -> String {
+        json!({"id": id, "result": {"thread": {"id": FORKED, "ephemeral": false,
+            "historyMode": "paginated", "path": "/h/sessions/rollout-f.jsonl", "cwd": cwd,
+            "cliVersion": "0.171.0", "source": "vscode", "turns": []},
+            "model": "m", "modelProvider": "mock", "serviceTier": null, "cwd": cwd,
+            "runtimeWorkspaceRoots": [cwd], "instructionSources": [], "approvalPolicy": "never",
+            "approvalsReviewer": "user", "sandbox": sandbox, "activePermissionProfile": null,
+            "reasoningEffort": null, "multiAgentMode": "explicitRequestOnly",
+            "disabledPluginIds": []}})
+        .to_string()
+    }
+
+    /// The scripted server: read the fork request, check it is one, answer with `answer(id)`.
+    async fn answer_fork(
+        lines: &mut tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+        out: &mut tokio::io::DuplexStream,
+        answer: impl FnOnce(u64) -> String,
+    ) {
+        let line = lines.next_line().await.unwrap().unwrap();
+        let req: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(req["method"], "thread/fork", "{line}");
+        assert_eq!(req["params"]["threadId"], THREAD, "{line}");
+        let id = req["id"].as_u64().unwrap();
+        out.write_all(answer(id).as_bytes()).await.unwrap();
+        out.write_all(b"\n").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_fork_is_loaded_only_when_codex_reports_the_template_policy() {
+        let thread = ThreadId::parse(THREAD).unwrap();
+        let read_only = json!({"type": "readOnly", "networkAccess": false});
+        let (mut conv, mut lines, mut out) = conversation();
+        let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_secs(5));
+        let (got, ()) = tokio::join!(
+            asked,
+            answer_fork(&mut lines, &mut out, |id| forked(
+                id,
+                "/w",
+                read_only.clone()
+            ))
+        );
+        assert_eq!(got.unwrap(), ThreadId::parse(FORKED).unwrap());
+        assert_eq!(
+            conv.rollout(),
+            Some(Path::new("/h/sessions/rollout-f.jsonl")),
+            "the fork is the loaded thread"
+        );
+
+        // codex reports another sandbox (or directory) than the template's: refused, not loaded
+        let (mut conv, mut lines, mut out) = conversation();
+        let writable = json!({"type": "workspaceWrite", "writableRoots": ["/w"],
+            "networkAccess": false, "excludeTmpdirEnvVar": false, "excludeSlashTmp": false});
+        let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_secs(5));
+        let (got, ()) = tokio::join!(
+            asked,
+            answer_fork(&mut lines, &mut out, |id| forked(id, "/w", writable))
+        );
+        assert!(matches!(got, Err(ForkFailed::Policy(_))), "{got:?}");
+        assert_eq!(conv.rollout(), None, "a refused fork is not loaded");
+        let (mut conv, mut lines, mut out) = conversation();
+        let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_secs(5));
+        let (got, ()) = tokio::join!(
+            asked,
+            answer_fork(&mut lines, &mut out, |id| forked(
+                id,
+                "/elsewhere",
+                read_only
+            ))
+        );
+        assert!(matches!(got, Err(ForkFailed::Policy(_))), "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn a_fork_codex_does_not_answer_in_time_or_refuses_is_told_so() {
+        let thread = ThreadId::parse(THREAD).unwrap();
+        let (mut conv, mut lines, _out) = conversation();
+        let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_millis(200));
+        let (got, line) = tokio::join!(asked, lines.next_line());
+        assert!(line.unwrap().unwrap().contains("thread/fork"));
+        assert!(matches!(got, Err(ForkFailed::TimedOut)), "{got:?}");
+
+        let (mut conv, mut lines, mut out) = conversation();
+        let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_secs(5));
+        let refuse = |id: u64| {
+            json!({"id": id, "error": {"code": -32600, "message": "no rollout found"}}).to_string()
+        };
+        let (got, ()) = tokio::join!(asked, answer_fork(&mut lines, &mut out, refuse));
+        match got {
+            Err(ForkFailed::Refused(m)) => assert!(m.contains("could not fork"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
