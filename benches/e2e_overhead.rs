@@ -1,5 +1,6 @@
-//! The bridge's overhead per turn over bare codex, against the real codex binary (the pinned
-//! `codex-cli 0.145.0`, from the test support's fetcher) and the mock Responses API.
+//! The bridge's overhead per turn over bare codex, against the real codex binary (the codex under
+//! test: `CODEX_BIN`, else the test support's fetcher's `CODEX_VERSION_UNDER_TEST`, by default
+//! the newest tested) and the mock Responses API.
 //!
 //! Each pair runs one turn two ways, in alternating order (bridge first on even pairs, bare
 //! first on odd ones) so that drift cancels out:
