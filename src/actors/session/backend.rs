@@ -14,6 +14,7 @@ use super::message::TurnRun;
 use super::task::exec_turn;
 use super::warm::warm_turn;
 use crate::actors::shared::Shared;
+use crate::codex::process::TurnControl;
 use crate::codex::process::WarmProcess;
 use crate::error::Error;
 use crate::error::Result;
@@ -31,6 +32,7 @@ impl Driver for Codex {
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,
+        control: &'a mut TurnControl,
         plan: Plan,
         warm: Option<WarmProcess>,
     ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
@@ -48,7 +50,7 @@ impl Driver for Codex {
                     server,
                     turn: t,
                     wanted,
-                } => warm_turn(turn, warm, server, t, wanted).await,
+                } => warm_turn(turn, control, warm, (server, t, wanted)).await,
             }
         })
     }

@@ -95,8 +95,9 @@ pub(super) enum Invocation {
     },
 }
 
-/// What a turn's task hands its driver besides the plan ([`Plan`]): where the turn runs and
-/// whose it is, its control handle and the sink of its events.
+/// What a turn's task hands its driver besides the plan ([`Plan`]) and the turn's control
+/// ([`TurnControl`]: on the app-server its steer inbox and the asker of its caller's person):
+/// where the turn runs and whose it is, its cancel and the sink of its events.
 pub(super) struct TurnEnv<'a> {
     /// The session the turn is of (the record its processes are on).
     pub(super) session: &'a SessionId,
@@ -104,16 +105,9 @@ pub(super) struct TurnEnv<'a> {
     pub(super) client: &'a ClientContext,
     pub(super) timeout: Duration,
     pub(super) prior_usage: Usage,
-    pub(super) control: Control<'a>,
-    pub(super) sink: Sink,
-}
-
-/// A turn's control handle: its cancel and, on the app-server, its steer inbox and the asker
-/// of its caller's person (taken by the run that reaches codex, kept for a run on another
-/// process when this one had ended before the turn reached it).
-pub(super) struct Control<'a> {
+    /// The call's cancel.
     pub(super) cancel: &'a CancellationToken,
-    pub(super) turn: std::sync::Mutex<TurnControl>,
+    pub(super) sink: Sink,
 }
 
 /// The sink of a turn's events, the bridge's own ([`Event`]): a process spawned and a thread
@@ -169,39 +163,37 @@ impl TurnEnv<'_> {
     /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
     /// records its process for the crash sweep.
     pub(super) fn options(&self) -> RunOptions {
-        let mut opts = self.client.run_options(self.timeout, self.control.cancel);
+        let mut opts = self.client.run_options(self.timeout, self.cancel);
         opts.prior_thread_usage = self.prior_usage;
         opts.on_spawn = Some(self.sink.spawn_hook());
         opts
     }
 
-    /// Run the turn on a warm process, with the turn's control handle and its sink.
+    /// Run the turn on a warm process, with the turn's control (kept for a run on another
+    /// process when this one had ended before the turn reached it) and its sink.
     pub(super) async fn run_on(
         &self,
         process: &mut WarmProcess,
-        wanted: ThreadWanted,
-        t: &WarmTurn,
+        (wanted, t): (ThreadWanted, &WarmTurn),
         opts: &RunOptions,
+        control: &mut TurnControl,
     ) -> TurnOutcome {
-        let lock = || self.control.turn.lock().unwrap_or_else(|p| p.into_inner());
-        let mut ctl = std::mem::take(&mut *lock());
-        let outcome = process
-            .run_turn(wanted, t, opts, &mut ctl, self.sink.events())
-            .await;
-        *lock() = ctl;
-        outcome
+        process
+            .run_turn(wanted, t, opts, control, self.sink.events())
+            .await
     }
 }
 
 /// Runs a session's prepared turns and its forks.
 pub(super) trait Driver: Send + Sync + 'static {
-    /// Run one planned turn, `plan`, to its end (completion, failure, timeout or the cancel of
-    /// `turn.control`), its events into `turn.sink`; which backend ran it is in the answer.
+    /// Run one planned turn, `plan`, to its end (completion, failure, timeout or `turn.cancel`),
+    /// its events into `turn.sink`, with its `control`; which backend ran it is in the answer.
     /// `warm` is the session's warm process between turns; it comes back when it may serve
     /// the next.
     fn run<'a>(
         &'a self,
         turn: &'a TurnEnv<'a>,
+        control: &'a mut TurnControl,
         plan: Plan,
         warm: Option<WarmProcess>,
     ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)>;

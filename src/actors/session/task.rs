@@ -1,7 +1,7 @@
 //! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::driver::{Control, Prepared, Sink, TurnEnv};
+use super::driver::{Prepared, Sink, TurnEnv};
 use super::message::{Finished, SessionMessage, TurnEnd, TurnRun};
 use super::state::{Phase, SessionState, SteerInbox, TurnGuard};
 use crate::actors::calls::TurnCall;
@@ -39,7 +39,7 @@ pub(super) fn launch(
     let task_cancel = cancel.clone();
     let warm = st.warm.take();
     let session = st.id.clone();
-    let (control, steer) = control_of(call, &prepared);
+    let (mut control, steer) = control_of(call, &prepared);
     // one span per turn, with the session id, so a user can follow a call through the logs
     let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
     let task = tokio::spawn(tracing::Instrument::instrument(
@@ -68,10 +68,7 @@ pub(super) fn launch(
                 client: &client,
                 timeout,
                 prior_usage,
-                control: Control {
-                    cancel: &task_cancel,
-                    turn: std::sync::Mutex::new(control),
-                },
+                cancel: &task_cancel,
                 sink: Sink {
                     me: me.clone(),
                     secrets: client.secrets.clone(),
@@ -81,7 +78,7 @@ pub(super) fn launch(
             let (result, warm) = match slot {
                 Err(e) => (Err(e), warm),
                 Ok(slot) => {
-                    let outcome = backends.0.run(&turn, plan, warm).await;
+                    let outcome = backends.0.run(&turn, &mut control, plan, warm).await;
                     drop(slot);
                     outcome
                 }

@@ -20,7 +20,7 @@ use crate::actors::calls::WorkDir;
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::codex::events::{Event, FailureKind};
-use crate::codex::process::{Ending, TurnOutcome, TurnOutput, WarmProcess};
+use crate::codex::process::{Ending, TurnControl, TurnOutcome, TurnOutput, WarmProcess};
 use crate::config::Backend;
 use crate::config::{Config, Settings};
 use crate::security::ids::SessionId;
@@ -68,6 +68,7 @@ impl Driver for Fake {
     fn run<'a>(
         &'a self,
         env: &'a TurnEnv<'a>,
+        _control: &'a mut TurnControl,
         plan: Plan,
         _warm: Option<WarmProcess>,
     ) -> futures::future::BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
@@ -92,7 +93,7 @@ impl Driver for Fake {
             on_event(&Event::TurnStarted);
             let ending = if prompt.starts_with("hold") {
                 tokio::select! {
-                    _ = env.control.cancel.cancelled() => Ending::Cancelled,
+                    _ = env.cancel.cancelled() => Ending::Cancelled,
                     p = self.release.acquire() => {
                         p.unwrap().forget();
                         Ending::Completed

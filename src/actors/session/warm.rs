@@ -11,6 +11,7 @@ use crate::codex::argv::WarmTurn;
 use crate::codex::events::FailureKind;
 use crate::codex::process::Ending;
 use crate::codex::process::ThreadWanted;
+use crate::codex::process::TurnControl;
 use crate::codex::process::TurnOutcome;
 use crate::codex::process::WarmProcess;
 use crate::codex::process::key_of;
@@ -51,10 +52,9 @@ pub(super) async fn exec_instead(turn: &TurnEnv<'_>, t: WarmTurn, wanted: Thread
 /// the process back when it may serve the next turn.
 pub(super) async fn warm_turn(
     turn: &TurnEnv<'_>,
+    control: &mut TurnControl,
     warm: Option<WarmProcess>,
-    server: SpawnSpec,
-    t: WarmTurn,
-    wanted: ThreadWanted,
+    (server, t, wanted): (SpawnSpec, WarmTurn, ThreadWanted),
 ) -> (TurnRun, Option<WarmProcess>) {
     let started = Instant::now();
     let mut opts = turn.options();
@@ -93,7 +93,9 @@ pub(super) async fn warm_turn(
             .timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
-        let outcome = turn.run_on(&mut process, wanted, &t, &opts).await;
+        let outcome = turn
+            .run_on(&mut process, (wanted, &t), &opts, control)
+            .await;
         let ended_unreached = !process.reusable()
             && !process.accepted()
             && matches!(
@@ -103,7 +105,7 @@ pub(super) async fn warm_turn(
                     ..
                 }
             );
-        if ended_unreached && attempt < REPLACEMENTS && !turn.control.cancel.is_cancelled() {
+        if ended_unreached && attempt < REPLACEMENTS && !turn.cancel.is_cancelled() {
             // it had ended (killed, crashed) before codex accepted the turn: nothing of the
             // turn ran there, and a new one runs it on the same thread
             attempt += 1;
@@ -143,7 +145,7 @@ pub(super) async fn obtain(
         StartFor {
             shared: turn.shared,
             secrets: &turn.client.secrets,
-            cancel: turn.control.cancel,
+            cancel: turn.cancel,
             timeout: turn.timeout,
         },
         server,
