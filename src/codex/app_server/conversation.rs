@@ -732,4 +732,188 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    const TURN: &str = "01a22753-3cfc-7740-b25a-145bedef01df";
+
+    /// A warm turn in `dir` (read-only, no model), as a session's would be built.
+    fn warm_turn(dir: &Path) -> WarmTurn {
+        let d = dir.to_str().unwrap();
+        let common = crate::codex::argv::Common {
+            program: "codex".into(),
+            env: vec![],
+            overrides: vec![],
+            allow_danger: false,
+            disable_mcp_servers: vec![],
+        };
+        let req = crate::codex::argv::TurnRequest {
+            prompt: crate::security::prompt::Prompt::parse("prompt", "hi".into()).unwrap(),
+            sandbox: None,
+            model: None,
+            reasoning_effort: None,
+            cwd: crate::security::paths::Confined::unchecked(
+                d,
+                d,
+                crate::security::paths::Kind::Dir,
+                "workingDirectory",
+            ),
+            images: vec![],
+            resume: None,
+            output_schema: None,
+            output_last_message: None,
+        };
+        crate::codex::argv::build_warm_turn(&common, req).unwrap()
+    }
+
+    /// The scripted server's half of a turn: answer `thread/start` (the template policy in
+    /// `dir`) and `turn/start`, then write `after` (notification lines).
+    async fn serve_turn(
+        lines: &mut tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
+        out: &mut tokio::io::DuplexStream,
+        dir: &str,
+        after: &[String],
+    ) {
+        for (method, result) in [
+            ("thread/start", None),
+            (
+                "turn/start",
+                Some(
+                    json!({"turn": {"id": TURN, "items": [], "status": "inProgress", "error": null}}),
+                ),
+            ),
+        ] {
+            let line = lines.next_line().await.unwrap().unwrap();
+            let req: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(req["method"], method, "{line}");
+            let id = req["id"].as_u64().unwrap();
+            let answer = match result {
+                Some(r) => json!({"id": id, "result": r}).to_string(),
+                None => forked(id, dir, json!({"type": "readOnly", "networkAccess": false}))
+                    .replace(FORKED, THREAD),
+            };
+            out.write_all(format!("{answer}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+        for l in after {
+            out.write_all(format!("{l}\n").as_bytes()).await.unwrap();
+        }
+    }
+
+    /// A notification of the turn: `method` with `params` plus its thread and turn.
+    fn of_turn(method: &str, mut params: Value) -> String {
+        params["threadId"] = json!(THREAD);
+        if params.get("turn").is_none() {
+            params["turnId"] = json!(TURN);
+        }
+        json!({"method": method, "params": params}).to_string()
+    }
+
+    /// Drive one turn of `conv` on a new thread in `dir`; with `cancel_at_start`, its caller
+    /// cancels it once codex started it (the sink sees `TurnStarted`).
+    async fn drive_once(
+        conv: &mut Conversation<tokio::io::DuplexStream>,
+        dir: &Path,
+        cancel_at_start: bool,
+    ) -> (Result<(), Stop>, Transcript, Vec<events::Event>) {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let turn = warm_turn(dir);
+        let mut opts = RunOptions::new(Duration::from_secs(10), Default::default());
+        opts.cancel = cancel.clone();
+        let deadline = tokio::time::Instant::now() + opts.timeout;
+        let mut ctl = TurnControl::default();
+        let mut asks = Asks::default();
+        let screen: Box<Screen> = Box::new(|_, asking, _, _| {
+            Box::pin(async move {
+                asking.asked.decline();
+                DecisionRecord {
+                    asked: String::new(),
+                    decision: crate::question::Decision::Decline,
+                    by_person: false,
+                    reason: None,
+                }
+            })
+        });
+        let mut t = Transcript::default();
+        let mut seen = Vec::new();
+        let ended = conv
+            .drive(
+                ThreadWanted::Start,
+                &turn,
+                &opts,
+                deadline,
+                (&mut ctl, &mut asks, &*screen),
+                &mut t,
+                &mut |ev: &events::Event| {
+                    if cancel_at_start && matches!(ev, events::Event::TurnStarted) {
+                        cancel.cancel();
+                    }
+                    seen.push(ev.clone())
+                },
+            )
+            .await;
+        (ended, t, seen)
+    }
+
+    #[tokio::test]
+    async fn a_turn_is_driven_from_turn_start_to_turn_completed_over_a_duplex() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let d = dir.to_str().unwrap().to_owned();
+        let (mut conv, mut lines, mut out) = conversation();
+        let after = [
+            of_turn(
+                "turn/started",
+                json!({"turn": {"id": TURN, "items": [], "status": "inProgress"}}),
+            ),
+            of_turn(
+                "item/completed",
+                json!({"item": {"type": "agentMessage", "id": "msg_1", "text": "hello"}}),
+            ),
+            // another turn's item is not this turn's
+            json!({"method": "item/completed", "params": {"threadId": THREAD,
+                "turnId": "01a22753-3cfc-7740-b25a-145bedef0000",
+                "item": {"type": "agentMessage", "id": "msg_2", "text": "not ours"}}})
+            .to_string(),
+            of_turn(
+                "turn/completed",
+                json!({"turn": {"id": TURN, "items": [], "status": "completed"}}),
+            ),
+        ];
+        let ((ended, t, seen), ()) = tokio::join!(
+            drive_once(&mut conv, &dir, false),
+            serve_turn(&mut lines, &mut out, &d, &after)
+        );
+        assert!(ended.is_ok(), "{:?}", ended.err().map(|_| "stopped"));
+        assert!(conv.accepted(), "codex accepted the turn");
+        assert_eq!(t.thread_id, Some(ThreadId::parse(THREAD).unwrap()));
+        assert_eq!(t.last_message.as_deref(), Some("hello"));
+        assert!(
+            seen.iter().any(|e| matches!(e, events::Event::TurnStarted)),
+            "{seen:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_turn_stops_with_its_turn_for_the_interrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().canonicalize().unwrap();
+        let d = dir.to_str().unwrap().to_owned();
+        let (mut conv, mut lines, mut out) = conversation();
+        let started = [of_turn(
+            "turn/started",
+            json!({"turn": {"id": TURN, "items": [], "status": "inProgress"}}),
+        )];
+        let ((ended, _, _), ()) = tokio::join!(
+            drive_once(&mut conv, &dir, true),
+            serve_turn(&mut lines, &mut out, &d, &started)
+        );
+        match ended {
+            Err(Stop::Cancelled(Some(turn))) => assert_eq!(turn.to_string(), TURN),
+            Err(Stop::Cancelled(None)) => panic!("cancelled without its turn"),
+            Err(Stop::Closed(e)) => panic!("closed: {e:?}"),
+            Err(Stop::Refused(m)) => panic!("refused: {m}"),
+            Err(_) => panic!("stopped for another reason"),
+            Ok(()) => panic!("a cancelled turn completed"),
+        }
+    }
 }
