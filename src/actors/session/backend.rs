@@ -14,14 +14,11 @@ use super::message::TurnRun;
 use super::task::exec_turn;
 use super::warm::warm_turn;
 use crate::actors::shared::Shared;
-use crate::codex::process::TurnControl;
-use crate::codex::process::WarmProcess;
-use crate::error::Error;
-use crate::error::Result;
+use crate::codex::process::{TurnControl, WarmProcess};
+use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use std::sync::Arc;
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The real driver: `codex exec` for an exec turn, the session's warm `codex app-server` for a

@@ -8,13 +8,10 @@ use super::message::SessionMessage;
 use super::state::{Phase, SessionState};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
-use crate::error::Error;
-use crate::error::Result;
-use crate::security::ids::SessionId;
-use crate::security::ids::ThreadId;
+use crate::error::{Error, Result};
+use crate::security::ids::{SessionId, ThreadId};
 use crate::store::SessionRecord;
-use ractor::ActorCell;
-use ractor::ActorRef;
+use ractor::{ActorCell, ActorRef};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 

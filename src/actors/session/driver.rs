@@ -8,18 +8,12 @@ use super::message::{CallMeta, SessionMessage, TurnRun};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::codex::argv::{CheckedTurn, Common, SpawnSpec, WarmTurn};
-use crate::codex::events::Event;
-use crate::codex::events::Usage;
-use crate::codex::process::RunOptions;
-use crate::codex::process::SpawnHook;
-use crate::codex::process::SpawnInfo;
-use crate::codex::process::ThreadWanted;
-use crate::codex::process::TurnControl;
-use crate::codex::process::TurnOutcome;
-use crate::codex::process::WarmProcess;
+use crate::codex::events::{Event, Usage};
+use crate::codex::process::{
+    RunOptions, SpawnHook, SpawnInfo, ThreadWanted, TurnControl, TurnOutcome, WarmProcess,
+};
 use crate::error::Result;
-use crate::security::ids::SessionId;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
 use ractor::ActorRef;
 use std::sync::Arc;

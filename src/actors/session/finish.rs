@@ -9,14 +9,11 @@ use crate::codex::events::FailureKind;
 use crate::codex::process::Ending;
 use crate::codex::rollout::TurnContext;
 use crate::config::Backend;
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::SessionId;
 use crate::security::redact::redact;
-use crate::store::SessionRecord;
-use crate::store::TurnStatus;
-use crate::store::now_ms;
+use crate::store::{SessionRecord, TurnStatus, now_ms};
 use std::time::Duration;
 use tokio::sync::oneshot;
 

@@ -20,22 +20,18 @@
 
 use crate::actors::calls::TurnCall;
 use crate::actors::report::TurnReport;
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use close::{close, close_warm, closed};
 use finish::finish;
 use fork::fork;
 use prepare::prepare;
 use queue::queue;
-use ractor::Actor;
-use ractor::ActorProcessingErr;
-use ractor::ActorRef;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use state::Phase;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use steer::steer;
 use task::launch;
 use tokio::sync::oneshot;

@@ -5,24 +5,17 @@
 use super::driver::{Plan, Prepared};
 use super::message::CallMeta;
 use super::state::SessionState;
-use crate::actors::calls::TurnCall;
-use crate::actors::calls::WorkDir;
+use crate::actors::calls::{TurnCall, WorkDir};
 use crate::actors::client::ClientContext;
 use crate::actors::pool::warm::Admission;
-use crate::codex::argv::TurnRequest;
-use crate::codex::argv::check_turn;
+use crate::codex::argv::{TurnRequest, check_turn};
 use crate::codex::events::Usage;
 use crate::config::Backend;
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
-use crate::security::paths::Confined;
-use crate::security::paths::Kind;
-use crate::store::SessionRecord;
-use crate::store::TurnStatus;
-use crate::store::now_ms;
-use std::path::Path;
-use std::path::PathBuf;
+use crate::security::paths::{Confined, Kind};
+use crate::store::{SessionRecord, TurnStatus, now_ms};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The working directory of a call on this session: the one it is bound to (a caller naming

@@ -4,8 +4,7 @@
 use super::state::SessionState;
 use crate::actors::calls::TurnCall;
 use crate::actors::report::TurnReport;
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::time::Instant;
 use tokio::sync::oneshot;
 

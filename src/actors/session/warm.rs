@@ -6,18 +6,11 @@ use super::driver::TurnEnv;
 use super::message::{TurnEnd, TurnRun};
 use super::task::{exec_turn, log_finished};
 use crate::actors::pool::starts::{StartFor, WarmStart, start_warm};
-use crate::codex::argv::SpawnSpec;
-use crate::codex::argv::WarmTurn;
+use crate::codex::argv::{SpawnSpec, WarmTurn};
 use crate::codex::events::FailureKind;
-use crate::codex::process::Ending;
-use crate::codex::process::ThreadWanted;
-use crate::codex::process::TurnControl;
-use crate::codex::process::TurnOutcome;
-use crate::codex::process::WarmProcess;
-use crate::codex::process::key_of;
+use crate::codex::process::{Ending, ThreadWanted, TurnControl, TurnOutcome, WarmProcess, key_of};
 use crate::config::Backend;
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How many times a turn's warm process may be replaced because it had ended before the turn
 /// reached it (killed from outside, the OOM killer, a crash at start-up).
