@@ -11,7 +11,7 @@ use crate::actors::pool::warm::Serves;
 use crate::actors::runner::Lease;
 use crate::actors::runner::Runner;
 use crate::actors::schema::Plan;
-use crate::codex::argv::{TurnRequest, build_turn, build_warm_turn};
+use crate::codex::argv::{Common, TurnRequest, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};
 use crate::error::{Error, Result};
@@ -121,8 +121,10 @@ enum Route<'l> {
     Exec(Files),
 }
 
-/// What every attempt of a call shares: the plan and the turn's model, directory and images.
+/// What every attempt of a call shares: the client's codex invocation, the plan and the
+/// turn's model, directory and images.
 struct Target<'a> {
+    common: &'a Common,
     plan: &'a Plan,
     model: &'a Option<String>,
     cwd: &'a Confined,
@@ -142,13 +144,13 @@ impl Route<'_> {
         (prompt, thread): (Prompt, Option<ThreadId>),
         remaining: Duration,
     ) -> Result<Attempt> {
-        let common = runner.client.common_for(false);
+        let common = target.common;
         let req = request(target.model, target.cwd, prompt);
         match self {
             Route::Warm(lease) => {
                 let wanted = thread.map_or(ThreadWanted::Start, ThreadWanted::Resume);
                 let turn =
-                    build_warm_turn(&common, req)?.into_one_shot(target.plan.native_schema.clone());
+                    build_warm_turn(common, req)?.into_one_shot(target.plan.native_schema.clone());
                 let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
                 let text = outcome.output.message.clone().unwrap_or_default();
                 Ok((outcome, queued, text, SandboxLevel::ReadOnly))
@@ -166,7 +168,7 @@ impl Route<'_> {
                     output_last_message: Some(files.answer.clone()),
                     ..req
                 };
-                let spec = build_turn(&common, req)?;
+                let spec = build_turn(common, req)?;
                 let sandbox = spec.sandbox();
                 let (outcome, queued) = runner.run(spec, remaining).await?;
                 let text = std::fs::read_to_string(&files.answer)
@@ -196,7 +198,9 @@ async fn answer_on(
         images,
         timeout,
     } = ask;
+    let common = runner.client.common_for(false);
     let target = Target {
+        common: &common,
         plan: &plan,
         model: &model,
         cwd: &cwd,

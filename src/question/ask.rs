@@ -17,10 +17,10 @@ pub type Asker = std::sync::Arc<
         + Sync,
 >;
 
-/// What answers the asker with a decision (and a person's input): it returns what the asker
-/// got, which is a decline when the decision cannot be given as it is (an accept whose input
-/// does not fit the question), or when nobody waits for it any more.
-pub type Reply = Box<dyn FnOnce(Decision, Option<Input>) -> Decision + Send>;
+/// What answers the asker with a decision (and a person's input) on the question asked: it
+/// returns what the asker got, which is a decline when the decision cannot be given as it is
+/// (an accept whose input does not fit the question), or when nobody waits for it any more.
+pub type Reply = Box<dyn FnOnce(&Question, Decision, Option<Input>) -> Decision + Send>;
 
 /// A question handed to an answerer. Answer it before [`Asked::deadline`]; after it, or if this
 /// is dropped, the asker gets the decline.
@@ -62,7 +62,7 @@ impl Asked {
         if Instant::now() >= self.deadline {
             return Decision::Decline;
         }
-        (self.reply)(decision, input)
+        (self.reply)(&self.question, decision, input)
     }
 
     /// Decline now.
@@ -78,7 +78,7 @@ impl Asked {
         let copy = Asked::new(
             self.question.clone(),
             self.deadline,
-            Box::new(move |decision, input| match tx.send((decision, input)) {
+            Box::new(move |_, decision, input| match tx.send((decision, input)) {
                 Ok(()) => decision,
                 Err(_) => Decision::Decline,
             }),
@@ -139,7 +139,7 @@ mod tests {
     fn asked(deadline: Instant) -> (Asked, Arc<Mutex<Vec<Decision>>>) {
         let got = Arc::new(Mutex::new(Vec::new()));
         let seen = got.clone();
-        let reply: Reply = Box::new(move |d, _| {
+        let reply: Reply = Box::new(move |_, d, _| {
             seen.lock().unwrap().push(d);
             d
         });

@@ -492,9 +492,9 @@ pub fn ask(
     deadline: Instant,
 ) -> (Asking, oneshot::Receiver<AnswerLine>) {
     let (tx, rx) = oneshot::channel();
-    let (request, shown) = (req.clone(), question.clone());
-    let reply: Reply = Box::new(move |decision, input| {
-        let answer = AnswerLine::new(&request, &shown, decision, input);
+    let request = req.clone();
+    let reply: Reply = Box::new(move |question, decision, input| {
+        let answer = AnswerLine::new(&request, question, decision, input);
         let decided = answer.decision();
         match tx.send(answer) {
             Ok(()) => decided,
