@@ -12,6 +12,7 @@
 //! one; `listSessions` reads the store's index, which the actors keep current (they flush
 //! every change).
 
+pub mod backend;
 pub mod calls;
 pub mod client;
 pub mod files;
@@ -55,6 +56,8 @@ pub struct Bridge {
     registry: ActorRef<RegistryMessage>,
     shared: Arc<Shared>,
     own: Arc<ClientContext>,
+    /// The live session actors (the registry writes them).
+    live: Arc<registry::Live>,
 }
 
 impl Bridge {
@@ -66,10 +69,15 @@ impl Bridge {
 
     /// [`Bridge::start`] with what runs the session actors' turns and forks (a unit test's
     /// fake in place of codex).
-    pub async fn start_with(shared: Shared, backends: session::TurnDriver) -> Result<Bridge> {
+    pub async fn start_with(shared: Shared, driver: session::TurnDriver) -> Result<Bridge> {
         recover_interrupted(&shared.store).await?;
         let shared = Arc::new(shared);
-        let (registry, _) = Actor::spawn(None, RegistryActor { backends }, shared.clone())
+        let live = Arc::new(registry::Live::default());
+        let behaviour = RegistryActor {
+            driver,
+            live: live.clone(),
+        };
+        let (registry, _) = Actor::spawn(None, behaviour, shared.clone())
             .await
             .map_err(|e| {
                 Error::SessionFailed(format!("could not start the session registry: {e}"))
@@ -111,6 +119,7 @@ impl Bridge {
             registry,
             shared,
             own,
+            live,
         })
     }
 
@@ -374,7 +383,7 @@ impl Bridge {
     /// Live counts.
     pub fn counts(&self) -> Counts {
         Counts {
-            live_sessions: self.shared.live.len(),
+            live_sessions: self.live.len(),
             stored_sessions: self.shared.store.len(),
             active_turns: self.shared.limiter.active(),
             queued_turns: self.shared.limiter.queued(),
@@ -408,8 +417,7 @@ impl Bridge {
     /// Stop every session and one-shot (each kills its subprocess), then the registry; flush
     /// the store.
     pub async fn shutdown(&self) {
-        let actors: Vec<ActorRef<SessionMessage>> =
-            self.shared.live.iter().map(|e| e.value().clone()).collect();
+        let actors: Vec<ActorRef<SessionMessage>> = self.live.actors();
         // at once: each closes its warm app-server, if any (EOF, then a kill)
         futures::future::join_all(
             actors
@@ -431,9 +439,15 @@ impl Bridge {
         let _ = self.shared.store.flush().await;
     }
 
+    /// The live actor of session `id`, if any (the unit tests' probes).
+    #[cfg(test)]
+    pub(crate) fn live_actor(&self, id: &SessionId) -> Option<ActorRef<SessionMessage>> {
+        self.live.get(id)
+    }
+
     /// Test-only: is a session actor live?
     pub fn is_live(&self, id: &SessionId) -> bool {
-        self.shared.live.contains_key(id)
+        self.live.contains(id)
     }
 }
 

@@ -12,7 +12,7 @@
 //!
 //! On the app-server backend, `query`, `search` and `structured` (without images) run as
 //! ephemeral threads on a warm `codex app-server` of the calling client context
-//! ([`Runner::lease`]): the call's task takes the process whole from the warm pool (so this
+//! (the call's backend, [`crate::actors::backend::Source::OneShot`]): the call's task takes the process whole from the warm pool (so this
 //! actor's cancel or stop kills it, as a session turn's), runs its turn from the fixed
 //! templates (read-only, approval `never`, a new thread per call, `query`'s in a fresh empty
 //! directory), and gives it back only after a completed turn whose thread it let go of
@@ -29,9 +29,10 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::actors::backend::CodexBackend;
 use crate::actors::calls::{Answer, Finding, OneShot, OneShotCall};
 use crate::actors::client::ClientContext;
-use crate::actors::runner::{Lease, Runner};
+use crate::actors::runner::Runner;
 use crate::actors::shared::Shared;
 use crate::codex::argv::{PathKind, ReviewRequest, build_query, build_review, build_search};
 use crate::codex::process::{CodexCommand, SpawnHook, SpawnInfo, run_command};
@@ -231,7 +232,7 @@ pub(crate) async fn answer(
     call: OneShotCall,
     hook: SpawnHook,
     cancel: CancellationToken,
-) -> (Result<Answer>, Vec<Lease>) {
+) -> (Result<Answer>, Vec<CodexBackend>) {
     let OneShotCall {
         request,
         timeout,
@@ -245,11 +246,11 @@ pub(crate) async fn answer(
         hook,
         cancel: &cancel,
         progress,
-        leases: Default::default(),
+        backends: Default::default(),
     };
     let answer = run_call(&runner, request, timeout).await;
-    let leases = std::mem::take(&mut *runner.leases.lock().unwrap_or_else(|p| p.into_inner()));
-    (answer, leases)
+    let backends = std::mem::take(&mut *runner.backends.lock().unwrap_or_else(|p| p.into_inner()));
+    (answer, backends)
 }
 
 /// Run one session-less call (inside a one-shot actor's task) and answer `reply`, once the
@@ -262,9 +263,9 @@ pub(crate) async fn answer_then(
     cancel: CancellationToken,
     reply: tokio::sync::oneshot::Sender<Result<Answer>>,
 ) {
-    let (answer, leases) = answer(shared.clone(), call, hook, cancel).await;
-    for lease in leases {
-        lease.finish(&shared).await;
+    let (answer, backends) = answer(shared.clone(), call, hook, cancel).await;
+    for backend in backends {
+        backend.finish(&shared).await;
     }
     let _ = reply.send(answer);
 }
@@ -301,7 +302,7 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
             let req = ReviewRequest { target, model, cwd };
             let spec = build_review(&client.common_for(false), &req)?;
             let sandbox = spec.sandbox();
-            let (outcome, queued) = runner.run(spec, timeout).await?;
+            let (outcome, queued) = runner.exec(spec, timeout).await?;
             let mut a = Answer::of(outcome, queued, sandbox, None, req.model);
             a.findings = Some(parse_findings(&a.response));
             Ok(a)

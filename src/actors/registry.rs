@@ -67,9 +67,56 @@ pub enum RegistryMessage {
 }
 
 /// The registry's behaviour (its state is [`Shared`]), with what runs the session actors'
-/// turns and forks: codex ([`TurnDriver::default`]), or a unit test's fake.
+/// turns and forks: codex ([`TurnDriver::default`]), or a unit test's fake; and the live
+/// session actors, which only the registry writes.
 pub struct RegistryActor {
-    pub backends: TurnDriver,
+    pub driver: TurnDriver,
+    pub live: Arc<Live>,
+}
+
+/// The live session actors by session id: written by the registry alone (as it starts an
+/// actor, and as it learns one stopped), read by the bridge for its counts and its shutdown.
+#[derive(Default)]
+pub struct Live(dashmap::DashMap<SessionId, ActorRef<SessionMessage>>);
+
+impl Live {
+    /// The live actor of session `id`, if any.
+    pub(crate) fn get(&self, id: &SessionId) -> Option<ActorRef<SessionMessage>> {
+        self.0.get(id).map(|e| e.value().clone())
+    }
+
+    /// Whether session `id` has a live actor.
+    pub fn contains(&self, id: &SessionId) -> bool {
+        self.0.contains_key(id)
+    }
+
+    /// How many sessions have a live actor.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no session has a live actor.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every live actor, at this moment.
+    pub(crate) fn actors(&self) -> Vec<ActorRef<SessionMessage>> {
+        self.0.iter().map(|e| e.value().clone()).collect()
+    }
+
+    fn insert(&self, id: SessionId, actor: ActorRef<SessionMessage>) {
+        self.0.insert(id, actor);
+    }
+
+    fn remove(&self, id: &SessionId) {
+        self.0.remove(id);
+    }
+
+    /// Forget the actor whose cell is `cell` (it stopped).
+    fn forget(&self, cell: ractor::ActorId) {
+        self.0.retain(|_, a| a.get_id() != cell);
+    }
 }
 
 impl RegistryActor {
@@ -79,7 +126,7 @@ impl RegistryActor {
         shared: &Arc<Shared>,
         id: &SessionId,
     ) -> Result<ActorRef<SessionMessage>> {
-        let existing = shared.live.get(id).map(|e| e.value().clone());
+        let existing = self.live.get(id);
         if let Some(a) = existing {
             return Ok(a);
         }
@@ -89,7 +136,7 @@ impl RegistryActor {
             SessionActor,
             SessionArgs {
                 shared: shared.clone(),
-                backends: self.backends.clone(),
+                driver: self.driver.clone(),
                 id: id.clone(),
                 record,
             },
@@ -97,7 +144,7 @@ impl RegistryActor {
         )
         .await
         .map_err(|e| Error::SessionFailed(format!("could not start session {id}: {e}")))?;
-        shared.live.insert(id.clone(), actor.clone());
+        self.live.insert(id.clone(), actor.clone());
         Ok(actor)
     }
 
@@ -111,7 +158,7 @@ impl RegistryActor {
         timeout: std::time::Duration,
         reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
     ) {
-        if shared.live.get(&id).is_none() && !matches!(shared.store.get(&id), Ok(Some(_))) {
+        if !self.live.contains(&id) && !matches!(shared.store.get(&id), Ok(Some(_))) {
             let _ = reply.send(Err(Error::invalid(
                 "sessionId",
                 format!("no session {id}; start one with the `codex` tool"),
@@ -127,7 +174,7 @@ impl RegistryActor {
                         reply,
                     })
                 {
-                    shared.live.remove(&id);
+                    self.live.remove(&id);
                     let _ = reply.send(Err(Error::Busy(format!(
                         "session {id} was stopping; fork it again"
                     ))));
@@ -156,7 +203,7 @@ impl RegistryActor {
                 if let Err(e) = actor.cast(SessionMessage::StartTurn { call, reply }) {
                     // the actor stopped between lookup and cast (idle): forget it; the
                     // caller retries through a fresh actor
-                    shared.live.remove(&id);
+                    self.live.remove(&id);
                     let ractor::MessagingErr::SendErr(SessionMessage::StartTurn { call, reply }) =
                         e
                     else {
@@ -200,7 +247,7 @@ impl Actor for RegistryActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             RegistryMessage::Turn { call, reply } => self.turn(&myself, shared, call, reply).await,
-            RegistryMessage::Get { id, reply } => get(shared, id, reply),
+            RegistryMessage::Get { id, reply } => get(shared, &self.live, id, reply),
             RegistryMessage::Close {
                 id,
                 delete_thread,
@@ -212,7 +259,7 @@ impl Actor for RegistryActor {
                 text,
                 client,
                 reply,
-            } => steer(shared, id, text, client, reply),
+            } => steer(&self.live, id, text, client, reply),
             RegistryMessage::Fork {
                 id,
                 client,
@@ -223,7 +270,7 @@ impl Actor for RegistryActor {
                 ttl,
                 forgotten,
                 reply,
-            } => match expire_batch(shared, ttl).await {
+            } => match expire_batch(shared, &self.live, ttl).await {
                 Ok(0) => {
                     let flushed = match forgotten {
                         0 => Ok(()),
@@ -266,17 +313,15 @@ impl Actor for RegistryActor {
         &self,
         _myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
-        shared: &mut Self::State,
+        _shared: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                let id = cell.get_id();
-                shared.live.retain(|_, a| a.get_id() != id);
+                self.live.forget(cell.get_id());
                 tracing::debug!(?reason, "session or one-shot actor stopped");
             }
             SupervisionEvent::ActorFailed(cell, err) => {
-                let id = cell.get_id();
-                shared.live.retain(|_, a| a.get_id() != id);
+                self.live.forget(cell.get_id());
                 tracing::error!(error = %crate::security::redact::redact(&err.to_string()), "session or one-shot actor failed; a session restarts from its stored record on the next call");
             }
             _ => {}
@@ -287,14 +332,13 @@ impl Actor for RegistryActor {
 
 /// Hand a steer to a live session's actor; a session without one runs no turn.
 fn steer(
-    shared: &Arc<Shared>,
+    live: &Live,
     id: SessionId,
     text: crate::security::prompt::Prompt,
     client: Arc<crate::actors::client::ClientContext>,
     reply: oneshot::Sender<Result<()>>,
 ) {
-    let live = shared.live.get(&id).map(|e| e.value().clone());
-    let unsent = match live {
+    let unsent = match live.get(&id) {
         Some(actor) => match actor.cast(SessionMessage::Steer {
             text,
             client,
@@ -321,17 +365,18 @@ fn steer(
 /// actor (or whose actor stopped meanwhile, leaving its record flushed) is read from the store.
 fn get(
     shared: &Arc<Shared>,
+    live: &Live,
     id: SessionId,
     reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
 ) {
-    let existing = shared.live.get(&id).map(|e| e.value().clone());
+    let existing = live.get(&id);
     // a live actor answers from its record; one that stopped meanwhile left its
     // record flushed in the store
     let reply = match existing {
         Some(actor) => match actor.cast(SessionMessage::Get { reply }) {
             Ok(()) => return,
             Err(ractor::MessagingErr::SendErr(SessionMessage::Get { reply })) => {
-                shared.live.remove(&id);
+                live.remove(&id);
                 reply
             }
             Err(_) => return,
@@ -374,12 +419,12 @@ async fn close(
         match actor.cast(msg) {
             Ok(()) => return,
             Err(ractor::MessagingErr::SendErr(back)) => {
-                shared.live.remove(&id);
+                registry.live.remove(&id);
                 msg = back;
             }
             // the message is gone with the actor; its caller sees the failure
             Err(_) => {
-                shared.live.remove(&id);
+                registry.live.remove(&id);
                 return;
             }
         }
@@ -395,7 +440,7 @@ async fn close(
 /// up to [`EXPIRY_BATCH`] stored sessions unused for longer than `ttl` that have no live
 /// actor; how many were forgotten (0: none left). Not flushed: the sweep flushes once at its
 /// end.
-async fn expire_batch(shared: &Shared, ttl: std::time::Duration) -> Result<usize> {
+async fn expire_batch(shared: &Shared, live: &Live, ttl: std::time::Duration) -> Result<usize> {
     let cutoff = crate::store::now_ms().saturating_sub(ttl.as_millis() as u64);
     // sled's calls block: each batch runs on the blocking pool, so a large aged store never
     // holds a runtime worker for seconds
@@ -406,10 +451,7 @@ async fn expire_batch(shared: &Shared, ttl: std::time::Duration) -> Result<usize
     let batch = tokio::task::spawn_blocking(move || store.unused_since(cutoff, EXPIRY_BATCH))
         .await
         .map_err(blocking)??;
-    let batch: Vec<SessionId> = batch
-        .into_iter()
-        .filter(|id| !shared.live.contains_key(id))
-        .collect();
+    let batch: Vec<SessionId> = batch.into_iter().filter(|id| !live.contains(id)).collect();
     let n = batch.len();
     if n > 0 {
         let store = shared.store.clone();

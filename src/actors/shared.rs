@@ -6,16 +6,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
-use ractor::ActorRef;
-
 use crate::actors::client::{ClientContext, ClientId};
 use crate::actors::limiter::Limiter;
 use crate::actors::pool::warm::WarmPool;
-use crate::actors::session::message::SessionMessage;
 use crate::codex::argv::Common;
 use crate::config::Config;
-use crate::security::ids::SessionId;
 use crate::security::redact::ClientSecrets;
 use crate::store::Store;
 
@@ -37,8 +32,6 @@ pub struct Shared {
     pub(crate) queue_timeout: Duration,
     /// Test-only fault hooks (a prompt that makes the session actor panic).
     pub(crate) fault_injection: bool,
-    /// Live session actors by session id.
-    pub(crate) live: DashMap<SessionId, ActorRef<SessionMessage>>,
     /// The cap on warm app-server processes, and who holds one.
     pub(crate) warm: WarmPool,
 }
@@ -53,7 +46,6 @@ impl Shared {
             idle_timeout: config.idle_timeout,
             queue_timeout: config.queue_timeout,
             fault_injection: false,
-            live: DashMap::new(),
             common,
             codex_home,
             store,

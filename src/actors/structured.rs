@@ -6,14 +6,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::actors::backend::source::OneShotSource;
+use crate::actors::backend::{CodexBackend, Invocation, Source};
 use crate::actors::calls::Answer;
 use crate::actors::pool::warm::Serves;
-use crate::actors::runner::Lease;
 use crate::actors::runner::Runner;
 use crate::actors::schema::Plan;
-use crate::codex::argv::{Common, TurnRequest, build_turn, build_warm_turn};
+use crate::codex::argv::{Common, SpawnSpec, TurnRequest, WarmTurn, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};
+use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
@@ -87,109 +89,145 @@ impl Files {
 }
 
 /// Ask, check, and ask once more on a validation failure. The answer carries the validated
-/// (redacted) JSON in `data`, or the failure in `error`. On the app-server backend a call
-/// without images runs on a warm app-server of its client in its directory
-/// ([`Route::Warm`]), else with `codex exec` ([`Route::Exec`]); both go through one loop
-/// ([`answer_on`]).
+/// (redacted) JSON in `data`, or the failure in `error`. Each attempt is one turn on the
+/// call's backend: on the app-server backend a call without images runs on a warm app-server
+/// of its client in its directory, else (or when none can take it) with `codex exec` and its
+/// `--output-schema` and `-o` files ([`Target::invocation`]).
 pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
-    // a start-up counts against the call's time: the attempts take what is left
-    let started = Instant::now();
-    if ask.images.is_empty() {
-        let common = runner.client.common_for(false);
+    let source = if ask.images.is_empty() {
         let serves = Serves::Dir(ask.cwd.path().to_path_buf());
-        if let Some(mut lease) = runner
-            .lease(serves, &common, Some(&ask.cwd), ask.timeout)
-            .await?
-        {
-            let answered = answer_on(runner, Route::Warm(&mut lease), ask, started).await;
-            runner.keep(lease);
-            return answered;
-        }
-    }
-    let files = Files::new(&ask.plan)?;
-    answer_on(runner, Route::Exec(files), ask, Instant::now()).await
+        Source::OneShot(OneShotSource::new(
+            runner.client.id,
+            serves,
+            Some(ask.cwd.clone()),
+        ))
+    } else {
+        Source::Exec
+    };
+    let mut backend = CodexBackend::new(source);
+    let answered = answer_on(runner, &mut backend, ask).await;
+    runner.keep(backend);
+    answered
 }
 
-/// Where a `structured` call's turns run.
-enum Route<'l> {
-    /// A warm app-server of the client: the first turn on a new ephemeral thread with the
-    /// schema as its `outputSchema` (when codex takes it natively), the re-ask a second turn
-    /// on that thread, still loaded. Codex's final message is the answer.
-    Warm(&'l mut Lease),
-    /// `codex exec` with its `--output-schema` and `-o` files, the re-ask an `exec resume` of
-    /// the thread. The `-o` file is the answer (codex's final message when it is missing).
-    Exec(Files),
-}
-
-/// What every attempt of a call shares: the client's codex invocation, the plan and the
-/// turn's model, directory and images.
+/// What every attempt of a call shares: the client's codex invocation, the plan, the exec
+/// route's files and the turn's model, directory and images.
 struct Target<'a> {
     common: &'a Common,
     plan: &'a Plan,
+    files: &'a Files,
     model: &'a Option<String>,
     cwd: &'a Confined,
     images: &'a [Confined],
 }
 
-/// One attempt's outcome, time queued, codex's answer (unchecked) and the sandbox it ran at.
-type Attempt = (TurnOutcome, Duration, String, SandboxLevel);
+/// One attempt's outcome, time queued, codex's answer (unchecked) and where it ran.
+type Attempt = (TurnOutcome, Duration, String, Backend);
 
-impl Route<'_> {
-    /// One attempt: `prompt` on a new thread, or on `thread` for the re-ask, within
-    /// `remaining`.
-    async fn attempt(
-        &mut self,
-        runner: &Runner<'_>,
-        target: &Target<'_>,
-        (prompt, thread): (Prompt, Option<ThreadId>),
-        remaining: Duration,
-    ) -> Result<Attempt> {
-        let common = target.common;
-        let req = request(target.model, target.cwd, prompt);
-        match self {
-            Route::Warm(lease) => {
-                let wanted = thread.map_or(ThreadWanted::Start, ThreadWanted::Resume);
-                let turn =
-                    build_warm_turn(common, req)?.into_one_shot(target.plan.native_schema.clone());
-                let (outcome, queued) = lease.run(runner, wanted, &turn, remaining).await?;
-                let text = outcome.output.message.clone().unwrap_or_default();
-                Ok((outcome, queued, text, SandboxLevel::ReadOnly))
-            }
-            Route::Exec(files) => {
-                let _ = std::fs::remove_file(&files.answer);
-                let req = TurnRequest {
-                    images: target.images.to_vec(),
-                    resume: thread,
-                    output_schema: target
-                        .plan
-                        .native_schema
-                        .as_ref()
-                        .map(|_| files.schema.clone()),
-                    output_last_message: Some(files.answer.clone()),
-                    ..req
-                };
-                let spec = build_turn(common, req)?;
-                let sandbox = spec.sandbox();
-                let (outcome, queued) = runner.run(spec, remaining).await?;
-                let text = std::fs::read_to_string(&files.answer)
-                    .ok()
-                    .or_else(|| outcome.output.message.clone())
-                    .unwrap_or_default();
-                Ok((outcome, queued, text, sandbox))
-            }
+impl Target<'_> {
+    /// The exec route's files and images, for an attempt's `codex exec`.
+    fn exec_files(&self) -> ExecFiles {
+        ExecFiles {
+            schema: self
+                .plan
+                .native_schema
+                .as_ref()
+                .map(|_| self.files.schema.clone()),
+            answer: self.files.answer.clone(),
+            images: self.images.to_vec(),
         }
+    }
+
+    /// Codex's invocation of an attempt: `prompt` on a new thread, or on `thread` for the
+    /// re-ask. A warm turn (no images, and the first attempt ran warm) goes on a new ephemeral
+    /// thread with the schema as its `outputSchema` (when codex takes it natively), the re-ask
+    /// a second turn on that thread, still loaded; else, or without an app-server, `codex
+    /// exec` with the `--output-schema` and `-o` files, the re-ask an `exec resume`.
+    fn invocation(
+        &self,
+        (prompt, thread): (Prompt, Option<(ThreadId, Backend)>),
+    ) -> Result<(Invocation, SandboxLevel)> {
+        let req = request(self.model, self.cwd, prompt);
+        let warm = self.images.is_empty() && !matches!(thread, Some((_, Backend::Exec)));
+        let resume = thread.map(|(t, _)| t);
+        let exec = self.exec_files();
+        if !warm {
+            let spec = exec.spec(TurnRequest { resume, ..req }, self.common)?;
+            let sandbox = spec.sandbox();
+            return Ok((Invocation::Exec(spec), sandbox));
+        }
+        let turn =
+            build_warm_turn(self.common, req)?.into_one_shot(self.plan.native_schema.clone());
+        let sandbox = turn.sandbox();
+        let (model, cwd) = (self.model.clone(), self.cwd.clone());
+        let invocation = Invocation::Warm {
+            turn,
+            wanted: resume.map_or(ThreadWanted::Start, ThreadWanted::Resume),
+            fallback: Box::new(move |t: WarmTurn, common: &Common| {
+                let prompt = t.into_parts().0;
+                exec.spec(
+                    TurnRequest {
+                        resume,
+                        ..request(&model, &cwd, prompt)
+                    },
+                    common,
+                )
+            }),
+        };
+        Ok((invocation, sandbox))
     }
 }
 
-/// The one loop of a `structured` call on `route`: ask, check the answer against the plan
-/// (its JSON redacted, as every answer is), and on a validation failure ask once more in the
-/// same thread.
-async fn answer_on(
+/// What an attempt's `codex exec` adds to its turn: the `--output-schema` file (when codex
+/// takes the schema natively), the `-o` file, the images.
+struct ExecFiles {
+    schema: Option<PathBuf>,
+    answer: PathBuf,
+    images: Vec<Confined>,
+}
+
+impl ExecFiles {
+    fn spec(self, req: TurnRequest, common: &Common) -> Result<SpawnSpec> {
+        let req = TurnRequest {
+            images: self.images,
+            output_schema: self.schema,
+            output_last_message: Some(self.answer),
+            ..req
+        };
+        Ok(build_turn(common, req)?)
+    }
+}
+
+/// One attempt: codex's invocation of it ([`Target::invocation`]) run on the call's backend
+/// within `remaining`; the answer is the `-o` file on exec (codex's final message when it is
+/// missing), codex's final message on the app-server.
+async fn attempt(
     runner: &Runner<'_>,
-    mut route: Route<'_>,
-    ask: Ask,
-    started: Instant,
-) -> Result<Answer> {
+    backend: &mut CodexBackend,
+    target: &Target<'_>,
+    ask: (Prompt, Option<(ThreadId, Backend)>),
+    remaining: Duration,
+) -> Result<(Attempt, SandboxLevel)> {
+    let _ = std::fs::remove_file(&target.files.answer);
+    let (invocation, sandbox) = target.invocation(ask)?;
+    let (end, queued) = runner
+        .turn(backend, target.common, invocation, remaining)
+        .await?;
+    let text = match end.on {
+        Backend::Exec => std::fs::read_to_string(&target.files.answer).ok(),
+        Backend::AppServer => None,
+    }
+    .or_else(|| end.outcome.output.message.clone())
+    .unwrap_or_default();
+    Ok(((end.outcome, queued, text, end.on), sandbox))
+}
+
+/// The one loop of a `structured` call on `backend`: ask, check the answer against the plan
+/// (its JSON redacted, as every answer is), and on a validation failure ask once more in the
+/// same thread, on the backend the first attempt ran on.
+async fn answer_on(runner: &Runner<'_>, backend: &mut CodexBackend, ask: Ask) -> Result<Answer> {
+    // a start-up counts against the call's time: the attempts take what is left
+    let started = Instant::now();
     let Ask {
         prompt,
         plan,
@@ -199,24 +237,25 @@ async fn answer_on(
         timeout,
     } = ask;
     let common = runner.client.common_for(false);
+    let files = Files::new(&plan)?;
     let target = Target {
         common: &common,
         plan: &plan,
+        files: &files,
         model: &model,
         cwd: &cwd,
         images: &images,
     };
     let mut next = first_prompt(prompt, &plan)?;
-    let mut thread: Option<ThreadId> = None;
+    let mut thread: Option<(ThreadId, Backend)> = None;
     let mut total_queued = Duration::ZERO;
-    for attempt in 0..2 {
+    for attempt_no in 0..2 {
         let Some(prompt) = next.take() else { break };
         let remaining = timeout
             .saturating_sub(started.elapsed())
             .max(Duration::from_secs(1));
-        let (outcome, queued, text, sandbox) = route
-            .attempt(runner, &target, (prompt, thread), remaining)
-            .await?;
+        let ((outcome, queued, text, on), sandbox) =
+            attempt(runner, backend, &target, (prompt, thread), remaining).await?;
         total_queued += queued;
         if !matches!(outcome.ending, Ending::Completed) {
             return Ok(Answer::of(outcome, total_queued, sandbox, None, model));
@@ -229,8 +268,8 @@ async fn answer_on(
                 a.data = Some(data);
                 return Ok(a);
             }
-            Err(errors) if attempt == 0 && ran_on.is_some() => {
-                thread = ran_on;
+            Err(errors) if attempt_no == 0 && ran_on.is_some() => {
+                thread = ran_on.map(|t| (t, on));
                 next = Some(ask_again(runner, &errors)?);
             }
             Err(errors) => {

@@ -1,55 +1,64 @@
-//! Who runs a session's turns and forks: the seam between the session actor and codex.
+//! The real session backend: the one turn path ([`CodexBackend`]) with the session's own
+//! warm app-server as its source ([`SessionSource`]); a fork on a one-off app-server.
 //!
 //! The actor prepares a turn (checked once, its backend chosen once: a [`Plan`]) and hands it
-//! to a [`Driver`] in the turn's task; the driver runs it to its end and gives back the outcome
-//! and, on the app-server backend, the warm process when it may serve the next turn. The real
-//! driver ([`Codex`]) runs `codex exec` or the session's `codex app-server`; the unit tests put
-//! a fake one in its place, so the actor's queue, cancel, close and fork are tested without a
-//! codex binary.
+//! to its [`SessionBackend`] in the turn's task; the backend runs it to its end and keeps, on
+//! the app-server backend, the warm process when it may serve the next turn. The unit tests
+//! put a fake one in its place, so the actor's queue, cancel, close and fork are tested
+//! without a codex binary.
 
 use futures::future::BoxFuture;
 
-use super::driver::{Driver, ForkSpec, Invocation, Plan, TurnDriver, TurnEnv};
-use super::message::TurnRun;
-use super::task::exec_turn;
-use super::warm::warm_turn;
+use super::driver::{Driver, ForkSpec, Plan, SessionBackend, TurnDriver, TurnEnv};
+use crate::actors::backend::source::SessionSource;
+use crate::actors::backend::{CodexBackend, Source, TurnRun};
+use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
-use crate::codex::process::{TurnControl, WarmProcess};
+use crate::codex::process::TurnControl;
 use crate::error::{Error, Result};
-use crate::security::ids::ThreadId;
+use crate::security::ids::{SessionId, ThreadId};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// The real driver: `codex exec` for an exec turn, the session's warm `codex app-server` for a
-/// warm one (see [`warm_turn`]), a one-off app-server for a fork.
+impl SessionBackend for CodexBackend {
+    fn run<'a>(
+        &'a mut self,
+        env: &'a TurnEnv<'a>,
+        control: &'a mut TurnControl,
+        plan: Plan,
+    ) -> BoxFuture<'a, TurnRun> {
+        // codex's invocation, assembled from the turn checked once (the prompt moves)
+        let invocation = plan.invocation(env.common);
+        Box::pin(CodexBackend::run(self, env, control, invocation))
+    }
+
+    fn holds_process(&self) -> bool {
+        CodexBackend::holds_process(self)
+    }
+
+    fn close(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(CodexBackend::close(self))
+    }
+}
+
+/// The real driver: each session's backend is the one turn path with the session's warm
+/// app-server as its source; a fork runs on a one-off app-server.
 pub(super) struct Codex;
 
 impl Driver for Codex {
-    fn run<'a>(
-        &'a self,
-        turn: &'a TurnEnv<'a>,
-        control: &'a mut TurnControl,
-        plan: Plan,
-        warm: Option<WarmProcess>,
-    ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
-        Box::pin(async move {
-            // codex's invocation, assembled from the turn checked once (the prompt moves)
-            match plan.invocation(&turn.client.common_for(false)) {
-                Invocation::Exec(spec) => {
-                    // one writer per thread: the warm process lets go of it first
-                    if let Some(w) = warm {
-                        w.close().await;
-                    }
-                    (exec_turn(turn, spec).await, None)
-                }
-                Invocation::Warm {
-                    server,
-                    turn: t,
-                    wanted,
-                } => warm_turn(turn, control, warm, (server, t, wanted)).await,
-            }
-        })
+    fn backend(
+        &self,
+        shared: Arc<Shared>,
+        session: SessionId,
+        closer: Closer,
+    ) -> Box<dyn SessionBackend> {
+        Box::new(CodexBackend::new(Source::Session(SessionSource {
+            shared,
+            id: session,
+            closer,
+            process: None,
+        })))
     }
 
     fn fork<'a>(

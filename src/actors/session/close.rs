@@ -158,11 +158,10 @@ pub(super) async fn oneshot_delete(
 }
 
 /// Close the warm app-server between turns (EOF first), forget its process record, and give
-/// its place in the cap back.
+/// its place in the cap back (the backend does).
 pub(super) async fn close_warm(st: &mut SessionState) {
-    if let Some(w) = st.warm.take() {
-        st.shared.warm.release(&st.id);
-        w.close().await;
+    if let Some(b) = st.backend.as_mut().filter(|b| b.holds_process()) {
+        b.close().await;
         let _ = crate::actors::inflight::off_record(&st.shared.store, &st.id);
     }
 }

@@ -1,32 +1,23 @@
-//! The seam between the session actor and codex: the [`Driver`] a turn's task hands its
-//! prepared turn to ([`Prepared`], its [`Plan`], [`TurnEnv`]), and [`TurnDriver`], which holds it.
-//! The real driver is [`super::backend`]'s; the unit tests put a fake one in its place.
+//! The seam between the session actor and codex: the [`SessionBackend`] each session holds
+//! (made by the registry's [`TurnDriver`]), which runs a prepared turn's [`Plan`] with one
+//! call, and the driver's forks. The real backend is the one turn path's
+//! ([`crate::actors::backend::CodexBackend`], see `backend.rs`); the unit tests put a fake one
+//! in its place, which reads the plan as it is.
 
 use futures::future::BoxFuture;
 
-use super::message::{CallMeta, SessionMessage, TurnRun};
-use crate::actors::client::ClientContext;
+use crate::actors::backend::{Invocation, TurnRun};
+use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
-use crate::codex::argv::{CheckedTurn, Common, SpawnSpec, WarmTurn};
-use crate::codex::events::{Event, Usage};
-use crate::codex::process::{
-    RunOptions, SpawnHook, SpawnInfo, ThreadWanted, TurnControl, TurnOutcome, WarmProcess,
-};
+use crate::codex::argv::{CheckedTurn, Common, SpawnSpec};
+use crate::codex::process::{ThreadWanted, TurnControl};
 use crate::error::Result;
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
-use ractor::ActorRef;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
-/// A turn ready to run: its plan and what the actor needs when it ends.
-pub(super) struct Prepared {
-    pub(super) client: Arc<ClientContext>,
-    pub(super) plan: Plan,
-    pub(super) meta: CallMeta,
-    pub(super) prior_usage: Usage,
-}
+pub(super) use crate::actors::backend::TurnEnv;
 
 /// A session turn planned once, in no backend's terms: the turn checked once (what codex is
 /// asked, where, at which sandbox level, with which files), the thread it continues, and the
@@ -47,150 +38,54 @@ impl Plan {
         self.warm && self.turn.runs_warm()
     }
 
-    /// Codex's invocation of the plan: a warm turn and the app-server to run it on, or an exec
-    /// spec, both assembled from the turn checked once (the prompt moves into it).
+    /// Codex's invocation of the plan: a warm turn (`codex exec` on the same thread when no
+    /// app-server can take it), or an exec spec, both assembled from the turn checked once
+    /// (the prompt moves into it).
     pub(super) fn invocation(self, common: &Common) -> Invocation {
         let Plan { turn, resume, warm } = self;
-        if warm {
-            let server = turn.app_server(common);
-            let wanted = match resume {
-                Some(t) => ThreadWanted::Resume(t),
-                None => ThreadWanted::Start,
-            };
-            match turn.into_warm() {
-                Ok(turn) => {
-                    return Invocation::Warm {
-                        server,
-                        turn,
-                        wanted,
-                    };
-                }
-                Err(turn) => return Invocation::Exec(turn.into_exec(common)),
-            }
+        if !warm {
+            return Invocation::Exec(turn.into_exec(common));
         }
-        Invocation::Exec(turn.into_exec(common))
-    }
-}
-
-/// How a planned turn runs (one per turn, moved once: the size of a variant costs nothing).
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one value per turn, never copied or stored"
-)]
-pub(super) enum Invocation {
-    /// A `codex exec` process for this turn.
-    Exec(SpawnSpec),
-    /// A turn on the session's warm app-server (`server` starts one when it has none, or one
-    /// of another key).
-    Warm {
-        server: SpawnSpec,
-        turn: WarmTurn,
-        wanted: ThreadWanted,
-    },
-}
-
-/// What a turn's task hands its driver besides the plan ([`Plan`]) and the turn's control
-/// ([`TurnControl`]: on the app-server its steer inbox and the asker of its caller's person):
-/// where the turn runs and whose it is, its cancel and the sink of its events.
-pub(super) struct TurnEnv<'a> {
-    /// The session the turn is of (the record its processes are on).
-    pub(super) session: &'a SessionId,
-    pub(super) shared: &'a Arc<Shared>,
-    pub(super) client: &'a ClientContext,
-    pub(super) timeout: Duration,
-    pub(super) prior_usage: Usage,
-    /// The call's cancel.
-    pub(super) cancel: &'a CancellationToken,
-    pub(super) sink: Sink,
-}
-
-/// The sink of a turn's events, the bridge's own ([`Event`]): a process spawned and a thread
-/// started go to the session's actor (on record, stored at once), the turn's start opens it to
-/// steers, and each event's description goes to the caller's progress, redacted.
-pub(super) struct Sink {
-    pub(super) me: ActorRef<SessionMessage>,
-    pub(super) secrets: crate::security::redact::ClientSecrets,
-    pub(super) progress: Option<crate::actors::client::Progress>,
-}
-
-/// Tell the session's actor of a spawned process (it records it in `inflight`).
-fn spawned_to(me: &ActorRef<SessionMessage>, info: &SpawnInfo) {
-    let _ = me.cast(SessionMessage::Spawned { info: info.clone() });
-}
-
-impl Sink {
-    /// A process of the turn spawned: on record under the session for the crash sweep.
-    pub(super) fn spawned(&self, info: &SpawnInfo) {
-        spawned_to(&self.me, info);
-    }
-
-    /// The turn goes to `codex exec` after all: a steer is refused at once, as for any exec
-    /// turn (sent before exec runs, so it reaches the actor before the turn's start does).
-    pub(super) fn runs_with_exec(&self) {
-        let _ = self.me.cast(SessionMessage::RunsWithExec);
-    }
-
-    /// The hook a spawn calls with its process ([`Sink::spawned`]).
-    pub(super) fn spawn_hook(&self) -> SpawnHook {
-        let me = self.me.clone();
-        Arc::new(move |info: &SpawnInfo| spawned_to(&me, info))
-    }
-
-    /// Every event (see [`Sink`]).
-    pub(super) fn events(&self) -> impl FnMut(&Event) + Send + use<> {
-        let me = self.me.clone();
-        let mut progress =
-            crate::actors::client::progress_sink(self.progress.clone(), self.secrets.clone());
-        move |ev: &Event| {
-            if let Event::ThreadStarted { thread_id } = ev {
-                let _ = me.cast(SessionMessage::ThreadStarted { thread: *thread_id });
+        match turn.into_warm() {
+            Ok(turn) => {
+                let wanted = resume.map_or(ThreadWanted::Start, ThreadWanted::Resume);
+                Invocation::warm_or_resume(turn, wanted)
             }
-            if let Event::TurnStarted = ev {
-                let _ = me.cast(SessionMessage::TurnRunning);
-            }
-            progress(ev);
+            Err(turn) => Invocation::Exec(turn.into_exec(common)),
         }
     }
 }
 
-impl TurnEnv<'_> {
-    /// The options of the turn's run: its deadline, cancel, limits, secrets and the hook that
-    /// records its process for the crash sweep.
-    pub(super) fn options(&self) -> RunOptions {
-        let mut opts = self.client.run_options(self.timeout, self.cancel);
-        opts.prior_thread_usage = self.prior_usage;
-        opts.on_spawn = Some(self.sink.spawn_hook());
-        opts
-    }
-
-    /// Run the turn on a warm process, with the turn's control (kept for a run on another
-    /// process when this one had ended before the turn reached it) and its sink.
-    pub(super) async fn run_on(
-        &self,
-        process: &mut WarmProcess,
-        (wanted, t): (ThreadWanted, &WarmTurn),
-        opts: &RunOptions,
-        control: &mut TurnControl,
-    ) -> TurnOutcome {
-        process
-            .run_turn(wanted, t, opts, control, self.sink.events())
-            .await
-    }
-}
-
-/// Runs a session's prepared turns and its forks.
-pub(super) trait Driver: Send + Sync + 'static {
-    /// Run one planned turn, `plan`, to its end (completion, failure, timeout or `turn.cancel`),
-    /// its events into `turn.sink`, with its `control`; which backend ran it is in the answer.
-    /// `warm` is the session's warm process between turns; it comes back when it may serve
-    /// the next.
+/// A session's backend: runs its turns, one at a time, and holds whatever it keeps between
+/// them (the real one: a warm app-server).
+pub(super) trait SessionBackend: Send + 'static {
+    /// Run one planned turn, `plan`, to its end (completion, failure, timeout or
+    /// `env.cancel`), its events into `env.sink`, with its `control`; which backend ran it is
+    /// in the answer.
     fn run<'a>(
-        &'a self,
-        turn: &'a TurnEnv<'a>,
+        &'a mut self,
+        env: &'a TurnEnv<'a>,
         control: &'a mut TurnControl,
         plan: Plan,
-        warm: Option<WarmProcess>,
-    ) -> BoxFuture<'a, (TurnRun, Option<WarmProcess>)>;
+    ) -> BoxFuture<'a, TurnRun>;
+
+    /// Whether it holds a process between turns (on record under the session while it does).
+    fn holds_process(&self) -> bool;
+
+    /// Close what it holds between turns (the pool asked, or the session closes).
+    fn close(&mut self) -> BoxFuture<'_, ()>;
+}
+
+/// Makes each session's backend, and runs forks.
+pub(super) trait Driver: Send + Sync + 'static {
+    /// The backend of session `session` (`closer`: how the warm pool asks it to close its idle
+    /// process).
+    fn backend(
+        &self,
+        shared: Arc<Shared>,
+        session: SessionId,
+        closer: Closer,
+    ) -> Box<dyn SessionBackend>;
 
     /// Fork `thread` (of the working directory `cwd`) into a new thread, on a process that no
     /// turn uses; the new thread's id.

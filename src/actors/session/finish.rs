@@ -68,16 +68,12 @@ pub(super) async fn finish(
     reply: Option<oneshot::Sender<Result<TurnReport>>>,
 ) {
     let store = &st.shared.store;
-    match f.warm {
-        // the warm app-server stays on record (for the crash sweep) while it lives
-        Some(w) => {
-            st.warm = Some(w);
-            st.shared.warm.idle(&st.id, &st.closer);
-        }
-        None => {
-            let _ = crate::actors::inflight::off_record(store, &st.id);
-            st.shared.warm.release(&st.id);
-        }
+    // the warm app-server stays on record (for the crash sweep) while the backend keeps it
+    if !f.backend.as_ref().is_some_and(|b| b.holds_process()) {
+        let _ = crate::actors::inflight::off_record(store, &st.id);
+    }
+    if f.backend.is_some() {
+        st.backend = f.backend;
     }
     let Some(rec) = st.record.as_mut() else {
         if let Some(r) = reply {

@@ -36,7 +36,7 @@ pub(super) fn fork(
         }
     };
     let shared = st.shared.clone();
-    let backends = st.backends.clone();
+    let driver = st.driver.clone();
     st.phase = Phase::Forking { task: None };
     let me = myself.clone();
     let home = client.codex_home.display().to_string();
@@ -51,7 +51,7 @@ pub(super) fn fork(
                     model: parent.model.clone(),
                     timeout,
                 };
-                let forked = backends.0.fork(spec, &shared).await?;
+                let forked = driver.0.fork(spec, &shared).await?;
                 let mut rec =
                     SessionRecord::new(SessionId::generate(), cwd.path().to_path_buf(), now_ms());
                 // the fork's thread lives in the asking client's CODEX_HOME (the parent's,

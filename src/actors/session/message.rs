@@ -1,7 +1,6 @@
 //! The session actor's messages ([`SessionMessage`]) and what a turn's task sends back
 //! ([`Finished`]). Names no actor state, so [`crate::actors::shared::Shared`] can name it.
 
-use crate::config::Backend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,12 +9,13 @@ use tokio::sync::oneshot;
 use crate::actors::calls::{SessionView, TurnCall};
 use crate::actors::client::ClientContext;
 use crate::actors::report::TurnReport;
-use crate::codex::process::{SpawnInfo, TurnOutcome, WarmProcess};
-use crate::codex::rollout::TurnContext;
+use crate::codex::process::SpawnInfo;
 use crate::error::Result;
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
 use crate::store::SessionRecord;
+
+use super::driver::SessionBackend;
 
 /// Messages to a session actor.
 pub enum SessionMessage {
@@ -88,8 +88,9 @@ pub struct Probe {
 /// What a turn task sends back.
 pub struct Finished {
     pub(super) result: TurnRun,
-    /// The warm app-server, handed back when it may serve the next turn.
-    pub(super) warm: Option<WarmProcess>,
+    /// The session's backend, handed back (with its warm process when it may serve the next
+    /// turn).
+    pub(super) backend: Option<Box<dyn SessionBackend>>,
     pub(super) queued: Duration,
     pub(super) call: CallMeta,
 }
@@ -105,14 +106,4 @@ pub(super) struct CallMeta {
     pub(super) may_ask: bool,
 }
 
-/// A turn codex ran: its outcome, what codex recorded of it, and where it ran.
-pub(super) struct TurnEnd {
-    pub(super) outcome: TurnOutcome,
-    pub(super) recorded: Option<TurnContext>,
-    /// Which backend ran it: the one prepared, or `codex exec` when the warm backend handed
-    /// the turn on (no app-server could run it). What codex may have recorded is judged by it.
-    pub(super) on: Backend,
-}
-
-/// What a turn's run ended with, or why it could not run.
-pub(super) type TurnRun = Result<TurnEnd>;
+pub(super) use crate::actors::backend::{TurnEnd, TurnRun};

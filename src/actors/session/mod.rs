@@ -12,11 +12,11 @@
 //! holds a sandbox level. [`TurnGuard`] kills the turn's processes and frees its slot when the
 //! state is dropped, because ractor skips `post_stop` when an actor panics or is killed.
 //!
-//! The turn itself is run by a [`driver::Driver`] with one call (the registry's `TurnDriver`:
-//! codex, `backend.rs`, or in the unit tests of `tests` a fake that runs no process). Files:
-//! `prepare` (a call made ready, the backend chosen once), `task` (the turn's task), `warm`
-//! (the real driver's warm path), `finish` (the record after a turn), `queue`, `steer`, `fork`,
-//! `close`.
+//! The turn itself is run by the session's backend ([`driver::SessionBackend`], made by the
+//! registry's `TurnDriver`: the one turn path, `backend.rs`, or in the unit tests of `tests` a
+//! fake that runs no process) with one call. Files: `prepare` (a call made ready, the backend
+//! chosen once), `task` (the turn's task), `finish` (the record after a turn), `queue`,
+//! `steer`, `fork`, `close`.
 
 use crate::actors::calls::TurnCall;
 use crate::actors::report::TurnReport;
@@ -47,7 +47,6 @@ mod queue;
 pub mod state;
 mod steer;
 mod task;
-mod warm;
 
 pub use driver::TurnDriver;
 pub use finish::check_recorded;
@@ -73,22 +72,27 @@ impl Actor for SessionActor {
         let every = (args.shared.idle_timeout / 4)
             .clamp(Duration::from_millis(50), Duration::from_secs(60));
         let idle_timer = Some(myself.send_interval(every, || SessionMessage::IdleCheck));
+        // how the warm pool asks this actor to close its idle process
+        let closer = {
+            let me = myself.clone();
+            Arc::new(move || {
+                let _ = me.cast(SessionMessage::CloseWarm);
+            })
+        };
+        let backend = args
+            .driver
+            .0
+            .backend(args.shared.clone(), args.id.clone(), closer);
         Ok(SessionState {
             shared: args.shared,
-            backends: args.backends,
+            backend: Some(backend),
+            driver: args.driver,
             id: args.id,
             record: args.record,
             phase: Phase::Idle,
             pending: VecDeque::new(),
             last_activity: Instant::now(),
             idle_timer,
-            warm: None,
-            closer: {
-                let me = myself.clone();
-                Arc::new(move || {
-                    let _ = me.cast(SessionMessage::CloseWarm);
-                })
-            },
         })
     }
 

@@ -2,12 +2,11 @@
 //! turn checked once and its backend chosen (in one place, [`warm_backend`]) into a [`Plan`],
 //! and only then the record marked running.
 
-use super::driver::{Plan, Prepared};
+use super::driver::Plan;
 use super::message::CallMeta;
 use super::state::SessionState;
 use crate::actors::calls::{TurnCall, WorkDir};
 use crate::actors::client::ClientContext;
-use crate::actors::pool::warm::Admission;
 use crate::codex::argv::{TurnRequest, check_turn};
 use crate::codex::events::Usage;
 use crate::config::Backend;
@@ -111,16 +110,7 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         resume,
         warm,
     };
-    let ready = mark_running(st, dir, &client, resume.is_some()).await;
-    // a call that fails from here on gives its place under `max_warm` back as it found it
-    if warm && ready.is_err() {
-        if st.warm.is_some() {
-            st.shared.warm.idle(&st.id, &st.closer);
-        } else {
-            st.shared.warm.release(&st.id);
-        }
-    }
-    let (created, prior_usage) = ready?;
+    let (created, prior_usage) = mark_running(st, dir, &client, resume.is_some()).await?;
     Ok(Prepared {
         meta: CallMeta {
             sandbox: plan.turn.sandbox(),
@@ -137,17 +127,13 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
 }
 
 /// The one place a session turn's backend is chosen: the warm app-server when the bridge is
-/// set to it, codex has a usable one, the turn has no images and the pool admits this session
-/// (`max_warm`); else `codex exec` (after the session's own warm process, if any, is closed:
-/// one writer per thread).
+/// set to it, codex has a usable one and the turn has no images (the backend still runs it
+/// with `codex exec` when the pool has no room for it: `max_warm`); else `codex exec` (after
+/// the session's own warm process, if any, is closed: one writer per thread).
 fn warm_backend(st: &SessionState, has_images: bool) -> bool {
     st.shared.config.backend == Backend::AppServer
         && !has_images
         && st.shared.warm.unusable().is_none()
-        && matches!(
-            st.shared.warm.acquire(&st.id, &st.closer),
-            Admission::Granted
-        )
 }
 
 /// Mark the session's record running (a new session's record made, bound to `dir` and the
@@ -177,4 +163,12 @@ async fn mark_running(
     let flushed = st.shared.store.flush().await;
     stored.and(flushed)?;
     Ok((created, prior_usage))
+}
+
+/// A turn ready to run: its plan and what the actor needs when it ends.
+pub(super) struct Prepared {
+    pub(super) client: Arc<ClientContext>,
+    pub(super) plan: Plan,
+    pub(super) meta: CallMeta,
+    pub(super) prior_usage: Usage,
 }

@@ -1,12 +1,12 @@
 //! A session actor's state ([`SessionState`]), its arguments, the running turn's guard and
 //! the warm turn's steer inbox.
 
-use super::driver::TurnDriver;
+use super::driver::{SessionBackend, TurnDriver};
 use crate::actors::calls::TurnCall;
 use crate::actors::client::ClientContext;
 use crate::actors::report::TurnReport;
 use crate::actors::shared::Shared;
-use crate::codex::process::{Steer, WarmProcess};
+use crate::codex::process::Steer;
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::SessionRecord;
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 pub struct SessionArgs {
     pub shared: Arc<Shared>,
     /// What runs its turns and forks.
-    pub backends: TurnDriver,
+    pub driver: TurnDriver,
     pub id: SessionId,
     /// The stored record, when the session is known.
     pub record: Option<SessionRecord>,
@@ -48,7 +48,7 @@ impl Drop for TurnGuard {
 /// A session actor's state.
 pub struct SessionState {
     pub(super) shared: Arc<Shared>,
-    pub(super) backends: TurnDriver,
+    pub(super) driver: TurnDriver,
     pub(super) id: SessionId,
     pub(super) record: Option<SessionRecord>,
     /// What the session is doing: nothing, a turn, a fork, or it was closed.
@@ -56,17 +56,13 @@ pub struct SessionState {
     pub(super) pending: VecDeque<(Box<TurnCall>, oneshot::Sender<Result<TurnReport>>, Instant)>,
     pub(super) last_activity: Instant,
     pub(super) idle_timer: Option<JoinHandle<()>>,
-    /// The warm app-server between turns (during a turn its task holds it).
-    pub(super) warm: Option<WarmProcess>,
-    /// How the warm pool asks this actor to close its idle process (`CloseWarm`).
-    pub(super) closer: crate::actors::pool::warm::Closer,
+    /// The session's backend between turns (during a turn its task holds it), with its warm
+    /// app-server if it keeps one.
+    pub(super) backend: Option<Box<dyn SessionBackend>>,
 }
 
 impl Drop for SessionState {
     fn drop(&mut self) {
-        // a warm process dropped here is killed with everything it started
-        self.warm = None;
-        self.shared.warm.release(&self.id);
         if let Some(t) = &self.idle_timer {
             t.abort();
         }

@@ -1,17 +1,20 @@
 //! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::driver::{Prepared, Sink, TurnEnv};
-use super::message::{Finished, SessionMessage, TurnEnd, TurnRun};
+use super::driver::TurnEnv;
+use super::message::{Finished, SessionMessage};
+use super::prepare::Prepared;
 use super::state::{Phase, SessionState, SteerInbox, TurnGuard};
+use crate::actors::backend::{OnEvent, Sink};
 use crate::actors::calls::TurnCall;
+use crate::actors::client::Progress;
 use crate::actors::report::TurnReport;
-use crate::codex::argv::SpawnSpec;
-use crate::codex::process::{TurnControl, TurnOutcome, run};
-use crate::codex::rollout::last_turn_context;
-use crate::config::Backend;
-use crate::error::Result;
+use crate::codex::events::Event;
+use crate::codex::process::TurnControl;
+use crate::codex::process::{SpawnHook, SpawnInfo};
+use crate::error::{Error, Result};
 use ractor::ActorRef;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -30,13 +33,11 @@ pub(super) fn launch(
 ) {
     let cancel = call.cancel.child_token();
     let shared = st.shared.clone();
-    let backends = st.backends.clone();
+    let backend = st.backend.take();
     let me = myself.clone();
     let progress = call.progress.clone();
     let timeout = call.timeout;
     let task_cancel = cancel.clone();
-    let warm = st.warm.take();
-    let session = st.id.clone();
     let (mut control, steer) = control_of(call, &prepared);
     // one span per turn, with the session id, so a user can follow a call through the logs
     let span = tracing::info_span!("turn", session = %st.id, resumed = prepared.meta.resumed);
@@ -60,31 +61,37 @@ pub(super) fn launch(
                 })
                 .await;
             let queued = since.elapsed();
-            let turn = TurnEnv {
-                session: &session,
+            let sink = sink_of(&me, client.secrets.clone(), progress);
+            let common = client.common_for(false);
+            let env = TurnEnv {
                 shared: &shared,
                 client: &client,
+                common: &common,
                 timeout,
                 prior_usage,
                 cancel: &task_cancel,
-                sink: Sink {
-                    me: me.clone(),
-                    secrets: client.secrets.clone(),
-                    progress,
-                },
+                sink: &sink,
             };
-            let (result, warm) = match slot {
-                Err(e) => (Err(e), warm),
-                Ok(slot) => {
-                    let outcome = backends.0.run(&turn, &mut control, plan, warm).await;
+            let (result, backend) = match (slot, backend) {
+                (Err(e), backend) => (Err(e), backend),
+                // the backend is the state's between turns, and the actor runs one turn at a
+                // time: never missing (a session that lost it cannot run a turn)
+                (Ok(_), None) => (
+                    Err(Error::SessionFailed(
+                        "the session's backend is busy with another turn".into(),
+                    )),
+                    None,
+                ),
+                (Ok(slot), Some(mut backend)) => {
+                    let result = backend.run(&env, &mut control, plan).await;
                     drop(slot);
-                    outcome
+                    (result, Some(backend))
                 }
             };
             let _ = me.cast(SessionMessage::TurnFinished {
                 finished: Box::new(Finished {
                     result,
-                    warm,
+                    backend,
                     queued,
                     call: meta,
                 }),
@@ -121,27 +128,36 @@ fn control_of(call: &TurnCall, prepared: &Prepared) -> (TurnControl, Option<Stee
     (control, Some(inbox))
 }
 
-/// Run codex for a turn: its process and thread id reported to the actor as they appear, its
-/// events as progress; then what codex recorded of the turn.
-pub(super) async fn exec_turn(turn: &TurnEnv<'_>, spec: SpawnSpec) -> TurnRun {
-    let outcome = run(spec, turn.options(), turn.sink.events()).await?;
-    log_finished(&outcome);
-    let recorded = outcome
-        .output
-        .thread_id
-        .and_then(|t| last_turn_context(&turn.client.codex_home, &t));
-    Ok(TurnEnd {
-        outcome,
-        recorded,
-        on: Backend::Exec,
-    })
-}
-
-pub(super) fn log_finished(outcome: &TurnOutcome) {
-    tracing::info!(
-        ending = %outcome.ending,
-        duration_ms = outcome.output.duration.as_millis() as u64,
-        commands = outcome.output.commands.len(),
-        "turn finished"
-    );
+/// The sink of a session turn's events ([`Sink`]): a process spawned and a thread started go
+/// to the session's actor (on record, stored at once), the turn's start opens it to steers, a
+/// warm turn that runs with `codex exec` after all closes it to them, and each event's
+/// description goes to the caller's progress, redacted.
+pub(super) fn sink_of(
+    me: &ActorRef<SessionMessage>,
+    secrets: crate::security::redact::ClientSecrets,
+    progress: Option<Progress>,
+) -> Sink {
+    let spawned = me.clone();
+    let on_spawn: SpawnHook = Arc::new(move |info: &SpawnInfo| {
+        let _ = spawned.cast(SessionMessage::Spawned { info: info.clone() });
+    });
+    let events = me.clone();
+    let on_event: OnEvent = Arc::new(move |ev: &Event| {
+        if let Event::ThreadStarted { thread_id } = ev {
+            let _ = events.cast(SessionMessage::ThreadStarted { thread: *thread_id });
+        }
+        if let Event::TurnStarted = ev {
+            let _ = events.cast(SessionMessage::TurnRunning);
+        }
+    });
+    let exec = me.clone();
+    Sink {
+        on_spawn,
+        progress,
+        secrets,
+        on_event: Some(on_event),
+        on_exec: Some(Arc::new(move || {
+            let _ = exec.cast(SessionMessage::RunsWithExec);
+        })),
+    }
 }

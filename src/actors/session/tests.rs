@@ -20,7 +20,7 @@ use crate::actors::calls::WorkDir;
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::codex::events::{Event, FailureKind};
-use crate::codex::process::{Ending, TurnControl, TurnOutcome, TurnOutput, WarmProcess};
+use crate::codex::process::{Ending, TurnControl, TurnOutcome, TurnOutput};
 use crate::config::{Backend, Config, Settings};
 use crate::security::ids::SessionId;
 use crate::security::paths::Kind;
@@ -63,15 +63,55 @@ impl Fake {
     }
 }
 
-impl Driver for Fake {
+/// A session's fake backend: the fake's turns, holding no process.
+struct FakeBackend(Arc<Fake>);
+
+impl SessionBackend for FakeBackend {
     fn run<'a>(
-        &'a self,
+        &'a mut self,
         env: &'a TurnEnv<'a>,
         _control: &'a mut TurnControl,
         plan: Plan,
-        _warm: Option<WarmProcess>,
-    ) -> futures::future::BoxFuture<'a, (TurnRun, Option<WarmProcess>)> {
-        Box::pin(async move {
+    ) -> futures::future::BoxFuture<'a, TurnRun> {
+        let fake = self.0.clone();
+        Box::pin(async move { fake.run(env, plan).await })
+    }
+
+    fn holds_process(&self) -> bool {
+        false
+    }
+
+    fn close(&mut self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// The fake as the registry's driver: its backends share it.
+struct FakeDriver(Arc<Fake>);
+
+impl Driver for FakeDriver {
+    fn backend(
+        &self,
+        _shared: Arc<Shared>,
+        _session: SessionId,
+        _closer: crate::actors::pool::warm::Closer,
+    ) -> Box<dyn SessionBackend> {
+        Box::new(FakeBackend(self.0.clone()))
+    }
+
+    fn fork<'a>(
+        &'a self,
+        fork: ForkSpec,
+        shared: &'a Arc<Shared>,
+    ) -> futures::future::BoxFuture<'a, Result<ThreadId>> {
+        self.0.fork(fork, shared)
+    }
+}
+
+impl Fake {
+    /// One turn of `plan` (see [`Fake`]).
+    async fn run(&self, env: &TurnEnv<'_>, plan: Plan) -> TurnRun {
+        {
             // the plan as the actor made it: its prompt, the thread it resumes, the backend
             // chosen. A warm turn whose prompt says `fallback` runs as the real driver runs one
             // no app-server could take: with `codex exec`
@@ -127,8 +167,8 @@ impl Driver for Fake {
                 recorded,
                 on,
             };
-            (Ok(ran), None)
-        })
+            Ok(ran)
+        }
     }
 
     fn fork<'a>(
@@ -180,7 +220,7 @@ async fn setup_on(backend: Backend, max_queued_turns: usize, idle: Duration) -> 
     )
     .with_idle_timeout(idle)
     .with_queue_timeout(Duration::from_secs(120));
-    let bridge = Bridge::start_with(shared, TurnDriver(fake.clone()))
+    let bridge = Bridge::start_with(shared, TurnDriver(Arc::new(FakeDriver(fake.clone()))))
         .await
         .unwrap();
     Setup { bridge, fake, dir }
@@ -241,7 +281,7 @@ impl Setup {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut last = None;
         loop {
-            let actor = self.bridge.shared().live.get(&sid(id)).map(|a| a.clone());
+            let actor = self.bridge.live_actor(&sid(id));
             if let Some(actor) = actor {
                 let (tx, rx) = oneshot::channel();
                 if actor.cast(SessionMessage::Probe { reply: tx }).is_ok()

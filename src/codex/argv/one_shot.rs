@@ -20,6 +20,20 @@ pub struct OneShotRequest {
     pub cwd: Confined,
 }
 
+impl From<WarmTurn> for OneShotRequest {
+    /// The request again from its warm turn (for `codex exec` when no app-server can run it):
+    /// the prompt moves on, and nothing checked is lost.
+    fn from(turn: WarmTurn) -> OneShotRequest {
+        let (prompt, model, reasoning_effort, cwd) = turn.into_parts();
+        OneShotRequest {
+            prompt,
+            model,
+            reasoning_effort,
+            cwd,
+        }
+    }
+}
+
 /// A one-shot call's turn (`query`, `search`) for a warm app-server, checked like
 /// [`build_query`]: read-only, in the call's own fresh directory, on a new ephemeral thread.
 pub fn build_warm_one_shot(common: &Common, req: OneShotRequest) -> Result<WarmTurn> {

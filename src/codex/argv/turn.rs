@@ -271,6 +271,20 @@ impl WarmTurn {
         self.output_schema.as_ref()
     }
 
+    /// The `codex app-server` this turn runs on: a session's in the turn's directory (see
+    /// [`build_app_server`]), its path checked when the turn was.
+    ///
+    /// [`build_app_server`]: super::build_app_server
+    pub fn app_server(&self, common: &Common) -> SpawnSpec {
+        super::server::server_in(common, self.cwd.clone(), false)
+    }
+
+    /// Its prompt (moved), model, effort and directory, for a `query`'s or `search`'s request
+    /// again (see [`super::OneShotRequest::from`]).
+    pub fn into_parts(self) -> (Prompt, Option<String>, Option<ReasoningEffort>, Confined) {
+        (self.prompt, self.model, self.effort, self.cwd)
+    }
+
     /// The same turn as a one-shot call's: a new thread is started ephemeral, and `schema`
     /// (for `structured`) goes with the turn as its `outputSchema`.
     pub fn into_one_shot(mut self, schema: Option<serde_json::Value>) -> WarmTurn {

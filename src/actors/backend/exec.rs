@@ -1,0 +1,34 @@
+//! A turn on `codex exec`: one process, its events into the turn's sink, and (for a session's
+//! turn) what codex recorded of it.
+
+use super::env::{TurnEnd, TurnEnv, TurnRun};
+use crate::codex::argv::SpawnSpec;
+use crate::codex::process::{TurnOutcome, run as run_process};
+use crate::codex::rollout::last_turn_context;
+use crate::config::Backend;
+
+/// Run `spec` to its end: its process reported by the sink's spawn hook as it starts, its
+/// events as progress; then, when `read_record`, what codex recorded of the turn.
+pub(crate) async fn run(env: &TurnEnv<'_>, spec: SpawnSpec, read_record: bool) -> TurnRun {
+    let outcome = run_process(spec, env.options(), env.sink.events()).await?;
+    log_finished(&outcome);
+    let recorded = match outcome.output.thread_id {
+        Some(t) if read_record => last_turn_context(&env.client.codex_home, &t),
+        _ => None,
+    };
+    Ok(TurnEnd {
+        outcome,
+        recorded,
+        on: Backend::Exec,
+    })
+}
+
+/// One log line per finished turn, on either backend.
+pub(crate) fn log_finished(outcome: &TurnOutcome) {
+    tracing::info!(
+        ending = %outcome.ending,
+        duration_ms = outcome.output.duration.as_millis() as u64,
+        commands = outcome.output.commands.len(),
+        "turn finished"
+    );
+}

@@ -1,0 +1,74 @@
+//! The one turn path: every codex turn the server runs (a session's, a `query`'s or `search`'s,
+//! each attempt of a `structured` call, a `review`, a thread's delete) is one call of
+//! [`CodexBackend::run`], given codex's invocation of the turn ([`Invocation`]), the turn's
+//! environment ([`TurnEnv`]: whose it is, its time, its cancel and its one event [`Sink`]) and
+//! its control handle. The backend runs `codex exec` ([`exec`]), or a warm `codex app-server`
+//! it owns between turns and falls back to `codex exec` inside itself when no app-server can
+//! take the turn ([`warm`]); where its app-server comes from is its [`Source`].
+//!
+//! Callers own what is theirs around the call: the global slot (the limiter), and what the
+//! answer becomes (a session's record, a one-shot call's answer).
+
+pub(crate) mod env;
+pub(crate) mod exec;
+pub(crate) mod source;
+pub(crate) mod warm;
+
+use crate::actors::shared::Shared;
+use crate::codex::process::TurnControl;
+
+pub(crate) use env::{Invocation, OnEvent, Sink, TurnEnd, TurnEnv, TurnRun};
+pub(crate) use source::Source;
+
+/// The one turn path (see the module): `codex exec`, or a warm app-server from its
+/// [`Source`], owned between turns.
+pub(crate) struct CodexBackend {
+    pub(crate) source: Source,
+}
+
+impl CodexBackend {
+    /// A backend whose warm turns come from `source`.
+    pub(crate) fn new(source: Source) -> CodexBackend {
+        CodexBackend { source }
+    }
+
+    /// Run one turn to its end (completion, failure, timeout or `env.cancel`), its events into
+    /// `env.sink`, with its `control`; which backend ran it is in the answer.
+    pub(crate) async fn run(
+        &mut self,
+        env: &TurnEnv<'_>,
+        control: &mut TurnControl,
+        invocation: Invocation,
+    ) -> TurnRun {
+        match invocation {
+            Invocation::Exec(spec) => {
+                // one writer per thread: the warm process lets go of it first
+                self.source.let_go().await;
+                exec::run(env, spec, self.source.reads_record()).await
+            }
+            Invocation::Warm {
+                turn,
+                wanted,
+                fallback,
+            } => warm::run(&mut self.source, env, control, (turn, wanted, fallback)).await,
+        }
+    }
+
+    /// Whether it holds a warm process between turns.
+    pub(crate) fn holds_process(&self) -> bool {
+        self.source.holds_process()
+    }
+
+    /// Close its warm process between turns (EOF first), giving its place under `max_warm`
+    /// back.
+    pub(crate) async fn close(&mut self) {
+        self.source.let_go().await;
+    }
+
+    /// The call is over: a one-shot call's warm process goes back to the pool for its
+    /// client's next call when every turn completed and it let go of the call's thread, else
+    /// it is killed; a session's is closed.
+    pub(crate) async fn finish(self, shared: &Shared) {
+        self.source.finish(shared).await;
+    }
+}
