@@ -12,7 +12,11 @@
 //! the bare column that work).
 //!
 //! What it measures: medians of wall time per tool, the bridge as a ratio to bare (target: at
-//! most 0.3 x, `ONESHOT_TARGET`); and the server's own CPU per warm call (user + system time
+//! most 0.3 x, `ONESHOT_TARGET`); `query` against its floor, a raw `codex app-server` driven
+//! directly (started once like the bridge's, then per call an ephemeral `thread/start` in a
+//! fresh empty directory and its first turn, `thread/start` sent to `turn/completed` read;
+//! target: at most 1.1 x, `ONESHOT_TARGET_RAW`, 1.5 in the smoke run); and the server's own
+//! CPU per warm call (user + system time
 //! of the bridge process from `/proc/<pid>/stat`, children excluded, over the measured calls),
 //! reported. Before the rounds, one call of each tool starts its warm process (not measured);
 //! the bench checks that the bridge holds `codex app-server` processes afterwards and ran no
@@ -33,8 +37,11 @@ mod support;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use codex_mcp_bridge::codex::app_server::protocol::{self, TurnParams};
 use codex_mcp_bridge::codex::argv::{OneShotRequest, SpawnSpec, build_query, build_search};
 use serde_json::{Value, json};
+
+use support::app_server::{AppServer, read_turn};
 
 use support::bridge::{common, confine_dir, prompt_of};
 use support::mcp::{Protocol, Server, connect_with, server_env, text};
@@ -62,6 +69,7 @@ fn main() {
         3
     };
     let target = env_num("ONESHOT_TARGET", if bench_mode { 0.3 } else { 0.5 });
+    let target_raw = env_num("ONESHOT_TARGET_RAW", if bench_mode { 1.1 } else { 1.5 });
     let bin = support::codex_bin::codex_bin_or_exit("oneshot");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -98,6 +106,23 @@ fn main() {
         }
         rows.push(json!({"tool": tool, "bridge_ms": b * 1e3, "bare_ms": e * 1e3, "ratio": ratio}));
     }
+    let query = report
+        .rows
+        .iter()
+        .find(|(tool, ..)| *tool == "query")
+        .map_or(f64::NAN, |(_, bridge, _)| median(bridge));
+    let raw = median(&report.raw);
+    let raw_ratio = query / raw;
+    println!(
+        "oneshot: query {:.1} ms against a raw app-server's ephemeral thread and first turn {:.1} ms: {raw_ratio:.2} x (target: at most {target_raw} x)",
+        query * 1e3,
+        raw * 1e3
+    );
+    if raw_ratio.is_nan() || raw_ratio > target_raw {
+        failures.push(format!(
+            "query: the bridge took {raw_ratio:.2} x a raw app-server's ephemeral thread and first turn (target: at most {target_raw} x)"
+        ));
+    }
     println!(
         "oneshot: server CPU per warm call {:.2} ms ({} calls)",
         report.cpu_ms_per_call, report.calls
@@ -115,6 +140,10 @@ fn main() {
             "rounds": rounds,
             "target": target,
             "rows": rows,
+            "query_ms": query * 1e3,
+            "raw_app_server_ephemeral_ms": raw * 1e3,
+            "query_vs_raw": raw_ratio,
+            "target_raw": target_raw,
             "server_cpu_ms_per_warm_call": report.cpu_ms_per_call,
             "failures": failures,
         });
@@ -146,6 +175,8 @@ fn median(v: &[f64]) -> f64 {
 struct Report {
     /// Per tool: bridge and bare samples (seconds).
     rows: Vec<(&'static str, Vec<f64>, Vec<f64>)>,
+    /// A raw app-server's ephemeral thread and first turn, per round (seconds).
+    raw: Vec<f64>,
     cpu_ms_per_call: f64,
     calls: usize,
     warm_used: bool,
@@ -254,6 +285,43 @@ async fn bare_call(env: &TestEnv, mock: &MockApi, tool: &str, prompt: &str) -> R
     Ok(secs)
 }
 
+/// A raw `codex app-server` driven directly: per call a new ephemeral thread in a fresh empty
+/// directory and its first turn, `thread/start` sent to `turn/completed` read (the floor of a
+/// `query`).
+async fn raw_call(app: &mut AppServer, prompt: &str) -> Result<f64, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let cwd = dir.path().canonicalize().map_err(|e| e.to_string())?;
+    let prompt = prompt_of(prompt);
+    let start =
+        protocol::thread_start(&cwd, None, true).map_err(|e| format!("thread/start: {e}"))?;
+    let started = Instant::now();
+    let opened = app
+        .client
+        .open_thread(&start)
+        .await
+        .map_err(|e| format!("raw app-server thread/start: {e}"))?;
+    let id = app
+        .client
+        .start_turn(&TurnParams {
+            thread: &opened.thread,
+            prompt: &prompt,
+            sandbox: None,
+            cwd: &cwd,
+            model: None,
+            effort: None,
+        })
+        .await
+        .map_err(|e| format!("raw app-server turn/start: {e}"))?;
+    let log = read_turn(&mut app.events, Some(id.as_str())).await;
+    let secs = started.elapsed().as_secs_f64();
+    if log.messages.len() != 1 {
+        return Err(format!(
+            "a raw app-server turn did not answer once: {log:#?}"
+        ));
+    }
+    Ok(secs)
+}
+
 /// utime + stime of `pid` in ms (children excluded).
 fn cpu_ms(pid: u32) -> Result<f64, String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
@@ -304,7 +372,11 @@ async fn measure(rounds: usize) -> Result<Report, String> {
         TOOLS.iter().map(|t| (*t, Vec::new(), Vec::new())).collect();
     let mut bridge_cpu = 0.0;
     let mut calls = 0;
+    let mut app = AppServer::start(&env, &mock).await;
+    raw_call(&mut app, "warm up").await?;
+    let mut raw = Vec::new();
     for round in 0..rounds {
+        raw.push(raw_call(&mut app, &format!("round {round}: what is {round} + 1?")).await?);
         for (tool, bridge, bare) in rows.iter_mut() {
             let prompt = format!("round {round}: what is {round} + 1?");
             let mut run_bridge = async |bridge: &mut Vec<f64>| -> Result<(), String> {
@@ -326,6 +398,7 @@ async fn measure(rounds: usize) -> Result<Report, String> {
     }
     Ok(Report {
         rows,
+        raw,
         cpu_ms_per_call: bridge_cpu / calls.max(1) as f64,
         calls,
         warm_used: servers >= 1 && !exec_seen,

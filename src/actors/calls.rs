@@ -136,6 +136,10 @@ pub struct SessionView {
     pub usage: Usage,
     pub last_status: Option<SessionStatus>,
     pub last_error: Option<String>,
+    /// The name a person gave it.
+    pub name: Option<String>,
+    /// The CODEX_HOME its thread lives in.
+    pub codex_home: Option<String>,
     /// Whether its actor is live right now.
     pub live: bool,
 }

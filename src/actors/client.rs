@@ -74,6 +74,11 @@ impl ClientContext {
         opts
     }
 
+    /// The codex binary this client's turns run.
+    pub fn codex_program(&self) -> &std::path::Path {
+        &self.common.program
+    }
+
     /// The context of a client whose process has `config` and the environment `vars`.
     pub fn new(config: Config, vars: &[(String, String)]) -> ClientContext {
         ClientContext {

@@ -288,6 +288,24 @@ impl Bridge {
         .await
     }
 
+    /// Name a session (and its codex thread, where it has one), between turns.
+    pub async fn rename(
+        &self,
+        id: &SessionId,
+        name: crate::security::ids::SessionName,
+        client: Arc<ClientContext>,
+        timeout: Duration,
+    ) -> Result<SessionView> {
+        self.ask_registry(|reply| RegistryMessage::Rename {
+            id: id.clone(),
+            name,
+            client,
+            timeout,
+            reply,
+        })
+        .await
+    }
+
     /// Send the registry the message `make` builds around a reply channel, and wait for the
     /// answer (the session's actor or the registry answers; a dropped reply is said so).
     async fn ask_registry<T>(

@@ -20,6 +20,9 @@ use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::SessionRecord;
 
+/// Where a session's view goes (`forkSession`, `renameSession`).
+type ViewReply = oneshot::Sender<Result<crate::actors::calls::SessionView>>;
+
 /// Messages to the registry.
 pub enum RegistryMessage {
     /// Route a turn to its session.
@@ -51,6 +54,14 @@ pub enum RegistryMessage {
     /// Fork a session (its actor is started from the store when it is not live).
     Fork {
         id: SessionId,
+        client: Arc<crate::actors::client::ClientContext>,
+        timeout: std::time::Duration,
+        reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+    },
+    /// Name a session (its actor is started from the store when it is not live).
+    Rename {
+        id: SessionId,
+        name: crate::security::ids::SessionName,
         client: Arc<crate::actors::client::ClientContext>,
         timeout: std::time::Duration,
         reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
@@ -148,15 +159,15 @@ impl RegistryActor {
         Ok(actor)
     }
 
-    /// Fork a session through its actor (started from the store when it is not live).
-    async fn fork(
+    /// Send a stored session's actor (started from the store when it is not live) the message
+    /// `msg` makes around `reply`: a fork or a rename (`what`, for the words of a refusal).
+    async fn to_stored(
         &self,
-        myself: &ActorRef<RegistryMessage>,
-        shared: &Arc<Shared>,
+        (myself, shared): (&ActorRef<RegistryMessage>, &Arc<Shared>),
         id: SessionId,
-        client: Arc<crate::actors::client::ClientContext>,
-        timeout: std::time::Duration,
-        reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+        what: &str,
+        msg: impl FnOnce(ViewReply) -> SessionMessage,
+        reply: ViewReply,
     ) {
         if !self.live.contains(&id) && !matches!(shared.store.get(&id), Ok(Some(_))) {
             let _ = reply.send(Err(Error::invalid(
@@ -167,17 +178,15 @@ impl RegistryActor {
         }
         match self.session(myself, shared, &id).await {
             Ok(actor) => {
-                if let Err(ractor::MessagingErr::SendErr(SessionMessage::Fork { reply, .. })) =
-                    actor.cast(SessionMessage::Fork {
-                        client,
-                        timeout,
-                        reply,
-                    })
-                {
+                if let Err(ractor::MessagingErr::SendErr(back)) = actor.cast(msg(reply)) {
                     self.live.remove(&id);
-                    let _ = reply.send(Err(Error::Busy(format!(
-                        "session {id} was stopping; fork it again"
-                    ))));
+                    if let SessionMessage::Fork { reply, .. }
+                    | SessionMessage::Rename { reply, .. } = back
+                    {
+                        let _ = reply.send(Err(Error::Busy(format!(
+                            "session {id} was stopping; {what} it again"
+                        ))));
+                    }
                 }
             }
             Err(e) => {
@@ -265,7 +274,31 @@ impl Actor for RegistryActor {
                 client,
                 timeout,
                 reply,
-            } => self.fork(&myself, shared, id, client, timeout, reply).await,
+            } => {
+                let msg = |reply| SessionMessage::Fork {
+                    client,
+                    timeout,
+                    reply,
+                };
+                let to = (&myself, &*shared);
+                self.to_stored(to, id, "fork", msg, reply).await
+            }
+            RegistryMessage::Rename {
+                id,
+                name,
+                client,
+                timeout,
+                reply,
+            } => {
+                let msg = |reply| SessionMessage::Rename {
+                    name,
+                    client,
+                    timeout,
+                    reply,
+                };
+                let to = (&myself, &*shared);
+                self.to_stored(to, id, "rename", msg, reply).await
+            }
             RegistryMessage::Expire {
                 ttl,
                 forgotten,

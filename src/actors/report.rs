@@ -80,6 +80,20 @@ impl Answer {
 }
 
 impl SessionView {
+    /// The command a person runs to continue the session's thread in codex's own terminal
+    /// app with `program` (see [`crate::codex::argv::hand_off`]); none before a turn started a
+    /// thread.
+    pub fn hand_off(&self, program: &std::path::Path) -> Option<String> {
+        let thread = self.thread_id.as_ref()?;
+        let home = self.codex_home.as_deref().map(std::path::Path::new);
+        Some(crate::codex::argv::hand_off(
+            program,
+            home,
+            std::path::Path::new(&self.working_directory),
+            thread,
+        ))
+    }
+
     pub(crate) fn of(rec: &SessionRecord, live: bool) -> SessionView {
         SessionView {
             session_id: rec.session_id.to_string(),
@@ -92,6 +106,8 @@ impl SessionView {
             usage: rec.usage,
             last_status: rec.last_status.map(SessionStatus::from),
             last_error: rec.last_error.clone(),
+            name: rec.name.as_ref().map(|n| n.as_str().to_owned()),
+            codex_home: rec.codex_home.clone(),
             live,
         }
     }

@@ -98,9 +98,9 @@ impl Runner<'_> {
         timeout: Duration,
     ) -> Result<(TurnOutcome, Duration)> {
         let mut backend = CodexBackend::new(Source::Exec);
-        let common = &self.client.common;
+        let common = self.client.common_for(false);
         let (end, queued) = self
-            .turn(&mut backend, common, Invocation::Exec(spec), timeout)
+            .turn(&mut backend, &common, Invocation::Exec(spec), timeout)
             .await?;
         Ok((end.outcome, queued))
     }

@@ -217,10 +217,16 @@ pub fn sessions(
         }
         SessionsCommand::Show { id: raw } => {
             let rec = found(&id(raw)?)?;
+            let program = crate::config::codex_program(settings, vars);
+            let hand_off = hand_off(&rec, &program);
             if args.json {
-                json_text(&json!(rec))
+                let mut v = json!(rec);
+                if let (Some(h), Some(o)) = (hand_off, v.as_object_mut()) {
+                    o.insert("handOff".into(), Value::String(h));
+                }
+                json_text(&v)
             } else {
-                show_text(&rec)
+                show_text(&rec, hand_off)
             }
         }
         SessionsCommand::Export { id: raw } => json_text(&json!(found(&id(raw)?)?)),
@@ -267,6 +273,7 @@ fn list_table(all: &[SessionRecord], dir: &Path, exists: bool) -> String {
     }
     let mut rows = vec![vec![
         "SESSION".to_owned(),
+        "NAME".to_owned(),
         "LAST USED (UTC)".to_owned(),
         "TURNS".to_owned(),
         "STATUS".to_owned(),
@@ -277,6 +284,9 @@ fn list_table(all: &[SessionRecord], dir: &Path, exists: bool) -> String {
     for r in all {
         rows.push(vec![
             r.session_id.to_string(),
+            r.name
+                .as_ref()
+                .map_or_else(|| "-".into(), |n| n.as_str().to_owned()),
             utc(r.last_used_ms),
             r.turn_count.to_string(),
             status(r),
@@ -301,7 +311,20 @@ fn status(r: &SessionRecord) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn show_text(r: &SessionRecord) -> String {
+/// The command a person runs to continue the session's thread in codex's own terminal app
+/// with `program`; none before a turn started a thread.
+fn hand_off(r: &SessionRecord, program: &Path) -> Option<String> {
+    let thread = r.thread_id.as_ref()?;
+    let home = r.codex_home.as_deref().map(Path::new);
+    Some(crate::codex::argv::hand_off(
+        program,
+        home,
+        &r.working_directory,
+        thread,
+    ))
+}
+
+fn show_text(r: &SessionRecord, hand_off: Option<String>) -> String {
     let usage = |u: &crate::codex::events::Usage| {
         format!(
             "input {} (cached {}, cache write {}), output {} (reasoning {})",
@@ -315,6 +338,10 @@ fn show_text(r: &SessionRecord) -> String {
     let dash = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
     let rows = vec![
         vec!["session".into(), r.session_id.to_string()],
+        vec![
+            "name".into(),
+            dash(&r.name.as_ref().map(|n| n.as_str().to_owned())),
+        ],
         vec!["thread".into(), dash(&r.thread_id.map(|t| t.to_string()))],
         vec![
             "working directory".into(),
@@ -329,6 +356,7 @@ fn show_text(r: &SessionRecord) -> String {
         vec!["last error".into(), dash(&r.last_error)],
         vec!["usage".into(), usage(&r.usage)],
         vec!["thread usage".into(), usage(&r.thread_usage)],
+        vec!["continue in codex".into(), dash(&hand_off)],
     ];
     redact(&table(&rows)).into_owned()
 }

@@ -22,7 +22,7 @@ pub use flags::{ApprovalMode, Backend, NestedMcp, Settings};
 pub use validate::{
     Config, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_QUEUED_PROMPT_BYTES, DEFAULT_MAX_QUEUED_TURNS,
     DEFAULT_MAX_TIMEOUT_MS, DEFAULT_MAX_WARM, DEFAULT_TIMEOUT_MS, HTTP_TOKEN_VAR, HttpConfig,
-    MAX_MAX_CONCURRENT, MIN_HTTP_TOKEN_LEN, MIN_TIMEOUT_MS, find_on_path, store_dir,
+    MAX_MAX_CONCURRENT, MIN_HTTP_TOKEN_LEN, MIN_TIMEOUT_MS, codex_program, find_on_path, store_dir,
 };
 pub use version::CodexSupport;
 

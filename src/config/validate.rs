@@ -262,6 +262,23 @@ fn own_files(
         .collect()
 }
 
+/// The codex binary a server with the environment `vars` and the settings `s` runs, for the
+/// `sessions` command line (whose own settings hold the store only): CODEX_BIN, else the
+/// config file's `codex_bin`, else CODEX_CLI_PATH, else `codex`; an absolute path when found
+/// on PATH.
+pub fn codex_program(s: &Settings, vars: &[(String, String)]) -> PathBuf {
+    let var = |k: &str| {
+        vars.iter()
+            .find(|(n, v)| n == k && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    let given = var("CODEX_BIN").map(PathBuf::from).or(s.codex_bin.clone());
+    let path = given
+        .or(var("CODEX_CLI_PATH").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("codex"));
+    find_on_path(&path, var("PATH")).unwrap_or(path)
+}
+
 /// The codex binary: `--codex-bin`, else CODEX_CLI_PATH, else `codex`; an absolute path when
 /// found on PATH.
 fn codex_bin(s: &Settings, cli_path: Option<&str>, path_var: Option<&str>) -> Result<PathBuf> {

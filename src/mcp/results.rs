@@ -161,6 +161,14 @@ pub struct SessionInfo {
     pub last_status: Option<SessionStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The name a person gave it (`renameSession`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The command a person runs in a terminal to continue this conversation in codex's own
+    /// app (its CODEX_HOME and working directory included). The server does not write the
+    /// thread while that app holds it open with this command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hand_off: Option<String>,
     /// Whether an actor for it is live right now.
     pub live: bool,
 }

@@ -98,6 +98,73 @@ impl std::fmt::Display for SessionId {
     }
 }
 
+/// Most characters of a session's name.
+pub const MAX_SESSION_NAME_CHARS: usize = 80;
+
+/// A name a person chose for a session (and its codex thread): one line of at most
+/// [`MAX_SESSION_NAME_CHARS`] characters, not blank, that a person reads as it is (the rule of
+/// [`super::shown::check`]: no control, invisible, direction-changing or look-alike
+/// character, no tab, no odd blank), with no blank at either end. Hosts, codex's own app and
+/// the `sessions` command line show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct SessionName(String);
+
+/// Deserializing validates too: a stored name is checked like a caller's.
+impl<'de> serde::Deserialize<'de> for SessionName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        SessionName::parse("name", &raw).map_err(serde::de::Error::custom)
+    }
+}
+
+impl SessionName {
+    /// Check a caller's name. `field` names the argument in the error.
+    pub fn parse(field: &str, raw: &str) -> Result<Self> {
+        if raw.trim().is_empty() {
+            return Err(InvalidArgument::new(field, "must not be empty or blank"));
+        }
+        let chars = raw.chars().count();
+        if chars > MAX_SESSION_NAME_CHARS {
+            return Err(InvalidArgument::new(
+                field,
+                format!("must be at most {MAX_SESSION_NAME_CHARS} characters (it has {chars})"),
+            ));
+        }
+        if raw.contains(['\n', '\t']) {
+            return Err(InvalidArgument::new(
+                field,
+                "must be one line, without tabs",
+            ));
+        }
+        if raw.trim() != raw {
+            return Err(InvalidArgument::new(
+                field,
+                "must not start or end with a blank",
+            ));
+        }
+        let one_line = super::shown::Limits {
+            max_lines: 1,
+            max_line_chars: MAX_SESSION_NAME_CHARS,
+        };
+        super::shown::check(raw, &one_line).map_err(|why| {
+            InvalidArgument::new(field, format!("cannot be shown as it is: it holds {why}"))
+        })?;
+        Ok(SessionName(raw.to_owned()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A Codex thread id, read from codex's output. Only a parsed UUID is ever used as the
 /// `resume` positional, so a value can never present as a flag (or as `--last`).
 /// Serialized as its hyphenated form (a string: the store's format); deserializing goes
@@ -284,5 +351,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("too long"), "{err}");
+    }
+
+    #[test]
+    fn a_session_name_is_one_readable_line_and_each_refusal_names_the_field() {
+        for ok in ["refactor the parser", "Überarbeitung", "修正 1", "a"] {
+            assert_eq!(SessionName::parse("name", ok).unwrap().as_str(), ok);
+        }
+        let long = "x".repeat(MAX_SESSION_NAME_CHARS + 1);
+        for (bad, why) in [
+            ("", "blank"),
+            ("   ", "blank"),
+            ("two\nlines", "one line"),
+            ("tab\there", "one line"),
+            (" padded", "blank"),
+            ("escape \u{1b}[2J", "shown"),
+            ("right\u{202e}to left", "shown"),
+            ("zero\u{200b}width", "shown"),
+            ("g\u{0456}thub", "shown"),
+            (long.as_str(), "at most"),
+        ] {
+            let err = SessionName::parse("name", bad).unwrap_err().to_string();
+            assert!(err.contains("name"), "{bad:?}: {err}");
+            assert!(err.contains(why), "{bad:?}: {err}");
+        }
+        // a stored name is checked as it is read
+        assert!(serde_json::from_str::<SessionName>("\"ok\"").is_ok());
+        assert!(serde_json::from_str::<SessionName>("\"bad\\u001b\"").is_err());
     }
 }

@@ -20,7 +20,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sled::Transactional;
 
-use crate::security::ids::{SessionId, ThreadId};
+use crate::security::ids::{SessionId, SessionName, ThreadId};
 use crate::usage::Usage;
 
 pub mod error;
@@ -76,6 +76,9 @@ pub struct SessionRecord {
     /// A short, redacted reason for the last failure.
     #[serde(default)]
     pub last_error: Option<String>,
+    /// The name a person gave the session (`renameSession`), checked as it is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<SessionName>,
 }
 
 impl SessionRecord {
@@ -94,6 +97,7 @@ impl SessionRecord {
             thread_usage: Usage::default(),
             last_status: None,
             last_error: None,
+            name: None,
         }
     }
 }

@@ -5,6 +5,7 @@ mod app_server;
 mod cli;
 mod codex_host;
 mod config_layers;
+mod controls;
 mod escalation;
 mod faults;
 mod hostile;

@@ -7,10 +7,17 @@ use crate::codex::process::{TurnOutcome, run as run_process};
 use crate::codex::rollout::last_turn_context;
 use crate::config::Backend;
 
-/// Run `spec` to its end: its process reported by the sink's spawn hook as it starts, its
-/// events as progress; then, when `read_record`, what codex recorded of the turn.
-pub(crate) async fn run(env: &TurnEnv<'_>, spec: SpawnSpec, read_record: bool) -> TurnRun {
-    let outcome = run_process(spec, env.options(), env.sink.events()).await?;
+/// Run `spec` to its end within `timeout`: its process reported by the sink's spawn hook as it
+/// starts, its events as progress; then, when `read_record`, what codex recorded of the turn.
+pub(crate) async fn run(
+    env: &TurnEnv<'_>,
+    spec: SpawnSpec,
+    read_record: bool,
+    timeout: std::time::Duration,
+) -> TurnRun {
+    let mut opts = env.options();
+    opts.timeout = timeout;
+    let outcome = run_process(spec, opts, env.sink.events()).await?;
     log_finished(&outcome);
     let recorded = match outcome.output.thread_id {
         Some(t) if read_record => last_turn_context(&env.client.codex_home, &t),

@@ -1,5 +1,5 @@
 //! The one turn path: every codex turn the server runs (a session's, a `query`'s or `search`'s,
-//! each attempt of a `structured` call, a `review`, a thread's delete) is one call of
+//! each attempt of a `structured` call, a `review`) is one call of
 //! [`CodexBackend::run`], given codex's invocation of the turn ([`Invocation`]), the turn's
 //! environment ([`TurnEnv`]: whose it is, its time, its cancel and its one event [`Sink`]) and
 //! its control handle. The backend runs `codex exec` ([`exec`]), or a warm `codex app-server`
@@ -44,7 +44,7 @@ impl CodexBackend {
             Invocation::Exec(spec) => {
                 // one writer per thread: the warm process lets go of it first
                 self.source.let_go().await;
-                exec::run(env, spec, self.source.reads_record()).await
+                exec::run(env, spec, self.source.reads_record(), env.timeout).await
             }
             Invocation::Warm {
                 turn,
@@ -59,8 +59,9 @@ impl CodexBackend {
         self.source.holds_process()
     }
 
-    /// Close its warm process between turns (EOF first), giving its place under `max_warm`
-    /// back.
+    /// Close a session's warm process between turns (EOF first), giving its place under
+    /// `max_warm` back; a one-shot call's is kept for the call's next turn (see
+    /// [`CodexBackend::finish`]).
     pub(crate) async fn close(&mut self) {
         self.source.let_go().await;
     }

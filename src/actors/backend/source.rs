@@ -25,7 +25,7 @@ use super::env::TurnEnv;
     reason = "one per session or call, moved with its backend, never copied"
 )]
 pub(crate) enum Source {
-    /// None: every turn runs with `codex exec` (`review`, a thread's delete).
+    /// None: every turn runs with `codex exec` (`review`, `structured` with images).
     Exec,
     /// A session's own, between its turns.
     Session(SessionSource),
@@ -47,7 +47,7 @@ impl Drop for SessionSource {
     fn drop(&mut self) {
         // a warm process dropped here is killed with everything it started
         self.process = None;
-        self.shared.warm.release(&self.id);
+        self.shared.warm.release(&self.id, &self.closer);
     }
 }
 
@@ -74,6 +74,14 @@ pub(crate) enum NextWarm {
 }
 
 impl Source {
+    /// Whether a turn on `wanted` may run only on the process in place: a one-shot call's
+    /// re-ask continues its ephemeral thread, which lives in that process alone (no other
+    /// process, and no `codex exec`, can resume it).
+    pub(crate) fn pinned(&self, wanted: &crate::codex::process::ThreadWanted) -> bool {
+        matches!(self, Source::OneShot(_))
+            && matches!(wanted, crate::codex::process::ThreadWanted::Resume(_))
+    }
+
     /// Whether a turn's record (what codex recorded of it) is read: a session's turns only.
     pub(crate) fn reads_record(&self) -> bool {
         matches!(self, Source::Session(_))
@@ -146,6 +154,7 @@ impl Source {
                         .warm
                         .take_one_shot(o.client, &o.serves, |s| o.fits(env, s))
                         .await;
+                    o.spoiled = false;
                 }
             }
         }
@@ -178,6 +187,7 @@ impl Source {
                 if let Some(server) = o.server.take() {
                     server.kill().await;
                 }
+                o.spoiled = false;
             }
         }
     }
@@ -222,7 +232,7 @@ impl Source {
             if s.process.is_some() {
                 s.shared.warm.idle(&s.id, &s.closer);
             } else {
-                s.shared.warm.release(&s.id);
+                s.shared.warm.release(&s.id, &s.closer);
             }
         }
     }
@@ -233,7 +243,7 @@ impl Source {
         if let Source::Session(s) = self
             && let Some(w) = s.process.take()
         {
-            s.shared.warm.release(&s.id);
+            s.shared.warm.release(&s.id, &s.closer);
             w.close().await;
         }
     }
@@ -361,6 +371,7 @@ impl OneShotSource {
         let _ = shared.store.flush().await;
         let serves = self.serves.clone();
         let store = shared.store.clone();
+        self.spoiled = false;
         self.server = Some(OneShotServer::new(
             self.client,
             serves,

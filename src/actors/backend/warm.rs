@@ -1,7 +1,8 @@
 //! A turn on a warm `codex app-server`: the backend's own process when it was started the same
 //! way (`key_of`) and may be reused, else one its [`super::Source`] gives (the spare, an idle
 //! one of the client's, a new one under `max_warm`); a process that ended before codex
-//! accepted the turn is replaced; `codex exec` when no app-server can take the turn.
+//! accepted the turn is replaced; `codex exec` when no app-server can take the turn. A
+//! one-shot call's re-ask runs only on the process that ran its first turn ([`in_place`]).
 
 use std::time::{Duration, Instant};
 
@@ -18,18 +19,23 @@ use crate::config::Backend;
 /// reached it (killed from outside, the OOM killer, a crash at start-up).
 pub(crate) const REPLACEMENTS: usize = 3;
 
-/// Run a warm turn with `codex exec` instead (on the same thread): its invocation is the
-/// caller's `fallback`, from the turn as it was checked; the prompt moves on.
+/// Run a warm turn with `codex exec` instead (on the same thread), within what is left of the
+/// turn's time since `started`: its invocation is the caller's `fallback`, from the turn as it
+/// was checked; the prompt moves on.
 async fn exec_instead(
     source: &mut Source,
     env: &TurnEnv<'_>,
-    turn: WarmTurn,
-    fallback: Fallback,
+    (turn, fallback): (WarmTurn, Fallback),
+    started: Instant,
 ) -> TurnRun {
     env.sink.runs_with_exec();
     source.let_go().await;
     let spec = fallback(turn, env.common)?;
-    super::exec::run(env, spec, source.reads_record()).await
+    let left = env
+        .timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(1));
+    super::exec::run(env, spec, source.reads_record(), left).await
 }
 
 /// Run a warm turn (see the module); the source's place in the pool is settled once it ended,
@@ -40,10 +46,13 @@ pub(crate) async fn run(
     control: &mut TurnControl,
     (turn, wanted, fallback): (WarmTurn, ThreadWanted, Fallback),
 ) -> TurnRun {
-    let ran = if source.admit(env) {
-        on_app_server(source, env, control, (turn, wanted, fallback)).await
+    let started = Instant::now();
+    let ran = if source.pinned(&wanted) {
+        in_place(source, env, control, (turn, wanted)).await
+    } else if source.admit(env) {
+        on_app_server(source, env, control, (turn, wanted, fallback), started).await
     } else {
-        exec_instead(source, env, turn, fallback).await
+        exec_instead(source, env, (turn, fallback), started).await
     };
     source.settle();
     ran
@@ -57,8 +66,8 @@ async fn on_app_server(
     env: &TurnEnv<'_>,
     control: &mut TurnControl,
     (turn, wanted, fallback): (WarmTurn, ThreadWanted, Fallback),
+    started: Instant,
 ) -> TurnRun {
-    let started = Instant::now();
     let reads_record = source.reads_record();
     let mut opts = env.options();
     source.keep_fitting(env, &turn).await;
@@ -69,7 +78,9 @@ async fn on_app_server(
         if !source.holds_process() {
             match source.obtain(env, &turn).await {
                 NextWarm::Ready => fresh = true,
-                NextWarm::Exec => return exec_instead(source, env, turn, fallback).await,
+                NextWarm::Exec => {
+                    return exec_instead(source, env, (turn, fallback), started).await;
+                }
                 NextWarm::Failed(e) => return Err(e),
             }
         }
@@ -129,4 +140,30 @@ async fn on_app_server(
             on: Backend::AppServer,
         });
     }
+}
+
+/// A turn that may run only on the process in place ([`Source::pinned`]): no other process
+/// is taken or started, none replaces it, and no `codex exec` runs it.
+async fn in_place(
+    source: &mut Source,
+    env: &TurnEnv<'_>,
+    control: &mut TurnControl,
+    (turn, wanted): (WarmTurn, ThreadWanted),
+) -> TurnRun {
+    let opts = env.options();
+    let Some(process) = source.process_mut().filter(|p| p.reusable()) else {
+        return Err(crate::error::Error::SessionFailed(
+            "the codex app-server that ran this call's first turn is gone; ask again".into(),
+        ));
+    };
+    let outcome = process
+        .run_turn(wanted, &turn, &opts, control, env.sink.events())
+        .await;
+    log_finished(&outcome);
+    source.after_turn(matches!(outcome.ending, Ending::Completed));
+    Ok(TurnEnd {
+        outcome,
+        recorded: None,
+        on: Backend::AppServer,
+    })
 }

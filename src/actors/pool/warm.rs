@@ -44,11 +44,19 @@ fn least_recently_used_idle(entries: &[Entry]) -> Option<usize> {
 /// `CloseWarm`); the pool names no actor type, so it imports nothing of the session's.
 pub type Closer = Arc<dyn Fn() + Send + Sync>;
 
+/// A holder: a session's actor (its id, and its closer, which no other actor shares).
 struct Entry {
     id: SessionId,
     closer: Closer,
     last_used: Instant,
     busy: bool,
+}
+
+impl Entry {
+    /// Whether this is the entry of session `id`'s actor that asks through `closer`.
+    fn holds(&self, id: &SessionId, closer: &Closer) -> bool {
+        &self.id == id && Arc::ptr_eq(&self.closer, closer)
+    }
 }
 
 /// What [`WarmPool::acquire`] decided.
@@ -502,7 +510,7 @@ impl WarmPool {
     /// when the least recently used idle holder can be asked to close its process.
     pub fn acquire(&self, id: &SessionId, closer: &Closer) -> Admission {
         let mut entries = self.lock();
-        if let Some(e) = entries.iter_mut().find(|e| &e.id == id) {
+        if let Some(e) = entries.iter_mut().find(|e| e.holds(id, closer)) {
             e.busy = true;
             e.last_used = Instant::now();
             return Admission::Granted;
@@ -534,7 +542,7 @@ impl WarmPool {
     /// picked for closing while its turn ran).
     pub fn idle(&self, id: &SessionId, closer: &Closer) {
         let mut entries = self.lock();
-        match entries.iter_mut().find(|e| &e.id == id) {
+        match entries.iter_mut().find(|e| e.holds(id, closer)) {
             Some(e) => {
                 e.busy = false;
                 e.last_used = Instant::now();
@@ -548,9 +556,10 @@ impl WarmPool {
         }
     }
 
-    /// Session `id` no longer holds a warm process.
-    pub fn release(&self, id: &SessionId) {
-        self.lock().retain(|e| &e.id != id);
+    /// Session `id`'s actor that asks through `closer` no longer holds a warm process (an
+    /// entry of another actor of the same session, one started after it, stays).
+    pub fn release(&self, id: &SessionId, closer: &Closer) {
+        self.lock().retain(|e| !e.holds(id, closer));
     }
 
     /// How many sessions hold a warm process.

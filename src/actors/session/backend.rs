@@ -9,7 +9,7 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::{Driver, ForkSpec, Plan, SessionBackend, TurnDriver, TurnEnv};
+use super::driver::{Driver, ForkSpec, NameSpec, Plan, SessionBackend, TurnDriver, TurnEnv};
 use crate::actors::backend::source::SessionSource;
 use crate::actors::backend::{CodexBackend, Source, TurnRun};
 use crate::actors::pool::warm::Closer;
@@ -74,35 +74,7 @@ impl Driver for Codex {
                 model,
                 timeout,
             } = fork;
-            let cancel = CancellationToken::new();
-            let _slot = shared
-                .limiter
-                .acquire(shared.queue_timeout, &cancel, |_| {})
-                .await?;
-            // the fork's one-off process counts against max_warm like any other
-            let t0 = Instant::now();
-            let place = shared
-                .warm
-                .slot(timeout, Duration::ZERO, &cancel)
-                .await
-                .ok_or_else(|| {
-                    Error::Busy(format!(
-                        "every warm codex process (max_warm = {}) is busy; fork once a turn has \
-                         ended",
-                        shared.warm.max()
-                    ))
-                })?;
-            let left = timeout.saturating_sub(t0.elapsed());
-            // on record for the takeover sweep while it lives, like every process
-            let spawned = crate::actors::inflight::Recorded::spawn(&server, shared.store.clone());
-            let mut process =
-                tokio::time::timeout(left, spawned)
-                    .await
-                    .map_err(|_| Error::TimedOut {
-                        after: timeout,
-                        partial: None,
-                    })??;
-            process.process().hold(place);
+            let (mut process, _slot) = one_off(&server, timeout, shared, "fork").await?;
             let forked = process
                 .process()
                 .fork(thread, &cwd, model.as_deref(), timeout)
@@ -111,6 +83,66 @@ impl Driver for Codex {
             Ok(forked?)
         })
     }
+
+    fn name<'a>(&'a self, name: NameSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let NameSpec {
+                server,
+                thread,
+                cwd,
+                name,
+                timeout,
+            } = name;
+            let (mut process, _slot) = one_off(&server, timeout, shared, "rename").await?;
+            let named = process
+                .process()
+                .set_name(thread, &cwd, &name, timeout)
+                .await;
+            process.close().await;
+            Ok(named?)
+        })
+    }
+}
+
+/// A one-off app-server from `server` for work on a thread no turn uses (`what`: a fork, a
+/// rename), within `timeout`: a global slot first, then a place under `max_warm` like any
+/// other app-server, then the process, on record for the takeover sweep while it lives.
+async fn one_off(
+    server: &crate::codex::argv::SpawnSpec,
+    timeout: Duration,
+    shared: &Shared,
+    what: &str,
+) -> Result<(
+    crate::actors::inflight::Recorded,
+    crate::actors::limiter::Slot,
+)> {
+    let cancel = CancellationToken::new();
+    let slot = shared
+        .limiter
+        .acquire(shared.queue_timeout, &cancel, |_| {})
+        .await?;
+    let t0 = Instant::now();
+    let place = shared
+        .warm
+        .slot(timeout, Duration::ZERO, &cancel)
+        .await
+        .ok_or_else(|| {
+            Error::Busy(format!(
+                "every warm codex process (max_warm = {}) is busy; {what} once a turn has ended",
+                shared.warm.max()
+            ))
+        })?;
+    let left = timeout.saturating_sub(t0.elapsed());
+    let spawned = crate::actors::inflight::Recorded::spawn(server, shared.store.clone());
+    let mut process =
+        tokio::time::timeout(left, spawned)
+            .await
+            .map_err(|_| Error::TimedOut {
+                after: timeout,
+                partial: None,
+            })??;
+    process.process().hold(place);
+    Ok((process, slot))
 }
 
 impl Default for TurnDriver {

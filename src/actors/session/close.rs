@@ -47,7 +47,7 @@ pub(super) async fn close(
     }
     // cancels and kills the running turn; its caller learns that the close ended it
     let fork = match &st.phase {
-        Phase::Forking { task } | Phase::Closed { fork: task } => task.clone(),
+        Phase::OneOff { task } | Phase::Closed { fork: task } => task.clone(),
         Phase::Idle | Phase::Turn { .. } => None,
     };
     if let Phase::Turn { mut guard, .. } = std::mem::replace(&mut st.phase, Phase::Closed { fork })
@@ -110,7 +110,9 @@ pub(super) fn closed(id: &SessionId, msg: SessionMessage) {
         SessionMessage::Steer { reply, .. } => {
             let _ = reply.send(Err(gone()));
         }
-        SessionMessage::Fork { reply, .. } => {
+        SessionMessage::Fork { reply, .. }
+        | SessionMessage::Rename { reply, .. }
+        | SessionMessage::Named { reply, .. } => {
             let _ = reply.send(Err(gone()));
         }
         SessionMessage::Get { reply } => {
@@ -129,7 +131,7 @@ pub(super) fn closed(id: &SessionId, msg: SessionMessage) {
         | SessionMessage::CloseWarm
         | SessionMessage::TurnRunning
         | SessionMessage::RunsWithExec
-        | SessionMessage::ForkDone => {}
+        | SessionMessage::OneOffDone => {}
     }
 }
 

@@ -12,7 +12,7 @@ use crate::actors::shared::Shared;
 use crate::codex::argv::{CheckedTurn, Common, SpawnSpec};
 use crate::codex::process::{ThreadWanted, TurnControl};
 use crate::error::Result;
-use crate::security::ids::{SessionId, ThreadId};
+use crate::security::ids::{SessionId, SessionName, ThreadId};
 use crate::security::paths::Confined;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +21,8 @@ pub(super) use crate::actors::backend::TurnEnv;
 
 /// A session turn planned once, in no backend's terms: the turn checked once (what codex is
 /// asked, where, at which sandbox level, with which files), the thread it continues, and the
-/// backend chosen for it (in one place, when the call was prepared). The driver turns it into
+/// backend it asks for (chosen in one place, when the call was prepared; the backend may
+/// still run a warm plan with `codex exec`). The driver turns it into
 /// codex's invocation ([`Invocation`]); a fake driver reads it as it is.
 pub(super) struct Plan {
     pub(super) turn: CheckedTurn,
@@ -94,6 +95,19 @@ pub(super) trait Driver: Send + Sync + 'static {
         fork: ForkSpec,
         shared: &'a Arc<Shared>,
     ) -> BoxFuture<'a, Result<ThreadId>>;
+
+    /// Give `thread` the name `name` (codex's `thread/name/set`), on a process that no turn
+    /// uses.
+    fn name<'a>(&'a self, name: NameSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>>;
+}
+
+/// A thread to name: the one-off app-server's invocation, the thread and its name.
+pub(super) struct NameSpec {
+    pub(super) server: SpawnSpec,
+    pub(super) thread: ThreadId,
+    pub(super) cwd: Confined,
+    pub(super) name: SessionName,
+    pub(super) timeout: Duration,
 }
 
 /// A fork to make: the one-off app-server's invocation and the thread to fork.

@@ -1,14 +1,17 @@
-//! `forkSession`: the thread copied into a new session by the driver (a one-off app-server on
-//! the real one), in a task the actor owns (aborted with its state); turns wait meanwhile.
+//! The work of a one-off app-server on a session's thread, in a task the actor owns (aborted
+//! with its state), turns waiting meanwhile: `forkSession` (the thread copied into a new
+//! session) and `renameSession` (the name in codex's record of the thread, then in the
+//! session's).
 
-use super::driver::ForkSpec;
+use super::close::close_warm;
+use super::driver::{ForkSpec, NameSpec};
 use super::message::SessionMessage;
 use super::prepare::record_dir;
 use super::state::{Phase, SessionState};
 use crate::actors::client::ClientContext;
 use crate::codex::argv::{SpawnSpec, build_app_server};
 use crate::error::{Error, Result};
-use crate::security::ids::{SessionId, ThreadId};
+use crate::security::ids::{SessionId, SessionName, ThreadId};
 use crate::security::paths::Confined;
 use crate::store::{SessionRecord, now_ms};
 use ractor::ActorRef;
@@ -37,7 +40,7 @@ pub(super) fn fork(
     };
     let shared = st.shared.clone();
     let driver = st.driver.clone();
-    st.phase = Phase::Forking { task: None };
+    st.phase = Phase::OneOff { task: None };
     let me = myself.clone();
     let home = client.codex_home.display().to_string();
     let span = tracing::info_span!("fork", session = %st.id);
@@ -67,13 +70,13 @@ pub(super) fn fork(
                 Ok(crate::actors::calls::SessionView::of(&rec, false))
             };
             let forked = forked.await;
-            let _ = me.cast(SessionMessage::ForkDone);
+            let _ = me.cast(SessionMessage::OneOffDone);
             let _ = reply.send(forked);
         },
         span,
     ));
     // owned: a stop or a panic of the actor aborts the fork, and its process dies with it
-    st.phase = Phase::Forking {
+    st.phase = Phase::OneOff {
         task: Some(task.abort_handle()),
     };
 }
@@ -84,6 +87,91 @@ fn fork_checked(
     st: &SessionState,
     client: &ClientContext,
 ) -> Result<(SessionRecord, ThreadId, Confined, SpawnSpec)> {
+    let checked = thread_op_checked(st, client, "fork")?;
+    let (Some(rec), Some((thread, cwd, server))) = (&st.record, checked) else {
+        return Err(Error::invalid(
+            "sessionId",
+            format!(
+                "session {} has no conversation yet (no turn started its thread): nothing \
+                 to fork",
+                st.id
+            ),
+        ));
+    };
+    Ok((rec.clone(), thread, cwd, server))
+}
+
+/// Name the session `name`: at once when it has no thread yet; else codex's record of the
+/// thread first (`thread/name/set` on a one-off app-server, the session's own warm process
+/// closed before: one process writes a thread at a time), then the session's record, when the
+/// actor hears back ([`named`]). Refused while a turn runs or waits.
+pub(super) async fn rename(
+    myself: &ActorRef<SessionMessage>,
+    st: &mut SessionState,
+    (name, client, timeout): (SessionName, Arc<ClientContext>, Duration),
+    reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+) {
+    let (thread, cwd, server) = match thread_op_checked(st, &client, "rename") {
+        Ok(Some(p)) => p,
+        Ok(None) => return named(st, Ok(name), reply).await,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+            return;
+        }
+    };
+    close_warm(st).await;
+    let shared = st.shared.clone();
+    let driver = st.driver.clone();
+    let me = myself.clone();
+    let span = tracing::info_span!("rename", session = %st.id);
+    let task = tokio::spawn(tracing::Instrument::instrument(
+        async move {
+            let spec = NameSpec {
+                server,
+                thread,
+                cwd,
+                name: name.clone(),
+                timeout,
+            };
+            let done = driver.0.name(spec, &shared).await.map(|()| name);
+            let _ = me.cast(SessionMessage::Named { name: done, reply });
+        },
+        span,
+    ));
+    st.phase = Phase::OneOff {
+        task: Some(task.abort_handle()),
+    };
+}
+
+/// A rename's end: the name in the session's record (stored and flushed) and the caller
+/// answered with the session; or the caller told why codex did not take it (nothing changed).
+pub(super) async fn named(
+    st: &mut SessionState,
+    name: Result<SessionName>,
+    reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+) {
+    let answer = async {
+        let name = name?;
+        let rec = st.record.as_mut().ok_or_else(|| {
+            Error::SessionFailed("the session was closed during the rename".into())
+        })?;
+        rec.name = Some(name);
+        st.shared.store.put(rec)?;
+        st.shared.store.flush().await?;
+        tracing::info!(session = %st.id, "renamed");
+        Ok(crate::actors::calls::SessionView::of(rec, true))
+    };
+    let _ = reply.send(answer.await);
+}
+
+/// Whether a one-off operation (`what`) may start on the session: its thread, working
+/// directory (checked again against the client's roots) and the one-off app-server's
+/// invocation; `None` for a session without a thread yet; else why not.
+fn thread_op_checked(
+    st: &SessionState,
+    client: &ClientContext,
+    what: &str,
+) -> Result<Option<(ThreadId, Confined, SpawnSpec)>> {
     let Some(rec) = &st.record else {
         return Err(Error::invalid(
             "sessionId",
@@ -92,23 +180,16 @@ fn fork_checked(
     };
     if !st.phase.idle() || !st.pending.is_empty() {
         return Err(Error::Busy(format!(
-            "session {} is running a turn (or a fork); fork it once that has ended",
+            "session {} is running a turn (or a fork); {what} it once that has ended",
             st.id
         )));
     }
-    let thread = rec.thread_id.ok_or_else(|| {
-        Error::invalid(
-            "sessionId",
-            format!(
-                "session {} has no conversation yet (no turn started its thread): nothing \
-                 to fork",
-                st.id
-            ),
-        )
-    })?;
+    let Some(thread) = rec.thread_id else {
+        return Ok(None);
+    };
     client.check_codex_home(rec)?;
     let cwd = record_dir(client, rec)?;
-    // no nested MCP servers: nothing runs in the fork's one-off process
+    // no nested MCP servers: nothing runs in the one-off process
     let server = build_app_server(&client.common_for(true), cwd.clone())?;
-    Ok((rec.clone(), thread, cwd, server))
+    Ok(Some((thread, cwd, server)))
 }

@@ -12,7 +12,7 @@ use crate::actors::report::TurnReport;
 use crate::codex::process::SpawnInfo;
 use crate::error::Result;
 use crate::plan::values::SandboxLevel;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{SessionName, ThreadId};
 use crate::store::SessionRecord;
 
 use super::driver::SessionBackend;
@@ -58,8 +58,23 @@ pub enum SessionMessage {
     TurnRunning,
     /// The running turn went to `codex exec` (no app-server could take it): it takes no steer.
     RunsWithExec,
-    /// A fork of the session's thread ended: turns may run again.
-    ForkDone,
+    /// A one-off app-server's work on the session's thread (a fork, a rename) ended: turns may
+    /// run again.
+    OneOffDone,
+    /// A rename's one-off work on the thread ended: the name to record, or why codex did not
+    /// take it.
+    Named {
+        name: Result<SessionName>,
+        reply: oneshot::Sender<Result<SessionView>>,
+    },
+    /// Give the session `name` (and its codex thread, where it has one: `thread/name/set` on a
+    /// one-off app-server); answered with the session as it is then.
+    Rename {
+        name: SessionName,
+        client: Arc<ClientContext>,
+        timeout: Duration,
+        reply: oneshot::Sender<Result<SessionView>>,
+    },
     /// Fork the session's thread into a new session (same working directory, a thread of its
     /// own from `thread/fork`); answered with the new session.
     Fork {

@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use close::{close, close_warm, closed};
 use finish::finish;
-use fork::fork;
+use fork::{fork, named, rename};
 use prepare::prepare;
 use queue::queue;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -179,8 +179,8 @@ impl Actor for SessionActor {
                     inbox.running = true;
                 }
             }
-            SessionMessage::ForkDone => {
-                if let Phase::Forking { .. } = st.phase {
+            SessionMessage::OneOffDone => {
+                if let Phase::OneOff { .. } = st.phase {
                     st.phase = Phase::Idle;
                     start_next(&myself, st).await;
                 }
@@ -190,6 +190,19 @@ impl Actor for SessionActor {
                 timeout,
                 reply,
             } => fork(&myself, st, client, timeout, reply),
+            SessionMessage::Rename {
+                name,
+                client,
+                timeout,
+                reply,
+            } => rename(&myself, st, (name, client, timeout), reply).await,
+            SessionMessage::Named { name, reply } => {
+                if let Phase::OneOff { .. } = st.phase {
+                    st.phase = Phase::Idle;
+                }
+                named(st, name, reply).await;
+                start_next(&myself, st).await;
+            }
             #[cfg(test)]
             SessionMessage::Probe { .. } => {}
             SessionMessage::IdleCheck => {

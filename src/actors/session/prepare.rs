@@ -1,6 +1,7 @@
 //! A call made ready to run: the session's directory binding checked, the files attached, the
-//! turn checked once and its backend chosen (in one place, [`warm_backend`]) into a [`Plan`],
-//! and only then the record marked running.
+//! turn checked once and the backend it asks for chosen (in one place, [`warm_backend`]) into a
+//! [`Plan`], and only then the record marked running. The backend still runs a warm plan with
+//! `codex exec` when the pool has no room for it (`max_warm`) or no app-server starts.
 
 use super::driver::Plan;
 use super::message::CallMeta;

@@ -66,7 +66,7 @@ impl Drop for SessionState {
         if let Some(t) = &self.idle_timer {
             t.abort();
         }
-        if let Phase::Forking { task: Some(f) } | Phase::Closed { fork: Some(f) } = &self.phase {
+        if let Phase::OneOff { task: Some(f) } | Phase::Closed { fork: Some(f) } = &self.phase {
             f.abort();
         }
         for (_, reply, _) in self.pending.drain(..) {
@@ -86,13 +86,14 @@ pub(super) enum Phase {
         guard: TurnGuard,
         steer: Option<SteerInbox>,
     },
-    /// A fork of the thread is being made (its task, once spawned): turns wait, since no turn
-    /// writes the thread a fork reads.
-    Forking {
+    /// A one-off app-server works on the thread (a fork, a rename: its task, once spawned):
+    /// turns wait, since no turn writes the thread it reads or writes.
+    OneOff {
         task: Option<tokio::task::AbortHandle>,
     },
     /// The session was closed: the actor drains its mailbox and stops (see `close::closed`).
-    /// A fork it was making is aborted with the state (its one-off process dies with it).
+    /// A fork or rename it was making is aborted with the state (its one-off process dies
+    /// with it).
     Closed {
         fork: Option<tokio::task::AbortHandle>,
     },

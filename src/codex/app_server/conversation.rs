@@ -27,7 +27,7 @@ use crate::confine;
 use crate::plan::values::SandboxLevel;
 use crate::question::DecisionRecord;
 use crate::question::ask::Asker;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{SessionName, ThreadId};
 
 /// How long a request that ends a turn or lets go of a thread may take (`turn/interrupt`,
 /// `thread/backgroundTerminals/clean`; `thread/unsubscribe` five times as long).
@@ -214,21 +214,21 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
         cwd: &std::path::Path,
         model: Option<&str>,
         timeout: Duration,
-    ) -> Result<ThreadId, ForkFailed> {
+    ) -> Result<ThreadId, ThreadOpFailed> {
         let msg = protocol::thread_fork(&thread, cwd, model)
-            .map_err(|e| ForkFailed::Refused(e.to_string()))?;
-        let client = self.client.as_ref().ok_or(ForkFailed::Closed)?;
+            .map_err(|e| ThreadOpFailed::Refused(e.to_string()))?;
+        let client = self.client.as_ref().ok_or(ThreadOpFailed::Closed)?;
         let opened = match tokio::time::timeout(timeout, client.open_thread(&msg)).await {
-            Err(_) => return Err(ForkFailed::TimedOut),
+            Err(_) => return Err(ThreadOpFailed::TimedOut),
             Ok(Err(e)) => {
-                return Err(ForkFailed::Refused(format!(
+                return Err(ThreadOpFailed::Refused(format!(
                     "codex could not fork the thread: {e}"
                 )));
             }
             Ok(Ok(o)) => o,
         };
         if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd) {
-            return Err(ForkFailed::Policy(m.to_string()));
+            return Err(ThreadOpFailed::Policy(m.to_string()));
         }
         let forked = opened.thread;
         self.loaded = Some(Loaded {
@@ -238,6 +238,47 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
         });
         Ok(forked)
     }
+    /// Give the stored `thread` (of the working directory `cwd`) the name `name`
+    /// (`thread/name/set`, after `thread/resume` from the read-only template when another
+    /// thread is loaded or none is), within `timeout`.
+    pub async fn set_name(
+        &mut self,
+        thread: ThreadId,
+        cwd: &std::path::Path,
+        name: &SessionName,
+        timeout: Duration,
+    ) -> Result<(), ThreadOpFailed> {
+        let client = self.client.as_ref().ok_or(ThreadOpFailed::Closed)?;
+        let refused = |what: &str, e: ClientError| {
+            ThreadOpFailed::Refused(format!("codex could not {what}: {e}"))
+        };
+        let t0 = Instant::now();
+        if self.loaded.as_ref().is_none_or(|l| l.thread != thread) {
+            let msg = protocol::thread_resume(&thread, cwd, None)
+                .map_err(|e| ThreadOpFailed::Refused(e.to_string()))?;
+            let opened = tokio::time::timeout(timeout, client.open_thread(&msg))
+                .await
+                .map_err(|_| ThreadOpFailed::TimedOut)?;
+            let opened = opened.map_err(|e| refused("open the thread", e))?;
+            if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd) {
+                return Err(ThreadOpFailed::Policy(m.to_string()));
+            }
+            self.loaded = Some(Loaded {
+                thread,
+                watch: PolicyWatch::new(&opened),
+                rollout: opened.path.as_ref().map(PathBuf::from),
+            });
+        }
+        let left = timeout.saturating_sub(t0.elapsed());
+        let named = tokio::time::timeout(
+            left,
+            client.request(&protocol::thread_set_name(&thread, name)),
+        )
+        .await
+        .map_err(|_| ThreadOpFailed::TimedOut)?;
+        named.map(drop).map_err(|e| refused("name the thread", e))
+    }
+
     /// Drive one turn from `turn/start` to `turn/completed`: each notification of this turn
     /// mapped to the bridge's turn events (folded into `t`, shown through `on_event`), codex's
     /// questions and the steers served meanwhile, the reported policy checked at the start and
@@ -514,9 +555,9 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
     }
 }
 
-/// Why a fork did not open.
+/// Why a fork (or another one-off operation on a thread) did not happen.
 #[derive(Debug)]
-pub enum ForkFailed {
+pub enum ThreadOpFailed {
     /// No answer within the time given.
     TimedOut,
     /// Codex refused it, or the bridge refused to send it.
@@ -697,7 +738,7 @@ mod tests {
             asked,
             answer_fork(&mut lines, &mut out, |id| forked(id, "/w", writable))
         );
-        assert!(matches!(got, Err(ForkFailed::Policy(_))), "{got:?}");
+        assert!(matches!(got, Err(ThreadOpFailed::Policy(_))), "{got:?}");
         assert_eq!(conv.rollout(), None, "a refused fork is not loaded");
         let (mut conv, mut lines, mut out) = conversation();
         let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_secs(5));
@@ -709,7 +750,7 @@ mod tests {
                 read_only
             ))
         );
-        assert!(matches!(got, Err(ForkFailed::Policy(_))), "{got:?}");
+        assert!(matches!(got, Err(ThreadOpFailed::Policy(_))), "{got:?}");
     }
 
     #[tokio::test]
@@ -719,7 +760,7 @@ mod tests {
         let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_millis(200));
         let (got, line) = tokio::join!(asked, lines.next_line());
         assert!(line.unwrap().unwrap().contains("thread/fork"));
-        assert!(matches!(got, Err(ForkFailed::TimedOut)), "{got:?}");
+        assert!(matches!(got, Err(ThreadOpFailed::TimedOut)), "{got:?}");
 
         let (mut conv, mut lines, mut out) = conversation();
         let asked = conv.fork(thread, Path::new("/w"), None, Duration::from_secs(5));
@@ -728,7 +769,7 @@ mod tests {
         };
         let (got, ()) = tokio::join!(asked, answer_fork(&mut lines, &mut out, refuse));
         match got {
-            Err(ForkFailed::Refused(m)) => assert!(m.contains("could not fork"), "{m}"),
+            Err(ThreadOpFailed::Refused(m)) => assert!(m.contains("could not fork"), "{m}"),
             other => panic!("{other:?}"),
         }
     }

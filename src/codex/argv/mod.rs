@@ -32,12 +32,14 @@
 //! app-server` invocations), `one_shot.rs` (`query`, `search`) and `review.rs`. Each names its
 //! siblings directly; this file only re-exports (and tests the rules every path keeps).
 
+mod hand_off;
 mod one_shot;
 mod review;
 mod server;
 mod spec;
 mod turn;
 
+pub use hand_off::hand_off;
 pub use one_shot::{OneShotRequest, build_query, build_search, build_warm_one_shot};
 pub use review::{MAX_TITLE_LEN, ReviewRequest, build_review};
 pub use server::{APP_SERVER_SANDBOX_PIN, build_app_server, build_one_shot_server};

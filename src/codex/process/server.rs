@@ -32,7 +32,7 @@ use super::turn::{Ending, RunOptions, SpawnHook, SpawnInfo, TurnOutcome};
 
 use crate::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use crate::codex::app_server::conversation::{
-    Asks, Conversation, ForkFailed, Screen, Stop, ThreadWanted, TurnControl,
+    Asks, Conversation, Screen, Stop, ThreadOpFailed, ThreadWanted, TurnControl,
 };
 use crate::codex::argv::{PathKind, SpawnSpec, WarmTurn};
 use crate::codex::events::{self, FailureKind, Transcript};
@@ -407,18 +407,29 @@ impl WarmProcess {
         if let Some(moving) = self.moving.take() {
             let _ = moving.await;
         }
-        match self.conv.fork(thread, cwd.path(), model, timeout).await {
-            Ok(forked) => Ok(forked),
-            Err(ForkFailed::TimedOut) => Err(ProcessError::TimedOut { after: timeout }),
-            Err(ForkFailed::Refused(message)) => Err(ProcessError::Codex {
+        let forked = self.conv.fork(thread, cwd.path(), model, timeout).await;
+        self.thread_op_result(forked, timeout).await
+    }
+
+    /// A one-off operation's outcome in the process's terms; a thread that came back under
+    /// another policy than the template's kills the process.
+    async fn thread_op_result<T>(
+        &mut self,
+        done: std::result::Result<T, ThreadOpFailed>,
+        timeout: Duration,
+    ) -> Result<T> {
+        match done {
+            Ok(t) => Ok(t),
+            Err(ThreadOpFailed::TimedOut) => Err(ProcessError::TimedOut { after: timeout }),
+            Err(ThreadOpFailed::Refused(message)) => Err(ProcessError::Codex {
                 kind: FailureKind::TurnFailed,
                 message,
             }),
-            Err(ForkFailed::Closed) => Err(ProcessError::Codex {
+            Err(ThreadOpFailed::Closed) => Err(ProcessError::Codex {
                 kind: FailureKind::Crashed,
                 message: "codex app-server is closed".into(),
             }),
-            Err(ForkFailed::Policy(message)) => {
+            Err(ThreadOpFailed::Policy(message)) => {
                 self.kill().await;
                 Err(ProcessError::Codex {
                     kind: FailureKind::PolicyMismatch,
@@ -426,6 +437,24 @@ impl WarmProcess {
                 })
             }
         }
+    }
+
+    /// Give the stored `thread` (of `cwd`) the name `name` on this process (see
+    /// [`Conversation::set_name`]); a process whose thread came back under another policy is
+    /// killed.
+    pub async fn set_name(
+        &mut self,
+        thread: ThreadId,
+        cwd: &crate::security::paths::Confined,
+        name: &crate::security::ids::SessionName,
+        timeout: Duration,
+    ) -> Result<()> {
+        confine::recheck(cwd)?;
+        if let Some(moving) = self.moving.take() {
+            let _ = moving.await;
+        }
+        let named = self.conv.set_name(thread, cwd.path(), name, timeout).await;
+        self.thread_op_result(named, timeout).await
     }
 
     /// End a turn that did not complete: interrupt it and clean its background terminals

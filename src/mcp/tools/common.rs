@@ -112,7 +112,8 @@ pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult 
 }
 
 /// A session as the session tools show it.
-pub(super) fn session_info(v: SessionView) -> SessionInfo {
+pub(super) fn session_info(v: SessionView, program: &Path) -> SessionInfo {
+    let hand_off = v.hand_off(program);
     SessionInfo {
         session_id: v.session_id,
         thread_id: v.thread_id.map(|t| t.to_string()),
@@ -124,6 +125,8 @@ pub(super) fn session_info(v: SessionView) -> SessionInfo {
         usage: v.usage,
         last_status: v.last_status,
         last_error: v.last_error,
+        name: v.name,
+        hand_off,
         live: v.live,
     }
 }

@@ -38,7 +38,11 @@ impl McpServer {
         let run = async {
             let p: GetSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            let session = self.bridge.session(&id).await?.map(session_info);
+            let session = self
+                .bridge
+                .session(&id)
+                .await?
+                .map(|v| session_info(v, self.client.codex_program()));
             let text = match &session {
                 Some(s) => serde_json::to_string_pretty(s).unwrap_or_default(),
                 None => format!("No session {id}."),

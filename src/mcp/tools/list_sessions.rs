@@ -63,7 +63,11 @@ impl McpServer {
                 ));
             }
             let page = self.bridge.sessions(p.cursor.as_deref(), limit as usize)?;
-            let sessions: Vec<SessionInfo> = page.sessions.into_iter().map(session_info).collect();
+            let sessions: Vec<SessionInfo> = page
+                .sessions
+                .into_iter()
+                .map(|v| session_info(v, self.client.codex_program()))
+                .collect();
             let text = if sessions.is_empty() {
                 "No sessions.".to_owned()
             } else {

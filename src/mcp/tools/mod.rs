@@ -22,6 +22,7 @@ pub mod get_session;
 pub mod list_sessions;
 pub mod ping;
 pub mod query;
+pub mod rename_session;
 pub mod review;
 pub mod search;
 pub mod steer;
@@ -48,6 +49,7 @@ const TOOLS: &[ToolEntry] = &[
     get_session::TOOL,
     close_session::TOOL,
     fork_session::TOOL,
+    rename_session::TOOL,
     steer::TOOL,
     ping::TOOL,
 ];

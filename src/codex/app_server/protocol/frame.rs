@@ -46,6 +46,9 @@ pub enum Method {
     /// `thread/unsubscribe`: the process lets go of a loaded thread (an ephemeral one is gone
     /// with it), so nothing of a one-shot call stays loaded for the next.
     ThreadUnsubscribe,
+    /// `thread/name/set`: the name a person chose for a stored thread (codex's own app shows
+    /// it).
+    ThreadSetName,
 }
 
 impl Method {
@@ -62,6 +65,7 @@ impl Method {
             Method::ThreadFork => "thread/fork",
             Method::TurnSteer => "turn/steer",
             Method::ThreadUnsubscribe => "thread/unsubscribe",
+            Method::ThreadSetName => "thread/name/set",
         }
     }
 

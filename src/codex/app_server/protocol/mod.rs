@@ -74,9 +74,9 @@ pub use requests::{
     WireInputQuestion,
 };
 pub use thread::{
-    PolicyWatch, ThreadFork, ThreadOpened, ThreadResume, ThreadStart, ThreadUnsubscribe,
-    UnsubscribeStatus, Unsubscribed, parse_thread_opened, parse_unsubscribed, thread_fork,
-    thread_resume, thread_start, thread_unsubscribe,
+    PolicyWatch, ThreadFork, ThreadOpened, ThreadResume, ThreadSetName, ThreadStart,
+    ThreadUnsubscribe, UnsubscribeStatus, Unsubscribed, parse_thread_opened, parse_unsubscribed,
+    thread_fork, thread_resume, thread_set_name, thread_start, thread_unsubscribe,
 };
 pub use turn::{
     CleanBackgroundTerminals, Empty, StartedTurn, Steered, TurnInterrupt, TurnParams, TurnStart,

@@ -16,7 +16,7 @@ use super::policy::{
     cwd_value, model_value,
 };
 use crate::plan::values::SandboxLevel;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{SessionName, ThreadId};
 
 /// The keys every thread-level template carries, and nothing a caller names (never `config`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -252,6 +252,25 @@ pub fn thread_unsubscribe(thread: &ThreadId) -> ThreadUnsubscribe {
 /// Read a `thread/unsubscribe` result: [`Unsubscribed::unloaded`].
 pub fn parse_unsubscribed(result: &Value) -> Result<bool, ProtocolError> {
     typed_ref::<Unsubscribed>("thread/unsubscribe result", result).map(|u| u.unloaded())
+}
+
+/// The params of `thread/name/set` ([`thread_set_name`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSetName {
+    thread_id: String,
+    name: String,
+}
+
+message!(ThreadSetName, Method::ThreadSetName, super::turn::Empty);
+
+/// `thread/name/set`: `thread` carries `name` (a [`SessionName`], checked), which codex's own
+/// app shows in its list of threads.
+pub fn thread_set_name(thread: &ThreadId, name: &SessionName) -> ThreadSetName {
+    ThreadSetName {
+        thread_id: thread.to_arg(),
+        name: name.as_str().to_owned(),
+    }
 }
 
 #[cfg(test)]

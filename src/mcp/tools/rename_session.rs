@@ -1,0 +1,67 @@
+//! `renameSession`: a name a person chose for a session, kept in its record and in codex's
+//! record of its thread. Its arguments ([`RenameSessionParams`]), its result
+//! ([`RenameResult`]), its table entry (`TOOL`) and its handler.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::session_info;
+use crate::error::Error;
+use crate::mcp::answer::{ok_result, parse_args, plain_error};
+use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::results::SessionInfo;
+use crate::mcp::schemas::schema;
+use crate::security::ids::{SessionId, SessionName};
+
+/// The `renameSession` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "renameSession",
+    title: "Rename session",
+    description: "Give a session a name a person chose (shown by listSessions, getSession, \
+                  the `sessions` command line and codex's own app), between turns.",
+    hints: [false, false, true, false],
+    input: schema::<RenameSessionParams>,
+    output: schema::<RenameResult>,
+    task: false,
+    run: |s, args, _| Box::pin(s.rename_session(args)),
+};
+
+/// `renameSession`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenameSessionParams {
+    /// The session to name, between turns.
+    pub session_id: String,
+    /// One line of at most 80 characters a person reads as it is (no control or invisible
+    /// characters), replacing any earlier name.
+    pub name: String,
+}
+
+/// `renameSession`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RenameResult {
+    pub session: SessionInfo,
+}
+
+impl McpServer {
+    async fn rename_session(&self, args: JsonObject) -> CallToolResult {
+        let run = async {
+            let p: RenameSessionParams = parse_args(args)?;
+            let id = SessionId::parse("sessionId", &p.session_id)?;
+            let name = SessionName::parse("name", &p.name)?;
+            let timeout = self.client.config.timeout_for(None)?;
+            let session = self
+                .bridge
+                .rename(&id, name.clone(), self.client.clone(), timeout)
+                .await
+                .map(|v| session_info(v, self.client.codex_program()))?;
+            Ok(ok_result(
+                format!("Session {id} is now named \"{name}\"."),
+                RenameResult { session },
+            ))
+        };
+        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+    }
+}
