@@ -327,8 +327,15 @@ impl Bridge {
     /// registry asks the actor; a stored one without a live actor is read from the store by
     /// the registry.
     pub async fn session(&self, id: &SessionId) -> Result<Option<SessionView>> {
+        self.session_for(id, false).await
+    }
+
+    /// [`Bridge::session`]; with `let_go`, a live session first lets go of its thread between
+    /// turns (its warm process closes), so that codex's own app can open it.
+    pub async fn session_for(&self, id: &SessionId, let_go: bool) -> Result<Option<SessionView>> {
         self.ask_registry(|reply| RegistryMessage::Get {
             id: id.clone(),
+            let_go,
             reply,
         })
         .await

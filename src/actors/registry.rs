@@ -34,6 +34,8 @@ pub enum RegistryMessage {
     /// (the record is its actor's), else read from the store.
     Get {
         id: SessionId,
+        /// The session lets go of its thread first (its warm process closes between turns).
+        let_go: bool,
         reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
     },
     /// Close a session (live or stored).
@@ -159,6 +161,49 @@ impl RegistryActor {
         Ok(actor)
     }
 
+    /// One batch of the expiry sweep ([`RegistryMessage::Expire`]): the next batch is sent to
+    /// itself while some were forgotten (the registry's other messages are handled between
+    /// batches), and the sweep's caller is answered with the total once none is left.
+    async fn expire(
+        &self,
+        myself: &ActorRef<RegistryMessage>,
+        shared: &Arc<Shared>,
+        (ttl, forgotten): (std::time::Duration, usize),
+        reply: oneshot::Sender<Result<usize>>,
+    ) {
+        match expire_batch(shared, &self.live, ttl).await {
+            Ok(0) => {
+                let flushed = match forgotten {
+                    0 => Ok(()),
+                    n => {
+                        tracing::info!(forgotten = n, "forgot sessions past their time-to-live");
+                        shared.store.flush().await.map_err(Error::from)
+                    }
+                };
+                let _ = reply.send(flushed.map(|()| forgotten));
+            }
+            Ok(n) => {
+                // the next batch after whatever else came meanwhile
+                let next = RegistryMessage::Expire {
+                    ttl,
+                    forgotten: forgotten + n,
+                    reply,
+                };
+                if let Err(ractor::MessagingErr::SendErr(RegistryMessage::Expire {
+                    reply, ..
+                })) = myself.cast(next)
+                {
+                    let _ = reply.send(Err(Error::SessionFailed(
+                        "the session registry stopped during the expiry sweep".into(),
+                    )));
+                }
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
     /// Send a stored session's actor (started from the store when it is not live) the message
     /// `msg` makes around `reply`: a fork or a rename (`what`, for the words of a refusal).
     async fn to_stored(
@@ -256,7 +301,9 @@ impl Actor for RegistryActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             RegistryMessage::Turn { call, reply } => self.turn(&myself, shared, call, reply).await,
-            RegistryMessage::Get { id, reply } => get(shared, &self.live, id, reply),
+            RegistryMessage::Get { id, let_go, reply } => {
+                get(shared, &self.live, (id, let_go), reply)
+            }
             RegistryMessage::Close {
                 id,
                 delete_thread,
@@ -303,41 +350,7 @@ impl Actor for RegistryActor {
                 ttl,
                 forgotten,
                 reply,
-            } => match expire_batch(shared, &self.live, ttl).await {
-                Ok(0) => {
-                    let flushed = match forgotten {
-                        0 => Ok(()),
-                        n => {
-                            tracing::info!(
-                                forgotten = n,
-                                "forgot sessions past their time-to-live"
-                            );
-                            shared.store.flush().await.map_err(Error::from)
-                        }
-                    };
-                    let _ = reply.send(flushed.map(|()| forgotten));
-                }
-                Ok(n) => {
-                    // the next batch after whatever else came meanwhile
-                    let next = RegistryMessage::Expire {
-                        ttl,
-                        forgotten: forgotten + n,
-                        reply,
-                    };
-                    if let Err(ractor::MessagingErr::SendErr(RegistryMessage::Expire {
-                        reply,
-                        ..
-                    })) = myself.cast(next)
-                    {
-                        let _ = reply.send(Err(Error::SessionFailed(
-                            "the session registry stopped during the expiry sweep".into(),
-                        )));
-                    }
-                }
-                Err(e) => {
-                    let _ = reply.send(Err(e));
-                }
-            },
+            } => self.expire(&myself, shared, (ttl, forgotten), reply).await,
         }
         Ok(())
     }
@@ -399,10 +412,14 @@ fn steer(
 fn get(
     shared: &Arc<Shared>,
     live: &Live,
-    id: SessionId,
+    (id, let_go): (SessionId, bool),
     reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
 ) {
     let existing = live.get(&id);
+    if let (true, Some(actor)) = (let_go, &existing) {
+        // handled before the `Get` behind it (one mailbox): the answer comes once it let go
+        let _ = actor.cast(SessionMessage::CloseWarm);
+    }
     // a live actor answers from its record; one that stopped meanwhile left its
     // record flushed in the store
     let reply = match existing {

@@ -75,7 +75,18 @@ fn compile(schema: &Value) -> Result<(boon::Schemas, boon::SchemaIndex)> {
     compiler
         .add_resource(LOCATION, schema.clone())
         .map_err(refused)?;
-    let index = compiler.compile(LOCATION, &mut schemas).map_err(refused)?;
+    // boon panics on a pattern whose compiled regex exceeds the regex crate's size limit
+    // ("encountered bug in jsonschema compiler"): a caller's schema must get an answer
+    let compiled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        compiler.compile(LOCATION, &mut schemas).map_err(refused)
+    }))
+    .map_err(|_| {
+        Error::invalid(
+            "schema",
+            "is not a valid JSON Schema: a `pattern` (or another part) is too large to compile",
+        )
+    })?;
+    let index = compiled?;
     Ok((schemas, index))
 }
 
@@ -246,6 +257,14 @@ pub fn extract_json(text: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// boon panics on such a pattern: the caller still gets an answer naming `schema`.
+    #[test]
+    fn a_pattern_too_large_to_compile_is_refused_naming_the_schema() {
+        let huge = json!({"type": "string", "pattern": "(?:a{100}){100}{100}"});
+        let err = plan(&huge).err().expect("refused").to_string();
+        assert!(err.contains("schema") && err.contains("too large"), "{err}");
+    }
 
     #[test]
     fn strict_schemas_go_native_and_others_into_the_prompt() {

@@ -190,3 +190,119 @@ async fn a_name_reaches_codex_survives_a_restart_and_the_hand_off_names_codexs_o
         "{shown}"
     );
 }
+
+/// A person continues the conversation in codex's own app (here the thread resumed by codex
+/// itself with the session's CODEX_HOME, as that app writes it): the server's next turn goes on
+/// from codex's record, so the model receives the person's turn too, on either backend (on the
+/// app-server the warm process that had the thread loaded reads it again). While codex's own
+/// app holds the thread open (a process of this user resuming it), a turn is refused naming
+/// the session, and it runs once that app closed.
+#[tokio::test]
+async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record() {
+    use codex_mcp_bridge::codex::argv::build_turn;
+    use codex_mcp_bridge::security::ids::ThreadId;
+    use std::os::unix::process::CommandExt;
+
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(&env, &mock).await;
+    mock.push_for_user_text("server one", Reply::message("answer one"));
+    let one = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "server one", "sessionId": "handed", "workingDirectory": env.work()}),
+        )
+        .await);
+    let thread = one["threadId"].as_str().unwrap().to_owned();
+    // two turns in a row through the server never count as written elsewhere
+    mock.push_for_user_text("server two", Reply::message("answer two"));
+    ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "server two", "sessionId": "handed"}),
+        )
+        .await);
+
+    // the person's turn in codex's own record of the thread, while the server may still hold
+    // it loaded (its warm process between turns)
+    let person = || {
+        let mut req = crate::support::bridge::turn(&env, "person three");
+        req.resume = Some(ThreadId::parse(&thread).unwrap());
+        build_turn(&crate::support::bridge::common(&env, &mock), req).unwrap()
+    };
+    mock.push_for_user_text("person three", Reply::message("answer three"));
+    let mut by_hand = crate::support::bridge::run_spec(person()).await;
+    if by_hand.output.message.is_none() {
+        // codex 0.171.0 refuses to open a thread another process holds ("already has an
+        // active writer"): `handOff: true` makes the server let go of it first
+        assert!(
+            format!("{:?}", by_hand.ending).contains("active writer"),
+            "{:?}",
+            by_hand.ending
+        );
+        let got = ok(&s
+            .call(
+                "getSession",
+                json!({"sessionId": "handed", "handOff": true}),
+            )
+            .await);
+        assert!(got["session"]["handOff"].as_str().is_some(), "{got}");
+        by_hand = crate::support::bridge::run_spec(person()).await;
+    }
+    assert_eq!(
+        by_hand.output.message.as_deref(),
+        Some("answer three"),
+        "{:?}",
+        by_hand.ending
+    );
+
+    // codex's own app holds the thread open: refused, naming the session
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("codex");
+    std::fs::write(&app, "#!/bin/sh\nsleep 60\n").unwrap();
+    std::fs::set_permissions(&app, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut held = std::process::Command::new(&app)
+        .args(["resume", "-C", &env.work().display().to_string(), &thread])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "server four", "sessionId": "handed"}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("sessionId") && text(&r).contains("codex's own app"),
+        "{}",
+        text(&r)
+    );
+    // the app and its `sleep`
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(held.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    held.wait().unwrap();
+
+    // once it closed, the server goes on from codex's record: the person's turn included
+    mock.push_for_user_text("server four", Reply::message("answer four"));
+    let four = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "server four", "sessionId": "handed"}),
+        )
+        .await);
+    assert_eq!(four["threadId"], thread.as_str(), "{four}");
+    let last = mock.responses_requests().last().unwrap().clone();
+    for said in ["server one", "server two", "person three", "server four"] {
+        assert!(
+            last.user_text_contains(said),
+            "the model did not receive `{said}`: {:?}",
+            last.user_texts()
+        );
+    }
+}

@@ -452,6 +452,7 @@ fn fields(tool: &str) -> &'static [&'static str] {
         "listSessions" => &["cursor", "limit"],
         "getSession" => &["sessionId"],
         "closeSession" => &["sessionId", "deleteThread"],
+        "renameSession" => &["sessionId", "name"],
         _ => &[],
     }
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 11] = [
+pub const TOOL_NAMES: [&str; 12] = [
     "codex",
     "query",
     "search",
@@ -29,6 +29,7 @@ pub const TOOL_NAMES: [&str; 11] = [
     "getSession",
     "closeSession",
     "forkSession",
+    "renameSession",
     "steer",
     "ping",
 ];

@@ -129,6 +129,11 @@ try {
     }
     expectOk(steered, (e) => e.structured?.steered === true);
     expectOk(await running, (e) => e.structured?.steered?.[0] === 'STEER: say hello');
+    // name the session: the name and the hand-off come back in its view
+    expectOk(
+        await call('renameSession', { sessionId, name: 'SDK session' }),
+        (e) => e.structured?.session?.name === 'SDK session' && (e.structured?.session?.handOff ?? '').includes(' resume -C '),
+    );
 
     // bad arguments: every tool answers with its own sentence
     expectError(await call('listSessions', { limit: '2' }), 'invalid argument `limit`: invalid type: string "2", expected u32');
@@ -136,6 +141,7 @@ try {
     expectError(await call('getSession', { sessionId: 'a b' }), 'invalid argument `sessionId`');
     expectError(await call('closeSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('forkSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
+    expectError(await call('renameSession', { sessionId, name: 'two\nlines' }), 'invalid argument `name`: must be one line');
     expectError(await call('steer', { sessionId }), 'invalid argument `prompt`: missing field `prompt`');
     expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
     expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');

@@ -28,9 +28,18 @@ impl SessionBackend for CodexBackend {
         control: &'a mut TurnControl,
         plan: Plan,
     ) -> BoxFuture<'a, TurnRun> {
-        // codex's invocation, assembled from the turn checked once (the prompt moves)
-        let invocation = plan.invocation(env.common);
-        Box::pin(CodexBackend::run(self, env, control, invocation))
+        Box::pin(async move {
+            if plan.reload && CodexBackend::holds_process(self) {
+                // its loaded thread is not codex's record any more: read again by a new one
+                tracing::info!(
+                    "the thread was written elsewhere since the last turn; reading it again"
+                );
+                CodexBackend::close(self).await;
+            }
+            // codex's invocation, assembled from the turn checked once (the prompt moves)
+            let invocation = plan.invocation(env.common);
+            CodexBackend::run(self, env, control, invocation).await
+        })
     }
 
     fn holds_process(&self) -> bool {

@@ -30,6 +30,9 @@ pub(super) struct Plan {
     pub(super) resume: Option<ThreadId>,
     /// Whether it goes to the session's warm app-server (else `codex exec`).
     pub(super) warm: bool,
+    /// Whether the thread is read again from codex's record first (someone else wrote it
+    /// since the session's last turn): a warm process that has it loaded is closed.
+    pub(super) reload: bool,
 }
 
 impl Plan {
@@ -43,7 +46,9 @@ impl Plan {
     /// app-server can take it), or an exec spec, both assembled from the turn checked once
     /// (the prompt moves into it).
     pub(super) fn invocation(self, common: &Common) -> Invocation {
-        let Plan { turn, resume, warm } = self;
+        let Plan {
+            turn, resume, warm, ..
+        } = self;
         if !warm {
             return Invocation::Exec(turn.into_exec(common));
         }

@@ -3,7 +3,7 @@
 //! the turn closed), flushed before the caller is answered.
 
 use super::message::{CallMeta, Finished, TurnEnd};
-use super::state::SessionState;
+use super::state::{RolloutMark, SessionState};
 use crate::actors::report::TurnReport;
 use crate::codex::events::FailureKind;
 use crate::codex::process::Ending;
@@ -95,6 +95,10 @@ pub(super) async fn finish(
         Ok(ran) => Ok(fold(rec, &st.id, &f.call, f.queued, ran)),
     };
     rec.last_used_ms = now_ms();
+    // the thread's rollout as this turn left it (see `prepare::handed_back`)
+    st.rollout = rec
+        .thread_id
+        .and_then(|t| mark_after(rec.codex_home.as_deref(), &t, st.rollout.take()));
     let saved = store.put(rec).and(store.flush().await);
     let record = rec.clone();
     let answer = match (report, saved) {
@@ -108,6 +112,20 @@ pub(super) async fn finish(
     if let Some(r) = reply {
         let _ = r.send(answer);
     }
+}
+
+/// The mark of `thread`'s rollout now: the file of the session's last mark when it is that
+/// thread's, else found in `codex_home` (once per thread and actor).
+fn mark_after(
+    codex_home: Option<&str>,
+    thread: &crate::security::ids::ThreadId,
+    last: Option<RolloutMark>,
+) -> Option<RolloutMark> {
+    let path = match last {
+        Some(m) if m.path.to_string_lossy().contains(&thread.to_arg()) => m.path,
+        _ => crate::codex::rollout::find_rollout(std::path::Path::new(codex_home?), thread)?,
+    };
+    RolloutMark::of(path)
 }
 
 /// Fold a turn codex ran into the session's record (after checking what codex recorded of it

@@ -86,6 +86,7 @@ impl Actor for SessionActor {
         Ok(SessionState {
             shared: args.shared,
             backend: Some(backend),
+            rollout: None,
             driver: args.driver,
             id: args.id,
             record: args.record,

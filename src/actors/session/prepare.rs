@@ -13,7 +13,9 @@ use crate::codex::events::Usage;
 use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
+use crate::security::ids::ThreadId;
 use crate::security::paths::{Confined, Kind};
+use crate::security::redact::redact;
 use crate::store::{SessionRecord, TurnStatus, now_ms};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,6 +85,11 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
     } else {
         st.record.as_ref().and_then(|r| r.thread_id)
     };
+    // the thread as codex's own app may have left it (the hand-off): refused while it holds it
+    let reload = match resume {
+        Some(thread) => handed_back(st, &thread)?,
+        None => false,
+    };
     let prompt = call
         .prompt
         .take()
@@ -110,6 +117,7 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         turn: checked,
         resume,
         warm,
+        reload,
     };
     let (created, prior_usage) = mark_running(st, dir, &client, resume.is_some()).await?;
     Ok(Prepared {
@@ -125,6 +133,36 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         plan,
         prior_usage,
     })
+}
+
+/// Whether the thread must be read again from codex's record before this turn: someone else
+/// wrote it since the session's last turn (its rollout is not as that turn left it), as
+/// codex's own app does when a person continued the conversation there. Refused, naming the
+/// session, while codex's own app holds the thread open (a process of this user resuming it:
+/// [`crate::codex::process::app_holding`]). The one stat of the rollout is all an untouched
+/// thread costs; `/proc` is read only when it changed, or when the session has no mark yet
+/// (its first turn since the server started).
+fn handed_back(st: &SessionState, thread: &ThreadId) -> Result<bool> {
+    let changed = match &st.rollout {
+        Some(mark) => !mark.unchanged(),
+        None => true,
+    };
+    if !changed {
+        return Ok(false);
+    }
+    if let Some((pid, command)) = crate::codex::process::app_holding(thread) {
+        return Err(Error::invalid(
+            "sessionId",
+            format!(
+                "session {}'s conversation is open in codex's own app (pid {pid}: {}); close it \
+                 there, then send this turn again",
+                st.id,
+                redact(&command)
+            ),
+        ));
+    }
+    // written by another since this session's last turn: read again
+    Ok(st.rollout.is_some())
 }
 
 /// The one place a session turn's backend is chosen: the warm app-server when the bridge is

@@ -59,6 +59,9 @@ pub struct SessionState {
     /// The session's backend between turns (during a turn its task holds it), with its warm
     /// app-server if it keeps one.
     pub(super) backend: Option<Box<dyn SessionBackend>>,
+    /// The thread's rollout as the session's last turn left it (none before the first turn
+    /// since the server started).
+    pub(super) rollout: Option<RolloutMark>,
 }
 
 impl Drop for SessionState {
@@ -124,4 +127,24 @@ pub(super) struct SteerInbox {
     pub(super) tx: tokio::sync::mpsc::UnboundedSender<Steer>,
     pub(super) client: Arc<ClientContext>,
     pub(super) running: bool,
+}
+
+/// A thread's rollout file and its length when a turn of the session ended: whether someone
+/// else (codex's own app) wrote the thread since.
+pub(super) struct RolloutMark {
+    pub(super) path: std::path::PathBuf,
+    pub(super) len: u64,
+}
+
+impl RolloutMark {
+    /// The mark of `path` now; none when it cannot be read.
+    pub(super) fn of(path: std::path::PathBuf) -> Option<RolloutMark> {
+        let len = std::fs::metadata(&path).ok()?.len();
+        Some(RolloutMark { path, len })
+    }
+
+    /// Whether the file is as the mark says (one stat).
+    pub(super) fn unchanged(&self) -> bool {
+        std::fs::metadata(&self.path).is_ok_and(|m| m.len() == self.len)
+    }
 }

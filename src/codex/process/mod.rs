@@ -24,6 +24,7 @@ mod cgroup;
 mod command;
 pub mod error;
 mod freeze;
+mod holders;
 mod kill;
 mod outcome;
 mod read;
@@ -43,6 +44,7 @@ pub use crate::codex::app_server::conversation::{Steer, ThreadWanted, TurnContro
 pub use cgroup::{CGROUP_PREFIX, containment};
 pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
+pub use holders::app_holding;
 pub use kill::{argv_hash, kill_leftover, start_ticks};
 pub use server::{WarmKey, WarmProcess, key_of};
 pub use signal::descendants;

@@ -17,7 +17,9 @@ use crate::security::ids::SessionId;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "getSession",
     title: "Get session",
-    description: "Show one stored session.",
+    description: "Show one stored session, with the command that continues it in codex's own \
+                  app (`handOff`); with `handOff: true` the server first lets go of the \
+                  session's thread so that app can open it.",
     hints: [true, false, true, false],
     input: schema::<GetSessionParams>,
     output: schema::<SessionResult>,
@@ -31,6 +33,11 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct GetSessionParams {
     /// The session id.
     pub session_id: String,
+    /// About to continue the conversation in codex's own app: the server lets go of the
+    /// session's thread between turns (its warm process closes; codex refuses to open a thread
+    /// another process holds), and the next turn through the server reads it again.
+    #[serde(default)]
+    pub hand_off: bool,
 }
 
 impl McpServer {
@@ -40,7 +47,7 @@ impl McpServer {
             let id = SessionId::parse("sessionId", &p.session_id)?;
             let session = self
                 .bridge
-                .session(&id)
+                .session_for(&id, p.hand_off)
                 .await?
                 .map(|v| session_info(v, self.client.codex_program()));
             let text = match &session {

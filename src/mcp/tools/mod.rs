@@ -262,8 +262,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 44,
-            "11 tools, an input and an output schema each, both settings"
+            seen, 48,
+            "12 tools, an input and an output schema each, both settings"
         );
     }
 
