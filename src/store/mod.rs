@@ -107,8 +107,7 @@ impl SessionRecord {
 #[serde(rename_all = "camelCase")]
 pub struct InflightTurn {
     pub pid: i32,
-    /// Start time of the process in clock ticks since boot (/proc/PID/stat field 22): with the
-    /// pid, it identifies the process even after pid reuse.
+    /// Start ticks since boot (/proc/PID/stat field 22): the process, even after pid reuse.
     pub start_ticks: u64,
     /// Hash of codex's argv, checked against /proc/PID/cmdline before killing.
     pub argv_hash: u64,
@@ -116,9 +115,8 @@ pub struct InflightTurn {
     /// The turn's cgroup, when it ran in one.
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
-    /// The process that ran it stopped because its MCP client closed the connection
-    /// ([`Store::mark_inflight_client_closed`]); a record left without it is a crash's. Absent
-    /// in records written before this field (they read as `false`, no schema step needed).
+    /// Its process stopped because its MCP client left ([`Store::mark_inflight_client_closed`]);
+    /// a record without it is a crash's (older records read as `false`).
     #[serde(default)]
     pub client_closed: bool,
 }
