@@ -138,6 +138,8 @@ pub struct SessionView {
     pub last_error: Option<String>,
     /// The name a person gave it.
     pub name: Option<String>,
+    /// How many turns `rewindSession` dropped from its threads in all.
+    pub dropped_turns: u64,
     /// The CODEX_HOME its thread lives in.
     pub codex_home: Option<String>,
     /// Whether its actor is live right now.
@@ -233,4 +235,14 @@ pub struct Counts {
     pub active_turns: usize,
     pub queued_turns: usize,
     pub max_concurrent: usize,
+}
+
+/// What `renameSession` and `rewindSession` do to a session's thread (codex's record of it,
+/// by a one-off app-server), and to its record.
+#[derive(Debug, Clone)]
+pub enum ThreadOp {
+    /// Name it.
+    Name(crate::security::ids::SessionName),
+    /// Drop its last turns.
+    Rewind(u32),
 }

@@ -40,7 +40,7 @@ use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use calls::{
     Answer, BackendStatus, Counts, Finding, OneShot, OneShotCall, SessionPage, SessionStatus,
-    SessionView, Status, TurnCall, WorkDir,
+    SessionView, Status, ThreadOp, TurnCall, WorkDir,
 };
 pub use client::{ClientContext, ClientId, Progress};
 pub use limiter::Limiter;
@@ -288,17 +288,18 @@ impl Bridge {
         .await
     }
 
-    /// Name a session (and its codex thread, where it has one), between turns.
-    pub async fn rename(
+    /// Name a session (and its codex thread, where it has one), or drop its thread's last
+    /// turns, between turns.
+    pub async fn thread_op(
         &self,
         id: &SessionId,
-        name: crate::security::ids::SessionName,
+        op: ThreadOp,
         client: Arc<ClientContext>,
         timeout: Duration,
     ) -> Result<SessionView> {
-        self.ask_registry(|reply| RegistryMessage::Rename {
+        self.ask_registry(|reply| RegistryMessage::ThreadOp {
             id: id.clone(),
-            name,
+            op,
             client,
             timeout,
             reply,

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::SessionRecord;
 
-/// Where a session's view goes (`forkSession`, `renameSession`).
+/// Where a session's view goes (`forkSession`, `renameSession`, `rewindSession`).
 type ViewReply = oneshot::Sender<Result<crate::actors::calls::SessionView>>;
 
 /// Messages to the registry.
@@ -60,10 +60,11 @@ pub enum RegistryMessage {
         timeout: std::time::Duration,
         reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
     },
-    /// Name a session (its actor is started from the store when it is not live).
-    Rename {
+    /// Name a session, or drop its thread's last turns (its actor is started from the store
+    /// when it is not live).
+    ThreadOp {
         id: SessionId,
-        name: crate::security::ids::SessionName,
+        op: crate::actors::calls::ThreadOp,
         client: Arc<crate::actors::client::ClientContext>,
         timeout: std::time::Duration,
         reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
@@ -226,7 +227,7 @@ impl RegistryActor {
                 if let Err(ractor::MessagingErr::SendErr(back)) = actor.cast(msg(reply)) {
                     self.live.remove(&id);
                     if let SessionMessage::Fork { reply, .. }
-                    | SessionMessage::Rename { reply, .. } = back
+                    | SessionMessage::ThreadOp { reply, .. } = back
                     {
                         let _ = reply.send(Err(Error::Busy(format!(
                             "session {id} was stopping; {what} it again"
@@ -330,21 +331,25 @@ impl Actor for RegistryActor {
                 let to = (&myself, &*shared);
                 self.to_stored(to, id, "fork", msg, reply).await
             }
-            RegistryMessage::Rename {
+            RegistryMessage::ThreadOp {
                 id,
-                name,
+                op,
                 client,
                 timeout,
                 reply,
             } => {
-                let msg = |reply| SessionMessage::Rename {
-                    name,
+                let what = match &op {
+                    crate::actors::calls::ThreadOp::Name(_) => "rename",
+                    crate::actors::calls::ThreadOp::Rewind(_) => "rewind",
+                };
+                let msg = |reply| SessionMessage::ThreadOp {
+                    op,
                     client,
                     timeout,
                     reply,
                 };
                 let to = (&myself, &*shared);
-                self.to_stored(to, id, "rename", msg, reply).await
+                self.to_stored(to, id, what, msg, reply).await
             }
             RegistryMessage::Expire {
                 ttl,

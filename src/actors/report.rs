@@ -107,6 +107,7 @@ impl SessionView {
             last_status: rec.last_status.map(SessionStatus::from),
             last_error: rec.last_error.clone(),
             name: rec.name.as_ref().map(|n| n.as_str().to_owned()),
+            dropped_turns: rec.dropped_turns,
             codex_home: rec.codex_home.clone(),
             live,
         }

@@ -164,6 +164,9 @@ pub struct SessionInfo {
     /// The name a person gave it (`renameSession`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// How many turns `rewindSession` dropped from its conversation in all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_turns: u64,
     /// The command a person runs in a terminal to continue this conversation in codex's own
     /// app (its CODEX_HOME and working directory included). The server does not write the
     /// thread while that app holds it open with this command.
@@ -185,4 +188,8 @@ pub struct SessionResult {
     /// `closeSession`: the session was forgotten.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed: Option<bool>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -79,6 +79,13 @@ pub struct SessionRecord {
     /// The name a person gave the session (`renameSession`), checked as it is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<SessionName>,
+    /// How many turns `rewindSession` dropped from the session's threads in all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_turns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SessionRecord {
@@ -98,6 +105,7 @@ impl SessionRecord {
             last_status: None,
             last_error: None,
             name: None,
+            dropped_turns: 0,
         }
     }
 }

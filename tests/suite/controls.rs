@@ -306,3 +306,63 @@ async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record()
         );
     }
 }
+
+/// A rewound session's next turn no longer carries the dropped turns in what the model
+/// receives (codex's own `thread/rollback` on 0.145.0, `thread/revert` on 0.171.0, on a
+/// short-lived app-server on either backend); the session's record says how many were dropped,
+/// and the answer that files codex changed are not undone. Refusals name the field.
+#[tokio::test]
+async fn a_rewound_session_goes_on_from_before_the_dropped_turns() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(&env, &mock).await;
+    let r = s
+        .call("rewindSession", json!({"sessionId": "nobody", "turns": 1}))
+        .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("sessionId"), "{}", text(&r));
+    for (i, said) in ["r one", "r two", "r three"].into_iter().enumerate() {
+        mock.push_for_user_text(said, Reply::message(format!("answer {i}")));
+        let mut args = json!({"prompt": said, "sessionId": "rew"});
+        if i == 0 {
+            args["workingDirectory"] = json!(env.work());
+        }
+        ok(&s.call("codex", args).await);
+    }
+    for (turns, why) in [(0, "between 1"), (4, "3 turn(s)")] {
+        let r = s
+            .call("rewindSession", json!({"sessionId": "rew", "turns": turns}))
+            .await;
+        assert_eq!(r.is_error, Some(true), "{turns}");
+        assert!(
+            text(&r).contains("turns") && text(&r).contains(why),
+            "{turns}: {}",
+            text(&r)
+        );
+    }
+    let r = ok(&s
+        .call("rewindSession", json!({"sessionId": "rew", "turns": 2}))
+        .await);
+    assert_eq!(r["dropped"], 2, "{r}");
+    assert!(r["note"].as_str().unwrap().contains("not undone"), "{r}");
+    assert_eq!(r["session"]["turnCount"], 1, "{r}");
+    assert_eq!(r["session"]["droppedTurns"], 2, "{r}");
+    mock.push_for_user_text("r four", Reply::message("answer four"));
+    let four = ok(&s
+        .call("codex", json!({"prompt": "r four", "sessionId": "rew"}))
+        .await);
+    assert_eq!(four["resumed"], true, "{four}");
+    let last = mock.responses_requests().last().unwrap().clone();
+    assert!(
+        last.user_text_contains("r one") && last.user_text_contains("r four"),
+        "{:?}",
+        last.user_texts()
+    );
+    for dropped in ["r two", "r three"] {
+        assert!(
+            !last.user_text_contains(dropped),
+            "the model still received `{dropped}`: {:?}",
+            last.user_texts()
+        );
+    }
+}

@@ -453,6 +453,7 @@ fn fields(tool: &str) -> &'static [&'static str] {
         "getSession" => &["sessionId"],
         "closeSession" => &["sessionId", "deleteThread"],
         "renameSession" => &["sessionId", "name"],
+        "rewindSession" => &["sessionId", "turns"],
         _ => &[],
     }
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 12] = [
+pub const TOOL_NAMES: [&str; 13] = [
     "codex",
     "query",
     "search",
@@ -30,6 +30,7 @@ pub const TOOL_NAMES: [&str; 12] = [
     "closeSession",
     "forkSession",
     "renameSession",
+    "rewindSession",
     "steer",
     "ping",
 ];

@@ -129,6 +129,11 @@ try {
     }
     expectOk(steered, (e) => e.structured?.steered === true);
     expectOk(await running, (e) => e.structured?.steered?.[0] === 'STEER: say hello');
+    // take the session back by one turn: its view counts the dropped turn
+    expectOk(
+        await call('rewindSession', { sessionId, turns: 1 }),
+        (e) => e.structured?.dropped === 1 && e.structured?.session?.droppedTurns === 1,
+    );
     // name the session: the name and the hand-off come back in its view
     expectOk(
         await call('renameSession', { sessionId, name: 'SDK session' }),
@@ -142,6 +147,7 @@ try {
     expectError(await call('closeSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('forkSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('renameSession', { sessionId, name: 'two\nlines' }), 'invalid argument `name`: must be one line');
+    expectError(await call('rewindSession', { sessionId, turns: 0 }), 'invalid argument `turns`: must be between 1');
     expectError(await call('steer', { sessionId }), 'invalid argument `prompt`: missing field `prompt`');
     expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
     expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');

@@ -9,9 +9,10 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::{Driver, ForkSpec, NameSpec, Plan, SessionBackend, TurnDriver, TurnEnv};
+use super::driver::{Driver, ForkSpec, OpSpec, Plan, SessionBackend, TurnDriver, TurnEnv};
 use crate::actors::backend::source::SessionSource;
 use crate::actors::backend::{CodexBackend, Source, TurnRun};
+use crate::actors::calls::ThreadOp;
 use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
 use crate::codex::process::TurnControl;
@@ -93,22 +94,36 @@ impl Driver for Codex {
         })
     }
 
-    fn name<'a>(&'a self, name: NameSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>> {
+    fn thread_op<'a>(&'a self, op: OpSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let NameSpec {
+            let OpSpec {
                 server,
                 thread,
                 cwd,
-                name,
+                op,
                 timeout,
-            } = name;
-            let (mut process, _slot) = one_off(&server, timeout, shared, "rename").await?;
-            let named = process
-                .process()
-                .set_name(thread, &cwd, &name, timeout)
-                .await;
+            } = op;
+            let what = match op {
+                ThreadOp::Name(_) => "rename",
+                ThreadOp::Rewind(_) => "rewind",
+            };
+            let (mut process, _slot) = one_off(&server, timeout, shared, what).await?;
+            let done = match &op {
+                ThreadOp::Name(name) => {
+                    process
+                        .process()
+                        .set_name(thread, &cwd, name, timeout)
+                        .await
+                }
+                ThreadOp::Rewind(turns) => {
+                    process
+                        .process()
+                        .rewind(thread, &cwd, *turns, timeout)
+                        .await
+                }
+            };
             process.close().await;
-            Ok(named?)
+            Ok(done?)
         })
     }
 }

@@ -111,8 +111,8 @@ pub(super) fn closed(id: &SessionId, msg: SessionMessage) {
             let _ = reply.send(Err(gone()));
         }
         SessionMessage::Fork { reply, .. }
-        | SessionMessage::Rename { reply, .. }
-        | SessionMessage::Named { reply, .. } => {
+        | SessionMessage::ThreadOp { reply, .. }
+        | SessionMessage::OpDone { reply, .. } => {
             let _ = reply.send(Err(gone()));
         }
         SessionMessage::Get { reply } => {

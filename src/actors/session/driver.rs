@@ -7,12 +7,13 @@
 use futures::future::BoxFuture;
 
 use crate::actors::backend::{Invocation, TurnRun};
+use crate::actors::calls::ThreadOp;
 use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
 use crate::codex::argv::{CheckedTurn, Common, SpawnSpec};
 use crate::codex::process::{ThreadWanted, TurnControl};
 use crate::error::Result;
-use crate::security::ids::{SessionId, SessionName, ThreadId};
+use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,17 +102,18 @@ pub(super) trait Driver: Send + Sync + 'static {
         shared: &'a Arc<Shared>,
     ) -> BoxFuture<'a, Result<ThreadId>>;
 
-    /// Give `thread` the name `name` (codex's `thread/name/set`), on a process that no turn
-    /// uses.
-    fn name<'a>(&'a self, name: NameSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>>;
+    /// Do `op` on `thread` (codex's `thread/name/set`, or its rewind), on a process that no
+    /// turn uses.
+    fn thread_op<'a>(&'a self, op: OpSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>>;
 }
 
-/// A thread to name: the one-off app-server's invocation, the thread and its name.
-pub(super) struct NameSpec {
+/// A one-off operation to do: the app-server's invocation, the thread and its directory, the
+/// operation.
+pub(super) struct OpSpec {
     pub(super) server: SpawnSpec,
     pub(super) thread: ThreadId,
     pub(super) cwd: Confined,
-    pub(super) name: SessionName,
+    pub(super) op: ThreadOp,
     pub(super) timeout: Duration,
 }
 

@@ -1,17 +1,18 @@
 //! The work of a one-off app-server on a session's thread, in a task the actor owns (aborted
 //! with its state), turns waiting meanwhile: `forkSession` (the thread copied into a new
-//! session) and `renameSession` (the name in codex's record of the thread, then in the
+//! session), `renameSession` and `rewindSession` (codex's record of the thread, then the
 //! session's).
 
 use super::close::close_warm;
-use super::driver::{ForkSpec, NameSpec};
+use super::driver::{ForkSpec, OpSpec};
 use super::message::SessionMessage;
 use super::prepare::record_dir;
 use super::state::{Phase, SessionState};
+use crate::actors::calls::ThreadOp;
 use crate::actors::client::ClientContext;
 use crate::codex::argv::{SpawnSpec, build_app_server};
 use crate::error::{Error, Result};
-use crate::security::ids::{SessionId, SessionName, ThreadId};
+use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
 use crate::store::{SessionRecord, now_ms};
 use ractor::ActorRef;
@@ -101,19 +102,47 @@ fn fork_checked(
     Ok((rec.clone(), thread, cwd, server))
 }
 
-/// Name the session `name`: at once when it has no thread yet; else codex's record of the
-/// thread first (`thread/name/set` on a one-off app-server, the session's own warm process
-/// closed before: one process writes a thread at a time), then the session's record, when the
-/// actor hears back ([`named`]). Refused while a turn runs or waits.
-pub(super) async fn rename(
+/// Work on the session's thread with a one-off app-server ([`ThreadOp`]): name it, or drop
+/// its last turns. Codex's record of the thread first (the session's own warm process closed
+/// before: one process writes a thread at a time), then the session's record, when the actor
+/// hears back ([`op_done`]). A name for a session without a thread yet goes to its record at
+/// once; a rewind of one is refused, as is either while a turn runs or waits.
+pub(super) async fn thread_op(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
-    (name, client, timeout): (SessionName, Arc<ClientContext>, Duration),
+    (op, client, timeout): (ThreadOp, Arc<ClientContext>, Duration),
     reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
 ) {
-    let (thread, cwd, server) = match thread_op_checked(st, &client, "rename") {
+    let what = match &op {
+        ThreadOp::Name(_) => "rename",
+        ThreadOp::Rewind(_) => "rewind",
+    };
+    let checked = thread_op_checked(st, &client, what).and_then(|c| match (c, &op) {
+        (None, ThreadOp::Rewind(_)) => Err(Error::invalid(
+            "sessionId",
+            format!(
+                "session {} has no conversation yet (no turn started its thread): nothing to \
+                 rewind",
+                st.id
+            ),
+        )),
+        (_, ThreadOp::Rewind(n))
+            if u64::from(*n) > st.record.as_ref().map_or(0, |r| r.turn_count) =>
+        {
+            Err(Error::invalid(
+                "turns",
+                format!(
+                    "session {} has {} turn(s); it cannot go back {n}",
+                    st.id,
+                    st.record.as_ref().map_or(0, |r| r.turn_count)
+                ),
+            ))
+        }
+        (c, _) => Ok(c),
+    });
+    let (thread, cwd, server) = match checked {
         Ok(Some(p)) => p,
-        Ok(None) => return named(st, Ok(name), reply).await,
+        Ok(None) => return op_done(st, Ok(op), reply).await,
         Err(e) => {
             let _ = reply.send(Err(e));
             return;
@@ -123,18 +152,22 @@ pub(super) async fn rename(
     let shared = st.shared.clone();
     let driver = st.driver.clone();
     let me = myself.clone();
-    let span = tracing::info_span!("rename", session = %st.id);
+    let span = tracing::info_span!("thread_op", session = %st.id, op = what);
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
-            let spec = NameSpec {
+            let change = match &op {
+                ThreadOp::Name(n) => ThreadOp::Name(n.clone()),
+                ThreadOp::Rewind(n) => ThreadOp::Rewind(*n),
+            };
+            let spec = OpSpec {
                 server,
                 thread,
                 cwd,
-                name: name.clone(),
+                op,
                 timeout,
             };
-            let done = driver.0.name(spec, &shared).await.map(|()| name);
-            let _ = me.cast(SessionMessage::Named { name: done, reply });
+            let done = driver.0.thread_op(spec, &shared).await.map(|()| change);
+            let _ = me.cast(SessionMessage::OpDone { done, reply });
         },
         span,
     ));
@@ -143,22 +176,30 @@ pub(super) async fn rename(
     };
 }
 
-/// A rename's end: the name in the session's record (stored and flushed) and the caller
-/// answered with the session; or the caller told why codex did not take it (nothing changed).
-pub(super) async fn named(
+/// A one-off operation's end: what it changed in the session's record (its name; or its turn
+/// count, and the turns dropped so far), stored and flushed, and the caller answered with the
+/// session; or the caller told why codex did not do it (nothing changed).
+pub(super) async fn op_done(
     st: &mut SessionState,
-    name: Result<SessionName>,
+    done: Result<ThreadOp>,
     reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
 ) {
     let answer = async {
-        let name = name?;
-        let rec = st.record.as_mut().ok_or_else(|| {
-            Error::SessionFailed("the session was closed during the rename".into())
-        })?;
-        rec.name = Some(name);
+        let done = done?;
+        let rec = st
+            .record
+            .as_mut()
+            .ok_or_else(|| Error::SessionFailed("the session was closed meanwhile".into()))?;
+        match done {
+            ThreadOp::Name(name) => rec.name = Some(name),
+            ThreadOp::Rewind(n) => {
+                rec.turn_count = rec.turn_count.saturating_sub(u64::from(n));
+                rec.dropped_turns += u64::from(n);
+            }
+        }
         st.shared.store.put(rec)?;
         st.shared.store.flush().await?;
-        tracing::info!(session = %st.id, "renamed");
+        tracing::info!(session = %st.id, "the session's thread changed");
         Ok(crate::actors::calls::SessionView::of(rec, true))
     };
     let _ = reply.send(answer.await);

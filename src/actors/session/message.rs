@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::actors::calls::{SessionView, TurnCall};
+use crate::actors::calls::{SessionView, ThreadOp, TurnCall};
 use crate::actors::client::ClientContext;
 use crate::actors::report::TurnReport;
 use crate::codex::process::SpawnInfo;
 use crate::error::Result;
 use crate::plan::values::SandboxLevel;
-use crate::security::ids::{SessionName, ThreadId};
+use crate::security::ids::ThreadId;
 use crate::store::SessionRecord;
 
 use super::driver::SessionBackend;
@@ -61,23 +61,22 @@ pub enum SessionMessage {
     /// A one-off app-server's work on the session's thread (a fork, a rename) ended: turns may
     /// run again.
     OneOffDone,
-    /// A rename's one-off work on the thread ended: the name to record, or why codex did not
-    /// take it.
-    Named {
-        name: Result<SessionName>,
-        reply: oneshot::Sender<Result<SessionView>>,
-    },
-    /// Give the session `name` (and its codex thread, where it has one: `thread/name/set` on a
-    /// one-off app-server); answered with the session as it is then.
-    Rename {
-        name: SessionName,
-        client: Arc<ClientContext>,
-        timeout: Duration,
+    /// A one-off operation on the thread ended: what to record, or why codex did not do it.
+    OpDone {
+        done: Result<ThreadOp>,
         reply: oneshot::Sender<Result<SessionView>>,
     },
     /// Fork the session's thread into a new session (same working directory, a thread of its
     /// own from `thread/fork`); answered with the new session.
     Fork {
+        client: Arc<ClientContext>,
+        timeout: Duration,
+        reply: oneshot::Sender<Result<SessionView>>,
+    },
+    /// Name the session, or drop its thread's last turns (with a one-off app-server where it
+    /// has a thread); answered with the session as it is then.
+    ThreadOp {
+        op: ThreadOp,
         client: Arc<ClientContext>,
         timeout: Duration,
         reply: oneshot::Sender<Result<SessionView>>,

@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use close::{close, close_warm, closed};
 use finish::finish;
-use fork::{fork, named, rename};
+use fork::{fork, op_done, thread_op};
 use prepare::prepare;
 use queue::queue;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -191,17 +191,17 @@ impl Actor for SessionActor {
                 timeout,
                 reply,
             } => fork(&myself, st, client, timeout, reply),
-            SessionMessage::Rename {
-                name,
+            SessionMessage::ThreadOp {
+                op,
                 client,
                 timeout,
                 reply,
-            } => rename(&myself, st, (name, client, timeout), reply).await,
-            SessionMessage::Named { name, reply } => {
+            } => thread_op(&myself, st, (op, client, timeout), reply).await,
+            SessionMessage::OpDone { done, reply } => {
                 if let Phase::OneOff { .. } = st.phase {
                     st.phase = Phase::Idle;
                 }
-                named(st, name, reply).await;
+                op_done(st, done, reply).await;
                 start_next(&myself, st).await;
             }
             #[cfg(test)]

@@ -107,9 +107,9 @@ impl Driver for FakeDriver {
         self.0.fork(fork, shared)
     }
 
-    fn name<'a>(
+    fn thread_op<'a>(
         &'a self,
-        _name: NameSpec,
+        _op: OpSpec,
         _shared: &'a Arc<Shared>,
     ) -> futures::future::BoxFuture<'a, Result<()>> {
         Box::pin(async { Ok(()) })

@@ -238,28 +238,23 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
         });
         Ok(forked)
     }
-    /// Give the stored `thread` (of the working directory `cwd`) the name `name`
-    /// (`thread/name/set`, after `thread/resume` from the read-only template when another
-    /// thread is loaded or none is), within `timeout`.
-    pub async fn set_name(
+    /// Load the stored `thread` (of the working directory `cwd`) for a one-off operation:
+    /// `thread/resume` from the read-only template unless it is the thread loaded, within
+    /// `timeout`; the client to send the operation on.
+    async fn load(
         &mut self,
         thread: ThreadId,
         cwd: &std::path::Path,
-        name: &SessionName,
         timeout: Duration,
-    ) -> Result<(), ThreadOpFailed> {
+    ) -> Result<&Client<W>, ThreadOpFailed> {
         let client = self.client.as_ref().ok_or(ThreadOpFailed::Closed)?;
-        let refused = |what: &str, e: ClientError| {
-            ThreadOpFailed::Refused(format!("codex could not {what}: {e}"))
-        };
-        let t0 = Instant::now();
         if self.loaded.as_ref().is_none_or(|l| l.thread != thread) {
             let msg = protocol::thread_resume(&thread, cwd, None)
                 .map_err(|e| ThreadOpFailed::Refused(e.to_string()))?;
             let opened = tokio::time::timeout(timeout, client.open_thread(&msg))
                 .await
-                .map_err(|_| ThreadOpFailed::TimedOut)?;
-            let opened = opened.map_err(|e| refused("open the thread", e))?;
+                .map_err(|_| ThreadOpFailed::TimedOut)?
+                .map_err(|e| refused("open the thread", e))?;
             if let Err(m) = opened.policy.check(SandboxLevel::ReadOnly, cwd) {
                 return Err(ThreadOpFailed::Policy(m.to_string()));
             }
@@ -269,6 +264,20 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
                 rollout: opened.path.as_ref().map(PathBuf::from),
             });
         }
+        Ok(client)
+    }
+
+    /// Give the stored `thread` (of the working directory `cwd`) the name `name`
+    /// (`thread/name/set`, the thread loaded first: [`Conversation::load`]), within `timeout`.
+    pub async fn set_name(
+        &mut self,
+        thread: ThreadId,
+        cwd: &std::path::Path,
+        name: &SessionName,
+        timeout: Duration,
+    ) -> Result<(), ThreadOpFailed> {
+        let t0 = Instant::now();
+        let client = self.load(thread, cwd, timeout).await?;
         let left = timeout.saturating_sub(t0.elapsed());
         let named = tokio::time::timeout(
             left,
@@ -277,6 +286,66 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
         .await
         .map_err(|_| ThreadOpFailed::TimedOut)?;
         named.map(drop).map_err(|e| refused("name the thread", e))
+    }
+
+    /// Drop the last `turns` turns of the stored `thread` (of `cwd`) from its history, the
+    /// thread loaded first, within `timeout`: `thread/rollback` (codex 0.145.0), else, where
+    /// codex no longer has it, `thread/turns/list` and `thread/revert` to before the oldest of
+    /// those turns (0.171.0). Files codex changed stay as they are.
+    pub async fn rewind(
+        &mut self,
+        thread: ThreadId,
+        cwd: &std::path::Path,
+        turns: u32,
+        timeout: Duration,
+    ) -> Result<(), ThreadOpFailed> {
+        let t0 = Instant::now();
+        let left = |t0: Instant| timeout.saturating_sub(t0.elapsed());
+        let client = self.load(thread, cwd, timeout).await?;
+        let rolled = tokio::time::timeout(
+            left(t0),
+            client.request(&protocol::thread_rollback(&thread, turns)),
+        )
+        .await
+        .map_err(|_| ThreadOpFailed::TimedOut)?;
+        let gone = match rolled {
+            Ok(_) => return Ok(()),
+            // the method is gone (0.171.0): a refusal that names it as unknown
+            Err(ClientError::Refused { error, .. })
+                if error.code == -32601 || error.code == -32600 =>
+            {
+                error
+            }
+            Err(e) => return Err(refused("rewind the thread", e)),
+        };
+        let page = tokio::time::timeout(
+            left(t0),
+            client.request(&protocol::thread_turns_list(&thread, turns)),
+        )
+        .await
+        .map_err(|_| ThreadOpFailed::TimedOut)?
+        .map_err(|e| {
+            ThreadOpFailed::Refused(format!(
+                "codex has neither `thread/rollback` ({}) nor a list of the thread's turns: {e}",
+                gone.message
+            ))
+        })?;
+        let ids = page.ids();
+        let Some(oldest) = ids.get(turns as usize - 1) else {
+            return Err(ThreadOpFailed::Refused(format!(
+                "the thread has {} turn(s); it cannot go back {turns}",
+                ids.len()
+            )));
+        };
+        let reverted = tokio::time::timeout(
+            left(t0),
+            client.request(&protocol::thread_revert(&thread, oldest)),
+        )
+        .await
+        .map_err(|_| ThreadOpFailed::TimedOut)?;
+        reverted
+            .map(drop)
+            .map_err(|e| refused("rewind the thread", e))
     }
 
     /// Drive one turn from `turn/start` to `turn/completed`: each notification of this turn
@@ -553,6 +622,11 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
         }
         gone
     }
+}
+
+/// Codex refused a one-off operation (`what`).
+fn refused(what: &str, e: ClientError) -> ThreadOpFailed {
+    ThreadOpFailed::Refused(format!("codex could not {what}: {e}"))
 }
 
 /// Why a fork (or another one-off operation on a thread) did not happen.

@@ -411,6 +411,23 @@ impl WarmProcess {
         self.thread_op_result(forked, timeout).await
     }
 
+    /// Drop the last `turns` turns of the stored `thread` (of `cwd`) on this process (see
+    /// [`Conversation::rewind`]).
+    pub async fn rewind(
+        &mut self,
+        thread: ThreadId,
+        cwd: &crate::security::paths::Confined,
+        turns: u32,
+        timeout: Duration,
+    ) -> Result<()> {
+        confine::recheck(cwd)?;
+        if let Some(moving) = self.moving.take() {
+            let _ = moving.await;
+        }
+        let rewound = self.conv.rewind(thread, cwd.path(), turns, timeout).await;
+        self.thread_op_result(rewound, timeout).await
+    }
+
     /// A one-off operation's outcome in the process's terms; a thread that came back under
     /// another policy than the template's kills the process.
     async fn thread_op_result<T>(

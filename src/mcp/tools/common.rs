@@ -126,6 +126,7 @@ pub(super) fn session_info(v: SessionView, program: &Path) -> SessionInfo {
         last_status: v.last_status,
         last_error: v.last_error,
         name: v.name,
+        dropped_turns: v.dropped_turns,
         hand_off,
         live: v.live,
     }

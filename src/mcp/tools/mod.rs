@@ -24,6 +24,7 @@ pub mod ping;
 pub mod query;
 pub mod rename_session;
 pub mod review;
+pub mod rewind_session;
 pub mod search;
 pub mod steer;
 pub mod structured;
@@ -50,6 +51,7 @@ const TOOLS: &[ToolEntry] = &[
     close_session::TOOL,
     fork_session::TOOL,
     rename_session::TOOL,
+    rewind_session::TOOL,
     steer::TOOL,
     ping::TOOL,
 ];
@@ -262,8 +264,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 48,
-            "12 tools, an input and an output schema each, both settings"
+            seen, 52,
+            "13 tools, an input and an output schema each, both settings"
         );
     }
 

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::session_info;
+use crate::actors::ThreadOp;
 use crate::error::Error;
 use crate::mcp::answer::{ok_result, parse_args, plain_error};
 use crate::mcp::connection::{McpServer, ToolEntry};
@@ -54,7 +55,12 @@ impl McpServer {
             let timeout = self.client.config.timeout_for(None)?;
             let session = self
                 .bridge
-                .rename(&id, name.clone(), self.client.clone(), timeout)
+                .thread_op(
+                    &id,
+                    ThreadOp::Name(name.clone()),
+                    self.client.clone(),
+                    timeout,
+                )
                 .await
                 .map(|v| session_info(v, self.client.codex_program()))?;
             Ok(ok_result(

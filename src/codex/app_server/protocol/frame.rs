@@ -49,6 +49,12 @@ pub enum Method {
     /// `thread/name/set`: the name a person chose for a stored thread (codex's own app shows
     /// it).
     ThreadSetName,
+    /// `thread/rollback` (0.145.0; gone in 0.171.0): drop the last turns of a thread.
+    ThreadRollback,
+    /// `thread/turns/list` (0.171.0): a page of a thread's turns, newest first.
+    ThreadTurnsList,
+    /// `thread/revert` (0.171.0): a thread's history cut back to before one of its turns.
+    ThreadRevert,
 }
 
 impl Method {
@@ -66,6 +72,9 @@ impl Method {
             Method::TurnSteer => "turn/steer",
             Method::ThreadUnsubscribe => "thread/unsubscribe",
             Method::ThreadSetName => "thread/name/set",
+            Method::ThreadRollback => "thread/rollback",
+            Method::ThreadTurnsList => "thread/turns/list",
+            Method::ThreadRevert => "thread/revert",
         }
     }
 

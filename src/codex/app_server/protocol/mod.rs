@@ -74,9 +74,11 @@ pub use requests::{
     WireInputQuestion,
 };
 pub use thread::{
-    PolicyWatch, ThreadFork, ThreadOpened, ThreadResume, ThreadSetName, ThreadStart,
-    ThreadUnsubscribe, UnsubscribeStatus, Unsubscribed, parse_thread_opened, parse_unsubscribed,
-    thread_fork, thread_resume, thread_set_name, thread_start, thread_unsubscribe,
+    PolicyWatch, Reverted, RolledBack, ThreadFork, ThreadOpened, ThreadResume, ThreadRevert,
+    ThreadRollback, ThreadSetName, ThreadStart, ThreadTurnsList, ThreadUnsubscribe, TurnsPage,
+    UnsubscribeStatus, Unsubscribed, parse_thread_opened, parse_unsubscribed, thread_fork,
+    thread_resume, thread_revert, thread_rollback, thread_set_name, thread_start,
+    thread_turns_list, thread_unsubscribe,
 };
 pub use turn::{
     CleanBackgroundTerminals, Empty, StartedTurn, Steered, TurnInterrupt, TurnParams, TurnStart,

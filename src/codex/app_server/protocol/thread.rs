@@ -273,6 +273,106 @@ pub fn thread_set_name(thread: &ThreadId, name: &SessionName) -> ThreadSetName {
     }
 }
 
+/// The params of `thread/rollback` ([`thread_rollback`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRollback {
+    thread_id: String,
+    num_turns: u32,
+}
+
+/// The `thread/rollback` result: the thread with the turns it kept.
+#[derive(Debug, Deserialize)]
+pub struct RolledBack {
+    thread: KeptTurns,
+}
+
+#[derive(Debug, Deserialize)]
+struct KeptTurns {
+    turns: Vec<serde::de::IgnoredAny>,
+}
+
+impl RolledBack {
+    /// How many turns the thread kept.
+    pub fn kept(&self) -> usize {
+        self.thread.turns.len()
+    }
+}
+
+message!(ThreadRollback, Method::ThreadRollback, RolledBack);
+
+/// `thread/rollback` (codex 0.145.0): the last `turns` turns of `thread` dropped from its
+/// history (files codex changed stay as they are).
+pub fn thread_rollback(thread: &ThreadId, turns: u32) -> ThreadRollback {
+    ThreadRollback {
+        thread_id: thread.to_arg(),
+        num_turns: turns,
+    }
+}
+
+/// The params of `thread/turns/list` ([`thread_turns_list`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadTurnsList {
+    thread_id: String,
+    limit: u32,
+    sort_direction: &'static str,
+    items_view: &'static str,
+}
+
+/// A page of a thread's turns (their ids only).
+#[derive(Debug, Deserialize)]
+pub struct TurnsPage {
+    data: Vec<TurnId>,
+}
+
+#[derive(Debug, Deserialize)]
+struct TurnId {
+    id: String,
+}
+
+impl TurnsPage {
+    /// The turns' ids, as listed (newest first).
+    pub fn ids(&self) -> Vec<&str> {
+        self.data.iter().map(|t| t.id.as_str()).collect()
+    }
+}
+
+message!(ThreadTurnsList, Method::ThreadTurnsList, TurnsPage);
+
+/// `thread/turns/list` (codex 0.171.0): the newest `limit` turns of `thread`, without items.
+pub fn thread_turns_list(thread: &ThreadId, limit: u32) -> ThreadTurnsList {
+    ThreadTurnsList {
+        thread_id: thread.to_arg(),
+        limit,
+        sort_direction: "desc",
+        items_view: "notLoaded",
+    }
+}
+
+/// The params of `thread/revert` ([`thread_revert`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadRevert {
+    thread_id: String,
+    before_turn_id: String,
+}
+
+/// The `thread/revert` result (what it carries is not read).
+#[derive(Debug, Deserialize)]
+pub struct Reverted {}
+
+message!(ThreadRevert, Method::ThreadRevert, Reverted);
+
+/// `thread/revert` (codex 0.171.0): `thread`'s history cut back to before the turn `before`
+/// (a turn id codex listed), that turn and every later one dropped.
+pub fn thread_revert(thread: &ThreadId, before: &str) -> ThreadRevert {
+    ThreadRevert {
+        thread_id: thread.to_arg(),
+        before_turn_id: before.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
