@@ -15,7 +15,7 @@
 //! most 0.3 x, `ONESHOT_TARGET`); `query` against its floor, a raw `codex app-server` driven
 //! directly (started once like the bridge's, then per call an ephemeral `thread/start` in a
 //! fresh empty directory and its first turn, `thread/start` sent to `turn/completed` read;
-//! target: at most 1.1 x, `ONESHOT_TARGET_RAW`, 1.5 in the smoke run); and the server's own
+//! target: at most 1.1 x, `ONESHOT_TARGET_RAW`, 2.0 in the smoke run); and the server's own
 //! CPU per warm call (user + system time
 //! of the bridge process from `/proc/<pid>/stat`, children excluded, over the measured calls),
 //! reported. Before the rounds, one call of each tool starts its warm process (not measured);
@@ -69,7 +69,9 @@ fn main() {
         3
     };
     let target = env_num("ONESHOT_TARGET", if bench_mode { 0.3 } else { 0.5 });
-    let target_raw = env_num("ONESHOT_TARGET_RAW", if bench_mode { 1.1 } else { 1.5 });
+    // the smoke run's server is a debug build: its own cost on a ~40 ms floor; a call that
+    // fell back to `codex exec` reads about 4 x
+    let target_raw = env_num("ONESHOT_TARGET_RAW", if bench_mode { 1.1 } else { 2.0 });
     let bin = support::codex_bin::codex_bin_or_exit("oneshot");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
