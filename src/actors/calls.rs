@@ -140,6 +140,10 @@ pub struct SessionView {
     pub name: Option<String>,
     /// How many turns `rewindSession` dropped from its threads in all.
     pub dropped_turns: u64,
+    /// How many times `compactSession` compacted it, and codex's token counts of the last
+    /// compaction (before, after).
+    pub compactions: u64,
+    pub last_compaction: Option<(u64, u64)>,
     /// The CODEX_HOME its thread lives in.
     pub codex_home: Option<String>,
     /// Whether its actor is live right now.
@@ -245,4 +249,6 @@ pub enum ThreadOp {
     Name(crate::security::ids::SessionName),
     /// Drop its last turns.
     Rewind(u32),
+    /// Compact its context; codex's token counts before and after, once done.
+    Compact(Option<(u64, u64)>),
 }

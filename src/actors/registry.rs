@@ -341,6 +341,7 @@ impl Actor for RegistryActor {
                 let what = match &op {
                     crate::actors::calls::ThreadOp::Name(_) => "rename",
                     crate::actors::calls::ThreadOp::Rewind(_) => "rewind",
+                    crate::actors::calls::ThreadOp::Compact(_) => "compact",
                 };
                 let msg = |reply| SessionMessage::ThreadOp {
                     op,

@@ -108,6 +108,8 @@ impl SessionView {
             last_error: rec.last_error.clone(),
             name: rec.name.as_ref().map(|n| n.as_str().to_owned()),
             dropped_turns: rec.dropped_turns,
+            compactions: rec.compactions,
+            last_compaction: rec.last_compaction,
             codex_home: rec.codex_home.clone(),
             live,
         }

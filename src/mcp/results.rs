@@ -167,6 +167,12 @@ pub struct SessionInfo {
     /// How many turns `rewindSession` dropped from its conversation in all.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_turns: u64,
+    /// How many times `compactSession` compacted its conversation.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compactions: u64,
+    /// Codex's token counts of the last compaction, when codex reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction: Option<Compaction>,
     /// The command a person runs in a terminal to continue this conversation in codex's own
     /// app (its CODEX_HOME and working directory included). The server does not write the
     /// thread while that app holds it open with this command.
@@ -192,4 +198,13 @@ pub struct SessionResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// A compaction's context size in tokens before and after, as codex reported it (its
+/// `last.totalTokens` when the compaction started and once it was done).
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Compaction {
+    pub tokens_before: u64,
+    pub tokens_after: u64,
 }

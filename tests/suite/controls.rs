@@ -366,3 +366,66 @@ async fn a_rewound_session_goes_on_from_before_the_dropped_turns() {
         );
     }
 }
+
+/// A compaction reaches codex (`thread/compact/start` on a short-lived app-server, on either
+/// backend and codex version): codex sends the model its compaction request, the session
+/// records it (with codex's token counts when it reports them), and the session goes on: its
+/// next turn runs on the same thread and the model receives the summary in place of the turns.
+#[tokio::test]
+async fn a_compacted_session_goes_on_from_codexs_summary() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(&env, &mock).await;
+    let r = s
+        .call("compactSession", json!({"sessionId": "nobody"}))
+        .await;
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("sessionId"), "{}", text(&r));
+    for (i, said) in ["c one", "c two"].into_iter().enumerate() {
+        mock.push_for_user_text(said, Reply::message(format!("answer {i}")));
+        let mut args = json!({"prompt": said, "sessionId": "cmp"});
+        if i == 0 {
+            args["workingDirectory"] = json!(env.work());
+        }
+        ok(&s.call("codex", args).await);
+    }
+    let before = mock.responses_requests().len();
+    mock.push(Reply::message("SUMMARY OF THE CONVERSATION"));
+    let r = ok(&s.call("compactSession", json!({"sessionId": "cmp"})).await);
+    assert_eq!(r["session"]["compactions"], 1, "{r}");
+    // progress: said as it starts (the heartbeat follows while codex works)
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let said: Vec<String> = s
+        .progress
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.message.clone())
+        .collect();
+    assert!(
+        said.iter().any(|m| m.contains("compact session cmp")),
+        "{said:?}"
+    );
+    // codex's counts: the context before (the mock's usage of the last request) and after
+    // (codex's own count of the compacted context)
+    let counts = &r["session"]["lastCompaction"];
+    assert!(counts["tokensBefore"].as_u64().unwrap() > 0, "{r}");
+    assert!(counts["tokensAfter"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        mock.responses_requests().len() > before,
+        "codex sent the model no compaction request"
+    );
+    mock.push_for_user_text("c three", Reply::message("answer three"));
+    let three = ok(&s
+        .call("codex", json!({"prompt": "c three", "sessionId": "cmp"}))
+        .await);
+    assert_eq!(three["resumed"], true, "{three}");
+    assert_eq!(three["response"], "answer three", "{three}");
+    let last = mock.responses_requests().last().unwrap().clone();
+    assert!(
+        last.user_text_contains("c three")
+            && last.user_text_contains("SUMMARY OF THE CONVERSATION"),
+        "the model did not receive codex's summary: {:?}",
+        last.user_texts()
+    );
+}

@@ -454,6 +454,7 @@ fn fields(tool: &str) -> &'static [&'static str] {
         "closeSession" => &["sessionId", "deleteThread"],
         "renameSession" => &["sessionId", "name"],
         "rewindSession" => &["sessionId", "turns"],
+        "compactSession" => &["sessionId"],
         _ => &[],
     }
 }

@@ -147,7 +147,7 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
             .contains("the mock refuses this prompt"),
         "{refused}"
     );
-    // one request per turn, and two for the steered one (its command, then its answer); none
-    // for the calls with a bad model id
-    assert_eq!(mock.responses_count(), 8);
+    // one request per turn, two for the steered one (its command, then its answer) and one for
+    // the compaction; none for the calls with a bad model id
+    assert_eq!(mock.responses_count(), 9);
 }

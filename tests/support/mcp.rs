@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 13] = [
+pub const TOOL_NAMES: [&str; 14] = [
     "codex",
     "query",
     "search",
@@ -31,6 +31,7 @@ pub const TOOL_NAMES: [&str; 13] = [
     "forkSession",
     "renameSession",
     "rewindSession",
+    "compactSession",
     "steer",
     "ping",
 ];

@@ -134,6 +134,8 @@ try {
         await call('rewindSession', { sessionId, turns: 1 }),
         (e) => e.structured?.dropped === 1 && e.structured?.session?.droppedTurns === 1,
     );
+    // compact the session: its view counts the compaction
+    expectOk(await call('compactSession', { sessionId }), (e) => e.structured?.session?.compactions === 1);
     // name the session: the name and the hand-off come back in its view
     expectOk(
         await call('renameSession', { sessionId, name: 'SDK session' }),
@@ -148,6 +150,7 @@ try {
     expectError(await call('forkSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('renameSession', { sessionId, name: 'two\nlines' }), 'invalid argument `name`: must be one line');
     expectError(await call('rewindSession', { sessionId, turns: 0 }), 'invalid argument `turns`: must be between 1');
+    expectError(await call('compactSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('steer', { sessionId }), 'invalid argument `prompt`: missing field `prompt`');
     expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
     expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');

@@ -94,7 +94,11 @@ impl Driver for Codex {
         })
     }
 
-    fn thread_op<'a>(&'a self, op: OpSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>> {
+    fn thread_op<'a>(
+        &'a self,
+        op: OpSpec,
+        shared: &'a Arc<Shared>,
+    ) -> BoxFuture<'a, Result<ThreadOp>> {
         Box::pin(async move {
             let OpSpec {
                 server,
@@ -106,21 +110,25 @@ impl Driver for Codex {
             let what = match op {
                 ThreadOp::Name(_) => "rename",
                 ThreadOp::Rewind(_) => "rewind",
+                ThreadOp::Compact(_) => "compact",
             };
             let (mut process, _slot) = one_off(&server, timeout, shared, what).await?;
-            let done = match &op {
-                ThreadOp::Name(name) => {
-                    process
-                        .process()
-                        .set_name(thread, &cwd, name, timeout)
-                        .await
-                }
-                ThreadOp::Rewind(turns) => {
-                    process
-                        .process()
-                        .rewind(thread, &cwd, *turns, timeout)
-                        .await
-                }
+            let done = match op {
+                ThreadOp::Name(name) => process
+                    .process()
+                    .set_name(thread, &cwd, &name, timeout)
+                    .await
+                    .map(|()| ThreadOp::Name(name)),
+                ThreadOp::Rewind(turns) => process
+                    .process()
+                    .rewind(thread, &cwd, turns, timeout)
+                    .await
+                    .map(|()| ThreadOp::Rewind(turns)),
+                ThreadOp::Compact(_) => process
+                    .process()
+                    .compact(thread, &cwd, timeout)
+                    .await
+                    .map(ThreadOp::Compact),
             };
             process.close().await;
             Ok(done?)

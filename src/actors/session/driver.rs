@@ -102,9 +102,13 @@ pub(super) trait Driver: Send + Sync + 'static {
         shared: &'a Arc<Shared>,
     ) -> BoxFuture<'a, Result<ThreadId>>;
 
-    /// Do `op` on `thread` (codex's `thread/name/set`, or its rewind), on a process that no
-    /// turn uses.
-    fn thread_op<'a>(&'a self, op: OpSpec, shared: &'a Arc<Shared>) -> BoxFuture<'a, Result<()>>;
+    /// Do `op` on `thread` (codex's `thread/name/set`, its rewind or compaction), on a process
+    /// that no turn uses; what was done (a compaction with codex's token counts).
+    fn thread_op<'a>(
+        &'a self,
+        op: OpSpec,
+        shared: &'a Arc<Shared>,
+    ) -> BoxFuture<'a, Result<ThreadOp>>;
 }
 
 /// A one-off operation to do: the app-server's invocation, the thread and its directory, the

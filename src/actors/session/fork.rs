@@ -116,13 +116,14 @@ pub(super) async fn thread_op(
     let what = match &op {
         ThreadOp::Name(_) => "rename",
         ThreadOp::Rewind(_) => "rewind",
+        ThreadOp::Compact(_) => "compact",
     };
     let checked = thread_op_checked(st, &client, what).and_then(|c| match (c, &op) {
-        (None, ThreadOp::Rewind(_)) => Err(Error::invalid(
+        (None, ThreadOp::Rewind(_) | ThreadOp::Compact(_)) => Err(Error::invalid(
             "sessionId",
             format!(
                 "session {} has no conversation yet (no turn started its thread): nothing to \
-                 rewind",
+                 {what}",
                 st.id
             ),
         )),
@@ -155,10 +156,6 @@ pub(super) async fn thread_op(
     let span = tracing::info_span!("thread_op", session = %st.id, op = what);
     let task = tokio::spawn(tracing::Instrument::instrument(
         async move {
-            let change = match &op {
-                ThreadOp::Name(n) => ThreadOp::Name(n.clone()),
-                ThreadOp::Rewind(n) => ThreadOp::Rewind(*n),
-            };
             let spec = OpSpec {
                 server,
                 thread,
@@ -166,7 +163,7 @@ pub(super) async fn thread_op(
                 op,
                 timeout,
             };
-            let done = driver.0.thread_op(spec, &shared).await.map(|()| change);
+            let done = driver.0.thread_op(spec, &shared).await;
             let _ = me.cast(SessionMessage::OpDone { done, reply });
         },
         span,
@@ -195,6 +192,10 @@ pub(super) async fn op_done(
             ThreadOp::Rewind(n) => {
                 rec.turn_count = rec.turn_count.saturating_sub(u64::from(n));
                 rec.dropped_turns += u64::from(n);
+            }
+            ThreadOp::Compact(tokens) => {
+                rec.compactions += 1;
+                rec.last_compaction = tokens;
             }
         }
         st.shared.store.put(rec)?;

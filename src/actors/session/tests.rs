@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::Bridge;
-use crate::actors::calls::WorkDir;
+use crate::actors::calls::{ThreadOp, WorkDir};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::codex::events::{Event, FailureKind};
@@ -109,10 +109,10 @@ impl Driver for FakeDriver {
 
     fn thread_op<'a>(
         &'a self,
-        _op: OpSpec,
+        op: OpSpec,
         _shared: &'a Arc<Shared>,
-    ) -> futures::future::BoxFuture<'a, Result<()>> {
-        Box::pin(async { Ok(()) })
+    ) -> futures::future::BoxFuture<'a, Result<ThreadOp>> {
+        Box::pin(async move { Ok(op.op) })
     }
 }
 

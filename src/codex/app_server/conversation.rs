@@ -348,6 +348,71 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
             .map_err(|e| refused("rewind the thread", e))
     }
 
+    /// Compact the stored `thread` (of `cwd`): `thread/compact/start`, the thread loaded
+    /// first, then the compaction's turn read to its `turn/completed` within `timeout`, each of
+    /// its events given to `on_event` (progress). The context's size in tokens before and
+    /// after, as codex reports it (`last.totalTokens` of its first and last token report of
+    /// the compaction), when it does.
+    pub async fn compact(
+        &mut self,
+        thread: ThreadId,
+        cwd: &std::path::Path,
+        timeout: Duration,
+        on_event: &mut (dyn FnMut(&events::Event) + Send),
+    ) -> Result<Option<(u64, u64)>, ThreadOpFailed> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let client = self.load(thread, cwd, timeout).await?;
+        tokio::time::timeout_at(
+            deadline,
+            client.request(&protocol::thread_compact_start(&thread)),
+        )
+        .await
+        .map_err(|_| ThreadOpFailed::TimedOut)?
+        .map_err(|e| refused("compact the thread", e))?;
+        let mut counts = None;
+        loop {
+            let ev = tokio::time::timeout_at(deadline, self.events.recv())
+                .await
+                .map_err(|_| ThreadOpFailed::TimedOut)?;
+            let n = match ev {
+                Some(Event::Notification(n)) => n,
+                Some(_) => continue,
+                None => return Err(ThreadOpFailed::Closed),
+            };
+            match n {
+                Notification::TurnStarted { thread_id, .. } if thread_id == thread => {
+                    on_event(&events::Event::TurnStarted);
+                }
+                // the context's size as codex counts it (`last.totalTokens`): the first
+                // report is the compaction's own request (the whole context), the last the
+                // compacted context
+                Notification::TokenUsage {
+                    thread_id, last, ..
+                } if thread_id == thread => {
+                    counts = Some(match counts {
+                        None => (last.total, last.total),
+                        Some((before, _)) => (before, last.total),
+                    });
+                }
+                Notification::TurnCompleted {
+                    thread_id,
+                    status,
+                    error,
+                    ..
+                } if thread_id == thread => {
+                    return match status {
+                        protocol::TurnStatus::Completed => Ok(counts),
+                        other => Err(ThreadOpFailed::Refused(format!(
+                            "codex's compaction ended {other:?}{}",
+                            error.map(|e| format!(": {e}")).unwrap_or_default()
+                        ))),
+                    };
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Drive one turn from `turn/start` to `turn/completed`: each notification of this turn
     /// mapped to the bridge's turn events (folded into `t`, shown through `on_event`), codex's
     /// questions and the steers served meanwhile, the reported policy checked at the start and

@@ -428,6 +428,25 @@ impl WarmProcess {
         self.thread_op_result(rewound, timeout).await
     }
 
+    /// Compact the stored `thread` (of `cwd`) on this process (see
+    /// [`Conversation::compact`]): codex's token counts of the context before and after.
+    pub async fn compact(
+        &mut self,
+        thread: ThreadId,
+        cwd: &crate::security::paths::Confined,
+        timeout: Duration,
+    ) -> Result<Option<(u64, u64)>> {
+        confine::recheck(cwd)?;
+        if let Some(moving) = self.moving.take() {
+            let _ = moving.await;
+        }
+        let compacted = self
+            .conv
+            .compact(thread, cwd.path(), timeout, &mut |_| {})
+            .await;
+        self.thread_op_result(compacted, timeout).await
+    }
+
     /// A one-off operation's outcome in the process's terms; a thread that came back under
     /// another policy than the template's kills the process.
     async fn thread_op_result<T>(

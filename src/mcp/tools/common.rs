@@ -127,6 +127,13 @@ pub(super) fn session_info(v: SessionView, program: &Path) -> SessionInfo {
         last_error: v.last_error,
         name: v.name,
         dropped_turns: v.dropped_turns,
+        compactions: v.compactions,
+        last_compaction: v
+            .last_compaction
+            .map(|(b, a)| crate::mcp::results::Compaction {
+                tokens_before: b,
+                tokens_after: a,
+            }),
         hand_off,
         live: v.live,
     }

@@ -17,6 +17,7 @@
 pub mod close_session;
 pub mod codex;
 mod common;
+pub mod compact_session;
 pub mod fork_session;
 pub mod get_session;
 pub mod list_sessions;
@@ -52,6 +53,7 @@ const TOOLS: &[ToolEntry] = &[
     fork_session::TOOL,
     rename_session::TOOL,
     rewind_session::TOOL,
+    compact_session::TOOL,
     steer::TOOL,
     ping::TOOL,
 ];
@@ -264,8 +266,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 52,
-            "13 tools, an input and an output schema each, both settings"
+            seen, 56,
+            "14 tools, an input and an output schema each, both settings"
         );
     }
 

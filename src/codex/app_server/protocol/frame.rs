@@ -55,6 +55,8 @@ pub enum Method {
     ThreadTurnsList,
     /// `thread/revert` (0.171.0): a thread's history cut back to before one of its turns.
     ThreadRevert,
+    /// `thread/compact/start`: codex compacts the thread's context in a turn of its own.
+    ThreadCompactStart,
 }
 
 impl Method {
@@ -75,6 +77,7 @@ impl Method {
             Method::ThreadRollback => "thread/rollback",
             Method::ThreadTurnsList => "thread/turns/list",
             Method::ThreadRevert => "thread/revert",
+            Method::ThreadCompactStart => "thread/compact/start",
         }
     }
 

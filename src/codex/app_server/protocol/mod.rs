@@ -74,11 +74,11 @@ pub use requests::{
     WireInputQuestion,
 };
 pub use thread::{
-    PolicyWatch, Reverted, RolledBack, ThreadFork, ThreadOpened, ThreadResume, ThreadRevert,
-    ThreadRollback, ThreadSetName, ThreadStart, ThreadTurnsList, ThreadUnsubscribe, TurnsPage,
-    UnsubscribeStatus, Unsubscribed, parse_thread_opened, parse_unsubscribed, thread_fork,
-    thread_resume, thread_revert, thread_rollback, thread_set_name, thread_start,
-    thread_turns_list, thread_unsubscribe,
+    PolicyWatch, Reverted, RolledBack, ThreadCompactStart, ThreadFork, ThreadOpened, ThreadResume,
+    ThreadRevert, ThreadRollback, ThreadSetName, ThreadStart, ThreadTurnsList, ThreadUnsubscribe,
+    TurnsPage, UnsubscribeStatus, Unsubscribed, parse_thread_opened, parse_unsubscribed,
+    thread_compact_start, thread_fork, thread_resume, thread_revert, thread_rollback,
+    thread_set_name, thread_start, thread_turns_list, thread_unsubscribe,
 };
 pub use turn::{
     CleanBackgroundTerminals, Empty, StartedTurn, Steered, TurnInterrupt, TurnParams, TurnStart,

@@ -373,6 +373,23 @@ pub fn thread_revert(thread: &ThreadId, before: &str) -> ThreadRevert {
     }
 }
 
+/// The params of `thread/compact/start` ([`thread_compact_start`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadCompactStart {
+    thread_id: String,
+}
+
+message!(ThreadCompactStart, Method::ThreadCompactStart, Reverted);
+
+/// `thread/compact/start`: codex compacts `thread`'s context (a turn of its own: its
+/// `turn/started`, items and `turn/completed` follow on the thread).
+pub fn thread_compact_start(thread: &ThreadId) -> ThreadCompactStart {
+    ThreadCompactStart {
+        thread_id: thread.to_arg(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
