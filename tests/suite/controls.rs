@@ -365,6 +365,26 @@ async fn a_rewound_session_goes_on_from_before_the_dropped_turns() {
             last.user_texts()
         );
     }
+    // while a turn runs: refused, naming the session
+    mock.push_for_user_text(
+        "r slow",
+        Reply::message("slow answer").with_delay(std::time::Duration::from_millis(1500)),
+    );
+    let (slow, refused) = tokio::join!(
+        s.call("codex", json!({"prompt": "r slow", "sessionId": "rew"})),
+        async {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            s.call("rewindSession", json!({"sessionId": "rew", "turns": 1}))
+                .await
+        }
+    );
+    ok(&slow);
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("sessionId") && text(&refused).contains("running a turn"),
+        "{}",
+        text(&refused)
+    );
 }
 
 /// A compaction reaches codex (`thread/compact/start` on a short-lived app-server, on either

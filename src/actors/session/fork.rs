@@ -222,7 +222,8 @@ fn thread_op_checked(
     };
     if !st.phase.idle() || !st.pending.is_empty() {
         return Err(Error::Busy(format!(
-            "session {} is running a turn (or a fork); {what} it once that has ended",
+            "`sessionId`: session {} is running a turn (or a fork, or another change to its \
+             thread); {what} it once that has ended",
             st.id
         )));
     }
