@@ -241,8 +241,8 @@ pub struct Counts {
     pub max_concurrent: usize,
 }
 
-/// What `renameSession` and `rewindSession` do to a session's thread (codex's record of it,
-/// by a one-off app-server), and to its record.
+/// What `renameSession`, `rewindSession` and `compactSession` do to a session's thread
+/// (codex's record of it, by a one-off app-server), and to its record.
 #[derive(Debug, Clone)]
 pub enum ThreadOp {
     /// Name it.
@@ -251,4 +251,15 @@ pub enum ThreadOp {
     Rewind(u32),
     /// Compact its context; codex's token counts before and after, once done.
     Compact(Option<(u64, u64)>),
+}
+
+impl ThreadOp {
+    /// The verb, for a refusal's words and the logs ("rename it once …").
+    pub fn verb(&self) -> &'static str {
+        match self {
+            ThreadOp::Name(_) => "rename",
+            ThreadOp::Rewind(_) => "rewind",
+            ThreadOp::Compact(_) => "compact",
+        }
+    }
 }

@@ -338,11 +338,7 @@ impl Actor for RegistryActor {
                 timeout,
                 reply,
             } => {
-                let what = match &op {
-                    crate::actors::calls::ThreadOp::Name(_) => "rename",
-                    crate::actors::calls::ThreadOp::Rewind(_) => "rewind",
-                    crate::actors::calls::ThreadOp::Compact(_) => "compact",
-                };
+                let what = op.verb();
                 let msg = |reply| SessionMessage::ThreadOp {
                     op,
                     client,

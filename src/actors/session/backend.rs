@@ -107,11 +107,7 @@ impl Driver for Codex {
                 op,
                 timeout,
             } = op;
-            let what = match op {
-                ThreadOp::Name(_) => "rename",
-                ThreadOp::Rewind(_) => "rewind",
-                ThreadOp::Compact(_) => "compact",
-            };
+            let what = op.verb();
             let (mut process, _slot) = one_off(&server, timeout, shared, what).await?;
             let done = match op {
                 ThreadOp::Name(name) => process

@@ -113,11 +113,7 @@ pub(super) async fn thread_op(
     (op, client, timeout): (ThreadOp, Arc<ClientContext>, Duration),
     reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
 ) {
-    let what = match &op {
-        ThreadOp::Name(_) => "rename",
-        ThreadOp::Rewind(_) => "rewind",
-        ThreadOp::Compact(_) => "compact",
-    };
+    let what = op.verb();
     let checked = thread_op_checked(st, &client, what).and_then(|c| match (c, &op) {
         (None, ThreadOp::Rewind(_) | ThreadOp::Compact(_)) => Err(Error::invalid(
             "sessionId",

@@ -403,10 +403,7 @@ impl WarmProcess {
         model: Option<&str>,
         timeout: Duration,
     ) -> Result<ThreadId> {
-        confine::recheck(cwd)?;
-        if let Some(moving) = self.moving.take() {
-            let _ = moving.await;
-        }
+        self.ready_for_one_off(cwd).await?;
         let forked = self.conv.fork(thread, cwd.path(), model, timeout).await;
         self.thread_op_result(forked, timeout).await
     }
@@ -420,10 +417,7 @@ impl WarmProcess {
         turns: u32,
         timeout: Duration,
     ) -> Result<()> {
-        confine::recheck(cwd)?;
-        if let Some(moving) = self.moving.take() {
-            let _ = moving.await;
-        }
+        self.ready_for_one_off(cwd).await?;
         let rewound = self.conv.rewind(thread, cwd.path(), turns, timeout).await;
         self.thread_op_result(rewound, timeout).await
     }
@@ -436,15 +430,22 @@ impl WarmProcess {
         cwd: &crate::security::paths::Confined,
         timeout: Duration,
     ) -> Result<Option<(u64, u64)>> {
-        confine::recheck(cwd)?;
-        if let Some(moving) = self.moving.take() {
-            let _ = moving.await;
-        }
+        self.ready_for_one_off(cwd).await?;
         let compacted = self
             .conv
             .compact(thread, cwd.path(), timeout, &mut |_| {})
             .await;
         self.thread_op_result(compacted, timeout).await
+    }
+
+    /// Before a one-off operation on a thread of `cwd`: the directory checked again, and a
+    /// change being applied (a file change's freeze) let finish.
+    async fn ready_for_one_off(&mut self, cwd: &crate::security::paths::Confined) -> Result<()> {
+        confine::recheck(cwd)?;
+        if let Some(moving) = self.moving.take() {
+            let _ = moving.await;
+        }
+        Ok(())
     }
 
     /// A one-off operation's outcome in the process's terms; a thread that came back under
@@ -485,10 +486,7 @@ impl WarmProcess {
         name: &crate::security::ids::SessionName,
         timeout: Duration,
     ) -> Result<()> {
-        confine::recheck(cwd)?;
-        if let Some(moving) = self.moving.take() {
-            let _ = moving.await;
-        }
+        self.ready_for_one_off(cwd).await?;
         let named = self.conv.set_name(thread, cwd.path(), name, timeout).await;
         self.thread_op_result(named, timeout).await
     }
