@@ -43,6 +43,12 @@ fn main() -> ExitCode {
     // the allocator): before any thread exists, so that every thread shares the one arena
     codex_mcp_bridge::store::tune_allocator();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == codex_mcp_bridge::hub::daemon::DAEMON_ARG)
+    {
+        return run_daemon();
+    }
     let vars = cli::env_vars();
     redact::install(Redactor::from_vars(
         vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
@@ -139,6 +145,50 @@ fn prepare(args: &[std::ffi::OsString], vars: &[(String, String)]) -> Result<Pre
 fn fail(e: &dyn std::fmt::Display) -> ExitCode {
     eprintln!("codex-mcp-bridge: {}", redact::redact(&e.to_string()));
     ExitCode::FAILURE
+}
+
+/// The store's owner daemon (`--owner daemon`): started by a server process with its hello on
+/// stdin; no MCP client of its own (stdout is null). SIGTERM shuts it down; SIGINT and SIGHUP
+/// are a host's or a terminal's, meant for the server that started it: ignored.
+fn run_daemon() -> ExitCode {
+    logging::init(LogFormat::default());
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    let served = rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let hello = codex_mcp_bridge::hub::daemon::read_hello(tokio::io::stdin()).await?;
+        redact::install(Redactor::from_vars(
+            hello.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ));
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = term.recv() => break,
+                    _ = int.recv() => tracing::debug!("SIGINT ignored by the owner daemon"),
+                    _ = hup.recv() => tracing::debug!("SIGHUP ignored by the owner daemon"),
+                }
+            }
+            tracing::info!("SIGTERM: the owner daemon shuts down");
+            on_signal.cancel();
+        });
+        server::run_daemon(hello, shutdown).await?;
+        anyhow::Ok(())
+    });
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
 }
 
 /// What the server starts from.

@@ -18,7 +18,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::actors::Bridge;
-use crate::config::{Config, Settings};
+use crate::config::{Config, OwnerMode, Settings};
 use crate::hub::error::Result;
 use crate::hub::http::{self, HttpListener};
 use crate::hub::owner::{self, Listener};
@@ -83,15 +83,25 @@ async fn start(
              whole setup"
         );
     }
+    // the HTTP listener is the first process's own: with it, that process owns the store
+    let daemon = match settings.owner.unwrap_or_default() {
+        OwnerMode::Process => None,
+        OwnerMode::Daemon if settings.http_listen.is_some() => None,
+        OwnerMode::Daemon => Some(std::env::current_exe().map_err(|e| HubError::DaemonStart {
+            store: config.store_dir.clone(),
+            why: format!("cannot tell this program's path: {e}"),
+        })?),
+    };
     let server = Server {
         owned: Arc::new(Mutex::new(None)),
         store_dir: config.store_dir.clone(),
         hello: Arc::new(hello(settings, &vars, start_dir)),
         config,
         vars: vars.into(),
+        daemon: daemon.map(Arc::from),
     };
     let role = tokio::select! {
-        role = hub::elect(&server.store_dir, &server.hello, ELECTION_TIMEOUT) => role?,
+        role = server.elect() => role?,
         _ = shutdown.cancelled() => return Ok(None),
     };
     let started = match role {
@@ -105,6 +115,78 @@ async fn start(
         Role::Client(conn) => Elected::Relay(conn),
     };
     Ok(Some((server, started)))
+}
+
+/// The owner daemon (`--owner daemon`, [`hub::daemon`]): own the store with the settings of
+/// the process that started it (its `hello`), serve every process's connection on the socket,
+/// and exit once no connection is open and no task runs for [`hub::daemon::LINGER`], or at
+/// `shutdown`. A daemon that finds the store owned (another started first) exits at once:
+/// its starter connects to that one.
+pub async fn run_daemon(hello: Hello, shutdown: CancellationToken) -> Result<()> {
+    let config = Config::from_settings(&hello.settings, &hello.start_dir, &hello.vars)?;
+    let dir = config.store_dir.clone();
+    let until = std::time::Instant::now() + hub::daemon::LOCK_WAIT;
+    let store = loop {
+        let d = dir.clone();
+        let opened =
+            tokio::task::spawn_blocking(move || Store::try_open(&d, std::time::Duration::ZERO))
+                .await
+                .map_err(|e| HubError::Blocking {
+                    doing: "opening",
+                    why: e.to_string(),
+                })??;
+        if let Some(store) = opened {
+            break store;
+        }
+        if std::time::Instant::now() >= until || shutdown.is_cancelled() {
+            tracing::info!("another process owns the store: this daemon is not needed");
+            return Ok(());
+        }
+        tokio::time::sleep(hub::RETRY).await;
+    };
+    let server = Server {
+        owned: Arc::new(Mutex::new(None)),
+        store_dir: dir,
+        vars: hello.vars.clone().into(),
+        hello: Arc::new(hello),
+        config,
+        daemon: None,
+    };
+    let (_bridge, tasks) = match server.become_owner(store).await {
+        Ok(started) => started,
+        Err(e) => {
+            server.shutdown().await;
+            return Err(e);
+        }
+    };
+    tracing::info!(
+        pid = std::process::id(),
+        "the owner daemon is serving the store"
+    );
+    let mut idle_since: Option<std::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+            _ = shutdown.cancelled() => break,
+        }
+        let connections = match server.owned.lock().await.as_ref() {
+            Some(Owned {
+                listener: Some(l), ..
+            }) => l.connections(),
+            _ => 0,
+        };
+        if connections > 0 || tasks.running() > 0 {
+            idle_since = None;
+            continue;
+        }
+        let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() >= hub::daemon::LINGER {
+            tracing::info!("no client is connected and no task runs: the owner daemon exits");
+            break;
+        }
+    }
+    server.shutdown().await;
+    Ok(())
 }
 
 /// A server that did not start (issue 38): the problem is logged at once, and the client on
@@ -162,6 +244,7 @@ fn hello(settings: Settings, vars: &[(String, String)], start_dir: PathBuf) -> H
 /// What this process runs as the store's owner.
 struct Owned {
     bridge: Bridge,
+    tasks: Tasks,
     listener: Option<Listener>,
     http: Option<HttpListener>,
     /// After a takeover: stops the service that serves the relay's client in this process.
@@ -177,9 +260,22 @@ struct Server {
     hello: Arc<Hello>,
     config: Config,
     vars: Arc<[(String, String)]>,
+    /// `--owner daemon`: the program started as the store's owner; this process only relays.
+    daemon: Option<Arc<std::path::Path>>,
 }
 
 impl Server {
+    /// Become the owner or a relay to it (`--owner process`); only a relay, to the daemon it
+    /// starts when none answers (`--owner daemon`).
+    async fn elect(&self) -> Result<Role> {
+        match &self.daemon {
+            None => hub::elect(&self.store_dir, &self.hello, ELECTION_TIMEOUT).await,
+            Some(program) => {
+                hub::daemon::elect(&self.store_dir, &self.hello, program, ELECTION_TIMEOUT).await
+            }
+        }
+    }
+
     /// Own the store (its actors started) and serve the client on `io` until it leaves or
     /// `shutdown`.
     async fn serve_owner<R, W>(
@@ -193,9 +289,8 @@ impl Server {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let serving = McpServer::new(bridge)
-            .with_tasks(tasks)
-            .serve(framing::guard(io.0, io.1));
+        let mcp = McpServer::new(bridge).with_tasks(tasks);
+        let serving = mcp.clone().serve(framing::guard(io.0, io.1));
         // waiting for `initialize`: a person at a terminal may press Ctrl-D or Ctrl-C
         let service = tokio::select! {
             s = serving => match s {
@@ -215,6 +310,7 @@ impl Server {
             _ = service.waiting() => self.client_left().await,
             _ = shutdown.cancelled() => {}
         }
+        mcp.connection_closed();
         Ok(())
     }
 
@@ -263,7 +359,7 @@ impl Server {
             None => None,
         };
         let bridge = owner::start_bridge(config.clone(), &self.vars, store).await?;
-        let tasks = Tasks::new();
+        let tasks = Tasks::kept(bridge.clone()).await;
         // without the socket this server still serves its own client; others cannot share
         let listener = match owner::listen(bridge.clone(), tasks.clone(), &self.store_dir) {
             Ok(l) => Some(l),
@@ -274,6 +370,7 @@ impl Server {
         };
         let owned = Owned {
             bridge: bridge.clone(),
+            tasks: tasks.clone(),
             listener,
             http: None,
             in_process: None,
@@ -296,7 +393,7 @@ impl Server {
         Box::new(move || {
             let server = server.clone();
             Box::pin(async move {
-                match hub::elect(&server.store_dir, &server.hello, ELECTION_TIMEOUT).await? {
+                match server.elect().await? {
                     Role::Client(conn) => {
                         Ok(Upstream::new(conn.reader, conn.writer, conn.owner_pid))
                     }
@@ -355,6 +452,7 @@ impl Server {
             drop(o.listener);
             drop(o.http);
             drop(o.in_process);
+            o.tasks.interrupt_running().await;
             o.bridge.shutdown().await;
         }
     }

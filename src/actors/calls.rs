@@ -136,6 +136,8 @@ pub struct SessionView {
     pub usage: Usage,
     pub last_status: Option<SessionStatus>,
     pub last_error: Option<String>,
+    /// The last turn's answer (redacted, cut).
+    pub last_response: Option<String>,
     /// The name a person gave it.
     pub name: Option<String>,
     /// How many turns `rewindSession` dropped from its threads in all.

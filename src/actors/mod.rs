@@ -27,6 +27,7 @@ pub mod schema;
 pub mod session;
 pub mod shared;
 pub mod structured;
+pub mod tasks;
 
 use std::sync::Arc;
 use std::time::Duration;

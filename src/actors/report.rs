@@ -106,6 +106,7 @@ impl SessionView {
             usage: rec.usage,
             last_status: rec.last_status.map(SessionStatus::from),
             last_error: rec.last_error.clone(),
+            last_response: rec.last_response.clone(),
             name: rec.name.as_ref().map(|n| n.as_str().to_owned()),
             dropped_turns: rec.dropped_turns,
             compactions: rec.compactions,

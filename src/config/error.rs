@@ -25,6 +25,7 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "idle_timeout_ms",
     "nested_mcp",
     "backend",
+    "owner",
     "max_warm",
     "max_queued_turns",
     "max_queued_prompt_bytes",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::logging::LogFormat;
 
 use super::error::{CONFIG_FILE_KEYS, ConfigError};
-use super::flags::{ApprovalMode, Backend, NestedMcp, Settings};
+use super::flags::{ApprovalMode, Backend, NestedMcp, OwnerMode, Settings};
 
 /// Where the config file is looked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +107,7 @@ struct FileKeys {
     idle_timeout_ms: Option<u64>,
     nested_mcp: Option<String>,
     backend: Option<String>,
+    owner: Option<String>,
     max_warm: Option<usize>,
     max_queued_turns: Option<usize>,
     max_queued_prompt_bytes: Option<usize>,
@@ -136,6 +137,7 @@ fn expected(key: &str) -> String {
         "log_format" => one_of::<LogFormat>(),
         "nested_mcp" => one_of::<NestedMcp>(),
         "backend" => one_of::<Backend>(),
+        "owner" => one_of::<OwnerMode>(),
         "approvals" => one_of::<ApprovalMode>(),
         "max_concurrent"
         | "default_timeout_ms"
@@ -160,6 +162,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
     let log_format = value_of::<LogFormat>(path, "log_format", keys.log_format)?;
     let nested_mcp = value_of::<NestedMcp>(path, "nested_mcp", keys.nested_mcp)?;
     let backend = value_of::<Backend>(path, "backend", keys.backend)?;
+    let owner = value_of::<OwnerMode>(path, "owner", keys.owner)?;
     let approvals = value_of::<ApprovalMode>(path, "approvals", keys.approvals)?;
     Ok(FileSettings {
         settings: Settings {
@@ -189,6 +192,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             session_ttl_days: keys.session_ttl_days,
             http_listen: keys.http_listen,
             config_file: None,
+            owner,
         },
         log_format,
     })
@@ -271,6 +275,7 @@ impl Settings {
             http_listen,
             // not read from a file
             config_file: _,
+            owner,
         } = file;
         fn or<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) {
             if mine.is_none() {
@@ -293,6 +298,7 @@ impl Settings {
         or(&mut self.idle_timeout_ms, idle_timeout_ms);
         or(&mut self.nested_mcp, nested_mcp);
         or(&mut self.backend, backend);
+        or(&mut self.owner, owner);
         or(&mut self.max_warm, max_warm);
         or(&mut self.max_queued_turns, max_queued_turns);
         or(&mut self.max_queued_prompt_bytes, max_queued_prompt_bytes);

@@ -130,6 +130,15 @@ pub struct Settings {
     #[arg(long, env = "CODEX_BRIDGE_HTTP_LISTEN", value_name = "ADDR")]
     pub http_listen: Option<String>,
 
+    /// Which process owns the session store and runs the turns: `daemon` (default: a small
+    /// process of its own, in a session of its own, started on demand and gone once no turn
+    /// runs and no client is connected; a task's or a background call's turn outlives the host
+    /// that started it) or `process` (the first server process itself; every turn ends with
+    /// it).
+    #[arg(long, env = "CODEX_BRIDGE_OWNER", value_name = "OWNER", value_enum)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<OwnerMode>,
+
     /// The config file named by `--config`/`CODEX_BRIDGE_CONFIG` (set from the command line,
     /// not a setting of its own): one of the bridge's own files, which no writable turn may
     /// run next to.
@@ -161,6 +170,27 @@ pub enum NestedMcp {
     Keep,
     /// Disable every non-required one.
     Disable,
+}
+
+/// Which process owns the store. Spelled once, like [`NestedMcp`].
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum OwnerMode {
+    /// A detached owner process started on demand (the default).
+    #[default]
+    Daemon,
+    /// The first server process on the store.
+    Process,
 }
 
 /// How a session's turns run. Spelled once, like [`NestedMcp`].

@@ -18,7 +18,7 @@ mod version;
 pub use file::{
     ConfigLocation, FileSettings, config_location, parse_config_file, read_config_file,
 };
-pub use flags::{ApprovalMode, Backend, NestedMcp, Settings};
+pub use flags::{ApprovalMode, Backend, NestedMcp, OwnerMode, Settings};
 pub use validate::{
     Config, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_QUEUED_PROMPT_BYTES, DEFAULT_MAX_QUEUED_TURNS,
     DEFAULT_MAX_TIMEOUT_MS, DEFAULT_MAX_WARM, DEFAULT_TIMEOUT_MS, HTTP_TOKEN_VAR, HttpConfig,

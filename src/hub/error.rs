@@ -54,6 +54,14 @@ pub enum HubError {
     )]
     NoOwnerAnswers { store: PathBuf },
 
+    /// The owner daemon could not be started, or exited before it answered.
+    #[error(
+        "cannot start the owner of the store at {} (codex-mcp-bridge's daemon, `--owner \
+         daemon`): {why}; `--owner process` makes this process own the store itself",
+        store.display()
+    )]
+    DaemonStart { store: PathBuf, why: String },
+
     /// The owner went away (or went silent) while this process waited for its answer.
     #[error(
         "the codex-mcp-bridge process {owner_pid} that owns the store at {} did not answer: {why}",

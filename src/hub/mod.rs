@@ -17,6 +17,7 @@
 //!
 //! [`ClientContext`]: crate::actors::ClientContext
 
+pub mod daemon;
 pub mod error;
 pub mod http;
 pub mod owner;
@@ -46,7 +47,7 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a process tries to reach an owner or become one before giving up.
 pub const ELECTION_TIMEOUT: Duration = Duration::from_secs(15);
 /// Pause between attempts.
-const RETRY: Duration = Duration::from_millis(40);
+pub(crate) const RETRY: Duration = Duration::from_millis(40);
 
 /// Variables a client sends to the owner: the codex allowlist plus what its settings are
 /// resolved with. Nothing else of its environment leaves the process.

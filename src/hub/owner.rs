@@ -39,6 +39,31 @@ pub async fn start_bridge(
 pub struct Listener {
     path: PathBuf,
     task: tokio::task::JoinHandle<()>,
+    /// Connections being served now.
+    open: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Listener {
+    /// How many connections are being served now (relays, `sessions` requests).
+    pub fn connections(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Counts a connection while it is served.
+struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Open {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Open {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Open(count.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Drop for Listener {
@@ -77,12 +102,18 @@ pub fn listen(bridge: Bridge, tasks: Tasks, store_dir: &Path) -> Result<Listener
     std_listener.set_nonblocking(true).map_err(cannot)?;
     let listener = UnixListener::from_std(std_listener).map_err(cannot)?;
     tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
-    let task = tokio::spawn(accept_loop(listener, bridge, tasks));
-    Ok(Listener { path, task })
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let task = tokio::spawn(accept_loop(listener, bridge, tasks, open.clone()));
+    Ok(Listener { path, task, open })
 }
 
 /// Serve each connection on a task of the loop's own set: aborting the loop aborts them all.
-async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: Tasks) {
+async fn accept_loop(
+    listener: UnixListener,
+    bridge: Bridge,
+    tasks: Tasks,
+    open: Arc<std::sync::atomic::AtomicUsize>,
+) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
         // finished connections are reaped as others arrive
@@ -96,7 +127,9 @@ async fn accept_loop(listener: UnixListener, bridge: Bridge, tasks: Tasks) {
             }
         };
         let (bridge, tasks) = (bridge.clone(), tasks.clone());
+        let counted = Open::new(&open);
         connections.spawn(async move {
+            let _counted = counted;
             if let Err(e) = serve_connection(stream, bridge, tasks).await {
                 tracing::warn!(error = %redact::redact(&e.to_string()), "a client connection failed");
             }
@@ -153,17 +186,20 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
         .write_all(format!("{welcome}\n").as_bytes())
         .await
         .map_err(HubError::ClientGone)?;
-    match McpServer::for_client(bridge, Arc::new(client))
-        .with_tasks(tasks)
+    let server = McpServer::for_client(bridge, Arc::new(client)).with_tasks(tasks);
+    let served = server
+        .clone()
         .serve(crate::mcp::framing::guard(reader, write))
-        .await
-    {
+        .await;
+    match served {
         Ok(service) => {
             let _ = service.waiting().await;
             tracing::info!("a client process disconnected");
         }
         Err(e) => tracing::info!(error = %e, "a client process left before its MCP handshake"),
     }
+    // its plain calls were cancelled with it; its tasks and background calls go on
+    server.connection_closed();
     Ok(())
 }
 

@@ -1,7 +1,9 @@
 //! A turn tool's arguments checked before anything is kept or started (a 2026-07-28 call's
 //! state, [`super::mrtr`]): the same checks the tool makes, without taking the arguments.
 
-use rmcp::model::JsonObject;
+use rmcp::model::{CallToolResponse, JsonObject};
+
+use super::answer::error_result;
 
 use crate::actors::schema;
 use crate::error::{Error, Result};
@@ -57,4 +59,16 @@ pub(crate) fn check_call(tool: &str, args: &JsonObject) -> Result<()> {
         _ => {}
     }
     Ok(())
+}
+
+/// A 2026-07-28 call's arguments checked as its tool checks them, before any state of it is
+/// kept ([`super::mrtr::Rounds`]): the tool's refusal naming the field, or `None` when they pass.
+pub(super) fn checked_first(
+    name: &str,
+    args: &rmcp::model::JsonObject,
+) -> Option<CallToolResponse> {
+    let e = check_call(name, args).err()?;
+    let reason = crate::security::redact::redact(&e.to_string()).into_owned();
+    tracing::info!(tool = %name, %reason, "a call's arguments were refused before it asked");
+    Some(CallToolResponse::Complete(error_result(&e, None)))
 }

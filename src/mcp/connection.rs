@@ -14,9 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::{Bridge, ClientContext};
 use crate::mcp::elicit;
-use crate::mcp::owner::Scope;
+use crate::mcp::owner::{Scope, TaskOwner};
 use crate::mcp::progress::ProgressTarget;
 use crate::mcp::roots::ClientRoots;
+use crate::mcp::tasks::HostKey;
 use crate::mcp::tasks::Tasks;
 
 /// The rmcp handler.
@@ -76,6 +77,18 @@ impl McpServer {
     pub fn task_ttl(&self) -> Duration {
         self.client.config.max_timeout + self.bridge.shared().queue_timeout() + TASK_RESULT_GRACE
     }
+}
+
+/// Who a task is started for, and where its questions and roots go.
+pub(crate) struct TaskStart {
+    pub(super) owner: TaskOwner,
+    pub(super) host: HostKey,
+    /// A background call's handle (`session:<id>`, `review:<id>`).
+    pub(super) handle: Option<String>,
+    pub(super) roots: Option<rmcp::Peer<RoleServer>>,
+    pub(super) elicits: Option<elicit::Host>,
+    /// A background call's: its questions go to the client waiting on it.
+    pub(super) waiters: Option<crate::mcp::waiters::Waiters<elicit::Channel>>,
 }
 
 /// Suggested interval between `tasks/get` polls.

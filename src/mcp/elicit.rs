@@ -30,6 +30,7 @@ use serde_json::{Map, Value};
 
 pub use super::budget::Host;
 use super::budget::{self, Shows};
+use super::waiters::Waiters;
 use crate::actors::Progress;
 use crate::page::{Closed, PageDecision, PageError, PageQuestion, Pages};
 pub use crate::question::DecisionRecord;
@@ -88,6 +89,9 @@ enum Route {
     /// The call's answer on protocol 2026-07-28: an `InputRequiredResult` with the form in
     /// `inputRequests`; the client's retry of the call answers it ([`super::mrtr`]).
     Mrtr(super::mrtr::Asking),
+    /// A background turn: whoever waits on it (`wait`), resolved per question
+    /// ([`super::waiters`]).
+    Waiters(Waiters<Channel>),
 }
 
 impl Channel {
@@ -118,6 +122,15 @@ impl Channel {
         Channel {
             route: Route::Mrtr(asking),
             host,
+        }
+    }
+
+    /// The channel of a background turn: the client waiting on it when a question comes.
+    pub fn of_waiters(waiters: Waiters<Channel>) -> Channel {
+        Channel {
+            route: Route::Waiters(waiters),
+            // each question goes to a waiter's own channel, with its own host
+            host: Host::named(None, false, false),
         }
     }
 
@@ -156,7 +169,10 @@ pub fn asker(
             // a file change's accept is checked again before codex gets it (its paths must
             // resolve where they did when shown): the line does not say codex writes
             let change = matches!(asked.question, Question::FileChange { .. });
-            let record = answer_on(&channel, asked, &secrets, timeout).await;
+            let record = match &channel.route {
+                Route::Waiters(w) => answer_waiting(w, asked, &secrets, timeout).await,
+                _ => answer_on(&channel, asked, &secrets, timeout).await,
+            };
             if let Some(p) = &progress {
                 p(match (record.decision, record.by_person) {
                     (Decision::AcceptOnce, _) if change => {
@@ -174,6 +190,34 @@ pub fn asker(
             record
         })
     })
+}
+
+/// Why a background turn's question was declined unasked.
+pub const NOBODY_WAITING: &str = "nobody was waiting on the background turn (`wait`) while the \
+     question was open: declined at the approval timeout";
+
+/// Ask `asked` of the client waiting on a background turn now, or of the next to wait before
+/// the question's time runs out (`timeout`, or codex's deadline); nobody: declined, recorded
+/// so ([`NOBODY_WAITING`]).
+async fn answer_waiting(
+    waiters: &Waiters<Channel>,
+    asked: Asked,
+    secrets: &ClientSecrets,
+    timeout: Duration,
+) -> DecisionRecord {
+    let left = asked
+        .deadline()
+        .saturating_duration_since(Instant::now())
+        .saturating_sub(Duration::from_millis(250));
+    let until = Instant::now() + timeout.min(left);
+    let Some((channel, _asking)) = waiters.current(until).await else {
+        let record = DecisionRecord::unasked(&asked.question, secrets, NOBODY_WAITING);
+        let _ = asked.answer(Decision::Decline, None);
+        tracing::info!(asked = %record.asked, "a background turn's question: nobody waited");
+        return record;
+    };
+    let left = until.saturating_duration_since(Instant::now());
+    answer_on(&channel, asked, secrets, left).await
 }
 
 /// Withdraws a task's input request when dropped (answering it with nothing: the waiting side
@@ -552,6 +596,8 @@ async fn wait_for(
                 Ok(Ok(v)) => v,
             }
         }
+        // resolved to a waiter's channel before it gets here
+        Route::Waiters(_) => return Err("nobody was waiting on the background turn"),
         Route::Mrtr(asking) => {
             match tokio::time::timeout(timeout, asking.ask(params, timeout)).await {
                 Err(_) => return Err("no answer in time"),

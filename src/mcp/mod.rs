@@ -23,6 +23,7 @@
 //!   the surface of a server that could not start (`unstarted.rs`).
 
 pub(crate) mod answer;
+mod background;
 pub mod budget;
 mod checks;
 mod connection;
@@ -38,6 +39,7 @@ mod schemas;
 mod tasks;
 pub mod tools;
 pub mod unstarted;
+mod waiters;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -49,12 +51,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Error;
 use answer::{error_result, plain_error};
-use connection::{CallCtx, roots_peer};
+use checks::checked_first;
+use connection::{CallCtx, TaskStart, roots_peer};
 pub use connection::{McpServer, TASK_POLL_MS, TASK_RESULT_GRACE};
 use owner::TaskOwner;
 use progress::ProgressTarget;
 pub use schemas::STANDARD_FORMATS;
 pub use tasks::Tasks;
+use tasks::{HostKey, Seen};
 use tools::{is_turn_tool, tool_named};
 pub use tools::{tool_list, tool_table};
 
@@ -68,15 +72,30 @@ continue the same conversation later, even after the server restarts. The sandbo
 - `structured`: an answer that validates against your JSON Schema (returned in `data`).
 - `review`: Codex's review of a repository's uncommitted changes, a branch, or a commit.
 - `listSessions`, `getSession`, `closeSession` manage sessions; `ping` reports health.
+- A long `codex` or `review` turn: pass `background: true`, then call `wait` with the \
+returned `sessionId` (or `reviewId`) until its status is no longer `running`. It keeps running \
+if your call is cut off or your client restarts.
 Long turns send progress notifications; cancelling a call stops Codex at once.";
 
-/// A 2026-07-28 call's arguments checked as its tool checks them, before any state of it is
-/// kept ([`mrtr::Rounds`]): the tool's refusal naming the field, or `None` when they pass.
-fn checked_first(name: &str, args: &rmcp::model::JsonObject) -> Option<CallToolResponse> {
-    let e = checks::check_call(name, args).err()?;
-    let reason = crate::security::redact::redact(&e.to_string()).into_owned();
-    tracing::info!(tool = %name, %reason, "a call's arguments were refused before it asked");
-    Some(CallToolResponse::Complete(error_result(&e, None)))
+/// What a task's end is, as the store keeps it.
+fn payload_of(
+    exit: &Result<CallToolResult, rmcp::task_manager::TaskExit>,
+) -> rmcp::model::TaskPayload {
+    use rmcp::model::TaskPayload;
+    use rmcp::task_manager::TaskExit;
+    let object = |v: Result<serde_json::Value, serde_json::Error>| match v {
+        Ok(serde_json::Value::Object(o)) => o,
+        _ => Default::default(),
+    };
+    match exit {
+        Ok(r) => TaskPayload::Completed {
+            result: object(serde_json::to_value(r)),
+        },
+        Err(TaskExit::Cancelled) => TaskPayload::Cancelled,
+        Err(TaskExit::Error(e)) => TaskPayload::Failed {
+            error: object(serde_json::to_value(e)),
+        },
+    }
 }
 
 /// What the server says of itself at `initialize` and `server/discover`, started or not
@@ -109,15 +128,14 @@ impl McpServer {
         }
     }
 
-    /// Start a call as a task; its result is fetched with `tasks/get`.
+    /// Start a call as a task; its result is fetched with `tasks/get` (or, for a background
+    /// call, `wait`). Its end is kept in the store before the manager reports it.
     fn spawn_task(
         &self,
         name: String,
         args: rmcp::model::JsonObject,
         span: tracing::Span,
-        roots: Option<rmcp::Peer<RoleServer>>,
-        elicits: Option<elicit::Host>,
-        owner: TaskOwner,
+        start: TaskStart,
     ) -> rmcp::model::Task {
         use rmcp::task_manager::{TaskExit, TaskOptions};
         let this = self.clone();
@@ -125,9 +143,20 @@ impl McpServer {
             .with_ttl_ms(self.task_ttl().as_millis() as u64)
             .with_poll_interval_ms(TASK_POLL_MS)
             .with_status_message("starting");
+        // the task runs once it is recorded: its end is then always written over its start
+        let (go, ready) = tokio::sync::oneshot::channel::<()>();
+        let TaskStart {
+            owner,
+            host,
+            handle,
+            roots,
+            elicits,
+            waiters,
+        } = start;
         let task = self.tasks.manager.spawn(options, move |task| {
             Box::pin(tracing::Instrument::instrument(
                 async move {
+                    let _ = ready.await;
                     let cancel = CancellationToken::new();
                     // rmcp aborts a task past its TTL: dropping this cancels the turn, which
                     // kills its processes
@@ -143,22 +172,34 @@ impl McpServer {
                         ct: cancel.clone(),
                         progress: Some(ProgressTarget::Task(task.clone())),
                         roots,
-                        ask: elicits.map(|host| {
-                            elicit::Channel::of_task(task.clone(), this.tasks.manager.clone(), host)
-                        }),
+                        ask: match waiters {
+                            Some(w) => Some(elicit::Channel::of_waiters(w)),
+                            None => elicits.map(|host| {
+                                elicit::Channel::of_task(
+                                    task.clone(),
+                                    this.tasks.manager.clone(),
+                                    host,
+                                )
+                            }),
+                        },
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
-                    match result {
+                    let exit = match result {
                         _ if task.is_cancel_requested() => Err(TaskExit::Cancelled),
                         Ok(r) => Ok(this.scrub(r)),
                         Err(e) => Err(TaskExit::Error(e)),
-                    }
+                    };
+                    let payload = payload_of(&exit);
+                    this.tasks.finish(task.task_id(), payload).await;
+                    exit
                 },
                 span,
             ))
         });
-        self.tasks.record(&task.task_id, owner, self.task_ttl());
+        self.tasks
+            .record(&task, owner, host, handle, self.task_ttl());
+        let _ = go.send(());
         task
     }
 
@@ -167,12 +208,17 @@ impl McpServer {
     async fn run_call(
         &self,
         name: String,
-        args: rmcp::model::JsonObject,
+        mut args: rmcp::model::JsonObject,
         owner: TaskOwner,
         context: &RequestContext<RoleServer>,
         span: tracing::Span,
     ) -> Result<CallToolResponse, McpError> {
         use tracing::Instrument;
+        match background::take(&name, &mut args) {
+            Ok(true) => return Ok(self.start_background(name, args, owner, context, span)),
+            Ok(false) => {}
+            Err(e) => return Ok(CallToolResponse::Complete(error_result(&e, None))),
+        }
         let as_task = tool_named(&name).is_some_and(|t| t.task)
             && context
                 .client_capabilities()
@@ -182,7 +228,15 @@ impl McpServer {
             // questions are asked of nobody
             let elicits =
                 elicit::host_of(context).filter(|_| !matches!(owner, TaskOwner::Http(None)));
-            let task = self.spawn_task(name, args, span, roots_peer(context), elicits, owner);
+            let start = TaskStart {
+                owner,
+                host: self.host_key(context),
+                handle: None,
+                roots: roots_peer(context),
+                elicits,
+                waiters: None,
+            };
+            let task = self.spawn_task(name, args, span, start);
             tracing::debug!(task = %task.task_id, "tool call started as a task");
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(
                 task,
@@ -329,13 +383,50 @@ impl McpServer {
         }
     }
 
-    /// Task `id` if this request's connection started it; "unknown task" otherwise.
-    fn own_task(&self, id: &str, ctx: &RequestContext<RoleServer>) -> Result<(), McpError> {
-        if self.tasks.owned_by(id, &self.scope.owner(ctx)) {
-            Ok(())
-        } else {
-            tracing::debug!(task = %id, "a request for a task of another connection or none");
-            Err(self.unknown_task(id))
+    /// Task `id` as this request's connection may see it ([`Tasks`]); "unknown task"
+    /// otherwise.
+    fn seen_task(&self, id: &str, ctx: &RequestContext<RoleServer>) -> Result<Seen, McpError> {
+        match self
+            .tasks
+            .get(id, &self.scope.owner(ctx), &self.host_key(ctx))
+        {
+            Some(seen) => Ok(seen),
+            None => {
+                tracing::debug!(task = %id, "a request for a task of another client or none");
+                Err(self.unknown_task(id))
+            }
+        }
+    }
+
+    /// How this connection's host is recognised across its restarts: its client's name, its
+    /// Codex home and its roots (the same user: only they reach the socket). None over HTTP.
+    pub(crate) fn host_key(&self, ctx: &RequestContext<RoleServer>) -> HostKey {
+        if matches!(self.scope, owner::Scope::Http) {
+            return None;
+        }
+        let name = ctx
+            .peer
+            .peer_info()
+            .map(|i| i.client_info.name.clone())
+            .unwrap_or_default();
+        let roots: Vec<String> = self
+            .client
+            .config
+            .roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        Some(format!(
+            "{name}\n{}\n{}",
+            self.client.codex_home.display(),
+            roots.join(":")
+        ))
+    }
+
+    /// This connection closed: its tasks go on, for its host's next connection.
+    pub fn connection_closed(&self) {
+        if let owner::Scope::Connection(n) = self.scope {
+            self.tasks.connection_closed(n);
         }
     }
 
@@ -363,10 +454,10 @@ impl McpServer {
     fn unknown_task(&self, id: &str) -> McpError {
         McpError::invalid_params(
             format!(
-                "unknown task `{}`: a task lives in the memory of the codex-mcp-bridge process \
-                 that owns the session store, and its result is kept for {} min after the call \
-                 could last at most; it expired, or the owner stopped since (a call running then \
-                 was lost; sessions are intact). Call the tool again.",
+                "unknown task `{}`: no task with this id was started by this client. A task \
+                 outlives its client and the server process (its host may ask again after a \
+                 restart), and its result is kept for {} min after the call could last at most; \
+                 it expired, or another client started it. Call the tool again.",
                 id.chars().take(64).collect::<String>(),
                 self.task_ttl().as_secs() / 60
             ),
@@ -451,12 +542,8 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.own_task(&request.task_id, &context)?;
-        self.tasks
-            .manager
-            .get_task(&request.task_id)
-            .map(rmcp::model::GetTaskResult::new)
-            .map_err(|_| self.unknown_task(&request.task_id))
+        let seen = self.seen_task(&request.task_id, &context)?;
+        Ok(rmcp::model::GetTaskResult::new(seen.task()))
     }
 
     async fn update_task(
@@ -464,19 +551,16 @@ impl ServerHandler for McpServer {
         request: rmcp::model::UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.own_task(&request.task_id, &context)?;
         // a `codex` task asks codex's questions here (`approvals = ask`); the manager answers
-        // for unknown ids and keys
-        self.tasks
-            .manager
-            .update_task(&request.task_id, request.input_responses)
-            .map_err(|e| {
-                if self.tasks.manager.get_task(&request.task_id).is_err() {
-                    self.unknown_task(&request.task_id)
-                } else {
-                    e
-                }
-            })
+        // for unknown keys; a task kept from an earlier process asks nothing
+        match self.seen_task(&request.task_id, &context)? {
+            Seen::Live(_) => self
+                .tasks
+                .manager
+                .update_task(&request.task_id, request.input_responses)
+                .map_err(|_| self.unknown_task(&request.task_id)),
+            Seen::Kept(_) => Ok(()),
+        }
     }
 
     async fn cancel_task(
@@ -484,11 +568,15 @@ impl ServerHandler for McpServer {
         request: rmcp::model::CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.own_task(&request.task_id, &context)?;
-        self.tasks
-            .manager
-            .cancel_task(&request.task_id)
-            .map_err(|_| self.unknown_task(&request.task_id))
+        match self.seen_task(&request.task_id, &context)? {
+            Seen::Live(_) => self
+                .tasks
+                .manager
+                .cancel_task(&request.task_id)
+                .map_err(|_| self.unknown_task(&request.task_id)),
+            // it ended with the process that ran it
+            Seen::Kept(_) => Ok(()),
+        }
     }
 }
 

@@ -65,6 +65,16 @@ pub struct TurnResult {
     /// What went wrong, on an error result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorReport>,
+    /// A background turn's state (`background: true`, `wait`): `running`, `completed`,
+    /// `failed`, `cancelled` or `interrupted` (the process running it stopped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The handle of a background review, for `wait` (`review` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_id: Option<String>,
+    /// What codex is doing now, while a background turn runs (`wait`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
 }
 
 /// One of codex's questions and its answer.
@@ -161,6 +171,9 @@ pub struct SessionInfo {
     pub last_status: Option<SessionStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The last turn's answer (redacted; its first 4000 characters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_response: Option<String>,
     /// The name a person gave it (`renameSession`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

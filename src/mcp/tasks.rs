@@ -1,55 +1,419 @@
-//! The task store of a process: rmcp's [`TaskManager`], who started each task, and the MRTR
-//! calls waiting on an answer.
+//! The task store of a process: rmcp's [`TaskManager`], who started each task, the MRTR calls
+//! waiting on an answer, and (in the store's owner) each task's record in the session store,
+//! so that a task outlives the connection and the process that ran it.
+//!
+//! Who may see a task: the connection that started it; once that connection is gone, a
+//! connection of the same host ([`HostKey`]: the same client name, Codex home and roots, of
+//! the same user, since only the store's user reaches its socket) that knows its id (a
+//! random UUID: the id is a capability). A host that restarts (Claude Code's `--continue`)
+//! polls its task again from a new process and is answered: by the same owner while the task
+//! runs, from the store after it ended and the owner exited, or as interrupted when the owner
+//! was killed mid-turn.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
+use rmcp::model::{DetailedTask, TaskPayload, TaskStatus};
 use rmcp::task_manager::TaskManager;
 
+use super::elicit::Channel;
 use super::mrtr::Rounds;
 use super::owner::TaskOwner;
+use super::waiters::Waiters;
+use crate::actors::Bridge;
+use crate::actors::tasks::StoredTask;
 
-/// One task store for every connection a process serves (rmcp's [`TaskManager`]), plus who
-/// started each task: `tasks/get`, `tasks/update` and `tasks/cancel` from any other connection
-/// get "unknown task", as for an id that never existed.
+/// How a host is recognised across its restarts (see the module's doc): `None` for what is
+/// not kept past its connection (the HTTP listener's requests).
+pub(crate) type HostKey = Option<String>;
+
+/// Largest task record kept in the store (its result included): a larger result is kept as
+/// an error saying so (the session keeps the turn; the live task still answers it whole).
+pub const MAX_STORED_TASK_BYTES: usize = 4 * 1024 * 1024;
+
+/// How often a running task's status message is written to the store.
+const MIRROR_EVERY: Duration = Duration::from_secs(1);
+
+/// What the store says of a task the owner was killed under.
+pub const INTERRUPTED: &str = "interrupted: the codex-mcp-bridge process that ran this task \
+     stopped (it was shut down, killed or crashed) before the turn ended, and its codex process was \
+     stopped; a session's record says `interrupted` too, and the session resumes on its next \
+     turn. Call the tool again.";
+
+/// Who started a task, and what it is kept as.
+#[derive(Clone)]
+struct Started {
+    owner: TaskOwner,
+    host: HostKey,
+    /// A background call's handle (`session:<id>`, `review:<id>`).
+    handle: Option<String>,
+    /// When the manager has surely forgotten it.
+    until: Instant,
+    /// When its record may be forgotten (ms since the epoch).
+    expires_ms: u64,
+}
+
+/// One task store for every connection a process serves.
 #[derive(Clone, Default)]
 pub struct Tasks {
     pub(super) manager: TaskManager,
-    /// Task id → its owner, and when the manager has surely forgotten the task.
-    owners:
-        Arc<std::sync::Mutex<std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>>,
+    started: Arc<Mutex<HashMap<String, Started>>>,
+    /// Connections that have closed (their tasks go to their host's next connection).
+    closed: Arc<Mutex<HashSet<u64>>>,
+    /// Background handle → its latest task.
+    background: Arc<Mutex<HashMap<String, String>>>,
+    /// Background handle → the clients waiting on it.
+    waiters: Arc<Mutex<HashMap<String, Waiters<Channel>>>>,
+    /// Where records are kept (the store's owner); none: in memory only.
+    keep: Option<Bridge>,
+    /// The owner is shutting down: what still runs is recorded as interrupted, and no end
+    /// written after that replaces it.
+    closing: Arc<std::sync::atomic::AtomicBool>,
     /// Plain calls of 2026-07-28 clients waiting on a question's answer (MRTR).
     pub(super) rounds: Rounds,
 }
 
+/// Milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The handle `wait` finds a background session's turn by.
+pub(super) fn session_handle(id: &str) -> String {
+    format!("session:{id}")
+}
+
+/// The handle `wait` finds a background review by.
+pub(super) fn review_handle(id: &str) -> String {
+    format!("review:{id}")
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `task` has ended.
+pub(super) fn ended(task: &DetailedTask) -> bool {
+    !matches!(
+        task.status(),
+        TaskStatus::Working | TaskStatus::InputRequired
+    )
+}
+
 impl Tasks {
-    /// An empty store.
+    /// An empty store, in memory only.
     pub fn new() -> Tasks {
         Tasks::default()
     }
 
-    fn owners(
+    /// The store of the store's owner: records are kept through `bridge`. Tasks left running by
+    /// an owner that died are marked interrupted first, and expired records forgotten.
+    pub async fn kept(bridge: Bridge) -> Tasks {
+        let tasks = Tasks {
+            keep: Some(bridge),
+            ..Tasks::default()
+        };
+        tasks.recover().await;
+        tasks
+    }
+
+    /// How many tasks have not ended (a task's turn, or a background call's, keeps the owner
+    /// daemon alive).
+    pub fn running(&self) -> usize {
+        self.manager.running_task_count()
+    }
+
+    /// Connection `n` closed: its tasks go on, and its host's next connection may see them.
+    pub(super) fn connection_closed(&self, n: u64) {
+        lock(&self.closed).insert(n);
+    }
+
+    /// Record a new task: who started it, as whose host, under which background handle; its
+    /// first record is written at once.
+    pub(super) fn record(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, (TaskOwner, std::time::Instant)>>
-    {
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+        task: &rmcp::model::Task,
+        owner: TaskOwner,
+        host: HostKey,
+        handle: Option<String>,
+        ttl: Duration,
+    ) {
+        let now = Instant::now();
+        let keep_for = 2 * ttl + Duration::from_secs(60);
+        let started = Started {
+            owner,
+            host,
+            handle: handle.clone(),
+            until: now + keep_for,
+            expires_ms: now_ms() + keep_for.as_millis() as u64,
+        };
+        {
+            let mut all = lock(&self.started);
+            all.retain(|_, s| s.until > now);
+            all.insert(task.task_id.clone(), started);
+        }
+        if let Some(h) = handle {
+            lock(&self.background).insert(h, task.task_id.clone());
+        }
+        self.save(&DetailedTask::new(task.clone(), TaskPayload::Working));
+        if let Some(bridge) = self.keep.clone() {
+            tokio::spawn(self.clone().mirror(task.task_id.clone(), bridge));
+        }
     }
 
-    /// Record `owner` for a new task; forget owners of tasks the manager dropped. rmcp keeps a
-    /// task for its TTL from creation plus one more TTL after it ended, which is at most two
-    /// TTLs after creation since a task never outlives its TTL.
-    pub(super) fn record(&self, id: &str, owner: TaskOwner, ttl: Duration) {
-        let now = std::time::Instant::now();
-        let mut owners = self.owners();
-        owners.retain(|_, (_, until)| *until > now);
-        owners.insert(
-            id.to_owned(),
-            (owner, now + 2 * ttl + Duration::from_secs(60)),
-        );
+    /// Write a running task's status to the store as it changes, until it ends (its end is
+    /// written by [`Tasks::finish`]).
+    async fn mirror(self, id: String, _bridge: Bridge) {
+        let mut last: Option<(TaskStatus, Option<String>)> = None;
+        loop {
+            tokio::time::sleep(MIRROR_EVERY).await;
+            let Ok(now) = self.manager.get_task(&id) else {
+                return;
+            };
+            if ended(&now) {
+                return;
+            }
+            let seen = (now.status(), now.task.status_message.clone());
+            if last.as_ref() != Some(&seen) {
+                self.save(&now);
+                last = Some(seen);
+            }
+        }
     }
 
-    /// Whether `owner` started task `id`.
-    pub(super) fn owned_by(&self, id: &str, owner: &TaskOwner) -> bool {
-        self.owners().get(id).is_some_and(|(o, _)| o == owner)
+    /// Write a task's end to the store, durably, before the manager reports it: an owner that
+    /// exits once no task runs has kept it.
+    pub(super) async fn finish(&self, id: &str, payload: TaskPayload) {
+        if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let Ok(now) = self.manager.get_task(id) else {
+            return;
+        };
+        let mut task = now.task;
+        task.last_updated_at = rmcp::task_manager::current_timestamp();
+        self.save(&DetailedTask::new(task, payload));
+        if let Some(b) = &self.keep
+            && let Err(e) = b.flush_tasks().await
+        {
+            tracing::warn!(error = %e, "could not flush a task's end to the store");
+        }
     }
+
+    /// Keep `task`'s record (for a task of a connection: an HTTP request's is not kept).
+    fn save(&self, task: &DetailedTask) {
+        let Some(bridge) = &self.keep else { return };
+        let Some(started) = lock(&self.started).get(&task.task.task_id).cloned() else {
+            return;
+        };
+        let Some(host) = started.host else { return };
+        let mut value = serde_json::to_value(task).unwrap_or_default();
+        if serde_json::to_vec(&value).map_or(0, |v| v.len()) > MAX_STORED_TASK_BYTES {
+            let too_big = DetailedTask::new(
+                task.task.clone(),
+                TaskPayload::Failed {
+                    error: error_object(&format!(
+                        "the task's result is larger than the {} MiB a stored task keeps; the \
+                         session's record keeps its turn (getSession)",
+                        MAX_STORED_TASK_BYTES / (1024 * 1024)
+                    )),
+                },
+            );
+            value = serde_json::to_value(&too_big).unwrap_or_default();
+        }
+        let record = StoredTask {
+            id: task.task.task_id.clone(),
+            host,
+            handle: started.handle,
+            expires_ms: started.expires_ms,
+            task: value,
+        };
+        if let Err(e) = bridge.save_task(&record) {
+            tracing::warn!(error = %e, "could not keep a task's record in the store");
+        }
+    }
+
+    /// The owner shuts down (its turns are stopped next): every task still running is kept as
+    /// interrupted, durably, before anything else can end it otherwise.
+    pub async fn interrupt_running(&self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let ids: Vec<String> = lock(&self.started).keys().cloned().collect();
+        let mut marked = 0;
+        for id in ids {
+            let Ok(t) = self.manager.get_task(&id) else {
+                continue;
+            };
+            if ended(&t) {
+                continue;
+            }
+            let mut meta = t.task;
+            meta.status_message = Some("interrupted".into());
+            meta.last_updated_at = rmcp::task_manager::current_timestamp();
+            self.save(&DetailedTask::new(
+                meta,
+                TaskPayload::Failed {
+                    error: error_object(INTERRUPTED),
+                },
+            ));
+            marked += 1;
+        }
+        if marked > 0
+            && let Some(b) = &self.keep
+        {
+            tracing::info!(
+                marked,
+                "tasks still running as the owner stops: kept as interrupted"
+            );
+            let _ = b.flush_tasks().await;
+        }
+    }
+
+    /// Mark what an owner that died left running as interrupted; forget expired records.
+    async fn recover(&self) {
+        let Some(bridge) = &self.keep else { return };
+        let stored = match bridge.stored_tasks() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the stored tasks");
+                return;
+            }
+        };
+        let now = now_ms();
+        let mut marked = 0;
+        for mut t in stored {
+            if t.expires_ms < now {
+                let _ = bridge.forget_task(&t.id);
+                continue;
+            }
+            let Ok(task) = serde_json::from_value::<DetailedTask>(t.task.clone()) else {
+                let _ = bridge.forget_task(&t.id);
+                continue;
+            };
+            if ended(&task) {
+                continue;
+            }
+            let mut meta = task.task;
+            meta.status_message = Some("interrupted".into());
+            meta.last_updated_at = rmcp::task_manager::current_timestamp();
+            let failed = DetailedTask::new(
+                meta,
+                TaskPayload::Failed {
+                    error: error_object(INTERRUPTED),
+                },
+            );
+            t.task = serde_json::to_value(&failed).unwrap_or_default();
+            if bridge.save_task(&t).is_ok() {
+                marked += 1;
+            }
+        }
+        if marked > 0 {
+            tracing::warn!(
+                marked,
+                "tasks left running by an owner that stopped: marked interrupted"
+            );
+            let _ = bridge.flush_tasks().await;
+        }
+    }
+
+    /// Whether a connection of `owner` and `host` may see a task `started` so.
+    fn allowed(&self, started: &Started, owner: &TaskOwner, host: &HostKey) -> bool {
+        if &started.owner == owner {
+            return true;
+        }
+        let gone = match started.owner {
+            TaskOwner::Connection(n) => lock(&self.closed).contains(&n),
+            TaskOwner::Http(_) => false,
+        };
+        gone && started.host.is_some() && &started.host == host
+    }
+
+    /// Task `id` as `owner` (of `host`) may see it: live, or kept; `None`: unknown to it.
+    pub(super) fn get(&self, id: &str, owner: &TaskOwner, host: &HostKey) -> Option<Seen> {
+        let started = lock(&self.started).get(id).cloned();
+        match started {
+            Some(s) if !self.allowed(&s, owner, host) => None,
+            Some(_) => match self.manager.get_task(id) {
+                Ok(t) => Some(Seen::Live(Box::new(t))),
+                Err(_) => self.stored(id, host.as_deref()).map(Seen::Kept),
+            },
+            None => self.stored(id, host.as_deref()).map(Seen::Kept),
+        }
+    }
+
+    /// A kept record of task `id` for `host`, not expired.
+    fn stored(&self, id: &str, host: Option<&str>) -> Option<Box<DetailedTask>> {
+        let host = host?;
+        let t = self.keep.as_ref()?.load_task(id).ok()??;
+        if t.host != host || t.expires_ms < now_ms() {
+            return None;
+        }
+        serde_json::from_value(t.task).ok().map(Box::new)
+    }
+
+    /// The latest task of background handle `handle`: live in this process, or kept.
+    pub(super) fn of_handle(&self, handle: &str) -> Option<String> {
+        if let Some(id) = lock(&self.background).get(handle) {
+            return Some(id.clone());
+        }
+        let kept = self.keep.as_ref()?.stored_tasks().ok()?;
+        kept.into_iter()
+            .filter(|t| t.handle.as_deref() == Some(handle))
+            .max_by(|a, b| {
+                let at = |t: &StoredTask| t.task["createdAt"].as_str().unwrap_or("").to_owned();
+                at(a).cmp(&at(b))
+            })
+            .map(|t| t.id)
+    }
+
+    /// The waiters of background handle `handle` (a new turn of it keeps them).
+    pub(super) fn waiters_of(&self, handle: &str) -> Waiters<Channel> {
+        lock(&self.waiters)
+            .entry(handle.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Whether `handle`'s latest task runs in this process.
+    pub(super) fn running_handle(&self, handle: &str) -> bool {
+        let id = lock(&self.background).get(handle).cloned();
+        id.and_then(|id| self.manager.get_task(&id).ok())
+            .is_some_and(|t| !ended(&t))
+    }
+
+    /// Task `id` for a waiter that holds its handle: live, or kept (whoever started it).
+    pub(super) fn by_handle_id(&self, id: &str) -> Option<DetailedTask> {
+        if let Ok(t) = self.manager.get_task(id) {
+            return Some(t);
+        }
+        let t = self.keep.as_ref()?.load_task(id).ok()??;
+        serde_json::from_value(t.task).ok()
+    }
+}
+
+/// A task as a connection may see it.
+pub(super) enum Seen {
+    /// Run by this process (its input requests can be answered, it can be cancelled).
+    Live(Box<DetailedTask>),
+    /// Kept in the store by an earlier process: ended (or interrupted).
+    Kept(Box<DetailedTask>),
+}
+
+impl Seen {
+    pub(super) fn task(self) -> DetailedTask {
+        match self {
+            Seen::Live(t) | Seen::Kept(t) => *t,
+        }
+    }
+}
+
+/// A JSON-RPC error object with `message`.
+pub(super) fn error_object(message: &str) -> rmcp::model::JsonObject {
+    let mut o = rmcp::model::JsonObject::new();
+    o.insert("code".into(), (-32603).into());
+    o.insert("message".into(), message.into());
+    o
 }

@@ -27,7 +27,7 @@ pub mod migrations;
 mod record;
 
 pub use error::StoreError;
-pub use record::{InflightTurn, SessionRecord, TurnStatus};
+pub use record::{InflightTurn, LAST_RESPONSE_CHARS, SessionRecord, TurnStatus};
 
 /// The store returns its own errors only.
 type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -48,6 +48,9 @@ pub struct Store {
     last_used: sled::Tree,
     inflight: sled::Tree,
     meta: sled::Tree,
+    /// MCP tasks (a task's call or a background call): id → the MCP layer's record, opaque
+    /// here.
+    tasks: sled::Tree,
     path: PathBuf,
     /// The store's own lock (`bridge.lock` in its directory), held while any clone of the store
     /// lives: another process (or a second open in this one) is told `EWOULDBLOCK`, a typed
@@ -184,6 +187,9 @@ impl Store {
                 .map_err(storage(dir, "opening a tree"))?,
             meta: db
                 .open_tree("meta")
+                .map_err(storage(dir, "opening a tree"))?,
+            tasks: db
+                .open_tree("tasks")
                 .map_err(storage(dir, "opening a tree"))?,
             path: dir.to_path_buf(),
             db,
@@ -412,6 +418,43 @@ impl Store {
     /// Whether no session is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Keep task `id`'s record (bytes the caller encodes).
+    pub fn put_task(&self, id: &str, record: &[u8]) -> Result<(), StoreError> {
+        self.tasks
+            .insert(id.as_bytes(), record)
+            .map_err(storage(&self.path, "recording a task"))?;
+        Ok(())
+    }
+
+    /// Task `id`'s record, if kept.
+    pub fn get_task(&self, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .tasks
+            .get(id.as_bytes())
+            .map_err(storage(&self.path, "reading a task"))?
+            .map(|v| v.to_vec()))
+    }
+
+    /// Forget task `id`.
+    pub fn remove_task(&self, id: &str) -> Result<(), StoreError> {
+        self.tasks
+            .remove(id.as_bytes())
+            .map_err(storage(&self.path, "forgetting a task"))?;
+        Ok(())
+    }
+
+    /// Every task record kept.
+    pub fn tasks(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let mut out = vec![];
+        for kv in self.tasks.iter() {
+            let (k, v) = kv.map_err(storage(&self.path, "listing tasks"))?;
+            if let Ok(id) = std::str::from_utf8(&k) {
+                out.push((id.to_owned(), v.to_vec()));
+            }
+        }
+        Ok(out)
     }
 
     /// Record the process of a turn in flight.

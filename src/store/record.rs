@@ -64,7 +64,14 @@ pub struct SessionRecord {
     pub compactions: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compaction: Option<(u64, u64)>,
+    /// The last turn's answer (redacted, its first [`LAST_RESPONSE_CHARS`] characters): what a
+    /// host that lost the call (a background turn, a restart) can still read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_response: Option<String>,
 }
+
+/// Most characters of the last turn's answer a session's record keeps.
+pub const LAST_RESPONSE_CHARS: usize = 4000;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -90,6 +97,7 @@ impl SessionRecord {
             dropped_turns: 0,
             compactions: 0,
             last_compaction: None,
+            last_response: None,
         }
     }
 }

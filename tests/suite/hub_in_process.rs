@@ -50,6 +50,8 @@ async fn start(env: &TestEnv) -> InProcess {
         codex_bin: Some(fake_codex(env)),
         roots: Some(env.root().display().to_string()),
         store: Some(store_dir(env)),
+        // two servers in this process: the first owns the store itself
+        owner: Some(codex_mcp_bridge::config::OwnerMode::Process),
         ..Default::default()
     };
     let vars = env

@@ -15,6 +15,7 @@ mod hub_in_process;
 mod identity;
 mod mcp;
 mod model_id;
+mod outlive;
 mod own_files;
 mod page;
 mod person;

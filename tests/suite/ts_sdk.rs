@@ -71,6 +71,7 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
         Reply::exec_command("sleep 3; echo slept"),
         Reply::message("steered answer"),
     ]);
+    mock.push_for_user_text("in the background", Reply::message("background answer"));
     // `steer` needs a warm turn: the app-server backend, whatever the suite runs
     let mut vars = server_env(&env, &mock);
     vars.retain(|(k, _)| k != "CODEX_BRIDGE_BACKEND");
@@ -148,6 +149,6 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
         "{refused}"
     );
     // one request per turn, two for the steered one (its command, then its answer) and one for
-    // the compaction; none for the calls with a bad model id
-    assert_eq!(mock.responses_count(), 9);
+    // the compaction, one for the background turn; none for the calls with a bad model id
+    assert_eq!(mock.responses_count(), 10);
 }

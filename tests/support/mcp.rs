@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 14] = [
+pub const TOOL_NAMES: [&str; 15] = [
     "codex",
     "query",
     "search",
@@ -33,6 +33,7 @@ pub const TOOL_NAMES: [&str; 14] = [
     "rewindSession",
     "compactSession",
     "steer",
+    "wait",
     "ping",
 ];
 
@@ -332,6 +333,9 @@ pub fn server_env(env: &TestEnv, mock: &MockApi) -> Vec<(String, String)> {
         mock.provider_overrides().join("\n"),
     ));
     v.push(("RUST_LOG".into(), "warn,codex_mcp_bridge=info".into()));
+    // the suite's tests look at the server's own processes: the first server owns the store
+    // (the owner daemon's tests, `suite::outlive`, set `daemon`)
+    v.push(("CODEX_BRIDGE_OWNER".into(), "process".into()));
     if let Some(b) = backend_under_test() {
         v.push(("CODEX_BRIDGE_BACKEND".into(), b));
     }

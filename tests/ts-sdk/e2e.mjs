@@ -141,6 +141,17 @@ try {
         await call('renameSession', { sessionId, name: 'SDK session' }),
         (e) => e.structured?.session?.name === 'SDK session' && (e.structured?.session?.handOff ?? '').includes(' resume -C '),
     );
+    // a turn in the background: the handle at once, then its result through `wait`
+    expectOk(
+        await call('codex', { prompt: 'in the background', sessionId, background: true }),
+        (e) => e.structured?.status === 'running' && e.structured?.sessionId === sessionId,
+    );
+    let waited;
+    for (let i = 0; i < 30; i++) {
+        waited = await call('wait', { sessionId, waitSeconds: 5 });
+        if (waited.structured?.status !== 'running') break;
+    }
+    expectOk(waited, (e) => e.structured?.status === 'completed' && e.structured?.response === 'background answer');
 
     // bad arguments: every tool answers with its own sentence
     expectError(await call('listSessions', { limit: '2' }), 'invalid argument `limit`: invalid type: string "2", expected u32');
@@ -153,6 +164,7 @@ try {
     expectError(await call('compactSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('steer', { sessionId }), 'invalid argument `prompt`: missing field `prompt`');
     expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
+    expectError(await call('wait', { sessionId, waitSeconds: 0 }), 'invalid argument `waitSeconds`: must be from 1 to 50');
     expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');
     expectError(await call('query', { prompt: 'x', timeout: 0 }), 'invalid argument `timeout`');
     expectError(await call('search', {}), 'invalid argument `query`');

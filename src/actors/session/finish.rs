@@ -90,6 +90,7 @@ pub(super) async fn finish(
                 _ => TurnStatus::Failed,
             });
             rec.last_error = Some(redact(&e.to_string()).into_owned());
+            rec.last_response = None;
             Err(e)
         }
         Ok(ran) => Ok(fold(rec, &st.id, &f.call, f.queued, ran)),
@@ -183,6 +184,10 @@ pub(super) fn fold(
         Ending::TimedOut { .. } => TurnStatus::TimedOut,
         Ending::Cancelled => TurnStatus::Cancelled,
         Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
+    });
+    rec.last_response = outcome.output.message.as_ref().map(|m| {
+        let cut: String = m.chars().take(crate::store::LAST_RESPONSE_CHARS).collect();
+        redact(&cut).into_owned()
     });
     rec.last_error = match &outcome.ending {
         Ending::Completed => None,

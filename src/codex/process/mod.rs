@@ -48,7 +48,7 @@ pub use holders::app_holding;
 pub use kill::{argv_hash, kill_leftover, start_ticks};
 pub use server::{WarmKey, WarmProcess, key_of};
 pub use signal::descendants;
-pub use spawn::keep_memory_private;
+pub use spawn::{Detached, keep_memory_private, start_detached};
 pub use turn::{
     CANCEL_GRACE, Containment, Ending, ExecExit, Limits, RunOptions, SpawnHook, SpawnInfo,
     TIMEOUT_GRACE, TurnOutcome, TurnOutput,

@@ -94,3 +94,58 @@ pub(super) async fn spawn(cmd: Command, program: &Path) -> Result<Child, Process
     let res = rx.await.map_err(|_| ProcessError::SpawnerGone)?;
     res.map_err(|e| ProcessError::from_spawn(program, e))
 }
+
+/// Start the store's owner daemon: `program args` in a session of its own (`setsid`: no
+/// terminal, outside the host's process group, so neither the host's signals to its child nor
+/// a terminal's hang-up reach it), no parent-death signal (it is meant to outlive this
+/// process), stdin a pipe that carries `input` and then closes, stdout null (ours is the MCP
+/// channel), stderr `log` (a file of its own: nothing of the host's is held open), and only
+/// `vars` in its environment. On the spawner thread, like every child. The returned child is
+/// reaped by tokio once dropped.
+pub async fn start_detached(
+    program: &Path,
+    args: &[&str],
+    vars: &[(String, String)],
+    input: Vec<u8>,
+    log: std::fs::File,
+) -> Result<Detached, ProcessError> {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(false);
+    // SAFETY: setsid is one raw syscall, async-signal-safe, with no allocation.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = spawn(cmd, program).await?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // the daemon reads one line and closes: a failure here shows as a daemon that exits
+        let _ = stdin.write_all(&input).await;
+        let _ = stdin.shutdown().await;
+    }
+    Ok(Detached(child))
+}
+
+/// A process started by [`start_detached`]: never killed by this one.
+pub struct Detached(Child);
+
+impl Detached {
+    /// Its pid.
+    pub fn id(&self) -> Option<u32> {
+        self.0.id()
+    }
+
+    /// Whether it has exited (and so was reaped).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.0.try_wait(), Ok(None))
+    }
+}

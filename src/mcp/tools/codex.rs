@@ -28,7 +28,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     title: "Codex",
     description: "Run a Codex turn in a persistent session: edit, explain or test code in \
                   a working directory. Returns the answer and the sessionId to continue \
-                  with.",
+                  with. For a long turn set background: true, then call `wait` with the \
+                  sessionId until it is done.",
     hints: [false, true, false, true],
     input: schema::<CodexParams>,
     output: schema::<TurnResult>,
@@ -77,6 +78,11 @@ pub struct CodexParams {
     /// When the session is busy with another turn: wait for it (default true), or fail at once.
     #[serde(default)]
     pub wait_if_busy: Option<bool>,
+    /// Run the turn in the background: the answer comes at once with the sessionId and
+    /// `status: running`; `wait` returns the result. For long turns (minutes), which outlive
+    /// this call, your client's time limit and its restart.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 impl McpServer {

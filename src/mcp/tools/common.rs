@@ -125,6 +125,7 @@ pub(super) fn session_info(v: SessionView, program: &Path) -> SessionInfo {
         usage: v.usage,
         last_status: v.last_status,
         last_error: v.last_error,
+        last_response: v.last_response,
         name: v.name,
         dropped_turns: v.dropped_turns,
         compactions: v.compactions,
@@ -146,7 +147,7 @@ impl McpServer {
 
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
-    pub(super) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
+    pub(crate) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
         Ok(crate::confine::resolve(
             "workingDirectory",
             raw,

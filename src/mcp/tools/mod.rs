@@ -29,6 +29,7 @@ pub mod rewind_session;
 pub mod search;
 pub mod steer;
 pub mod structured;
+pub mod wait;
 
 use std::sync::Arc;
 
@@ -55,6 +56,7 @@ const TOOLS: &[ToolEntry] = &[
     rewind_session::TOOL,
     compact_session::TOOL,
     steer::TOOL,
+    wait::TOOL,
     ping::TOOL,
 ];
 
@@ -266,8 +268,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 56,
-            "14 tools, an input and an output schema each, both settings"
+            seen, 60,
+            "15 tools, an input and an output schema each, both settings"
         );
     }
 
@@ -315,7 +317,8 @@ mod tests {
         };
         let tools = tool_list(false);
         for t in &tools {
-            if is_turn_tool(&t.name) {
+            // `wait` answers a background turn's result, errors included
+            if is_turn_tool(&t.name) || t.name == "wait" {
                 for (e, r) in [
                     (&invalid, error_result(&invalid, None)),
                     (&timed_out, error_result(&timed_out, Some(partial.clone()))),

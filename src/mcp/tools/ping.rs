@@ -54,6 +54,10 @@ pub struct PingResult {
     pub codex_version_support: Option<CodexSupport>,
     pub codex_path: String,
     pub store_path: String,
+    /// The process that owns the store and runs the turns (the owner daemon by default).
+    pub owner_pid: u32,
+    /// Tasks and background calls not ended yet.
+    pub running_tasks: usize,
     pub schema_version: u64,
     pub live_sessions: usize,
     pub stored_sessions: usize,
@@ -99,6 +103,8 @@ impl McpServer {
             oldest_supported_codex_version: OLDEST_SUPPORTED_CODEX_VERSION.into(),
             codex_path: self.client.common.program.display().to_string(),
             store_path: status.store_path,
+            owner_pid: std::process::id(),
+            running_tasks: self.tasks.running(),
             schema_version: status.schema_version,
             live_sessions: counts.live_sessions,
             stored_sessions: counts.stored_sessions,

@@ -22,7 +22,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     title: "Code review",
     description: "Codex's code review of a git repository: uncommitted changes, changes \
                   against a base branch, or a commit. Findings are returned with \
-                  priorities and locations.",
+                  priorities and locations. For a long review set background: true, then \
+                  call `wait` with the reviewId.",
     // codex runs the review under workspace-write (git may write its index), so not
     // read-only
     hints: [false, false, false, true],
@@ -57,6 +58,10 @@ pub struct ReviewParams {
     /// Timeout in milliseconds.
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// Run the review in the background: the answer comes at once with a reviewId and
+    /// `status: running`; `wait` returns the review.
+    #[serde(default)]
+    pub background: Option<bool>,
 }
 
 impl McpServer {

@@ -1,0 +1,567 @@
+//! Turns that outlive the call and the host that started them (issue 37), through rmcp's real
+//! client, the built server (the owner daemon: the default `--owner daemon`), the real codex
+//! and the mock:
+//!
+//! - a task's host leaves as Claude Code leaves (SIGINT, SIGTERM 100 ms later, SIGHUP): the
+//!   turn goes on in the owner daemon, and a new server process for the same host answers
+//!   `tasks/get` for the old id, `working` then `completed` with the result; once nothing runs
+//!   and no client is connected, the daemon exits and no codex process is left;
+//! - a plain call whose client leaves is cancelled, and its codex processes are gone;
+//! - a client whose calls are cut off at 5 s runs a long turn to its end with `background`
+//!   and `wait`;
+//! - a SIGKILL of the daemon mid-turn reads back as interrupted (`tasks/get`, `wait`,
+//!   `getSession`);
+//! - a background turn's question reaches only a client waiting on it.
+//!
+//! The turns take [`TURN`] rather than the issue's 20 s: what is tested does not depend on
+//! the length, and the suite stays fast.
+
+use std::time::{Duration, Instant};
+
+use codex_mcp_bridge::codex::process::descendants;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, GetTaskParams,
+    TaskPayload, TaskStatus,
+};
+use serde_json::{Value, json};
+
+use crate::support::mcp::{
+    Answer, Person, Protocol, Server, connect_person, connect_with, connect_with_capabilities,
+    structured, text,
+};
+use crate::support::process::alive;
+use crate::support::{MockApi, Reply, TestEnv};
+
+/// The suite's environment with the default owner, the daemon.
+fn server_env(env: &TestEnv, mock: &MockApi) -> Vec<(String, String)> {
+    let mut vars = crate::support::mcp::server_env(env, mock);
+    vars.retain(|(k, _)| k != "CODEX_BRIDGE_OWNER");
+    vars
+}
+
+/// A client declaring the tasks extension, on the daemon.
+async fn connect_tasks(env: &TestEnv, mock: &MockApi, protocol: Protocol) -> Server {
+    let caps = ClientCapabilities::builder().enable_tasks().build();
+    connect_with_capabilities(&server_env(env, mock), env.root(), protocol, caps).await
+}
+
+/// How long a scripted turn takes.
+const TURN: Duration = Duration::from_secs(6);
+
+fn params(tool: &str, args: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(tool.to_owned()).with_arguments(args.as_object().cloned().unwrap())
+}
+
+/// The process that owns the store (the daemon), as `ping` says.
+async fn owner_pid(s: &Server) -> i32 {
+    let v = structured(&s.call("ping", json!({})).await);
+    let pid = v["ownerPid"].as_i64().expect("ping says ownerPid") as i32;
+    assert_ne!(pid as u32, s.pid, "the stdio server relays to a daemon");
+    pid
+}
+
+/// Waits until the mock has received `n` model requests.
+async fn model_asked(mock: &MockApi, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mock.responses_requests().len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "the turn never reached the model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `pid` is gone; whether it went within `limit`.
+async fn gone_within(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+/// The codex processes under `pid`.
+fn codex_under(pid: i32) -> Vec<i32> {
+    let bin = crate::support::codex_bin().canonicalize().unwrap();
+    descendants(pid)
+        .into_iter()
+        .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == bin))
+        .collect()
+}
+
+/// The host leaves as Claude Code does: SIGINT, SIGTERM 100 ms later, and the terminal's
+/// SIGHUP; then the process is gone.
+async fn host_leaves(s: &Server) {
+    let pid = Pid::from_raw(s.pid as i32);
+    let _ = kill(pid, Signal::SIGINT);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = kill(pid, Signal::SIGTERM);
+    let _ = kill(pid, Signal::SIGHUP);
+    assert!(
+        gone_within(s.pid as i32, Duration::from_secs(10)).await,
+        "the stdio server did not exit"
+    );
+}
+
+async fn get(s: &Server, id: &str) -> rmcp::model::DetailedTask {
+    s.client
+        .get_task(GetTaskParams::new(id.to_owned()))
+        .await
+        .expect("tasks/get answered")
+        .task
+}
+
+/// Polls task `id` until it ends.
+async fn task_end(s: &Server, id: &str) -> rmcp::model::DetailedTask {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let t = get(s, id).await;
+        if !matches!(t.status(), TaskStatus::Working | TaskStatus::InputRequired) {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "task {id} never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_outlives_its_host_and_a_new_server_answers_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("outlived the host").with_delay(TURN));
+    let s = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    let owner = owner_pid(&s).await;
+    let id = match s
+        .client
+        .call_tool_once(params(
+            "codex",
+            json!({"prompt": "long job", "sessionId": "outlive", "workingDirectory": env.work()}),
+        ))
+        .await
+        .expect("answered")
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    model_asked(&mock, 1).await;
+    host_leaves(&s).await;
+    assert!(alive(owner), "the owner daemon went with the host");
+    assert!(!codex_under(owner).is_empty(), "the turn's codex is gone");
+
+    // the host comes back (`claude --continue`): a new server process asks again
+    let again = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    assert_eq!(owner_pid(&again).await, owner);
+    assert_eq!(get(&again, &id).await.status(), TaskStatus::Working);
+    let done = task_end(&again, &id).await;
+    let TaskPayload::Completed { result } = done.payload else {
+        panic!("expected completed, got {:?}", done.payload)
+    };
+    assert_eq!(result["structuredContent"]["response"], "outlived the host");
+    let v = structured(
+        &again
+            .call("getSession", json!({"sessionId": "outlive"}))
+            .await,
+    );
+    assert_eq!(v["session"]["lastStatus"], "completed", "{v}");
+
+    // nothing runs and nobody is connected: the daemon exits, and nothing is left
+    let relay = again.pid as i32;
+    drop(again);
+    assert!(gone_within(relay, Duration::from_secs(10)).await);
+    assert!(
+        gone_within(owner, Duration::from_secs(10)).await,
+        "the owner daemon stayed"
+    );
+    // a server started after it exited answers from the store
+    let later = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    assert_ne!(owner_pid(&later).await, owner);
+    let kept = get(&later, &id).await;
+    assert_eq!(kept.status(), TaskStatus::Completed, "{kept:?}");
+    // another host (another client name) does not see it
+    let other = connect_person(
+        &server_env(&env, &mock),
+        env.root(),
+        Protocol::Legacy,
+        ClientCapabilities::builder().enable_tasks().build(),
+        Person::answering(Answer::Silent).on_host("another-host"),
+    )
+    .await;
+    let err = other
+        .client
+        .get_task(GetTaskParams::new(id.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("unknown task"), "{err}");
+}
+
+#[tokio::test]
+async fn a_plain_call_whose_client_leaves_is_cancelled_and_its_codex_is_gone() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("never seen").with_delay(Duration::from_secs(60)));
+    let vars = server_env(&env, &mock);
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let owner = owner_pid(&s).await;
+    let call = s.client.peer().clone();
+    let work = env.work().to_owned();
+    let running = tokio::spawn(async move {
+        call.call_tool_once(params(
+            "codex",
+            json!({"prompt": "plain", "sessionId": "plain", "workingDirectory": work}),
+        ))
+        .await
+    });
+    model_asked(&mock, 1).await;
+    let during = codex_under(owner);
+    assert!(!during.is_empty(), "no codex ran the turn");
+    host_leaves(&s).await;
+    running.abort();
+    // its codex processes are gone, and so is the daemon (nothing else ran)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while during.iter().any(|p| alive(*p)) {
+        assert!(
+            Instant::now() < deadline,
+            "codex outlived a plain call's client"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone_within(owner, Duration::from_secs(10)).await);
+    let again = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let v = structured(
+        &again
+            .call("getSession", json!({"sessionId": "plain"}))
+            .await,
+    );
+    assert_eq!(v["session"]["lastStatus"], "cancelled", "{v}");
+}
+
+/// A call bounded as a host bounds it.
+async fn cut_at_5s(s: &Server, tool: &str, args: Value) -> CallToolResult {
+    tokio::time::timeout(Duration::from_secs(5), s.call(tool, args))
+        .await
+        .unwrap_or_else(|_| panic!("`{tool}` was cut off at 5 s"))
+}
+
+#[tokio::test]
+async fn background_and_wait_run_a_turn_longer_than_the_hosts_limit() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("finished in the background").with_delay(TURN + TURN / 2));
+    let s = connect_with(&server_env(&env, &mock), env.root(), Protocol::Legacy).await;
+    let started = Instant::now();
+    let r = cut_at_5s(
+        &s,
+        "codex",
+        json!({"prompt": "a long refactor", "background": true, "workingDirectory": env.work()}),
+    )
+    .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let v = structured(&r);
+    assert_eq!(v["status"], "running", "{v}");
+    let session = v["sessionId"].as_str().expect("a sessionId").to_owned();
+    assert!(text(&r).contains("wait"), "{}", text(&r));
+    let mut polls = 0;
+    let done = loop {
+        polls += 1;
+        let r = cut_at_5s(&s, "wait", json!({"sessionId": session, "waitSeconds": 3})).await;
+        let v = structured(&r);
+        if v["status"] != "running" {
+            break (r, v);
+        }
+        assert!(polls < 40, "never ended: {v}");
+    };
+    let (r, v) = done;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["response"], "finished in the background", "{v}");
+    assert_eq!(v["sessionId"], session, "{v}");
+    assert!(polls >= 2, "the turn was not longer than one wait");
+    assert!(started.elapsed() >= TURN, "the turn ended early");
+    // the session goes on as any other
+    let g = structured(&s.call("getSession", json!({"sessionId": session})).await);
+    assert_eq!(g["session"]["turnCount"], 1, "{g}");
+    assert_eq!(g["session"]["lastStatus"], "completed", "{g}");
+    assert_eq!(
+        g["session"]["lastResponse"], "finished in the background",
+        "{g}"
+    );
+    // refusals name the field
+    for (args, field) in [
+        (
+            json!({"sessionId": session, "waitSeconds": 51}),
+            "waitSeconds",
+        ),
+        (json!({}), "sessionId"),
+        (json!({"reviewId": "not-a-review"}), "reviewId"),
+        (json!({"sessionId": "never-started"}), "sessionId"),
+    ] {
+        let r = s.call("wait", args.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{args}");
+        assert!(
+            text(&r).contains(&format!("`{field}`")),
+            "{args}: {}",
+            text(&r)
+        );
+    }
+    let r = s
+        .call("codex", json!({"prompt": "x", "background": "yes"}))
+        .await;
+    assert!(text(&r).contains("`background`"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn a_sigkill_of_the_owner_mid_turn_reads_back_as_interrupted() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push_for_user_text(
+        "TASKED",
+        Reply::message("never").with_delay(Duration::from_secs(60)),
+    );
+    mock.push_for_user_text(
+        "BACKGROUND",
+        Reply::message("never").with_delay(Duration::from_secs(60)),
+    );
+    let s = connect_tasks(&env, &mock, Protocol::Legacy).await;
+    let owner = owner_pid(&s).await;
+    let id = match s
+        .client
+        .call_tool_once(params(
+            "codex",
+            json!({"prompt": "TASKED", "sessionId": "tasked", "workingDirectory": env.work()}),
+        ))
+        .await
+        .expect("answered")
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "BACKGROUND", "sessionId": "bg", "background": true,
+                   "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(structured(&r)["status"], "running");
+    model_asked(&mock, 2).await;
+    let codex = codex_under(owner);
+    kill(Pid::from_raw(owner), Signal::SIGKILL).unwrap();
+    assert!(gone_within(owner, Duration::from_secs(10)).await);
+    for p in codex {
+        assert!(
+            gone_within(p, Duration::from_secs(10)).await,
+            "codex {p} outlived its owner"
+        );
+    }
+    // the same client carries on with a new owner, which says what happened
+    let t = get(&s, &id).await;
+    let TaskPayload::Failed { error } = &t.payload else {
+        panic!("expected failed, got {t:?}")
+    };
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted"),
+        "{error:?}"
+    );
+    let w = s
+        .call("wait", json!({"sessionId": "bg", "waitSeconds": 1}))
+        .await;
+    assert_eq!(w.is_error, Some(true));
+    assert_eq!(structured(&w)["status"], "interrupted", "{}", text(&w));
+    for session in ["tasked", "bg"] {
+        let g = structured(&s.call("getSession", json!({"sessionId": session})).await);
+        assert_eq!(g["session"]["lastStatus"], "interrupted", "{session}: {g}");
+    }
+}
+
+/// The daemon runs in a session and process group of its own: neither a terminal's hang-up
+/// nor a signal to the host's process group reaches it.
+fn session_and_group(pid: i32) -> (i64, i64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // after the command's `(...)`: state, ppid, pgrp, session
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    (f[3].parse().unwrap(), f[2].parse().unwrap())
+}
+
+#[tokio::test]
+async fn the_owner_daemon_is_out_of_reach_of_the_hosts_session_and_group() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = connect_with(&server_env(&env, &mock), env.root(), Protocol::Legacy).await;
+    let owner = owner_pid(&s).await;
+    let (daemon_sid, daemon_pgrp) = session_and_group(owner);
+    let (host_sid, host_pgrp) = session_and_group(s.pid as i32);
+    assert_eq!(
+        daemon_sid, owner as i64,
+        "the daemon leads a session of its own"
+    );
+    assert_ne!(daemon_sid, host_sid);
+    assert_ne!(daemon_pgrp, host_pgrp);
+    // its stderr is its log in the store, not the host's pipe
+    let err = std::fs::read_link(format!("/proc/{owner}/fd/2")).unwrap();
+    assert_eq!(err, s.store.join("owner.log"));
+}
+
+/// The negative control: with `--owner process` the first server runs the turn itself, and
+/// the host's leaving ends it: a new server finds it interrupted, never completed.
+#[tokio::test]
+async fn with_the_process_owner_a_task_ends_with_its_host() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("never completes").with_delay(TURN));
+    let vars = crate::support::mcp::server_env(&env, &mock);
+    let caps = ClientCapabilities::builder().enable_tasks().build();
+    let s = connect_with_capabilities(&vars, env.root(), Protocol::Legacy, caps.clone()).await;
+    assert_eq!(owner_pid_of(&s).await, s.pid as i32);
+    let id = match s
+        .client
+        .call_tool_once(params(
+            "codex",
+            json!({"prompt": "long job", "sessionId": "inline", "workingDirectory": env.work()}),
+        ))
+        .await
+        .expect("answered")
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    model_asked(&mock, 1).await;
+    host_leaves(&s).await;
+    let again = connect_with_capabilities(&vars, env.root(), Protocol::Legacy, caps).await;
+    let t = get(&again, &id).await;
+    let TaskPayload::Failed { error } = &t.payload else {
+        panic!("expected the task to have ended with its host, got {t:?}")
+    };
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("interrupted"),
+        "{error:?}"
+    );
+}
+
+/// The owner's pid as `ping` says, whoever it is.
+async fn owner_pid_of(s: &Server) -> i32 {
+    structured(&s.call("ping", json!({})).await)["ownerPid"]
+        .as_i64()
+        .unwrap() as i32
+}
+
+/// A model with the classic tool shape (`exec_command`).
+const MODEL: &str = "gpt-5.5";
+
+/// Scripts an escalated write of `target` (outside the read-only sandbox), then a message.
+fn script_escalation(mock: &MockApi, target: &std::path::Path) {
+    mock.push_all([
+        Reply::function_call(
+            "exec_command",
+            json!({"cmd": format!("echo pwned > '{}'", target.display()),
+                   "sandbox_permissions": "require_escalated",
+                   "justification": "I need to write this file outside the sandbox"}),
+        ),
+        Reply::message("done"),
+    ]);
+}
+
+/// A background turn's question goes to the client waiting on it, never to another; with
+/// nobody waiting it is declined at the approval timeout, and the result says why. Questions
+/// come from the app-server backend only (an exec turn never asks).
+#[tokio::test]
+async fn a_background_turns_question_reaches_only_a_client_waiting_on_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut vars = server_env(&env, &mock);
+    vars.retain(|(k, _)| k != "CODEX_BRIDGE_BACKEND");
+    vars.extend(
+        [
+            ("CODEX_BRIDGE_BACKEND", "app-server"),
+            ("CODEX_BRIDGE_APPROVALS", "ask"),
+            ("CODEX_BRIDGE_APPROVAL_TIMEOUT_MS", "3000"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned())),
+    );
+    let eliciting = ClientCapabilities::builder().enable_elicitation().build();
+    // the client that starts the turns, whose person would accept anything
+    let starter = Person::answering(Answer::Accept(true));
+    let a = connect_person(
+        &vars,
+        env.root(),
+        Protocol::Legacy,
+        eliciting.clone(),
+        starter.clone(),
+    )
+    .await;
+    // another host on the store, which waits on the first turn
+    let waiter = Person::answering(Answer::Accept(true));
+    let b = connect_person(
+        &vars,
+        env.root(),
+        Protocol::Legacy,
+        eliciting,
+        waiter.clone(),
+    )
+    .await;
+    let root = env.root().canonicalize().unwrap();
+
+    // waited on: the waiter is asked (not the starter, who is not waiting), and its accept
+    // writes the file
+    let target = root.join("waited.txt");
+    script_escalation(&mock, &target);
+    let r = a
+        .call(
+            "codex",
+            json!({"prompt": "please write", "sessionId": "asks", "model": MODEL,
+                   "background": true, "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
+    let w = b
+        .call("wait", json!({"sessionId": "asks", "waitSeconds": 30}))
+        .await;
+    let v = structured(&w);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(
+        target.exists(),
+        "the accepted escalation wrote nothing: {v}"
+    );
+    assert_eq!(v["approvals"][0]["decision"], "acceptOnce", "{v}");
+    assert_eq!((waiter.asked(), starter.asked()), (1, 0));
+
+    // nobody waits: declined at the timeout, unasked, and the result says why
+    let target = root.join("unwatched.txt");
+    script_escalation(&mock, &target);
+    let r = a
+        .call(
+            "codex",
+            json!({"prompt": "please write again", "sessionId": "asks", "model": MODEL,
+                   "background": true}),
+        )
+        .await;
+    assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
+    // well past the approval timeout before anyone waits
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let w = a
+        .call("wait", json!({"sessionId": "asks", "waitSeconds": 30}))
+        .await;
+    let v = structured(&w);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(!target.exists(), "an unwatched question was accepted: {v}");
+    let d = &v["approvals"][0];
+    assert_eq!(d["decision"], "decline", "{v}");
+    assert!(
+        d["reason"].as_str().unwrap().contains("nobody was waiting"),
+        "{v}"
+    );
+    assert_eq!((waiter.asked(), starter.asked()), (1, 0));
+}
