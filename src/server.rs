@@ -271,7 +271,20 @@ impl Server {
         match &self.daemon {
             None => hub::elect(&self.store_dir, &self.hello, ELECTION_TIMEOUT).await,
             Some(program) => {
-                hub::daemon::elect(&self.store_dir, &self.hello, program, ELECTION_TIMEOUT).await
+                let d = hub::daemon::elect(&self.store_dir, &self.hello, program, ELECTION_TIMEOUT);
+                match d.await {
+                    // no daemon (its program replaced on disk, say): this process owns the
+                    // store, as with `--owner process`
+                    Err(HubError::DaemonStart { why, .. }) => {
+                        tracing::warn!(
+                            %why,
+                            "the store's owner daemon cannot start: this process owns the store \
+                             itself, and its turns (tasks too) end with it"
+                        );
+                        hub::elect(&self.store_dir, &self.hello, ELECTION_TIMEOUT).await
+                    }
+                    other => other,
+                }
             }
         }
     }

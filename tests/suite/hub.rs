@@ -413,14 +413,23 @@ async fn when_the_owner_is_killed_mid_turn_the_others_carry_on() {
     let left: Vec<_> = codex.iter().filter(|p| alive(**p)).collect();
     assert!(left.is_empty(), "orphaned: {left:?}");
 
-    // the task lived in the dead owner's memory: a clear error, not a hang
-    let err = s3
+    // the task ran in the dead owner: the new one reads it back from the store as
+    // interrupted, not a hang and not lost
+    let t = s3
         .client
         .get_task(rmcp::model::GetTaskParams::new(task))
         .await
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("unknown task"), "{err}");
+        .expect("the task is still known")
+        .task;
+    let rmcp::model::TaskPayload::Failed { error } = &t.payload else {
+        panic!("expected the task interrupted, got {t:?}")
+    };
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("interrupted")),
+        "{error:?}"
+    );
 
     // the next calls of both remaining clients work, and the session resumes
     let again = s2
@@ -912,13 +921,28 @@ struct Chaos {
 /// its protocol, every session its thread, and no codex process is left.
 #[tokio::test]
 async fn failover_under_load_answers_every_call_and_keeps_protocols_and_threads() {
+    failover_under_load(false).await;
+}
+
+/// The same with the owner daemon (the default `--owner daemon`): what is killed is the
+/// daemon, none of the hosts' servers, which start the next one; once the hosts leave, the
+/// last daemon exits too.
+#[tokio::test]
+async fn failover_of_the_owner_daemon_under_load_answers_every_call() {
+    failover_under_load(true).await;
+}
+
+async fn failover_under_load(daemon: bool) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     const KILLS: usize = 5;
     const CALL_LIMIT: Duration = Duration::from_secs(60);
     let env = TestEnv::new();
     let mock = MockApi::start().await;
-    let vars = server_env(&env, &mock);
+    let mut vars = server_env(&env, &mock);
+    if daemon {
+        vars.retain(|(k, _)| k != "CODEX_BRIDGE_OWNER");
+    }
     let store = env.root().join("store");
     let stats = Arc::new(Mutex::new(Chaos::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -926,7 +950,7 @@ async fn failover_under_load_answers_every_call_and_keeps_protocols_and_threads(
     let codex_seen: Arc<Mutex<Vec<i32>>> = Arc::default();
 
     let protocols = [Protocol::Legacy, Protocol::Legacy, Protocol::Modern];
-    let mut started = vec![connect(&env, &mock, protocols[0]).await];
+    let mut started = vec![connect_with(&vars, env.root(), protocols[0]).await];
     wait_for_socket(&env).await;
     for p in &protocols[1..] {
         started.push(connect_with(&vars, env.root(), *p).await);
@@ -1069,10 +1093,23 @@ async fn failover_under_load_answers_every_call_and_keeps_protocols_and_threads(
         let r = server.call("listSessions", json!({})).await;
         assert_ne!(r.is_error, Some(true), "{}", text(&r));
     }
+    let last_owner = owner_pid(&store).await;
+    if let Some(o) = last_owner {
+        codex_seen.lock().unwrap().extend(descendants(o as u32));
+    }
     let pids: Vec<u32> = servers.iter().map(|s| s.pid).collect();
     drop(servers);
     for pid in pids {
         wait_exit(pid).await;
+    }
+    if daemon {
+        // nobody is connected and nothing runs: the last daemon goes too
+        let o = last_owner.expect("a daemon owned the store");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while alive(o) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(o), "the owner daemon stayed");
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let seen = codex_seen.lock().unwrap().clone();

@@ -110,11 +110,19 @@ async fn host_leaves(s: &Server) {
 }
 
 async fn get(s: &Server, id: &str) -> rmcp::model::DetailedTask {
-    s.client
-        .get_task(GetTaskParams::new(id.to_owned()))
-        .await
-        .expect("tasks/get answered")
-        .task
+    // a request the relay sent as its owner died is answered with the documented "exited
+    // during this call ... retry" error: retried, as a client does
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match s.client.get_task(GetTaskParams::new(id.to_owned())).await {
+            Ok(t) => return t.task,
+            Err(e) if e.to_string().contains("exited during this call") => {
+                assert!(Instant::now() < deadline, "no owner answered: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("tasks/get: {e}"),
+        }
+    }
 }
 
 /// Polls task `id` until it ends.
