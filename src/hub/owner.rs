@@ -44,13 +44,14 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// How many connections are being served now (relays, `sessions` requests).
+    /// How many connections from outside this process's own tree are being served now (relays,
+    /// `sessions` requests).
     pub fn connections(&self) -> usize {
         self.open.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
-/// Counts a connection while it is served.
+/// Counts a connection while it is served (one from outside this process's own tree).
 struct Open(Arc<std::sync::atomic::AtomicUsize>);
 
 impl Open {
@@ -127,7 +128,10 @@ async fn accept_loop(
             }
         };
         let (bridge, tasks) = (bridge.clone(), tasks.clone());
-        let counted = Open::new(&open);
+        // a connection from this process's own descendants (a bridge that codex runs as a
+        // nested MCP server) does not keep the owner daemon alive: it lives only as long as
+        // the owner's own codex does
+        let counted = (!from_descendant(&stream)).then(|| Open::new(&open));
         connections.spawn(async move {
             let _counted = counted;
             if let Err(e) = serve_connection(stream, bridge, tasks).await {
@@ -135,6 +139,14 @@ async fn accept_loop(
             }
         });
     }
+}
+
+/// Whether the peer of `stream` is a descendant of this process.
+fn from_descendant(stream: &UnixStream) -> bool {
+    let Some(pid) = stream.peer_cred().ok().and_then(|c| c.pid()) else {
+        return false;
+    };
+    crate::codex::process::descendants(std::process::id() as i32).contains(&pid)
 }
 
 /// Only the user who owns the store may connect (the socket's mode says so too).

@@ -287,6 +287,34 @@ async fn without_nested_mcp_disable_the_nested_codex_would_start_the_bridge_agai
         "the nested codex reads the same config and offers the bridge again: {:?}",
         inner[0].tool_names()
     );
+    // the bridge its own codex started again relays to the owner daemon; that connection
+    // does not keep the daemon alive once the host's own is gone, so nothing is left
+    assert_no_bridge_left(&env).await;
+}
+
+/// Waits until no process of the bridge's binary runs in the test's directories (the owner
+/// daemon exits once its last client outside its own process tree left).
+async fn assert_no_bridge_left(env: &TestEnv) {
+    let bin = server_bin().canonicalize().unwrap();
+    let root = env.root().canonicalize().unwrap();
+    let left = || -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|p| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == bin))
+            .filter(|p| {
+                std::fs::read_link(format!("/proc/{p}/cwd")).is_ok_and(|c| c.starts_with(&root))
+            })
+            .filter(|p| crate::support::process::alive(*p))
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !left().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left(), Vec::<i32>::new(), "bridge processes left behind");
 }
 
 /// Codex as the host declares form elicitation (0.145.0 and 0.171.0 both send
