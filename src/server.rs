@@ -169,21 +169,23 @@ pub async fn run_daemon(hello: Hello, shutdown: CancellationToken) -> Result<()>
             _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
             _ = shutdown.cancelled() => break,
         }
-        let connections = match server.owned.lock().await.as_ref() {
-            Some(Owned {
-                listener: Some(l), ..
-            }) => l.connections(),
-            _ => 0,
-        };
-        if connections > 0 || tasks.running() > 0 {
+        if server.busy(&tasks).await {
             idle_since = None;
             continue;
         }
         let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-        if since.elapsed() >= hub::daemon::LINGER {
-            tracing::info!("no client is connected and no task runs: the owner daemon exits");
-            break;
+        if since.elapsed() < hub::daemon::LINGER {
+            continue;
         }
+        // no new connection from here on; one accepted just before is seen now
+        server.set_closing(true).await;
+        if server.busy(&tasks).await {
+            server.set_closing(false).await;
+            idle_since = None;
+            continue;
+        }
+        tracing::info!("no client is connected and no task runs: the owner daemon exits");
+        break;
     }
     server.shutdown().await;
     Ok(())
@@ -265,6 +267,27 @@ struct Server {
 }
 
 impl Server {
+    /// Whether a client is connected (from outside this process's own tree) or a task runs.
+    async fn busy(&self, tasks: &Tasks) -> bool {
+        let connections = match self.owned.lock().await.as_ref() {
+            Some(Owned {
+                listener: Some(l), ..
+            }) => l.connections(),
+            _ => 0,
+        };
+        connections > 0 || tasks.running() > 0
+    }
+
+    /// Close new connections at once, or serve them again (the daemon's last look).
+    async fn set_closing(&self, closing: bool) {
+        if let Some(Owned {
+            listener: Some(l), ..
+        }) = self.owned.lock().await.as_ref()
+        {
+            l.set_closing(closing);
+        }
+    }
+
     /// Become the owner or a relay to it (`--owner process`); only a relay, to the daemon it
     /// starts when none answers (`--owner daemon`).
     async fn elect(&self) -> Result<Role> {

@@ -28,7 +28,7 @@ pub const LINGER: Duration = Duration::from_millis(750);
 
 /// How long a daemon that found the store's lock held waits for it before it gives up (an
 /// owner that is shutting down lets go within this).
-pub const LOCK_WAIT: Duration = Duration::from_secs(3);
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// The daemon's log (its stderr), in the store directory.
 pub const LOG_NAME: &str = "owner.log";
@@ -53,17 +53,15 @@ fn open_log(store_dir: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// What of this process's environment the daemon gets: what it needs to run (PATH, HOME, its
-/// logging, the allocator's and the test suite's switches), nothing else. The client's
+/// logging, the allocator's settings), nothing else. The client's
 /// allowlisted variables travel in the hello, as for every connection.
 fn daemon_vars() -> Vec<(String, String)> {
-    const KEEP: [&str; 9] = [
+    const KEEP: [&str; 7] = [
         "PATH",
         "HOME",
         "TMPDIR",
         "LANG",
         "RUST_LOG",
-        "CODEX_BRIDGE_LOG",
-        "CODEX_BRIDGE_TEST_FAULTS",
         "MALLOC_ARENA_MAX",
         "_RJEM_MALLOC_CONF",
     ];
@@ -105,17 +103,19 @@ pub async fn elect(
             }
             Err(Attempt::Unavailable) => {}
         }
+        // a daemon that found the store owned exits with success (not needed): started again
+        // if still none answers; one that failed counts
         let exited = daemon.as_mut().map(|d| d.exited());
-        if exited == Some(true) {
+        if exited == Some(Some(false)) {
             exits += 1;
-            tracing::debug!("the owner daemon exited before it answered");
+            tracing::debug!("the owner daemon failed before it answered");
         }
-        let gone = exited != Some(false);
+        let gone = !matches!(exited, Some(None));
         if exits >= 3 {
             return Err(HubError::DaemonStart {
                 store,
                 why: format!(
-                    "it exited three times before it answered (its log: {LOG_NAME} in the \
+                    "it failed three times before it answered (its log: {LOG_NAME} in the \
                      store directory)"
                 ),
             });

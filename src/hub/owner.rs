@@ -41,6 +41,8 @@ pub struct Listener {
     task: tokio::task::JoinHandle<()>,
     /// Connections being served now.
     open: Arc<std::sync::atomic::AtomicUsize>,
+    /// Set: a connection is closed at once (the owner daemon is about to exit).
+    closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Listener {
@@ -48,6 +50,13 @@ impl Listener {
     /// `sessions` requests).
     pub fn connections(&self) -> usize {
         self.open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Close every new connection at once (`true`), or serve them again; an owner that exits
+    /// once idle sets it, then looks once more, so that no connection it accepted is cut.
+    pub fn set_closing(&self, closing: bool) {
+        self.closing
+            .store(closing, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -104,16 +113,27 @@ pub fn listen(bridge: Bridge, tasks: Tasks, store_dir: &Path) -> Result<Listener
     let listener = UnixListener::from_std(std_listener).map_err(cannot)?;
     tracing::info!(socket = %path.display(), "owner of the store: listening for other processes");
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let task = tokio::spawn(accept_loop(listener, bridge, tasks, open.clone()));
-    Ok(Listener { path, task, open })
+    let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let task = tokio::spawn(accept_loop(
+        listener,
+        (bridge, tasks),
+        open.clone(),
+        closing.clone(),
+    ));
+    Ok(Listener {
+        path,
+        task,
+        open,
+        closing,
+    })
 }
 
 /// Serve each connection on a task of the loop's own set: aborting the loop aborts them all.
 async fn accept_loop(
     listener: UnixListener,
-    bridge: Bridge,
-    tasks: Tasks,
+    (bridge, tasks): (Bridge, Tasks),
     open: Arc<std::sync::atomic::AtomicUsize>,
+    closing: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -127,6 +147,11 @@ async fn accept_loop(
                 continue;
             }
         };
+        if closing.load(std::sync::atomic::Ordering::SeqCst) {
+            // its client finds no owner and starts the next one
+            drop(stream);
+            continue;
+        }
         let (bridge, tasks) = (bridge.clone(), tasks.clone());
         // a connection from this process's own descendants (a bridge that codex runs as a
         // nested MCP server) does not keep the owner daemon alive: it lives only as long as

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::answer::{error_result, ok_result};
 use super::checks::checked_first;
-use super::connection::{McpServer, TaskStart, roots_peer};
+use super::connection::{McpServer, TaskStart, client_name, roots_peer};
 use super::owner::TaskOwner;
 use super::results::TurnResult;
 use super::tasks::{review_handle, session_handle};
@@ -56,6 +56,7 @@ impl McpServer {
         {
             return CallToolResponse::Complete(error_result(&e, None));
         }
+        let host = self.host_key(context);
         let mut value = TurnResult {
             status: Some("running".into()),
             ..TurnResult::default()
@@ -71,30 +72,31 @@ impl McpServer {
             };
             let how = format!(r#"{{"sessionId": "{id}"}}"#);
             value.session_id = Some(id.clone());
-            (session_handle(&id), how)
+            (session_handle(&id, &host), how)
         } else {
             let id = uuid::Uuid::new_v4().to_string();
             let how = format!(r#"{{"reviewId": "{id}"}}"#);
             value.review_id = Some(id.clone());
-            (review_handle(&id), how)
+            (review_handle(&id, &host), how)
         };
-        if name == "codex"
-            && let Some(id) = &value.session_id
-            && self.tasks.running_handle(&session_handle(id))
-        {
+        if name == "codex" && self.tasks.running_handle(&handle) {
+            let id = value.session_id.as_deref().unwrap_or_default();
             let e = Error::Busy(format!(
                 "session {id} is already running a background turn: `wait` for it first"
             ));
             return CallToolResponse::Complete(error_result(&e, None));
         }
+        let waiters = self.tasks.waiters_of(&handle);
+        waiters.started_by(host.clone());
         let start = TaskStart {
             owner,
-            host: self.host_key(context),
+            host,
             handle: Some(handle.clone()),
             roots: roots_peer(context),
             elicits: None,
             // its questions go to the client waiting on it (`wait`)
-            waiters: Some(self.tasks.waiters_of(&handle)),
+            waiters: Some(waiters),
+            client_name: client_name(context),
         };
         let task = self.spawn_task(name.clone(), args, span, start);
         tracing::info!(tool = %name, task = %task.task_id, "a call runs in the background");

@@ -71,6 +71,26 @@ impl McpServer {
         self
     }
 
+    /// How a host is recognised across its restarts: its client's name, its Codex home and its
+    /// roots (the same user: only they reach the socket). None over HTTP.
+    pub(crate) fn host_named(&self, client_name: &str) -> HostKey {
+        if matches!(self.scope, Scope::Http) {
+            return None;
+        }
+        let roots: Vec<String> = self
+            .client
+            .config
+            .roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        Some(format!(
+            "{client_name}\n{}\n{}",
+            self.client.codex_home.display(),
+            roots.join(":")
+        ))
+    }
+
     /// A task's time-to-live. rmcp counts it from creation and aborts a task still running when
     /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
     /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
@@ -89,6 +109,8 @@ pub(crate) struct TaskStart {
     pub(super) elicits: Option<elicit::Host>,
     /// A background call's: its questions go to the client waiting on it.
     pub(super) waiters: Option<crate::mcp::waiters::Waiters<elicit::Channel>>,
+    /// The name the starter's client gives itself.
+    pub(super) client_name: String,
 }
 
 /// Suggested interval between `tasks/get` polls.
@@ -125,6 +147,14 @@ pub(crate) struct CallCtx {
     pub roots: Option<Peer<RoleServer>>,
     /// Where the person behind the call can be asked (`approvals = ask`), when they can.
     pub ask: Option<elicit::Channel>,
+    /// The name the caller's client gives itself (how its host is recognised, with its
+    /// context).
+    pub client_name: String,
+}
+
+/// The name the client of a request gives itself (`clientInfo.name`), or none.
+pub(crate) fn client_name(ctx: &RequestContext<RoleServer>) -> String {
+    ctx.client_info().map(|i| i.name).unwrap_or_default()
 }
 
 /// The peer of a request whose client declares the roots capability.
@@ -148,6 +178,7 @@ impl CallCtx {
                 }),
             roots: roots_peer(ctx),
             ask: elicit::Channel::of_request(ctx),
+            client_name: client_name(ctx),
         }
     }
 }

@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::Error;
 use answer::{error_result, plain_error};
 use checks::checked_first;
-use connection::{CallCtx, TaskStart, roots_peer};
+use connection::{CallCtx, TaskStart, client_name, roots_peer};
 pub use connection::{McpServer, TASK_POLL_MS, TASK_RESULT_GRACE};
 use owner::TaskOwner;
 use progress::ProgressTarget;
@@ -152,6 +152,7 @@ impl McpServer {
             roots,
             elicits,
             waiters,
+            client_name,
         } = start;
         let task = self.tasks.manager.spawn(options, move |task| {
             Box::pin(tracing::Instrument::instrument(
@@ -182,6 +183,7 @@ impl McpServer {
                                 )
                             }),
                         },
+                        client_name,
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();
@@ -235,6 +237,7 @@ impl McpServer {
                 roots: roots_peer(context),
                 elicits,
                 waiters: None,
+                client_name: client_name(context),
             };
             let task = self.spawn_task(name, args, span, start);
             tracing::debug!(task = %task.task_id, "tool call started as a task");
@@ -398,29 +401,9 @@ impl McpServer {
         }
     }
 
-    /// How this connection's host is recognised across its restarts: its client's name, its
-    /// Codex home and its roots (the same user: only they reach the socket). None over HTTP.
+    /// How this connection's host is recognised across its restarts ([`McpServer::host_named`]).
     pub(crate) fn host_key(&self, ctx: &RequestContext<RoleServer>) -> HostKey {
-        if matches!(self.scope, owner::Scope::Http) {
-            return None;
-        }
-        let name = ctx
-            .peer
-            .peer_info()
-            .map(|i| i.client_info.name.clone())
-            .unwrap_or_default();
-        let roots: Vec<String> = self
-            .client
-            .config
-            .roots
-            .iter()
-            .map(|r| r.display().to_string())
-            .collect();
-        Some(format!(
-            "{name}\n{}\n{}",
-            self.client.codex_home.display(),
-            roots.join(":")
-        ))
+        self.host_named(&client_name(ctx))
     }
 
     /// This connection closed: its tasks go on, for its host's next connection.

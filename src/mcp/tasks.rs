@@ -52,6 +52,8 @@ struct Started {
     until: Instant,
     /// When its record may be forgotten (ms since the epoch).
     expires_ms: u64,
+    /// Its end was written: no later write of a running state replaces it.
+    ended: bool,
 }
 
 /// One task store for every connection a process serves.
@@ -81,14 +83,15 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The handle `wait` finds a background session's turn by.
-pub(super) fn session_handle(id: &str) -> String {
-    format!("session:{id}")
+/// The handle `wait` finds a background session's turn by, for `host`: a host finds only the
+/// background turns it started (another host's `wait` finds none, and cannot replace them).
+pub(super) fn session_handle(id: &str, host: &HostKey) -> String {
+    format!("session:{id}\n{}", host.as_deref().unwrap_or(""))
 }
 
-/// The handle `wait` finds a background review by.
-pub(super) fn review_handle(id: &str) -> String {
-    format!("review:{id}")
+/// The handle `wait` finds a background review by, for `host` (as [`session_handle`]).
+pub(super) fn review_handle(id: &str, host: &HostKey) -> String {
+    format!("review:{id}\n{}", host.as_deref().unwrap_or(""))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,6 +152,7 @@ impl Tasks {
             handle: handle.clone(),
             until: now + keep_for,
             expires_ms: now_ms() + keep_for.as_millis() as u64,
+            ended: false,
         };
         {
             let mut all = lock(&self.started);
@@ -203,33 +207,28 @@ impl Tasks {
         }
     }
 
-    /// Keep `task`'s record (for a task of a connection: an HTTP request's is not kept).
+    /// Keep `task`'s record (for a task of a connection: an HTTP request's is not kept). Under
+    /// the lock of who started what, so that an end, once written, is never replaced by a
+    /// running state a mirror read just before it.
     fn save(&self, task: &DetailedTask) {
         let Some(bridge) = &self.keep else { return };
-        let Some(started) = lock(&self.started).get(&task.task.task_id).cloned() else {
+        let mut all = lock(&self.started);
+        let Some(started) = all.get_mut(&task.task.task_id) else {
             return;
         };
-        let Some(host) = started.host else { return };
-        let mut value = serde_json::to_value(task).unwrap_or_default();
-        if serde_json::to_vec(&value).map_or(0, |v| v.len()) > MAX_STORED_TASK_BYTES {
-            let too_big = DetailedTask::new(
-                task.task.clone(),
-                TaskPayload::Failed {
-                    error: error_object(&format!(
-                        "the task's result is larger than the {} MiB a stored task keeps; the \
-                         session's record keeps its turn (getSession)",
-                        MAX_STORED_TASK_BYTES / (1024 * 1024)
-                    )),
-                },
-            );
-            value = serde_json::to_value(&too_big).unwrap_or_default();
+        let Some(host) = started.host.clone() else {
+            return;
+        };
+        if started.ended {
+            return;
         }
+        started.ended = ended(task);
         let record = StoredTask {
             id: task.task.task_id.clone(),
             host,
-            handle: started.handle,
+            handle: started.handle.clone(),
             expires_ms: started.expires_ms,
-            task: value,
+            task: within_bound(task),
         };
         if let Err(e) = bridge.save_task(&record) {
             tracing::warn!(error = %e, "could not keep a task's record in the store");
@@ -284,6 +283,8 @@ impl Tasks {
         };
         let now = now_ms();
         let mut marked = 0;
+        // background handles → their latest task, so that `wait` never scans the store
+        let mut latest: HashMap<String, (String, String)> = HashMap::new();
         for mut t in stored {
             if t.expires_ms < now {
                 let _ = bridge.forget_task(&t.id);
@@ -293,6 +294,12 @@ impl Tasks {
                 let _ = bridge.forget_task(&t.id);
                 continue;
             };
+            if let Some(h) = &t.handle {
+                let created = task.task.created_at.clone();
+                if latest.get(h).is_none_or(|(_, at)| *at < created) {
+                    latest.insert(h.clone(), (t.id.clone(), created));
+                }
+            }
             if ended(&task) {
                 continue;
             }
@@ -310,6 +317,7 @@ impl Tasks {
                 marked += 1;
             }
         }
+        lock(&self.background).extend(latest.into_iter().map(|(h, (id, _))| (h, id)));
         if marked > 0 {
             tracing::warn!(
                 marked,
@@ -354,19 +362,10 @@ impl Tasks {
         serde_json::from_value(t.task).ok().map(Box::new)
     }
 
-    /// The latest task of background handle `handle`: live in this process, or kept.
+    /// The latest task of background handle `handle` (this process's, or one kept in the store
+    /// that [`Tasks::kept`] indexed).
     pub(super) fn of_handle(&self, handle: &str) -> Option<String> {
-        if let Some(id) = lock(&self.background).get(handle) {
-            return Some(id.clone());
-        }
-        let kept = self.keep.as_ref()?.stored_tasks().ok()?;
-        kept.into_iter()
-            .filter(|t| t.handle.as_deref() == Some(handle))
-            .max_by(|a, b| {
-                let at = |t: &StoredTask| t.task["createdAt"].as_str().unwrap_or("").to_owned();
-                at(a).cmp(&at(b))
-            })
-            .map(|t| t.id)
+        lock(&self.background).get(handle).cloned()
     }
 
     /// The waiters of background handle `handle` (a new turn of it keeps them).
@@ -390,6 +389,9 @@ impl Tasks {
             return Some(t);
         }
         let t = self.keep.as_ref()?.load_task(id).ok()??;
+        if t.expires_ms < now_ms() {
+            return None;
+        }
         serde_json::from_value(t.task).ok()
     }
 }
@@ -408,6 +410,25 @@ impl Seen {
             Seen::Live(t) | Seen::Kept(t) => *t,
         }
     }
+}
+
+/// `task` as its record keeps it: whole, or past [`MAX_STORED_TASK_BYTES`] an error saying so.
+fn within_bound(task: &DetailedTask) -> serde_json::Value {
+    let value = serde_json::to_value(task).unwrap_or_default();
+    if serde_json::to_vec(&value).map_or(0, |v| v.len()) <= MAX_STORED_TASK_BYTES {
+        return value;
+    }
+    let too_big = DetailedTask::new(
+        task.task.clone(),
+        TaskPayload::Failed {
+            error: error_object(&format!(
+                "the task's result is larger than the {} MiB a stored task keeps; the \
+                 session's record keeps its turn (getSession)",
+                MAX_STORED_TASK_BYTES / (1024 * 1024)
+            )),
+        },
+    );
+    serde_json::to_value(&too_big).unwrap_or_default()
 }
 
 /// A JSON-RPC error object with `message`.

@@ -103,6 +103,10 @@ async fn host_leaves(s: &Server) {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let _ = kill(pid, Signal::SIGTERM);
     let _ = kill(pid, Signal::SIGHUP);
+    // and its process group, when it leads one of its own (as a host's child may)
+    if nix::unistd::getpgid(Some(pid)) == Ok(pid) {
+        let _ = nix::sys::signal::killpg(pid, Signal::SIGHUP);
+    }
     assert!(
         gone_within(s.pid as i32, Duration::from_secs(10)).await,
         "the stdio server did not exit"
@@ -159,6 +163,8 @@ async fn a_task_outlives_its_host_and_a_new_server_answers_it() {
     };
     model_asked(&mock, 1).await;
     host_leaves(&s).await;
+    // past the daemon's linger: the running task keeps it
+    tokio::time::sleep(codex_mcp_bridge::hub::daemon::LINGER * 2).await;
     assert!(alive(owner), "the owner daemon went with the host");
     assert!(!codex_under(owner).is_empty(), "the turn's codex is gone");
 
@@ -300,6 +306,21 @@ async fn background_and_wait_run_a_turn_longer_than_the_hosts_limit() {
         g["session"]["lastResponse"], "finished in the background",
         "{g}"
     );
+    // a client of another CODEX_HOME on the store sees that it ran, not what it said
+    let home = env.root().join("other-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut other = server_env(&env, &mock);
+    other.retain(|(k, _)| k != "CODEX_HOME");
+    other.push(("CODEX_HOME".into(), home.display().to_string()));
+    let o = connect_with(&other, env.root(), Protocol::Legacy).await;
+    let g = structured(&o.call("getSession", json!({"sessionId": session})).await);
+    assert_eq!(g["session"]["lastStatus"], "completed", "{g}");
+    assert!(g["session"].get("lastResponse").is_none(), "{g}");
+    // nor can it wait on that session's background turns
+    let w = o
+        .call("wait", json!({"sessionId": session, "waitSeconds": 1}))
+        .await;
+    assert_eq!(w.is_error, Some(true), "{}", text(&w));
     // refusals name the field
     for (args, field) in [
         (
@@ -572,4 +593,41 @@ async fn a_background_turns_question_reaches_only_a_client_waiting_on_it() {
         "{v}"
     );
     assert_eq!((waiter.asked(), starter.asked()), (1, 0));
+
+    // a client of another host (another client name) on the same store
+    let stranger = Person::answering(Answer::Accept(true)).on_host("another-host");
+    let c = connect_person(
+        &vars,
+        env.root(),
+        Protocol::Legacy,
+        ClientCapabilities::builder().enable_elicitation().build(),
+        stranger.clone(),
+    )
+    .await;
+    let target = root.join("stranger.txt");
+    script_escalation(&mock, &target);
+    let r = a
+        .call(
+            "codex",
+            json!({"prompt": "please write once more", "sessionId": "asks", "model": MODEL,
+                   "background": true}),
+        )
+        .await;
+    assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
+    // another host's `wait` knows no background turn of that session (neither its result nor
+    // its questions)
+    let w = c
+        .call("wait", json!({"sessionId": "asks", "waitSeconds": 5}))
+        .await;
+    assert_eq!(w.is_error, Some(true), "{}", text(&w));
+    assert!(text(&w).contains("`sessionId`"), "{}", text(&w));
+    // the host's own waiter is asked, and only it
+    let w = b
+        .call("wait", json!({"sessionId": "asks", "waitSeconds": 30}))
+        .await;
+    let v = structured(&w);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(target.exists(), "{v}");
+    assert_eq!(stranger.asked(), 0, "another host was asked");
+    assert_eq!((waiter.asked(), starter.asked()), (2, 0));
 }

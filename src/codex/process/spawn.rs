@@ -99,7 +99,7 @@ pub(super) async fn spawn(cmd: Command, program: &Path) -> Result<Child, Process
 /// terminal, outside the host's process group, so neither the host's signals to its child nor
 /// a terminal's hang-up reach it), no parent-death signal (it is meant to outlive this
 /// process), stdin a pipe that carries `input` and then closes, stdout null (ours is the MCP
-/// channel), stderr `log` (a file of its own: nothing of the host's is held open), and only
+/// channel), stderr `log` (a file of its own), no other descriptor of this process's, and only
 /// `vars` in its environment. On the spawner thread, like every child. The returned child is
 /// reaped by tokio once dropped.
 pub async fn start_detached(
@@ -119,10 +119,14 @@ pub async fn start_detached(
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .kill_on_drop(false);
-    // SAFETY: setsid is one raw syscall, async-signal-safe, with no allocation.
+    // SAFETY: setsid and close_range are raw syscalls, async-signal-safe, with no allocation;
+    // they run after the child's stdio is in place (0, 1, 2), so only what the host left open
+    // without close-on-exec is closed
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid().map_err(io::Error::from)?;
+            // nothing of the host's (a pipe it holds, say) is held open by the daemon
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
             Ok(())
         });
     }
@@ -144,8 +148,12 @@ impl Detached {
         self.0.id()
     }
 
-    /// Whether it has exited (and so was reaped).
-    pub fn exited(&mut self) -> bool {
-        !matches!(self.0.try_wait(), Ok(None))
+    /// Whether it has exited (and so was reaped): `Some(true)` with success.
+    pub fn exited(&mut self) -> Option<bool> {
+        match self.0.try_wait() {
+            Ok(None) => None,
+            Ok(Some(status)) => Some(status.success()),
+            Err(_) => Some(false),
+        }
     }
 }

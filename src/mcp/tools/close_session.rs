@@ -48,7 +48,7 @@ impl McpServer {
                 .bridge
                 .close_session(&id, delete_thread, self.client.clone())
                 .await?
-                .map(|v| session_info(v, self.client.codex_program()));
+                .map(|v| session_info(v, &self.client));
             let text = if session.is_some() {
                 format!("Session {id} closed.")
             } else {

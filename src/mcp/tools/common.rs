@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rmcp::model::CallToolResult;
 
-use crate::actors::{Answer, OneShot, OneShotCall, SessionView};
+use crate::actors::{Answer, ClientContext, OneShot, OneShotCall, SessionView};
 use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, ok_result};
 use crate::mcp::connection::{CallCtx, McpServer};
@@ -111,9 +111,15 @@ pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult 
     }
 }
 
-/// A session as the session tools show it.
-pub(super) fn session_info(v: SessionView, program: &Path) -> SessionInfo {
-    let hand_off = v.hand_off(program);
+/// A session as the session tools show it to `client`: its last answer only to a client of
+/// the session's own `CODEX_HOME` (one that may continue it; another host on the store sees
+/// that it ran, not what it said).
+pub(super) fn session_info(v: SessionView, client: &ClientContext) -> SessionInfo {
+    let hand_off = v.hand_off(client.codex_program());
+    let own_home = v
+        .codex_home
+        .as_deref()
+        .is_some_and(|h| std::path::Path::new(h) == client.codex_home);
     SessionInfo {
         session_id: v.session_id,
         thread_id: v.thread_id.map(|t| t.to_string()),
@@ -125,7 +131,7 @@ pub(super) fn session_info(v: SessionView, program: &Path) -> SessionInfo {
         usage: v.usage,
         last_status: v.last_status,
         last_error: v.last_error,
-        last_response: v.last_response,
+        last_response: v.last_response.filter(|_| own_home),
         name: v.name,
         dropped_turns: v.dropped_turns,
         compactions: v.compactions,

@@ -64,7 +64,7 @@ impl McpServer {
                 .bridge
                 .thread_op(&id, ThreadOp::Compact(None), self.client.clone(), timeout)
                 .await
-                .map(|v| session_info(v, self.client.codex_program()))?;
+                .map(|v| session_info(v, &self.client))?;
             let counts = match &session.last_compaction {
                 Some(c) => format!(
                     " (context: {} tokens before, {} after)",

@@ -58,7 +58,7 @@ impl McpServer {
                 .bridge
                 .fork(&id, self.client.clone(), timeout)
                 .await
-                .map(|v| session_info(v, self.client.codex_program()))?;
+                .map(|v| session_info(v, &self.client))?;
             Ok(ok_result(
                 format!(
                     "Forked session {id} into {}: continue the fork with that sessionId; {id} \

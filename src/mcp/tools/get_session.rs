@@ -49,7 +49,7 @@ impl McpServer {
                 .bridge
                 .session_for(&id, p.hand_off)
                 .await?
-                .map(|v| session_info(v, self.client.codex_program()));
+                .map(|v| session_info(v, &self.client));
             let text = match &session {
                 Some(s) => serde_json::to_string_pretty(s).unwrap_or_default(),
                 None => format!("No session {id}."),

@@ -66,7 +66,7 @@ impl McpServer {
             let sessions: Vec<SessionInfo> = page
                 .sessions
                 .into_iter()
-                .map(|v| session_info(v, self.client.codex_program()))
+                .map(|v| session_info(v, &self.client))
                 .collect();
             let text = if sessions.is_empty() {
                 "No sessions.".to_owned()

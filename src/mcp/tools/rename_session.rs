@@ -62,7 +62,7 @@ impl McpServer {
                     timeout,
                 )
                 .await
-                .map(|v| session_info(v, self.client.codex_program()))?;
+                .map(|v| session_info(v, &self.client))?;
             Ok(ok_result(
                 format!("Session {id} is now named \"{name}\"."),
                 RenameResult { session },

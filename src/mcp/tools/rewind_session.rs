@@ -68,7 +68,7 @@ impl McpServer {
                 .bridge
                 .thread_op(&id, ThreadOp::Rewind(p.turns), self.client.clone(), timeout)
                 .await
-                .map(|v| session_info(v, self.client.codex_program()))?;
+                .map(|v| session_info(v, &self.client))?;
             let note = "Files codex changed in the dropped turns are not undone.".to_owned();
             Ok(ok_result(
                 format!(

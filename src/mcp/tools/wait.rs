@@ -55,20 +55,20 @@ pub struct WaitParams {
     pub wait_seconds: Option<u64>,
 }
 
-/// The handle a `wait` names, checked.
-fn handle_of(p: &WaitParams) -> Result<(String, TurnResult)> {
+/// The handle a `wait` of a client of `host` names, checked.
+fn handle_of(p: &WaitParams, host: &Option<String>) -> Result<(String, TurnResult)> {
     let mut value = TurnResult::default();
     let handle = match (&p.session_id, &p.review_id) {
         (Some(s), None) => {
             let id = SessionId::parse("sessionId", s)?;
             value.session_id = Some(id.as_str().to_owned());
-            session_handle(id.as_str())
+            session_handle(id.as_str(), host)
         }
         (None, Some(r)) => {
             let id = uuid::Uuid::parse_str(r)
                 .map_err(|_| Error::invalid("reviewId", "is not a reviewId a review returned"))?;
             value.review_id = Some(id.to_string());
-            review_handle(&id.to_string())
+            review_handle(&id.to_string(), host)
         }
         (Some(_), Some(_)) => {
             return Err(Error::invalid(
@@ -108,7 +108,8 @@ impl McpServer {
                 ));
             }
         };
-        let (handle, value) = handle_of(&p)?;
+        let host = self.host_named(&ctx.client_name);
+        let (handle, value) = handle_of(&p, &host)?;
         let Some(id) = self.tasks.of_handle(&handle) else {
             let field = if p.session_id.is_some() {
                 "sessionId"
@@ -117,11 +118,12 @@ impl McpServer {
             };
             return Err(Error::invalid(
                 field,
-                "no background turn of it is known: none was started with `background: true`, \
-                 or its record expired (getSession shows a session's last turn)",
+                "no background turn of it is known to this client: none was started with \
+                 `background: true` by this host (its client name, CODEX_HOME and roots), or its \
+                 record expired (getSession shows a session's last turn)",
             ));
         };
-        let task = self.until_end(&handle, &id, seconds, ctx).await?;
+        let task = self.until_end(&handle, &id, seconds, ctx, host).await?;
         Ok(answer_of(task, value))
     }
 
@@ -134,10 +136,11 @@ impl McpServer {
         id: &str,
         seconds: u64,
         ctx: &CallCtx,
+        host: Option<String>,
     ) -> Result<DetailedTask> {
         let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let waiters = self.tasks.waiters_of(handle);
-        let _waiting = waiters.attach(ctx.ask.clone());
+        let waiting = waiters.attach(ctx.ask.clone(), host);
         let until = Instant::now() + Duration::from_secs(seconds);
         let mut said: Option<String> = None;
         let task = loop {
@@ -148,7 +151,8 @@ impl McpServer {
             };
             // a question open on this waiter keeps it: its answer comes back on this call's
             // connection
-            let due = Instant::now() >= until && !waiters.asking();
+            let asked = waiting.as_ref().is_some_and(|w| w.asked_now());
+            let due = Instant::now() >= until && !asked;
             if ended(&task) || due || ctx.ct.is_cancelled() {
                 break task;
             }
