@@ -127,15 +127,7 @@ pub async fn run_daemon(hello: Hello, shutdown: CancellationToken) -> Result<()>
     let dir = config.store_dir.clone();
     let until = std::time::Instant::now() + hub::daemon::LOCK_WAIT;
     let store = loop {
-        let d = dir.clone();
-        let opened =
-            tokio::task::spawn_blocking(move || Store::try_open(&d, std::time::Duration::ZERO))
-                .await
-                .map_err(|e| HubError::Blocking {
-                    doing: "opening",
-                    why: e.to_string(),
-                })??;
-        if let Some(store) = opened {
+        if let Some(store) = hub::try_open(&dir).await? {
             break store;
         }
         if std::time::Instant::now() >= until || shutdown.is_cancelled() {

@@ -84,13 +84,7 @@ pub async fn elect(
         why: e.to_string(),
     })?;
     let store = store_dir.to_path_buf();
-    let dir = store.clone();
-    tokio::task::spawn_blocking(move || crate::store::prepare_dir(&dir))
-        .await
-        .map_err(|e| HubError::Blocking {
-            doing: "preparing",
-            why: e.to_string(),
-        })??;
+    super::prepare(store_dir).await?;
     let until = Instant::now() + timeout;
     let mut daemon: Option<crate::codex::process::Detached> = None;
     let mut exits = 0u32;

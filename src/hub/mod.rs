@@ -339,6 +339,31 @@ async fn connect(store_dir: &Path, hello: &str) -> std::result::Result<Connectio
     }
 }
 
+/// Create or check the store directory, off the runtime.
+pub(crate) async fn prepare(store_dir: &Path) -> Result<()> {
+    let dir = store_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::store::prepare_dir(&dir))
+        .await
+        .map_err(|e| HubError::Blocking {
+            doing: "preparing",
+            why: e.to_string(),
+        })??;
+    Ok(())
+}
+
+/// Open the store unless another process holds it now, off the runtime.
+pub async fn try_open(store_dir: &Path) -> Result<Option<Store>> {
+    let dir = store_dir.to_path_buf();
+    Ok(
+        tokio::task::spawn_blocking(move || Store::try_open(&dir, Duration::ZERO))
+            .await
+            .map_err(|e| HubError::Blocking {
+                doing: "opening",
+                why: e.to_string(),
+            })??,
+    )
+}
+
 /// Become the store's owner, or connect to the process that is: whichever works first, until
 /// `timeout`.
 pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result<Role> {
@@ -348,13 +373,7 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
     })?;
     let until = Instant::now() + timeout;
     let store = store_dir.to_path_buf();
-    let dir = store.clone();
-    tokio::task::spawn_blocking(move || crate::store::prepare_dir(&dir))
-        .await
-        .map_err(|e| HubError::Blocking {
-            doing: "preparing",
-            why: e.to_string(),
-        })??;
+    prepare(store_dir).await?;
     loop {
         match connect(store_dir, &line).await {
             Ok(c) => return Ok(Role::Client(c)),
@@ -366,14 +385,7 @@ pub async fn elect(store_dir: &Path, hello: &Hello, timeout: Duration) -> Result
             }
             Err(Attempt::Unavailable) => {}
         }
-        let dir = store.clone();
-        let opened = tokio::task::spawn_blocking(move || Store::try_open(&dir, Duration::ZERO))
-            .await
-            .map_err(|e| HubError::Blocking {
-                doing: "opening",
-                why: e.to_string(),
-            })??;
-        if let Some(store) = opened {
+        if let Some(store) = try_open(store_dir).await? {
             return Ok(Role::Owner(store));
         }
         if Instant::now() >= until {

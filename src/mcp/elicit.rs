@@ -192,6 +192,15 @@ pub fn asker(
     })
 }
 
+/// How long `asked` may still be asked: up to codex's deadline for it, less a moment for the
+/// client's answering task to write before it.
+fn time_left(asked: &Asked) -> Duration {
+    asked
+        .deadline()
+        .saturating_duration_since(Instant::now())
+        .saturating_sub(Duration::from_millis(250))
+}
+
 /// Why a background turn's question was declined unasked.
 pub const NOBODY_WAITING: &str = "nobody was waiting on the background turn (`wait`) while the \
      question was open: declined at the approval timeout";
@@ -205,11 +214,7 @@ async fn answer_waiting(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> DecisionRecord {
-    let left = asked
-        .deadline()
-        .saturating_duration_since(Instant::now())
-        .saturating_sub(Duration::from_millis(250));
-    let until = Instant::now() + timeout.min(left);
+    let until = Instant::now() + timeout.min(time_left(&asked));
     let Some((channel, _asking)) = waiters.current(until).await else {
         let record = DecisionRecord::unasked(&asked.question, secrets, NOBODY_WAITING);
         let _ = asked.answer(Decision::Decline, None);
@@ -659,12 +664,13 @@ pub async fn answer_on(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> DecisionRecord {
-    // leave the client's answering task a moment to write before its own deadline
-    let left = asked
-        .deadline()
-        .saturating_duration_since(Instant::now())
-        .saturating_sub(Duration::from_millis(250));
-    let outcome = ask_on(channel, &asked.question, secrets, timeout.min(left)).await;
+    let outcome = ask_on(
+        channel,
+        &asked.question,
+        secrets,
+        timeout.min(time_left(&asked)),
+    )
+    .await;
     let mut record = outcome.record;
     let sent = asked.answer(outcome.decision, outcome.input);
     if sent != record.decision {

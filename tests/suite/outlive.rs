@@ -27,6 +27,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
+use crate::suite::person::script_escalation;
 use crate::support::mcp::{
     Answer, Person, Protocol, Server, connect_person, connect_with, connect_with_capabilities,
     structured, text,
@@ -113,6 +114,28 @@ async fn host_leaves(s: &Server) {
     );
 }
 
+/// `task` read back as interrupted: failed, with the error that says so.
+fn assert_interrupted(task: &rmcp::model::DetailedTask) {
+    let TaskPayload::Failed { error } = &task.payload else {
+        panic!("expected the task interrupted, got {task:?}")
+    };
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("interrupted"), "{error:?}");
+}
+
+/// A `codex` call with `args` that must become a task; its id.
+async fn start_task(s: &Server, args: Value) -> String {
+    match s
+        .client
+        .call_tool_once(params("codex", args))
+        .await
+        .expect("answered")
+    {
+        CallToolResponse::Task(t) => t.task.task_id,
+        other => panic!("expected a task, got {other:?}"),
+    }
+}
+
 async fn get(s: &Server, id: &str) -> rmcp::model::DetailedTask {
     // a request the relay sent as its owner died is answered with the documented "exited
     // during this call ... retry" error: retried, as a client does
@@ -149,18 +172,11 @@ async fn a_task_outlives_its_host_and_a_new_server_answers_it() {
     mock.push(Reply::message("outlived the host").with_delay(TURN));
     let s = connect_tasks(&env, &mock, Protocol::Legacy).await;
     let owner = owner_pid(&s).await;
-    let id = match s
-        .client
-        .call_tool_once(params(
-            "codex",
-            json!({"prompt": "long job", "sessionId": "outlive", "workingDirectory": env.work()}),
-        ))
-        .await
-        .expect("answered")
-    {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("expected a task, got {other:?}"),
-    };
+    let id = start_task(
+        &s,
+        json!({"prompt": "long job", "sessionId": "outlive", "workingDirectory": env.work()}),
+    )
+    .await;
     model_asked(&mock, 1).await;
     host_leaves(&s).await;
     // past the daemon's linger: the running task keeps it
@@ -359,18 +375,11 @@ async fn a_sigkill_of_the_owner_mid_turn_reads_back_as_interrupted() {
     );
     let s = connect_tasks(&env, &mock, Protocol::Legacy).await;
     let owner = owner_pid(&s).await;
-    let id = match s
-        .client
-        .call_tool_once(params(
-            "codex",
-            json!({"prompt": "TASKED", "sessionId": "tasked", "workingDirectory": env.work()}),
-        ))
-        .await
-        .expect("answered")
-    {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("expected a task, got {other:?}"),
-    };
+    let id = start_task(
+        &s,
+        json!({"prompt": "TASKED", "sessionId": "tasked", "workingDirectory": env.work()}),
+    )
+    .await;
     let r = s
         .call(
             "codex",
@@ -390,17 +399,7 @@ async fn a_sigkill_of_the_owner_mid_turn_reads_back_as_interrupted() {
         );
     }
     // the same client carries on with a new owner, which says what happened
-    let t = get(&s, &id).await;
-    let TaskPayload::Failed { error } = &t.payload else {
-        panic!("expected failed, got {t:?}")
-    };
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("interrupted"),
-        "{error:?}"
-    );
+    assert_interrupted(&get(&s, &id).await);
     let w = s
         .call("wait", json!({"sessionId": "bg", "waitSeconds": 1}))
         .await;
@@ -452,32 +451,16 @@ async fn with_the_process_owner_a_task_ends_with_its_host() {
     let caps = ClientCapabilities::builder().enable_tasks().build();
     let s = connect_with_capabilities(&vars, env.root(), Protocol::Legacy, caps.clone()).await;
     assert_eq!(owner_pid_of(&s).await, s.pid as i32);
-    let id = match s
-        .client
-        .call_tool_once(params(
-            "codex",
-            json!({"prompt": "long job", "sessionId": "inline", "workingDirectory": env.work()}),
-        ))
-        .await
-        .expect("answered")
-    {
-        CallToolResponse::Task(t) => t.task.task_id,
-        other => panic!("expected a task, got {other:?}"),
-    };
+    let id = start_task(
+        &s,
+        json!({"prompt": "long job", "sessionId": "inline", "workingDirectory": env.work()}),
+    )
+    .await;
     model_asked(&mock, 1).await;
     host_leaves(&s).await;
     let again = connect_with_capabilities(&vars, env.root(), Protocol::Legacy, caps).await;
-    let t = get(&again, &id).await;
-    let TaskPayload::Failed { error } = &t.payload else {
-        panic!("expected the task to have ended with its host, got {t:?}")
-    };
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("interrupted"),
-        "{error:?}"
-    );
+    // the task ended with its host
+    assert_interrupted(&get(&again, &id).await);
 }
 
 /// The owner's pid as `ping` says, whoever it is.
@@ -489,19 +472,6 @@ async fn owner_pid_of(s: &Server) -> i32 {
 
 /// A model with the classic tool shape (`exec_command`).
 const MODEL: &str = "gpt-5.5";
-
-/// Scripts an escalated write of `target` (outside the read-only sandbox), then a message.
-fn script_escalation(mock: &MockApi, target: &std::path::Path) {
-    mock.push_all([
-        Reply::function_call(
-            "exec_command",
-            json!({"cmd": format!("echo pwned > '{}'", target.display()),
-                   "sandbox_permissions": "require_escalated",
-                   "justification": "I need to write this file outside the sandbox"}),
-        ),
-        Reply::message("done"),
-    ]);
-}
 
 /// A background turn's question goes to the client waiting on it, never to another; with
 /// nobody waiting it is declined at the approval timeout, and the result says why. Questions

@@ -129,7 +129,7 @@ impl Asking {
 }
 
 /// Scripts an escalated write of `target` (outside the read-only sandbox), then a message.
-fn script_escalation(mock: &MockApi, target: &Path) {
+pub(super) fn script_escalation(mock: &MockApi, target: &Path) {
     mock.push_all([
         Reply::function_call(
             "exec_command",
