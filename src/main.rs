@@ -162,8 +162,11 @@ fn run_daemon() -> ExitCode {
     let served = rt.block_on(async {
         use tokio::signal::unix::{SignalKind, signal};
         let hello = codex_mcp_bridge::hub::daemon::read_hello(tokio::io::stdin()).await?;
+        // the patterns only: each connection's literal secrets come with its hello, for its
+        // turns, and go with it
+        let own = codex_mcp_bridge::hub::daemon::own_vars(&hello);
         redact::install(Redactor::from_vars(
-            hello.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            own.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         ));
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;

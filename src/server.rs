@@ -112,7 +112,16 @@ async fn start(
                 return Err(e);
             }
         },
-        Role::Client(conn) => Elected::Relay(conn),
+        Role::Client(conn) => {
+            if server.config.http.is_some() {
+                tracing::warn!(
+                    owner = conn.owner_pid,
+                    "another process owns the store: this one relays to it, and its HTTP \
+                     listener (--http-listen) does not start; the owner's settings decide"
+                );
+            }
+            Elected::Relay(conn)
+        }
     };
     Ok(Some((server, started)))
 }
@@ -139,7 +148,7 @@ pub async fn run_daemon(hello: Hello, shutdown: CancellationToken) -> Result<()>
     let server = Server {
         owned: Arc::new(Mutex::new(None)),
         store_dir: dir,
-        vars: hello.vars.clone().into(),
+        vars: hub::daemon::own_vars(&hello).into(),
         hello: Arc::new(hello),
         config,
         daemon: None,

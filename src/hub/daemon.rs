@@ -142,6 +142,19 @@ pub async fn elect(
     }
 }
 
+/// The variables of the daemon's own client context (what it uses when no connection's is at
+/// hand: its version probe, a `sessions close` from the command line): the starter's, without
+/// any secret-named one. Each connection brings its own in its hello; the daemon, which may
+/// outlive the host that started it, keeps no host's secret for itself.
+pub fn own_vars(hello: &Hello) -> Vec<(String, String)> {
+    hello
+        .vars
+        .iter()
+        .filter(|(k, _)| !crate::security::redact::is_secret_name(k))
+        .cloned()
+        .collect()
+}
+
 /// The daemon's side: the hello of the process that started it, from stdin.
 pub async fn read_hello<R: tokio::io::AsyncRead + Unpin>(input: R) -> Result<Hello> {
     let mut line = Vec::new();
@@ -161,4 +174,31 @@ pub async fn read_hello<R: tokio::io::AsyncRead + Unpin>(input: R) -> Result<Hel
         )));
     }
     Ok(hello)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon's own context keeps none of the starter's secrets (they come with each
+    /// connection's hello, and go with it).
+    #[test]
+    fn the_daemons_own_variables_hold_no_secret() {
+        let hello = Hello {
+            version: HELLO_VERSION,
+            settings: Default::default(),
+            vars: vec![
+                ("OPENAI_API_KEY".into(), "sk-proj-abcdefghijklmnop".into()),
+                ("CODEX_HOME".into(), "/home/u/.codex".into()),
+                ("AWS_SECRET_ACCESS_KEY".into(), "wJalrXUtnFEMI".into()),
+            ],
+            secrets: vec!["sk-proj-abcdefghijklmnop".into()],
+            start_dir: "/".into(),
+            pid: 1,
+        };
+        assert_eq!(
+            own_vars(&hello),
+            vec![("CODEX_HOME".to_owned(), "/home/u/.codex".to_owned())]
+        );
+    }
 }

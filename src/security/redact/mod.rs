@@ -79,4 +79,4 @@ pub use client::{
     within_client_bounds,
 };
 pub use patterns::REDACTED;
-pub use redactor::{Redactor, global, install, redact, secret_values};
+pub use redactor::{Redactor, global, install, is_secret_name, redact, secret_values};

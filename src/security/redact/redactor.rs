@@ -201,7 +201,7 @@ where
 }
 
 /// Whether an environment variable name marks its value as a secret.
-fn is_secret_name(name: &str) -> bool {
+pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     SECRET_NAME_PARTS.iter().any(|part| upper.contains(part))
 }
