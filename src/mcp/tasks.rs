@@ -163,14 +163,14 @@ impl Tasks {
             lock(&self.background).insert(h, task.task_id.clone());
         }
         self.save(&DetailedTask::new(task.clone(), TaskPayload::Working));
-        if let Some(bridge) = self.keep.clone() {
-            tokio::spawn(self.clone().mirror(task.task_id.clone(), bridge));
+        if self.keep.is_some() {
+            tokio::spawn(self.clone().mirror(task.task_id.clone()));
         }
     }
 
     /// Write a running task's status to the store as it changes, until it ends (its end is
     /// written by [`Tasks::finish`]).
-    async fn mirror(self, id: String, _bridge: Bridge) {
+    async fn mirror(self, id: String) {
         let mut last: Option<(TaskStatus, Option<String>)> = None;
         loop {
             tokio::time::sleep(MIRROR_EVERY).await;
@@ -249,15 +249,7 @@ impl Tasks {
             if ended(&t) {
                 continue;
             }
-            let mut meta = t.task;
-            meta.status_message = Some("interrupted".into());
-            meta.last_updated_at = rmcp::task_manager::current_timestamp();
-            self.save(&DetailedTask::new(
-                meta,
-                TaskPayload::Failed {
-                    error: error_object(INTERRUPTED),
-                },
-            ));
+            self.save(&interrupted(t.task));
             marked += 1;
         }
         if marked > 0
@@ -303,16 +295,7 @@ impl Tasks {
             if ended(&task) {
                 continue;
             }
-            let mut meta = task.task;
-            meta.status_message = Some("interrupted".into());
-            meta.last_updated_at = rmcp::task_manager::current_timestamp();
-            let failed = DetailedTask::new(
-                meta,
-                TaskPayload::Failed {
-                    error: error_object(INTERRUPTED),
-                },
-            );
-            t.task = serde_json::to_value(&failed).unwrap_or_default();
+            t.task = serde_json::to_value(interrupted(task.task)).unwrap_or_default();
             if bridge.save_task(&t).is_ok() {
                 marked += 1;
             }
@@ -429,6 +412,18 @@ fn within_bound(task: &DetailedTask) -> serde_json::Value {
         },
     );
     serde_json::to_value(&too_big).unwrap_or_default()
+}
+
+/// `task` as it reads back once the process that ran it stopped mid-turn.
+fn interrupted(mut task: rmcp::model::Task) -> DetailedTask {
+    task.status_message = Some("interrupted".into());
+    task.last_updated_at = rmcp::task_manager::current_timestamp();
+    DetailedTask::new(
+        task,
+        TaskPayload::Failed {
+            error: error_object(INTERRUPTED),
+        },
+    )
 }
 
 /// A JSON-RPC error object with `message`.
