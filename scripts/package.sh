@@ -12,7 +12,7 @@
 #   SHA256SUMS
 #
 # Templates: packaging/npm/*/, packaging/mcpb/manifest.json (`@VERSION@`, `@MCP_NAME@`).
-# Needs cargo, node and npm, zip, objdump (binutils). Downloads nothing beyond the crates cargo already locked.
+# Needs cargo, node and npm, zip, objdump and nm (binutils). Downloads nothing beyond the crates cargo already locked.
 # The install tests: `cargo nextest run --locked --test packages` (README.md: Install).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,7 +24,7 @@ if [[ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]]; then
     echo "scripts/package.sh builds the linux-x64 packages, on Linux x86_64 only (this is $(uname -s)-$(uname -m))" >&2
     exit 1
 fi
-for tool in cargo node npm zip objdump; do
+for tool in cargo node npm zip objdump nm; do
     command -v "$tool" >/dev/null || { echo "scripts/package.sh needs $tool" >&2; exit 1; }
 done
 
@@ -34,8 +34,11 @@ MCP_NAME="$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(
 readonly VERSION MCP_NAME
 echo "== codex-mcp-bridge $VERSION ($MCP_NAME), profile $PROFILE"
 
-# `jemalloc`: the allocator the memory targets are measured with (benches/README.md)
-cargo build --locked --profile "$PROFILE" --features jemalloc --bin codex-mcp-bridge
+# `jemalloc`: the allocator the memory targets are measured with (benches/README.md). Linked by
+# scripts/link-ordered.sh: the code a start runs laid out together, so an idle server maps less
+# of the executable (only this binary: build scripts and dependencies build as they would)
+cargo rustc --locked --profile "$PROFILE" --features jemalloc --bin codex-mcp-bridge -- \
+    -C linker="$PWD/scripts/link-ordered.sh"
 # (cargo's dev profile builds into target/debug; PACKAGE_PROFILE=dev makes quick packages to try;
 # CARGO_TARGET_DIR is honoured, target/dist stays in the checkout)
 readonly TARGET="${CARGO_TARGET_DIR:-target}"

@@ -979,6 +979,86 @@ async fn the_crate_installs_from_its_crate_file_without_the_repository() {
     assert_eq!(stdout(&out).trim(), format!("codex-mcp-bridge {VERSION}"));
 }
 
+/// The hash a Rust symbol ends with (`17h` and 16 hex digits, `E`), taken off.
+fn bare(symbol: &str) -> &str {
+    match symbol.len().checked_sub(20) {
+        Some(at) if symbol[at..].starts_with("17h") && symbol.ends_with('E') => &symbol[..at],
+        _ => symbol,
+    }
+}
+
+#[tokio::test]
+async fn the_packaged_binary_lays_out_the_code_a_start_runs_together() {
+    // scripts/link-ordered.sh places the functions of scripts/startup-symbols.txt (those a start
+    // runs up to its idle) together, so the start maps few pages of code (the idle-RSS target
+    // below). Here: the list still names the binary's functions (else: scripts/startup-symbols.sh
+    // writes it again), and they lie together, not across the whole code as without the order
+    let work = scratch();
+    untar(&platform_tgz(), work.path()).await;
+    let binary = work.path().join("package/bin/codex-mcp-bridge");
+    let list = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/startup-symbols.txt"),
+    )
+    .unwrap();
+    let listed: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let out = run(
+        Command::new("nm")
+            .args(["--defined-only", "--print-size"])
+            .arg(&binary),
+        60,
+    )
+    .await;
+    assert!(out.status.success(), "{}", describe_output(&out));
+    // every function of the code: name (and name without its hash) -> (address, size)
+    let mut by_bare: std::collections::HashMap<&str, Vec<(u64, u64)>> = Default::default();
+    let mut exact: std::collections::HashMap<&str, (u64, u64)> = Default::default();
+    let (mut lowest, mut highest) = (u64::MAX, 0);
+    let text = stdout(&out);
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() != 4 || !matches!(f[2], "t" | "T") {
+            continue;
+        }
+        let at = u64::from_str_radix(f[0], 16).unwrap();
+        let size = u64::from_str_radix(f[1], 16).unwrap();
+        (lowest, highest) = (lowest.min(at), highest.max(at + size));
+        exact.insert(f[3], (at, size));
+        by_bare.entry(bare(f[3])).or_default().push((at, size));
+    }
+    let mut found = 0;
+    let (mut first, mut last, mut bytes) = (u64::MAX, 0, 0);
+    for name in &listed {
+        let places = match exact.get(name) {
+            Some(p) => vec![*p],
+            None => by_bare.get(bare(name)).cloned().unwrap_or_default(),
+        };
+        found += usize::from(!places.is_empty());
+        for (at, size) in places {
+            (first, last, bytes) = (first.min(at), last.max(at + size), bytes + size);
+        }
+    }
+    let (code, span) = ((highest - lowest) as f64 / 1e6, (last - first) as f64 / 1e6);
+    eprintln!(
+        "{found} of {} listed functions in the binary, {:.1} MB, within {span:.1} MB of its \
+         {code:.1} MB of code",
+        listed.len(),
+        bytes as f64 / 1e6
+    );
+    assert!(
+        found * 10 >= listed.len() * 7,
+        "scripts/startup-symbols.txt is stale: {found} of {} functions in the binary; \
+         scripts/startup-symbols.sh writes it again",
+        listed.len()
+    );
+    assert!(
+        span < 1.5 * bytes as f64 / 1e6 && span < code / 2.0,
+        "the functions a start runs lie across {span:.1} MB of the {code:.1} MB of code"
+    );
+}
+
 /// The idle RSS and anonymous memory (MB) of `binary` on an empty store of its own, after its
 /// first `tools/list`.
 async fn idle_memory(binary: &Path) -> (f64, f64) {

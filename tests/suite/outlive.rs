@@ -440,6 +440,49 @@ async fn the_owner_daemon_is_out_of_reach_of_the_hosts_session_and_group() {
     assert_eq!(err, s.store.join("owner.log"));
 }
 
+/// The links of `pid`'s open descriptors (`pipe:[…]`, `socket:[…]`, paths).
+fn descriptors(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|l| l.display().to_string())
+        .collect()
+}
+
+/// The daemon holds no descriptor its host left open: a host that waits for a pipe's end (a
+/// shell's `$(…)`, a test harness) is not kept waiting by a daemon that outlives it. The host
+/// here leaves a pipe open without close-on-exec; the stdio server inherits it (the control:
+/// without the daemon's `close_range`, the daemon it starts would too).
+#[tokio::test]
+async fn the_owner_daemon_holds_no_descriptor_of_its_hosts() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let mut fds = [0; 2];
+    // SAFETY: a plain pipe(2) into a local array; both ends are closed below
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), 0) }, 0);
+    let pipe = std::fs::read_link(format!("/proc/self/fd/{}", fds[1]))
+        .unwrap()
+        .display()
+        .to_string();
+    assert!(pipe.starts_with("pipe:"), "{pipe}");
+    let s = connect_with(&server_env(&env, &mock), env.root(), Protocol::Legacy).await;
+    let owner = owner_pid(&s).await;
+    assert!(
+        descriptors(s.pid as i32).contains(&pipe),
+        "the stdio server inherits the host's pipe"
+    );
+    let held = descriptors(owner);
+    assert!(
+        !held.contains(&pipe),
+        "the daemon holds the host's {pipe}: {held:?}"
+    );
+    // SAFETY: the two descriptors of the pipe above, closed once
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+}
+
 /// The negative control: with `--owner process` the first server runs the turn itself, and
 /// the host's leaving ends it: a new server finds it interrupted, never completed.
 #[tokio::test]

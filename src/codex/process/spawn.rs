@@ -121,12 +121,24 @@ pub async fn start_detached(
         .kill_on_drop(false);
     // SAFETY: setsid and close_range are raw syscalls, async-signal-safe, with no allocation;
     // they run after the child's stdio is in place (0, 1, 2), so only what the host left open
-    // without close-on-exec is closed
+    // without close-on-exec is touched
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid().map_err(io::Error::from)?;
-            // nothing of the host's (a pipe it holds, say) is held open by the daemon
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            // nothing of the host's (a pipe it holds, say) is held open by the daemon: every
+            // descriptor above stderr is marked close-on-exec (Linux 5.11), so the exec closes
+            // them and std's own error pipe still reports a failed exec; before 5.11 they are
+            // closed here (5.9)
+            let (first, last) = (3u32, u32::MAX);
+            if libc::syscall(
+                libc::SYS_close_range,
+                first,
+                last,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) != 0
+            {
+                libc::syscall(libc::SYS_close_range, first, last, 0u32);
+            }
             Ok(())
         });
     }

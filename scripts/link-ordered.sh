@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The linker of the packaged binary (scripts/package.sh sets it for its build only): rustc's own
+# linker (`cc`, with lld) with the same arguments, and the functions a start executes laid out
+# together at the head of the code (lld's --symbol-ordering-file).
+#
+# Why: the idle server's RSS is mostly the executable's code, and a page fault maps the 64 kB
+# around it (the kernel's fault-around). The 2 MB of code a start runs was spread over 9 MB of
+# the 13 MB of code; laid out together it takes 2 to 3 MB (benches/README.md: memory).
+#
+# scripts/startup-symbols.txt lists those functions (scripts/startup-symbols.sh writes it). A
+# Rust symbol ends in a hash (`17h…E`) that moves when a dependency or the version does: a name
+# not found as it is stands for every symbol of the LTO object with the same name but its hash
+# (a few more functions than the start runs: generic instances share a name). A name found
+# nowhere is left out. The order only places code: the program is the same.
+set -euo pipefail
+list="$(dirname "${BASH_SOURCE[0]}")/startup-symbols.txt"
+real="${LINK_ORDERED_CC:-cc}"
+order="$(mktemp)"
+trap 'rm -f -- "$order"' EXIT
+objects=()
+for arg in "$@"; do
+    [[ "$arg" == *.o && -f "$arg" ]] && objects+=("$arg")
+done
+if [[ -f "$list" && ${#objects[@]} -gt 0 ]]; then
+    # the defined functions of the objects, then the list: each listed name as it is, or
+    # every function with its name but the hash
+    nm --defined-only -- "${objects[@]}" 2>/dev/null |
+        awk '$2 ~ /^[tT]$/ { print $3 }' |
+        awk -v list="$list" '
+            function bare(s) { sub(/17h[0-9a-f]{16}E$/, "", s); return s }
+            { defined[$0] = 1; by[bare($0)] = by[bare($0)] "\n" $0 }
+            END {
+                while ((getline name < list) > 0) {
+                    if (name == "" || name ~ /^#/) continue
+                    if (name in defined) { print name; continue }
+                    b = bare(name)
+                    if (b == name) print name # (C code of a static library: as it is)
+                    else if ((b in by) && !(b in done)) { print substr(by[b], 2); done[b] = 1 }
+                }
+            }' >"$order"
+fi
+# lld reads the order; another linker (rustc's own is lld: -fuse-ld=lld) links as it would
+uses_lld=0
+for arg in "$@"; do
+    [[ "$arg" == -fuse-ld=lld ]] && uses_lld=1
+done
+[[ "$(basename -- "$real")" == *lld* ]] && uses_lld=1
+status=0
+if [[ -s "$order" && $uses_lld -eq 1 ]]; then
+    "$real" "$@" -Wl,--symbol-ordering-file="$order" -Wl,--no-warn-symbol-ordering || status=$?
+else
+    "$real" "$@" || status=$?
+fi
+exit "$status"

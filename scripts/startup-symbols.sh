@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Writes scripts/startup-symbols.txt, the functions a start of the server executes up to its
+# idle after the first `tools/list` (an empty store; the scenario of the packages' idle-RSS
+# test), in the order of their addresses in BINARY. scripts/link-ordered.sh lays them out first.
+#
+#   scripts/startup-symbols.sh [BINARY]     (default target/release-lto/codex-mcp-bridge)
+#
+# Needs valgrind (callgrind counts each function run), nm (binutils), node, and a codex binary
+# (CODEX_BIN, or `codex` on PATH: the server asks its version at the start). Run it again when
+# the packages' idle RSS grows (tests/packages.rs prints how much of the list the binary has).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BIN="$(realpath "${1:-target/release-lto/codex-mcp-bridge}")"
+for tool in valgrind nm node; do
+    command -v "$tool" >/dev/null || { echo "scripts/startup-symbols.sh needs $tool" >&2; exit 1; }
+done
+work="$(mktemp -d)"
+trap 'rm -rf -- "$work"' EXIT
+mkdir -p "$work/home" "$work/codex-home"
+# one start, as the test: initialize, tools/list, a second's idle, stdin closed
+env -i PATH="$PATH" HOME="$work/home" CODEX_HOME="$work/codex-home" \
+    CODEX_BIN="${CODEX_BIN:-$(command -v codex)}" CODEX_BRIDGE_ROOTS="$work" \
+    CODEX_BRIDGE_STORE="$work/store" CODEX_BRIDGE_OWNER=process RUST_LOG=error \
+    node -e '
+const { spawn } = require("child_process");
+const [out, bin] = process.argv.slice(1);
+const p = spawn("valgrind", ["--tool=callgrind", "--demangle=no", "--callgrind-out-file=" + out, bin],
+    { stdio: ["pipe", "pipe", "inherit"] });
+let buf = "", step = 0;
+const send = (m) => p.stdin.write(JSON.stringify(m) + "\n");
+p.stdout.on("data", (d) => {
+    buf += d;
+    while (buf.includes("\n")) {
+        buf = buf.slice(buf.indexOf("\n") + 1);
+        step += 1;
+        if (step === 1) {
+            send({ jsonrpc: "2.0", method: "notifications/initialized" });
+            send({ jsonrpc: "2.0", id: 2, method: "tools/list" });
+        } else if (step === 2) {
+            setTimeout(() => p.stdin.end(), 1000);
+        }
+    }
+});
+send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18",
+    capabilities: {}, clientInfo: { name: "startup-symbols", version: "1" } } });
+p.on("exit", (code) => process.exit(code === null ? 1 : code));
+' "$work/callgrind.out" "$BIN" 2>"$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
+# the functions callgrind names (fn= and cfn=, name on first use), those of the binary's code,
+# by address
+sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$work/callgrind.out" | sort -u >"$work/run.txt"
+nm --defined-only "$BIN" | awk '$2 ~ /^[tT]$/ { print $1, $3 }' | sort -k2,2 >"$work/text.txt"
+{
+    echo "# the functions a start of the server runs up to its idle (scripts/startup-symbols.sh), by address"
+    join -1 2 -2 1 -o 1.1,1.2 "$work/text.txt" "$work/run.txt" | sort | cut -d' ' -f2
+} >scripts/startup-symbols.txt
+echo "scripts/startup-symbols.txt: $(($(wc -l <scripts/startup-symbols.txt) - 1)) functions"
