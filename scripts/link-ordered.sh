@@ -8,10 +8,11 @@
 # the 13 MB of code; laid out together it takes 2 to 3 MB (benches/README.md: memory).
 #
 # scripts/startup-symbols.txt lists those functions (scripts/startup-symbols.sh writes it). A
-# Rust symbol ends in a hash (`17h…E`) that moves when a dependency or the version does: a name
-# not found as it is stands for every symbol of the LTO object with the same name but its hash
-# (a few more functions than the start runs: generic instances share a name). A name found
-# nowhere is left out. The order only places code: the program is the same.
+# Rust symbol holds hashes that move when a dependency, the version or the compiler does (the
+# legacy `17h…E` at its end; the crate's `Cs…_` in std's v0 names): a name not found as it is
+# stands for every symbol of the LTO object with the same name but its hashes (a few more
+# functions than the start runs: generic instances share a name). A name found nowhere is left
+# out. The order only places code: the program is the same.
 set -euo pipefail
 list="$(dirname "${BASH_SOURCE[0]}")/startup-symbols.txt"
 real="${LINK_ORDERED_CC:-cc}"
@@ -27,7 +28,7 @@ if [[ -f "$list" && ${#objects[@]} -gt 0 ]]; then
     nm --defined-only -- "${objects[@]}" 2>/dev/null |
         awk '$2 ~ /^[tT]$/ { print $3 }' |
         awk -v list="$list" '
-            function bare(s) { sub(/17h[0-9a-f]{16}E$/, "", s); return s }
+            function bare(s) { sub(/17h[0-9a-f]{16}E$/, "", s); gsub(/Cs[0-9A-Za-z]+_/, "Cs_", s); return s }
             { defined[$0] = 1; by[bare($0)] = by[bare($0)] "\n" $0 }
             END {
                 while ((getline name < list) > 0) {

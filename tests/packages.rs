@@ -979,12 +979,25 @@ async fn the_crate_installs_from_its_crate_file_without_the_repository() {
     assert_eq!(stdout(&out).trim(), format!("codex-mcp-bridge {VERSION}"));
 }
 
-/// The hash a Rust symbol ends with (`17h` and 16 hex digits, `E`), taken off.
-fn bare(symbol: &str) -> &str {
-    match symbol.len().checked_sub(20) {
-        Some(at) if symbol[at..].starts_with("17h") && symbol.ends_with('E') => &symbol[..at],
-        _ => symbol,
+/// A Rust symbol without its hashes, as scripts/link-ordered.sh matches it: the legacy one at
+/// its end (`17h`, 16 hex digits, `E`) taken off, a v0 crate's (`Cs…_`) emptied.
+fn bare(symbol: &str) -> String {
+    let end = match symbol.len().checked_sub(20) {
+        Some(at) if symbol[at..].starts_with("17h") && symbol.ends_with('E') => at,
+        _ => symbol.len(),
+    };
+    let mut out = String::new();
+    let mut rest = &symbol[..end];
+    while let Some(at) = rest.find("Cs") {
+        out.push_str(&rest[..at + 2]);
+        rest = &rest[at + 2..];
+        let hash = rest.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        if hash > 0 && rest[hash..].starts_with('_') {
+            rest = &rest[hash..];
+        }
     }
+    out.push_str(rest);
+    out
 }
 
 #[tokio::test]
@@ -1013,7 +1026,7 @@ async fn the_packaged_binary_lays_out_the_code_a_start_runs_together() {
     .await;
     assert!(out.status.success(), "{}", describe_output(&out));
     // every function of the code: name (and name without its hash) -> (address, size)
-    let mut by_bare: std::collections::HashMap<&str, Vec<(u64, u64)>> = Default::default();
+    let mut by_bare: std::collections::HashMap<String, Vec<(u64, u64)>> = Default::default();
     let mut exact: std::collections::HashMap<&str, (u64, u64)> = Default::default();
     let (mut lowest, mut highest) = (u64::MAX, 0);
     let text = stdout(&out);
@@ -1033,7 +1046,7 @@ async fn the_packaged_binary_lays_out_the_code_a_start_runs_together() {
     for name in &listed {
         let places = match exact.get(name) {
             Some(p) => vec![*p],
-            None => by_bare.get(bare(name)).cloned().unwrap_or_default(),
+            None => by_bare.get(&bare(name)).cloned().unwrap_or_default(),
         };
         found += usize::from(!places.is_empty());
         for (at, size) in places {
