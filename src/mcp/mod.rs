@@ -74,7 +74,7 @@ continue the same conversation later, even after the server restarts. The sandbo
 - `listSessions`, `getSession`, `closeSession` manage sessions; `ping` reports health.
 - A long `codex` or `review` turn: pass `background: true`, then call `wait` with the \
 returned `sessionId` (or `reviewId`) until its status is no longer `running`. It keeps running \
-if your call is cut off or your client restarts.
+if your call is cut off or your client restarts; `stop` stops it.
 Long turns send progress notifications; cancelling a call stops Codex at once.";
 
 /// What a task's end is, as the store keeps it.

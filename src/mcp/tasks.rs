@@ -178,6 +178,9 @@ impl Tasks {
                 return;
             };
             if ended(&now) {
+                // its end as rmcp settled it, when the call's own end never came (a task
+                // past its TTL is failed and its future dropped); else already written
+                self.save(&now);
                 return;
             }
             let seen = (now.status(), now.task.status_message.clone());

@@ -9,6 +9,7 @@
 //! - a plain call whose client leaves is cancelled, and its codex processes are gone;
 //! - a client whose calls are cut off at 5 s runs a long turn to its end with `background`
 //!   and `wait`;
+//! - `stop` ends a background turn (a review's too), and its codex is gone;
 //! - a SIGKILL of the daemon mid-turn reads back as interrupted (`tasks/get`, `wait`,
 //!   `getSession`);
 //! - a background turn's question reaches only a client waiting on it.
@@ -359,6 +360,83 @@ async fn background_and_wait_run_a_turn_longer_than_the_hosts_limit() {
         .call("codex", json!({"prompt": "x", "background": "yes"}))
         .await;
     assert!(text(&r).contains("`background`"), "{}", text(&r));
+}
+
+/// `stop` ends a background turn as a task's cancel does: a review's (which nothing else
+/// stops) and a `codex` turn's, whose session goes on. Its codex processes are gone; `wait`
+/// then reads `cancelled`; another host's `stop` finds no such turn and stops nothing.
+#[tokio::test]
+async fn stop_ends_a_background_review_and_a_background_turn() {
+    let env = TestEnv::new();
+    env.init_git();
+    let mock = MockApi::start().await;
+    // each would run far past the test, unless stopped
+    mock.push(Reply::message("a review never finished").with_delay(TURN * 10));
+    mock.push(Reply::message("a turn never finished").with_delay(TURN * 10));
+    mock.push(Reply::message("the session goes on"));
+    let s = connect_with(&server_env(&env, &mock), env.root(), Protocol::Legacy).await;
+    let owner = owner_pid(&s).await;
+    let r = s
+        .call(
+            "review",
+            json!({"background": true, "workingDirectory": env.work()}),
+        )
+        .await;
+    let review = structured(&r)["reviewId"].as_str().unwrap().to_owned();
+    model_asked(&mock, 1).await;
+    let w = s
+        .call("wait", json!({"reviewId": review, "waitSeconds": 1}))
+        .await;
+    assert_eq!(structured(&w)["status"], "running", "{}", text(&w));
+    // another host (its own CODEX_HOME) cannot stop it
+    let home = env.root().join("other-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut other = server_env(&env, &mock);
+    other.retain(|(k, _)| k != "CODEX_HOME");
+    other.push(("CODEX_HOME".into(), home.display().to_string()));
+    let o = connect_with(&other, env.root(), Protocol::Legacy).await;
+    let r = o.call("stop", json!({"reviewId": review})).await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("`reviewId`"), "{}", text(&r));
+    let w = s
+        .call("wait", json!({"reviewId": review, "waitSeconds": 1}))
+        .await;
+    assert_eq!(structured(&w)["status"], "running", "{}", text(&w));
+    assert!(!codex_under(owner).is_empty(), "the review runs codex");
+    let r = s.call("stop", json!({"reviewId": review})).await;
+    assert_eq!(structured(&r)["status"], "cancelled", "{}", text(&r));
+    assert_eq!(structured(&r)["reviewId"], review.as_str());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !codex_under(owner).is_empty() {
+        assert!(Instant::now() < deadline, "the review's codex is left");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let w = s
+        .call("wait", json!({"reviewId": review, "waitSeconds": 1}))
+        .await;
+    assert_eq!(structured(&w)["status"], "cancelled", "{}", text(&w));
+
+    // a background `codex` turn: stopped, its session goes on
+    let args = json!({"prompt": "a long refactor", "sessionId": "stopped", "background": true,
+                      "workingDirectory": env.work()});
+    let r = s.call("codex", args).await;
+    assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
+    model_asked(&mock, 2).await;
+    let r = s.call("stop", json!({"sessionId": "stopped"})).await;
+    assert_eq!(structured(&r)["status"], "cancelled", "{}", text(&r));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "go on", "sessionId": "stopped", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    assert_eq!(structured(&r)["response"], "the session goes on");
+    // refusals name the field
+    let r = s.call("stop", json!({"sessionId": "never-started"})).await;
+    assert!(text(&r).contains("`sessionId`"), "{}", text(&r));
+    let r = s.call("stop", json!({})).await;
+    assert!(text(&r).contains("`sessionId`"), "{}", text(&r));
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 15] = [
+pub const TOOL_NAMES: [&str; 16] = [
     "codex",
     "query",
     "search",
@@ -34,6 +34,7 @@ pub const TOOL_NAMES: [&str; 15] = [
     "compactSession",
     "steer",
     "wait",
+    "stop",
     "ping",
 ];
 

@@ -29,7 +29,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     description: "Run a Codex turn in a persistent session: edit, explain or test code in \
                   a working directory. Returns the answer and the sessionId to continue \
                   with. For a long turn set background: true, then call `wait` with the \
-                  sessionId until it is done.",
+                  sessionId until it is done (`stop` stops it).",
     hints: [false, true, false, true],
     input: schema::<CodexParams>,
     output: schema::<TurnResult>,

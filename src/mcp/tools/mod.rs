@@ -28,6 +28,7 @@ pub mod review;
 pub mod rewind_session;
 pub mod search;
 pub mod steer;
+pub mod stop;
 pub mod structured;
 pub mod wait;
 
@@ -57,6 +58,7 @@ const TOOLS: &[ToolEntry] = &[
     compact_session::TOOL,
     steer::TOOL,
     wait::TOOL,
+    stop::TOOL,
     ping::TOOL,
 ];
 
@@ -317,8 +319,8 @@ mod tests {
         };
         let tools = tool_list(false);
         for t in &tools {
-            // `wait` answers a background turn's result, errors included
-            if is_turn_tool(&t.name) || t.name == "wait" {
+            // `wait` and `stop` answer a background turn's result, errors included
+            if is_turn_tool(&t.name) || t.name == "wait" || t.name == "stop" {
                 for (e, r) in [
                     (&invalid, error_result(&invalid, None)),
                     (&timed_out, error_result(&timed_out, Some(partial.clone()))),

@@ -23,7 +23,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     description: "Codex's code review of a git repository: uncommitted changes, changes \
                   against a base branch, or a commit. Findings are returned with \
                   priorities and locations. For a long review set background: true, then \
-                  call `wait` with the reviewId.",
+                  call `wait` with the reviewId (`stop` stops it).",
     // codex runs the review under workspace-write (git may write its index), so not
     // read-only
     hints: [false, false, false, true],

@@ -55,10 +55,15 @@ pub struct WaitParams {
     pub wait_seconds: Option<u64>,
 }
 
-/// The handle a `wait` of a client of `host` names, checked.
-fn handle_of(p: &WaitParams, host: &Option<String>) -> Result<(String, TurnResult)> {
+/// The handle a `wait` or `stop` of a client of `host` names (`sessionId` or `reviewId`),
+/// checked, with the result it answers with.
+pub(super) fn handle_of(
+    session_id: &Option<String>,
+    review_id: &Option<String>,
+    host: &Option<String>,
+) -> Result<(String, TurnResult)> {
     let mut value = TurnResult::default();
-    let handle = match (&p.session_id, &p.review_id) {
+    let handle = match (session_id, review_id) {
         (Some(s), None) => {
             let id = SessionId::parse("sessionId", s)?;
             value.session_id = Some(id.as_str().to_owned());
@@ -109,28 +114,29 @@ impl McpServer {
             }
         };
         let host = self.host_named(&ctx.client_name);
-        let (handle, value) = handle_of(&p, &host)?;
-        let Some(id) = self.tasks.of_handle(&handle) else {
-            let field = if p.session_id.is_some() {
-                "sessionId"
-            } else {
-                "reviewId"
-            };
-            return Err(Error::invalid(
-                field,
+        let (handle, value) = handle_of(&p.session_id, &p.review_id, &host)?;
+        let id = self.background_task(&handle, p.session_id.is_some())?;
+        let task = self.until_end(&handle, &id, seconds, ctx, host).await?;
+        Ok(answer_of(task, value))
+    }
+
+    /// The task of background `handle`, known to this client's host (named by `sessionId`
+    /// when `by_session`, else by `reviewId`).
+    pub(super) fn background_task(&self, handle: &str, by_session: bool) -> Result<String> {
+        self.tasks.of_handle(handle).ok_or_else(|| {
+            Error::invalid(
+                if by_session { "sessionId" } else { "reviewId" },
                 "no background turn of it is known to this client: none was started with \
                  `background: true` by this host (its client name, CODEX_HOME and roots), or its \
                  record expired (getSession shows a session's last turn)",
-            ));
-        };
-        let task = self.until_end(&handle, &id, seconds, ctx, host).await?;
-        Ok(answer_of(task, value))
+            )
+        })
     }
 
     /// Task `id` (of background `handle`) once it ended, or after `seconds`; its status
     /// messages go out as progress meanwhile, and this call is among its waiters (its
     /// questions come here).
-    async fn until_end(
+    pub(super) async fn until_end(
         &self,
         handle: &str,
         id: &str,
@@ -171,8 +177,9 @@ impl McpServer {
     }
 }
 
-/// What `wait` answers for `task`: its result, its failure, or `running` with its status.
-fn answer_of(task: DetailedTask, mut value: TurnResult) -> CallToolResult {
+/// What `wait` (and `stop`) answers for `task`: its result, its failure, or `running` with
+/// its status.
+pub(super) fn answer_of(task: DetailedTask, mut value: TurnResult) -> CallToolResult {
     match task.payload {
         TaskPayload::Completed { result } => {
             serde_json::from_value::<CallToolResult>(serde_json::Value::Object(result))

@@ -1,0 +1,69 @@
+//! `stop`: stop a background turn (`codex` or `review` with `background: true`) and answer how
+//! it ended. Its arguments ([`StopParams`]), its table entry (`TOOL`) and its handler; its
+//! result is a turn's ([`TurnResult`]), as `wait`'s.
+
+use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::wait::{answer_of, handle_of};
+use crate::error::Result;
+use crate::mcp::answer::{error_result, parse_args};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::results::TurnResult;
+use crate::mcp::schemas::schema;
+
+/// How long `stop` waits for the stopped turn to end before it answers `running` (a turn
+/// stops within a second or two: its codex is interrupted, then its processes are ended).
+const STOP_WAIT_SECONDS: u64 = 15;
+
+/// The `stop` tool.
+pub(super) const TOOL: ToolEntry = ToolEntry {
+    name: "stop",
+    title: "Stop a background turn",
+    description: "Stop a turn started with `background: true` (`codex`: its sessionId; \
+                  `review`: its reviewId) and return how it ended: `cancelled`, or its \
+                  result when it ended first. A stopped `codex` turn leaves its session \
+                  to go on with (closeSession forgets the session).",
+    // it ends work under way: destructive, as closeSession
+    hints: [false, true, true, false],
+    input: schema::<StopParams>,
+    output: schema::<TurnResult>,
+    task: false,
+    run: |s, args, ctx| Box::pin(s.stop(args, ctx)),
+};
+
+/// `stop`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StopParams {
+    /// The session of a background `codex` call.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The reviewId of a background `review`.
+    #[serde(default)]
+    pub review_id: Option<String>,
+}
+
+impl McpServer {
+    async fn stop(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+        match self.stop_inner(args, ctx).await {
+            Ok(r) => r,
+            Err(e) => error_result(&e, None),
+        }
+    }
+
+    async fn stop_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
+        let p: StopParams = parse_args(args)?;
+        let host = self.host_named(&ctx.client_name);
+        let (handle, value) = handle_of(&p.session_id, &p.review_id, &host)?;
+        let id = self.background_task(&handle, p.session_id.is_some())?;
+        // as `tasks/cancel`: the turn is cancelled and its processes end. A turn that already
+        // ended (here or with an earlier process) is only read back
+        let _ = self.tasks.manager.cancel_task(&id);
+        let task = self
+            .until_end(&handle, &id, STOP_WAIT_SECONDS, ctx, host)
+            .await?;
+        Ok(answer_of(task, value))
+    }
+}
