@@ -152,6 +152,8 @@ try {
         if (waited.structured?.status !== 'running') break;
     }
     expectOk(waited, (e) => e.structured?.status === 'completed' && e.structured?.response === 'background answer');
+    // `stop` of a turn that already ended: its result, as `wait` read it
+    expectOk(await call('stop', { sessionId }), (e) => e.structured?.status === 'completed' && e.structured?.response === 'background answer');
 
     // bad arguments: every tool answers with its own sentence
     expectError(await call('listSessions', { limit: '2' }), 'invalid argument `limit`: invalid type: string "2", expected u32');
@@ -165,6 +167,7 @@ try {
     expectError(await call('steer', { sessionId }), 'invalid argument `prompt`: missing field `prompt`');
     expectError(await call('ping', { verbose: true }), 'invalid argument `verbose`');
     expectError(await call('wait', { sessionId, waitSeconds: 0 }), 'invalid argument `waitSeconds`: must be from 1 to 50');
+    expectError(await call('stop', {}), 'invalid argument `sessionId`: give `sessionId`');
     expectError(await call('codex', { prompt: 5 }), 'invalid argument `prompt`');
     expectError(await call('query', { prompt: 'x', timeout: 0 }), 'invalid argument `timeout`');
     expectError(await call('search', {}), 'invalid argument `query`');

@@ -270,8 +270,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 60,
-            "15 tools, an input and an output schema each, both settings"
+            seen, 64,
+            "16 tools, an input and an output schema each, both settings"
         );
     }
 
