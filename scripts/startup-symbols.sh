@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes scripts/startup-symbols.txt, the functions a start of the server executes up to its
 # idle after the first `tools/list` (an empty store; the scenario of the packages' idle-RSS
-# test), in the order of their addresses in BINARY. scripts/link-ordered.sh lays them out first.
+# test), as the store's owner and as a relay with the owner daemon it starts, in the order of
+# their addresses in BINARY. scripts/link-ordered.sh lays them out first.
 #
 #   scripts/startup-symbols.sh [BINARY]     (default target/release-lto/codex-mcp-bridge)
 #
@@ -17,15 +18,20 @@ done
 work="$(mktemp -d)"
 trap 'rm -rf -- "$work"' EXIT
 mkdir -p "$work/home" "$work/codex-home"
-# one start, as the test: initialize, tools/list, a second's idle, stdin closed
-env -i PATH="$PATH" HOME="$work/home" CODEX_HOME="$work/codex-home" \
-    CODEX_BIN="${CODEX_BIN:-$(command -v codex)}" CODEX_BRIDGE_ROOTS="$work" \
-    CODEX_BRIDGE_STORE="$work/store" CODEX_BRIDGE_OWNER=process RUST_LOG=error \
-    node -e '
+# one start per owner mode, as the test: initialize, tools/list, a second's idle, stdin closed.
+# `process`: the server owns the store (the packages' idle-RSS test); `daemon` (the default): the
+# server starts the owner daemon (valgrind follows it) and relays to it
+for owner in process daemon; do
+    mkdir -p "$work/$owner"
+    env -i PATH="$PATH" HOME="$work/home" CODEX_HOME="$work/codex-home" \
+        CODEX_BIN="${CODEX_BIN:-$(command -v codex)}" CODEX_BRIDGE_ROOTS="$work" \
+        CODEX_BRIDGE_STORE="$work/$owner/store" CODEX_BRIDGE_OWNER="$owner" RUST_LOG=error \
+        node -e '
 const { spawn } = require("child_process");
 const [out, bin] = process.argv.slice(1);
-const p = spawn("valgrind", ["--tool=callgrind", "--demangle=no", "--callgrind-out-file=" + out, bin],
-    { stdio: ["pipe", "pipe", "inherit"] });
+const p = spawn("valgrind", ["--tool=callgrind", "--demangle=no", "--trace-children=yes",
+    "--trace-children-skip=*/codex",
+    "--callgrind-out-file=" + out, bin], { stdio: ["pipe", "pipe", "inherit"] });
 let buf = "", step = 0;
 const send = (m) => p.stdin.write(JSON.stringify(m) + "\n");
 p.stdout.on("data", (d) => {
@@ -44,13 +50,22 @@ p.stdout.on("data", (d) => {
 send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18",
     capabilities: {}, clientInfo: { name: "startup-symbols", version: "1" } } });
 p.on("exit", (code) => process.exit(code === null ? 1 : code));
-' "$work/callgrind.out" "$BIN" 2>"$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
+' "$work/$owner/callgrind.%p.out" "$BIN" 2>"$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
+    # the daemon exits once no client is connected: its profile is written then
+    for _ in $(seq 300); do
+        pgrep -f -- "--callgrind-out-file=$work/" >/dev/null || break
+        sleep 0.2
+    done
+    runs=("$work/$owner"/callgrind.*.out)
+    [[ -f "${runs[0]}" ]] || { echo "no profile of the $owner start" >&2; exit 1; }
+    echo "$owner: ${#runs[@]} processes profiled"
+done
 # the functions callgrind names (fn= and cfn=, name on first use), those of the binary's code,
 # by address
-sed -n 's/^c\{0,1\}fn=([0-9]*) //p' "$work/callgrind.out" | sort -u >"$work/run.txt"
+cat "$work"/*/callgrind.*.out | sed -n 's/^c\{0,1\}fn=([0-9]*) //p' | sort -u >"$work/run.txt"
 nm --defined-only "$BIN" | awk '$2 ~ /^[tT]$/ { print $1, $3 }' | sort -k2,2 >"$work/text.txt"
 {
-    echo "# the functions a start of the server runs up to its idle (scripts/startup-symbols.sh), by address"
+    echo "# the functions a start of the server runs up to its idle, as the store's owner and as a relay with its owner daemon (scripts/startup-symbols.sh), by address"
     join -1 2 -2 1 -o 1.1,1.2 "$work/text.txt" "$work/run.txt" | sort | cut -d' ' -f2
 } >scripts/startup-symbols.txt
 echo "scripts/startup-symbols.txt: $(($(wc -l <scripts/startup-symbols.txt) - 1)) functions"
