@@ -124,6 +124,16 @@ fn assert_interrupted(task: &rmcp::model::DetailedTask) {
     assert!(message.starts_with("interrupted"), "{error:?}");
 }
 
+/// A client of another host on the same store: its own `CODEX_HOME`.
+async fn connect_other_home(env: &TestEnv, mock: &MockApi) -> Server {
+    let home = env.root().join("other-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut other = server_env(env, mock);
+    other.retain(|(k, _)| k != "CODEX_HOME");
+    other.push(("CODEX_HOME".into(), home.display().to_string()));
+    connect_with(&other, env.root(), Protocol::Legacy).await
+}
+
 /// A `codex` call with `args` that must become a task; its id.
 async fn start_task(s: &Server, args: Value) -> String {
     match s
@@ -324,12 +334,7 @@ async fn background_and_wait_run_a_turn_longer_than_the_hosts_limit() {
         "{g}"
     );
     // a client of another CODEX_HOME on the store sees that it ran, not what it said
-    let home = env.root().join("other-home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut other = server_env(&env, &mock);
-    other.retain(|(k, _)| k != "CODEX_HOME");
-    other.push(("CODEX_HOME".into(), home.display().to_string()));
-    let o = connect_with(&other, env.root(), Protocol::Legacy).await;
+    let o = connect_other_home(&env, &mock).await;
     let g = structured(&o.call("getSession", json!({"sessionId": session})).await);
     assert_eq!(g["session"]["lastStatus"], "completed", "{g}");
     assert!(g["session"].get("lastResponse").is_none(), "{g}");
@@ -389,12 +394,7 @@ async fn stop_ends_a_background_review_and_a_background_turn() {
         .await;
     assert_eq!(structured(&w)["status"], "running", "{}", text(&w));
     // another host (its own CODEX_HOME) cannot stop it
-    let home = env.root().join("other-home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut other = server_env(&env, &mock);
-    other.retain(|(k, _)| k != "CODEX_HOME");
-    other.push(("CODEX_HOME".into(), home.display().to_string()));
-    let o = connect_with(&other, env.root(), Protocol::Legacy).await;
+    let o = connect_other_home(&env, &mock).await;
     let r = o.call("stop", json!({"reviewId": review})).await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
     assert!(text(&r).contains("`reviewId`"), "{}", text(&r));
