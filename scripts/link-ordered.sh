@@ -28,7 +28,13 @@ if [[ -f "$list" && ${#objects[@]} -gt 0 ]]; then
     nm --defined-only -- "${objects[@]}" 2>/dev/null |
         awk '$2 ~ /^[tT]$/ { print $3 }' |
         awk -v list="$list" '
-            function bare(s) { sub(/17h[0-9a-f]{16}E$/, "", s); gsub(/Cs[0-9A-Za-z]+_/, "Cs_", s); return s }
+            # (no regex interval: mawk, the awk of Debian, has none)
+            function bare(s, n) {
+                n = length(s)
+                if (n > 20 && substr(s, n - 19, 3) == "17h" && substr(s, n, 1) == "E") s = substr(s, 1, n - 20)
+                gsub(/Cs[0-9A-Za-z]+_/, "Cs_", s)
+                return s
+            }
             { defined[$0] = 1; by[bare($0)] = by[bare($0)] "\n" $0 }
             END {
                 while ((getline name < list) > 0) {
