@@ -18,14 +18,18 @@ list="$(dirname "${BASH_SOURCE[0]}")/startup-symbols.txt"
 real="${LINK_ORDERED_CC:-cc}"
 order="$(mktemp)"
 trap 'rm -f -- "$order"' EXIT
+# the objects, and the linker the driver will use (the last -fuse-ld wins; rustc's own: lld)
 objects=()
+linker=""
 for arg in "$@"; do
     [[ "$arg" == *.o && -f "$arg" ]] && objects+=("$arg")
+    [[ "$arg" == -fuse-ld=* ]] && linker="${arg#-fuse-ld=}"
 done
-if [[ -f "$list" && ${#objects[@]} -gt 0 ]]; then
+if [[ "$linker" == lld && -f "$list" && ${#objects[@]} -gt 0 ]]; then
     # the defined functions of the objects, then the list: each listed name as it is, or
-    # every function with its name but the hash
-    nm --defined-only -- "${objects[@]}" 2>/dev/null |
+    # every function with its name but the hashes. A failure here costs the order, never
+    # the link
+    if ! nm --defined-only -- "${objects[@]}" |
         awk '$2 ~ /^[tT]$/ { print $3 }' |
         awk -v list="$list" '
             # (no regex interval: mawk, the awk of Debian, has none)
@@ -44,17 +48,16 @@ if [[ -f "$list" && ${#objects[@]} -gt 0 ]]; then
                     if (b == name) print name # (C code of a static library: as it is)
                     else if ((b in by) && !(b in done)) { print substr(by[b], 2); done[b] = 1 }
                 }
-            }' >"$order"
+            }' >"$order"; then
+        echo "scripts/link-ordered.sh: no order for the link (reading the objects failed)" >&2
+        : >"$order"
+    fi
 fi
-# lld reads the order; another linker (rustc's own is lld: -fuse-ld=lld) links as it would
-uses_lld=0
-for arg in "$@"; do
-    [[ "$arg" == -fuse-ld=lld ]] && uses_lld=1
-done
-[[ "$(basename -- "$real")" == *lld* ]] && uses_lld=1
+# (-Xlinker: the file's path goes to lld whole, whatever it holds; -Wl would split it at a comma)
 status=0
-if [[ -s "$order" && $uses_lld -eq 1 ]]; then
-    "$real" "$@" -Wl,--symbol-ordering-file="$order" -Wl,--no-warn-symbol-ordering || status=$?
+if [[ -s "$order" ]]; then
+    "$real" "$@" -Xlinker --symbol-ordering-file -Xlinker "$order" \
+        -Xlinker --no-warn-symbol-ordering || status=$?
 else
     "$real" "$@" || status=$?
 fi

@@ -37,6 +37,13 @@ echo "== codex-mcp-bridge $VERSION ($MCP_NAME), profile $PROFILE"
 # `jemalloc`: the allocator the memory targets are measured with (benches/README.md). Linked by
 # scripts/link-ordered.sh: the code a start runs laid out together, so an idle server maps less
 # of the executable (only this binary: build scripts and dependencies build as they would)
+# (cargo does not see the list or the script: when either is newer than the binary, the
+# binary's own outputs go, so it is linked again)
+OUT="${CARGO_TARGET_DIR:-target}/$([[ "$PROFILE" == dev ]] && echo debug || echo "$PROFILE")"
+if [[ -e "$OUT/codex-mcp-bridge" && ( scripts/startup-symbols.txt -nt "$OUT/codex-mcp-bridge" ||
+    scripts/link-ordered.sh -nt "$OUT/codex-mcp-bridge" ) ]]; then
+    rm -f -- "$OUT/codex-mcp-bridge" "$OUT"/deps/codex_mcp_bridge-*
+fi
 cargo rustc --locked --profile "$PROFILE" --features jemalloc --bin codex-mcp-bridge -- \
     -C linker="$PWD/scripts/link-ordered.sh"
 # (cargo's dev profile builds into target/debug; PACKAGE_PROFILE=dev makes quick packages to try;

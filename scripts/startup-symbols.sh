@@ -15,6 +15,9 @@ BIN="$(realpath "${1:-target/release-lto/codex-mcp-bridge}")"
 for tool in valgrind nm node; do
     command -v "$tool" >/dev/null || { echo "scripts/startup-symbols.sh needs $tool" >&2; exit 1; }
 done
+CODEX="${CODEX_BIN:-$(command -v codex || true)}"
+[[ -x "$CODEX" ]] || { echo "scripts/startup-symbols.sh needs codex (CODEX_BIN or on PATH)" >&2; exit 1; }
+export LC_ALL=C
 work="$(mktemp -d)"
 trap 'rm -rf -- "$work"' EXIT
 mkdir -p "$work/home" "$work/codex-home"
@@ -24,7 +27,7 @@ mkdir -p "$work/home" "$work/codex-home"
 for owner in process daemon; do
     mkdir -p "$work/$owner"
     env -i PATH="$PATH" HOME="$work/home" CODEX_HOME="$work/codex-home" \
-        CODEX_BIN="${CODEX_BIN:-$(command -v codex)}" CODEX_BRIDGE_ROOTS="$work" \
+        CODEX_BIN="$CODEX" CODEX_BRIDGE_ROOTS="$work" \
         CODEX_BRIDGE_STORE="$work/$owner/store" CODEX_BRIDGE_OWNER="$owner" RUST_LOG=error \
         node -e '
 const { spawn } = require("child_process");
@@ -50,14 +53,23 @@ p.stdout.on("data", (d) => {
 send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18",
     capabilities: {}, clientInfo: { name: "startup-symbols", version: "1" } } });
 p.on("exit", (code) => process.exit(code === null ? 1 : code));
+setTimeout(() => { console.error("no answer within 120 s"); p.kill(); process.exit(1); }, 120000).unref();
 ' "$work/$owner/callgrind.%p.out" "$BIN" 2>"$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
     # the daemon exits once no client is connected: its profile is written then
     for _ in $(seq 300); do
         pgrep -f -- "--callgrind-out-file=$work/" >/dev/null || break
         sleep 0.2
     done
+    if pgrep -f -- "--callgrind-out-file=$work/" >/dev/null; then
+        echo "the $owner start's processes did not exit within 60 s" >&2
+        exit 1
+    fi
     runs=("$work/$owner"/callgrind.*.out)
-    [[ -f "${runs[0]}" ]] || { echo "no profile of the $owner start" >&2; exit 1; }
+    want=$([[ "$owner" == daemon ]] && echo 2 || echo 1)
+    [[ -f "${runs[0]}" && ${#runs[@]} -ge $want ]] || {
+        echo "the $owner start: ${#runs[@]} profiles, not $want" >&2
+        exit 1
+    }
     echo "$owner: ${#runs[@]} processes profiled"
 done
 # the functions callgrind names (fn= and cfn=, name on first use), those of the binary's code,

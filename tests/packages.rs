@@ -1053,6 +1053,11 @@ async fn the_packaged_binary_lays_out_the_code_a_start_runs_together() {
             (first, last, bytes) = (first.min(at), last.max(at + size), bytes + size);
         }
     }
+    assert!(
+        found > 0 && highest > lowest,
+        "none of scripts/startup-symbols.txt's functions is in the binary (or it has no symbols): \
+         scripts/startup-symbols.sh writes the list again"
+    );
     let (code, span) = ((highest - lowest) as f64 / 1e6, (last - first) as f64 / 1e6);
     eprintln!(
         "{found} of {} listed functions in the binary, {:.1} MB, within {span:.1} MB of its \

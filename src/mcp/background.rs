@@ -57,6 +57,12 @@ impl McpServer {
             return CallToolResponse::Complete(error_result(&e, None));
         }
         let host = self.host_key(context);
+        // whose the turn is: the handle and the questions (over HTTP, the HTTP session's)
+        let session = match &owner {
+            TaskOwner::Http(session) => session.as_deref(),
+            TaskOwner::Connection(_) => None,
+        };
+        let who = self.background_host(&client_name(context), session);
         let mut value = TurnResult {
             status: Some("running".into()),
             ..TurnResult::default()
@@ -72,12 +78,12 @@ impl McpServer {
             };
             let how = format!(r#"{{"sessionId": "{id}"}}"#);
             value.session_id = Some(id.clone());
-            (session_handle(&id, &host), how)
+            (session_handle(&id, &who), how)
         } else {
             let id = uuid::Uuid::new_v4().to_string();
             let how = format!(r#"{{"reviewId": "{id}"}}"#);
             value.review_id = Some(id.clone());
-            (review_handle(&id, &host), how)
+            (review_handle(&id, &who), how)
         };
         if name == "codex" && self.tasks.running_handle(&handle) {
             let id = value.session_id.as_deref().unwrap_or_default();
@@ -87,7 +93,7 @@ impl McpServer {
             return CallToolResponse::Complete(error_result(&e, None));
         }
         let waiters = self.tasks.waiters_of(&handle);
-        waiters.started_by(host.clone());
+        waiters.started_by(who);
         let start = TaskStart {
             owner,
             host,

@@ -91,6 +91,16 @@ impl McpServer {
         ))
     }
 
+    /// Whose a background turn is (its handle, who is asked its questions): its host's, as
+    /// [`McpServer::host_named`]; over HTTP, the HTTP session's (the session-less requests of
+    /// the 2026-07-28 protocol, which all hold the operator's token, are one).
+    pub(crate) fn background_host(&self, client_name: &str, http_session: Option<&str>) -> HostKey {
+        match self.scope {
+            Scope::Http => Some(format!("\nhttp\n{}", http_session.unwrap_or_default())),
+            Scope::Connection(_) => self.host_named(client_name),
+        }
+    }
+
     /// A task's time-to-live. rmcp counts it from creation and aborts a task still running when
     /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
     /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.
@@ -150,6 +160,8 @@ pub(crate) struct CallCtx {
     /// The name the caller's client gives itself (how its host is recognised, with its
     /// context).
     pub client_name: String,
+    /// The HTTP session the call came in (over HTTP).
+    pub http_session: Option<String>,
 }
 
 /// The name the client of a request gives itself (`clientInfo.name`), or none.
@@ -179,6 +191,7 @@ impl CallCtx {
             roots: roots_peer(ctx),
             ask: elicit::Channel::of_request(ctx),
             client_name: client_name(ctx),
+            http_session: crate::mcp::owner::http_session(ctx),
         }
     }
 }

@@ -154,6 +154,10 @@ impl McpServer {
             waiters,
             client_name,
         } = start;
+        let http_session = match &owner {
+            TaskOwner::Http(session) => session.clone(),
+            TaskOwner::Connection(_) => None,
+        };
         let task = self.tasks.manager.spawn(options, move |task| {
             Box::pin(tracing::Instrument::instrument(
                 async move {
@@ -184,6 +188,7 @@ impl McpServer {
                             }),
                         },
                         client_name,
+                        http_session,
                     };
                     let result = this.dispatch(&name, args, &ctx).await;
                     watcher.abort();

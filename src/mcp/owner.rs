@@ -34,13 +34,16 @@ impl Scope {
     pub(super) fn owner(self, ctx: &RequestContext<RoleServer>) -> TaskOwner {
         match self {
             Scope::Connection(n) => TaskOwner::Connection(n),
-            Scope::Http => TaskOwner::Http(
-                ctx.extensions
-                    .get::<axum::http::request::Parts>()
-                    .and_then(|p| p.headers.get("mcp-session-id"))
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned),
-            ),
+            Scope::Http => TaskOwner::Http(http_session(ctx)),
         }
     }
+}
+
+/// The HTTP session (`Mcp-Session-Id`) a request came in, if it came over HTTP in one.
+pub(super) fn http_session(ctx: &RequestContext<RoleServer>) -> Option<String> {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }

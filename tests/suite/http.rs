@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::mcp::{Protocol, connect_with, server_bin, server_env, structured, text};
-use crate::support::{MockApi, TestEnv};
+use crate::support::{MockApi, Reply, TestEnv};
 
 const TOKEN: &str = "test-http-token-0123456789abcdefghijklmnop";
 
@@ -195,6 +195,55 @@ async fn http_clients_need_the_token_and_share_the_sessions() {
     ] {
         assert!(err.to_string().contains("unknown task"), "{err}");
     }
+    // so is a background turn: another HTTP session can neither wait on it nor stop it
+    mock.push_for_user_text(
+        "in the background over http",
+        Reply::message("background over http").with_delay(Duration::from_secs(2)),
+    );
+    let call = |c: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+                tool: &str,
+                args: Value| {
+        let params = CallToolRequestParams::new(tool.to_owned())
+            .with_arguments(args.as_object().cloned().unwrap());
+        let peer = c.peer().clone();
+        async move {
+            match peer.call_tool_once(params).await.unwrap() {
+                CallToolResponse::Complete(r) => r,
+                other => panic!("expected a result: {other:?}"),
+            }
+        }
+    };
+    let started = call(
+        &client,
+        "codex",
+        json!({"prompt": "in the background over http", "sessionId": "bg-http",
+               "background": true, "workingDirectory": env.work()}),
+    )
+    .await;
+    assert_eq!(
+        structured(&started)["status"],
+        "running",
+        "{}",
+        text(&started)
+    );
+    for tool in ["wait", "stop"] {
+        let r = call(&snooper, tool, json!({"sessionId": "bg-http"})).await;
+        assert_eq!(r.is_error, Some(true), "{tool}: {}", text(&r));
+        assert!(text(&r).contains("`sessionId`"), "{tool}: {}", text(&r));
+    }
+    let done = loop {
+        let r = call(
+            &client,
+            "wait",
+            json!({"sessionId": "bg-http", "waitSeconds": 5}),
+        )
+        .await;
+        if structured(&r)["status"] != "running" {
+            break r;
+        }
+    };
+    assert_eq!(structured(&done)["status"], "completed", "{}", text(&done));
+    assert_eq!(structured(&done)["response"], "background over http");
     let _ = snooper.cancel().await;
     // the stdio client of the same process sees the session
     let got = stdio

@@ -404,6 +404,8 @@ async fn stop_ends_a_background_review_and_a_background_turn() {
     assert_eq!(structured(&w)["status"], "running", "{}", text(&w));
     assert!(!codex_under(owner).is_empty(), "the review runs codex");
     let r = s.call("stop", json!({"reviewId": review})).await;
+    // what was asked for: not an error
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
     assert_eq!(structured(&r)["status"], "cancelled", "{}", text(&r));
     assert_eq!(structured(&r)["reviewId"], review.as_str());
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -423,6 +425,7 @@ async fn stop_ends_a_background_review_and_a_background_turn() {
     assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
     model_asked(&mock, 2).await;
     let r = s.call("stop", json!({"sessionId": "stopped"})).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
     assert_eq!(structured(&r)["status"], "cancelled", "{}", text(&r));
     let r = s
         .call(

@@ -2,13 +2,13 @@
 //! it ended. Its arguments ([`StopParams`]), its table entry (`TOOL`) and its handler; its
 //! result is a turn's ([`TurnResult`]), as `wait`'s.
 
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, JsonObject, TaskPayload};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::wait::{answer_of, handle_of};
 use crate::error::Result;
-use crate::mcp::answer::{error_result, parse_args};
+use crate::mcp::answer::{error_result, ok_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
@@ -22,8 +22,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "stop",
     title: "Stop a background turn",
     description: "Stop a turn started with `background: true` (`codex`: its sessionId; \
-                  `review`: its reviewId) and return how it ended: `cancelled`, or its \
-                  result when it ended first. A stopped `codex` turn leaves its session \
+                  `review`: its reviewId) and return how it ended: `status: cancelled`, or \
+                  its result when it ended first. A stopped `codex` turn leaves its session \
                   to go on with (closeSession forgets the session).",
     // it ends work under way: destructive, as closeSession
     hints: [false, true, true, false],
@@ -55,15 +55,24 @@ impl McpServer {
 
     async fn stop_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
         let p: StopParams = parse_args(args)?;
-        let host = self.host_named(&ctx.client_name);
-        let (handle, value) = handle_of(&p.session_id, &p.review_id, &host)?;
+        let host = self.background_host(&ctx.client_name, ctx.http_session.as_deref());
+        let (handle, mut value) = handle_of(&p.session_id, &p.review_id, &host)?;
         let id = self.background_task(&handle, p.session_id.is_some())?;
         // as `tasks/cancel`: the turn is cancelled and its processes end. A turn that already
         // ended (here or with an earlier process) is only read back
         let _ = self.tasks.manager.cancel_task(&id);
+        // (not a waiter: a question the turn raises before it stops is not asked here)
         let task = self
-            .until_end(&handle, &id, STOP_WAIT_SECONDS, ctx, host)
+            .until_end((&handle, &id), STOP_WAIT_SECONDS, ctx, host, false)
             .await?;
+        if matches!(task.payload, TaskPayload::Cancelled) {
+            // what was asked for: not an error
+            value.status = Some("cancelled".into());
+            return Ok(ok_result(
+                "The background turn was stopped (status: cancelled).".into(),
+                value,
+            ));
+        }
         Ok(answer_of(task, value))
     }
 }

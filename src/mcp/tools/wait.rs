@@ -113,10 +113,12 @@ impl McpServer {
                 ));
             }
         };
-        let host = self.host_named(&ctx.client_name);
+        let host = self.background_host(&ctx.client_name, ctx.http_session.as_deref());
         let (handle, value) = handle_of(&p.session_id, &p.review_id, &host)?;
         let id = self.background_task(&handle, p.session_id.is_some())?;
-        let task = self.until_end(&handle, &id, seconds, ctx, host).await?;
+        let task = self
+            .until_end((&handle, &id), seconds, ctx, host, true)
+            .await?;
         Ok(answer_of(task, value))
     }
 
@@ -134,19 +136,19 @@ impl McpServer {
     }
 
     /// Task `id` (of background `handle`) once it ended, or after `seconds`; its status
-    /// messages go out as progress meanwhile, and this call is among its waiters (its
-    /// questions come here).
+    /// messages go out as progress meanwhile, and when `asked` this call is among its waiters
+    /// (its questions come here).
     pub(super) async fn until_end(
         &self,
-        handle: &str,
-        id: &str,
+        (handle, id): (&str, &str),
         seconds: u64,
         ctx: &CallCtx,
         host: Option<String>,
+        asked: bool,
     ) -> Result<DetailedTask> {
         let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let waiters = self.tasks.waiters_of(handle);
-        let waiting = waiters.attach(ctx.ask.clone(), host);
+        let waiting = waiters.attach(ctx.ask.clone().filter(|_| asked), host);
         let until = Instant::now() + Duration::from_secs(seconds);
         let mut said: Option<String> = None;
         let task = loop {
