@@ -58,11 +58,7 @@ impl McpServer {
         }
         let host = self.host_key(context);
         // whose the turn is: the handle and the questions (over HTTP, the HTTP session's)
-        let session = match &owner {
-            TaskOwner::Http(session) => session.as_deref(),
-            TaskOwner::Connection(_) => None,
-        };
-        let who = self.background_host(&client_name(context), session);
+        let who = self.background_host(&client_name(context), owner.http_session());
         let mut value = TurnResult {
             status: Some("running".into()),
             ..TurnResult::default()

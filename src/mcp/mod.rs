@@ -154,10 +154,7 @@ impl McpServer {
             waiters,
             client_name,
         } = start;
-        let http_session = match &owner {
-            TaskOwner::Http(session) => session.clone(),
-            TaskOwner::Connection(_) => None,
-        };
+        let http_session = owner.http_session().map(str::to_owned);
         let task = self.tasks.manager.spawn(options, move |task| {
             Box::pin(tracing::Instrument::instrument(
                 async move {

@@ -23,6 +23,16 @@ pub(crate) enum TaskOwner {
     Http(Option<String>),
 }
 
+impl TaskOwner {
+    /// The HTTP session of an HTTP owner.
+    pub(super) fn http_session(&self) -> Option<&str> {
+        match self {
+            TaskOwner::Http(session) => session.as_deref(),
+            TaskOwner::Connection(_) => None,
+        }
+    }
+}
+
 impl Scope {
     /// A new connection's scope.
     pub(super) fn connection() -> Scope {

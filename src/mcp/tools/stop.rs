@@ -6,7 +6,7 @@ use rmcp::model::{CallToolResult, JsonObject, TaskPayload};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::wait::{answer_of, handle_of};
+use super::wait::answer_of;
 use crate::error::Result;
 use crate::mcp::answer::{error_result, ok_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
@@ -55,16 +55,15 @@ impl McpServer {
 
     async fn stop_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
         let p: StopParams = parse_args(args)?;
-        let host = self.background_host(&ctx.client_name, ctx.http_session.as_deref());
-        let (handle, mut value) = handle_of(&p.session_id, &p.review_id, &host)?;
-        let id = self.background_task(&handle, p.session_id.is_some())?;
+        let named = self.named_turn(&p.session_id, &p.review_id, ctx)?;
         // as `tasks/cancel`: the turn is cancelled and its processes end. A turn that already
         // ended (here or with an earlier process) is only read back
-        let _ = self.tasks.manager.cancel_task(&id);
+        let _ = self.tasks.manager.cancel_task(&named.id);
         // (not a waiter: a question the turn raises before it stops is not asked here)
         let task = self
-            .until_end((&handle, &id), STOP_WAIT_SECONDS, ctx, host, false)
+            .until_end(&named, STOP_WAIT_SECONDS, ctx, false)
             .await?;
+        let mut value = named.value;
         if matches!(task.payload, TaskPayload::Cancelled) {
             // what was asked for: not an error
             value.status = Some("cancelled".into());

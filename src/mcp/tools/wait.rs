@@ -55,9 +55,20 @@ pub struct WaitParams {
     pub wait_seconds: Option<u64>,
 }
 
+/// A background turn a `wait` or `stop` names, found among its host's.
+pub(super) struct NamedTurn {
+    /// Whose it is (the caller's host).
+    host: Option<String>,
+    handle: String,
+    /// Its task.
+    pub(super) id: String,
+    /// What the answer carries of it (its `sessionId` or `reviewId`).
+    pub(super) value: TurnResult,
+}
+
 /// The handle a `wait` or `stop` of a client of `host` names (`sessionId` or `reviewId`),
 /// checked, with the result it answers with.
-pub(super) fn handle_of(
+fn handle_of(
     session_id: &Option<String>,
     review_id: &Option<String>,
     host: &Option<String>,
@@ -113,42 +124,55 @@ impl McpServer {
                 ));
             }
         };
-        let host = self.background_host(&ctx.client_name, ctx.http_session.as_deref());
-        let (handle, value) = handle_of(&p.session_id, &p.review_id, &host)?;
-        let id = self.background_task(&handle, p.session_id.is_some())?;
-        let task = self
-            .until_end((&handle, &id), seconds, ctx, host, true)
-            .await?;
-        Ok(answer_of(task, value))
+        let named = self.named_turn(&p.session_id, &p.review_id, ctx)?;
+        let task = self.until_end(&named, seconds, ctx, true).await?;
+        Ok(answer_of(task, named.value))
     }
 
-    /// The task of background `handle`, known to this client's host (named by `sessionId`
-    /// when `by_session`, else by `reviewId`).
-    pub(super) fn background_task(&self, handle: &str, by_session: bool) -> Result<String> {
-        self.tasks.of_handle(handle).ok_or_else(|| {
+    /// The background turn a `wait` or `stop` of `ctx`'s client names (`sessionId` or
+    /// `reviewId`), checked, among those of the client's host.
+    pub(super) fn named_turn(
+        &self,
+        session_id: &Option<String>,
+        review_id: &Option<String>,
+        ctx: &CallCtx,
+    ) -> Result<NamedTurn> {
+        let host = self.background_host(&ctx.client_name, ctx.http_session.as_deref());
+        let (handle, value) = handle_of(session_id, review_id, &host)?;
+        let id = self.tasks.of_handle(&handle).ok_or_else(|| {
             Error::invalid(
-                if by_session { "sessionId" } else { "reviewId" },
+                if session_id.is_some() {
+                    "sessionId"
+                } else {
+                    "reviewId"
+                },
                 "no background turn of it is known to this client: none was started with \
                  `background: true` by this host (its client name, CODEX_HOME and roots), or its \
                  record expired (getSession shows a session's last turn)",
             )
+        })?;
+        Ok(NamedTurn {
+            host,
+            handle,
+            id,
+            value,
         })
     }
 
-    /// Task `id` (of background `handle`) once it ended, or after `seconds`; its status
-    /// messages go out as progress meanwhile, and when `asked` this call is among its waiters
-    /// (its questions come here).
+    /// The task of `turn` once it ended, or after `seconds`; its status messages go out as
+    /// progress meanwhile, and when `asked` this call is among its waiters (its questions come
+    /// here).
     pub(super) async fn until_end(
         &self,
-        (handle, id): (&str, &str),
+        turn: &NamedTurn,
         seconds: u64,
         ctx: &CallCtx,
-        host: Option<String>,
         asked: bool,
     ) -> Result<DetailedTask> {
+        let (handle, id) = (turn.handle.as_str(), turn.id.as_str());
         let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let waiters = self.tasks.waiters_of(handle);
-        let waiting = waiters.attach(ctx.ask.clone().filter(|_| asked), host);
+        let waiting = waiters.attach(ctx.ask.clone().filter(|_| asked), turn.host.clone());
         let until = Instant::now() + Duration::from_secs(seconds);
         let mut said: Option<String> = None;
         let task = loop {
