@@ -1,12 +1,18 @@
 //! Logs: tracing to stderr only (stdout is the MCP channel), `RUST_LOG`-style filtering, text
-//! or JSON lines, and every line redacted before it is written.
+//! or JSON lines, and every line redacted before it is written: by the process-wide redactor
+//! and by the literal secrets of every client connection open now ([`hold_secrets`]).
+//!
+//! Whatever `RUST_LOG` says, other crates log at `info` at most and rmcp at `warn` ([`capped`]):
+//! their debug lines dump whole protocol messages (a tool call's arguments, a question's URL),
+//! which carry what a host sent, and an owner daemon knows a host's secret values only while
+//! its connection is open.
 
 use std::io::Write;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::security::redact::redact;
+use crate::security::redact::{ClientSecrets, redact};
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -39,7 +45,9 @@ impl Drop for EventBuf {
             return;
         }
         let text = String::from_utf8_lossy(&self.0);
-        let text = hide_page_ids(&redact(&text)).into_owned();
+        let text = redact(&text);
+        let text = redact_held(&text);
+        let text = hide_page_ids(&text).into_owned();
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
@@ -67,24 +75,121 @@ impl<'a> MakeWriter<'a> for RedactingStderr {
 /// lines are debug dumps of whole protocol messages).
 pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
 
-/// Install the global subscriber (once). `RUST_LOG` filters; the default is
+/// This crate's target prefix: only its own lines may be logged below `info`.
+const OWN_TARGET: &str = "codex_mcp_bridge";
+
+/// Whether an event or span of `target` at `level` may be logged at all, whatever `RUST_LOG`
+/// says: this crate's at any level; rmcp's at `warn` and above (its `info` and `debug` lines
+/// carry whole JSON-RPC messages: tool arguments, prompts, elicitations and their URLs); every
+/// other crate's at `info` and above (their `debug` and `trace` lines carry the bytes they move:
+/// HTTP headers and bodies).
+pub fn capped(target: &str, level: &tracing::Level) -> bool {
+    let own = target == OWN_TARGET || target.starts_with("codex_mcp_bridge::");
+    if own {
+        return true;
+    }
+    let rmcp = target == "rmcp" || target.starts_with("rmcp::");
+    let most = if rmcp {
+        tracing::Level::WARN
+    } else {
+        tracing::Level::INFO
+    };
+    // tracing orders levels by verbosity: ERROR < WARN < INFO < DEBUG < TRACE
+    *level <= most
+}
+
+/// Install the global subscriber (once). `RUST_LOG` filters within [`capped`]; the default is
 /// [`DEFAULT_FILTER`].
 pub fn init(format: LogFormat) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let cap = tracing_subscriber::filter::filter_fn(|m| capped(m.target(), m.level()));
+    let registry = tracing_subscriber::registry().with(filter).with(cap);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(RedactingStderr)
         .with_ansi(false);
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => registry.with(fmt).try_init(),
+        LogFormat::Json => registry.with(fmt.json()).try_init(),
     };
+}
+
+/// The literal secrets of the client connections open now, by connection.
+static HELD: std::sync::RwLock<Vec<(u64, std::sync::Arc<ClientSecrets>)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// A connection's literal secrets, redacted from every log line while it is held (the
+/// connection is open); dropped, they are gone from this process.
+pub struct HeldSecrets(u64);
+
+/// Redact `secrets` (a client connection's, from its hello) from every log line until the
+/// guard is dropped. The owner daemon's own redactor holds no host's secret (it may outlive
+/// the host); this is how a host's values stay out of its log while the host is connected.
+pub fn hold_secrets(secrets: &ClientSecrets) -> Option<HeldSecrets> {
+    if secrets.is_empty() {
+        return None;
+    }
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut held = HELD.write().unwrap_or_else(|e| e.into_inner());
+    held.push((n, std::sync::Arc::new(secrets.clone())));
+    Some(HeldSecrets(n))
+}
+
+impl Drop for HeldSecrets {
+    fn drop(&mut self) {
+        let mut held = HELD.write().unwrap_or_else(|e| e.into_inner());
+        held.retain(|(n, _)| *n != self.0);
+    }
+}
+
+/// `text` without the literal secrets of any connection held now.
+fn redact_held(text: &str) -> std::borrow::Cow<'_, str> {
+    let held = HELD.read().unwrap_or_else(|e| e.into_inner());
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for (_, secrets) in held.iter() {
+        if let std::borrow::Cow::Owned(clean) = secrets.redact_literals(&out) {
+            out = std::borrow::Cow::Owned(clean);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Other crates' debug lines (rmcp's dump whole messages) never pass, whatever `RUST_LOG`
+    /// enables; this crate's do.
+    #[test]
+    fn only_this_crates_lines_are_logged_below_info() {
+        use tracing::Level;
+        assert!(capped("codex_mcp_bridge::hub::owner", &Level::TRACE));
+        assert!(capped("codex_mcp_bridge", &Level::DEBUG));
+        assert!(!capped("rmcp::service", &Level::DEBUG));
+        assert!(!capped("rmcp::service", &Level::INFO));
+        assert!(capped("rmcp::service", &Level::WARN));
+        assert!(!capped("rmcp", &Level::TRACE));
+        assert!(!capped("hyper::proto", &Level::DEBUG));
+        assert!(!capped("codex_mcp_bridgeX", &Level::DEBUG));
+        assert!(capped("hyper::proto", &Level::INFO));
+        assert!(capped("sled", &Level::ERROR));
+    }
+
+    /// A connection's literal secrets are redacted from log lines while it is held, and only
+    /// then.
+    #[test]
+    fn a_held_connections_secrets_leave_no_log_line() {
+        let (secrets, _) = ClientSecrets::bounded(["held-secret-value-0451"]);
+        let line = "prompt: echo held-secret-value-0451";
+        assert_eq!(redact_held(line), line);
+        let guard = hold_secrets(&secrets).expect("held");
+        assert_eq!(redact_held(line), "prompt: echo [REDACTED]");
+        drop(guard);
+        assert_eq!(redact_held(line), line);
+    }
 
     #[test]
     fn a_page_address_is_logged_without_its_id() {

@@ -45,7 +45,18 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let allow_danger = settings.allow_danger.unwrap_or(false);
-    let (server, owned) = match start(settings, vars, &shutdown).await {
+    let server = match prepare(settings, vars) {
+        Ok(server) => server,
+        Err(e) => return serve_unstarted(&e, allow_danger, io, &shutdown).await,
+    };
+    if server.daemon.is_some() {
+        let served = server
+            .serve_through_daemon(io, allow_danger, &shutdown)
+            .await;
+        server.shutdown().await;
+        return served;
+    }
+    let (server, owned) = match start(server, &shutdown).await {
         Ok(Some(started)) => started,
         Ok(None) => return Ok(()),
         Err(e) => return serve_unstarted(&e, allow_danger, io, &shutdown).await,
@@ -66,15 +77,8 @@ enum Elected {
     Relay(Connection),
 }
 
-/// Check the settings, then elect the store's owner or join it; as the owner, start the
-/// actors. Nothing is started before the settings and the store directory pass; a failure
-/// after the actors started shuts them down again, so that a process that did not start holds
-/// nothing (neither the store nor its socket). `None`: `shutdown` came during the election.
-async fn start(
-    settings: Settings,
-    vars: Vec<(String, String)>,
-    shutdown: &CancellationToken,
-) -> Result<Option<(Server, Elected)>> {
+/// Check the settings: the server they make, nothing started yet.
+fn prepare(settings: Settings, vars: Vec<(String, String)>) -> Result<Server> {
     let start_dir = std::env::current_dir().map_err(HubError::StartDir)?;
     let config = Config::from_settings(&settings, &start_dir, &vars)?;
     if let Err(missing) = crate::cli::locate_codex(&settings, &vars) {
@@ -100,6 +104,14 @@ async fn start(
         vars: vars.into(),
         daemon: daemon.map(Arc::from),
     };
+    Ok(server)
+}
+
+/// Elect the store's owner or join it (`--owner process`); as the owner, start the actors.
+/// Nothing is started before the settings and the store directory pass; a failure after the
+/// actors started shuts them down again, so that a process that did not start holds nothing
+/// (neither the store nor its socket). `None`: `shutdown` came during the election.
+async fn start(server: Server, shutdown: &CancellationToken) -> Result<Option<(Server, Elected)>> {
     let role = tokio::select! {
         role = server.elect() => role?,
         _ = shutdown.cancelled() => return Ok(None),
@@ -228,6 +240,27 @@ where
     Err(HubError::NotStarted(words))
 }
 
+/// A server that did not start, served in this process for a relay whose client was greeted
+/// already: the upstream, and the problem's words (logged here once).
+fn unstarted_upstream(e: &HubError, allow_danger: bool) -> (Upstream, String) {
+    let problem = crate::cli::startup::startup_problem(e);
+    let words = problem.words();
+    tracing::error!(
+        "{words} (answering the MCP client with this until it disconnects; `codex-mcp-bridge \
+         doctor` checks the whole setup)"
+    );
+    let (ours, theirs) = tokio::io::duplex(1024 * 1024);
+    let (r, w) = tokio::io::split(theirs);
+    let unstarted = Unstarted::new(words.as_str(), problem.kind, allow_danger);
+    tokio::spawn(async move {
+        if let Ok(service) = unstarted.serve(framing::guard(r, w)).await {
+            let _ = service.waiting().await;
+        }
+    });
+    let (r, w) = tokio::io::split(ours);
+    (Upstream::new(r, w, std::process::id()), words)
+}
+
 /// The hello this process sends an owner: its settings, allowlisted environment and secrets.
 fn hello(settings: Settings, vars: &[(String, String)], start_dir: PathBuf) -> Hello {
     Hello {
@@ -313,6 +346,59 @@ impl Server {
         }
     }
 
+    /// `--owner daemon`: relay the client on `io` to the owner daemon (started when none
+    /// answers) from the first moment: its `initialize` is answered at once while the daemon
+    /// comes up ([`relay::run`]). The daemon that cannot start leaves this process the owner (an
+    /// in-process service the relay speaks to), and a store that cannot be joined a server that
+    /// did not start ([`Unstarted`], its problem this function's error), each given the
+    /// handshake as any next owner is.
+    async fn serve_through_daemon<R, W>(
+        &self,
+        io: (R, W),
+        allow_danger: bool,
+        shutdown: &CancellationToken,
+    ) -> Result<()>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let problem: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let first: relay::FirstUpstream = {
+            let (server, problem) = (self.clone(), problem.clone());
+            Box::pin(async move {
+                let started = match server.elect().await {
+                    Ok(Role::Client(conn)) => {
+                        tracing::info!(
+                            store = %server.store_dir.display(),
+                            owner = conn.owner_pid,
+                            "relaying this client to the store's owner"
+                        );
+                        return Ok(Upstream::new(conn.reader, conn.writer, conn.owner_pid));
+                    }
+                    Ok(Role::Owner(store)) => server.take_over(store).await,
+                    Err(e) => Err(e),
+                };
+                started.or_else(|e| {
+                    let (up, words) = unstarted_upstream(&e, allow_danger);
+                    *problem.lock().unwrap_or_else(|p| p.into_inner()) = Some(words);
+                    Ok(up)
+                })
+            })
+        };
+        tokio::select! {
+            r = relay::run(io.0, io.1, first, self.reconnector()) => {
+                r?;
+                self.client_left().await;
+            }
+            _ = shutdown.cancelled() => {}
+        }
+        let problem = problem.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match problem {
+            Some(words) => Err(HubError::NotStarted(words)),
+            None => Ok(()),
+        }
+    }
+
     /// Own the store (its actors started) and serve the client on `io` until it leaves or
     /// `shutdown`.
     async fn serve_owner<R, W>(
@@ -327,7 +413,8 @@ impl Server {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let mcp = McpServer::new(bridge).with_tasks(tasks);
-        let serving = mcp.clone().serve(framing::guard(io.0, io.1));
+        let framed = framing::guard_until(io.0, io.1, mcp.input_ended());
+        let serving = mcp.clone().serve(framed);
         // waiting for `initialize`: a person at a terminal may press Ctrl-D or Ctrl-C
         let service = tokio::select! {
             s = serving => match s {
@@ -369,7 +456,7 @@ impl Server {
             "another process owns the store: relaying this client to it"
         );
         let first = Upstream::new(conn.reader, conn.writer, conn.owner_pid);
-        let relay = relay::run(io.0, io.1, first, self.reconnector());
+        let relay = relay::run(io.0, io.1, relay::ready(first), self.reconnector());
         tokio::select! {
             r = relay => {
                 r?;
@@ -443,7 +530,7 @@ impl Server {
     /// Become the owner after the old one went: the relay's next upstream is a service of
     /// this process's own, which waits for the relay's replayed `initialize`.
     async fn take_over(&self, store: Store) -> Result<Upstream> {
-        tracing::warn!("the owner of the store went away: this process takes it over");
+        tracing::warn!("no other process owns the store: this process takes it over");
         let (bridge, tasks) = self.become_owner(store).await?;
         let (ours, theirs) = tokio::io::duplex(1024 * 1024);
         let (r, w) = tokio::io::split(theirs);
@@ -452,9 +539,9 @@ impl Server {
             o.in_process = Some(stop.clone().drop_guard());
         }
         tokio::spawn(async move {
-            let serving = McpServer::new(bridge)
-                .with_tasks(tasks)
-                .serve(framing::guard(r, w));
+            let mcp = McpServer::new(bridge).with_tasks(tasks);
+            let framed = framing::guard_until(r, w, mcp.input_ended());
+            let serving = mcp.serve(framed);
             let service = tokio::select! {
                 s = serving => s,
                 _ = stop.cancelled() => return,

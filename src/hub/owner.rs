@@ -223,11 +223,11 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
         .write_all(format!("{welcome}\n").as_bytes())
         .await
         .map_err(HubError::ClientGone)?;
+    // the host's literal secrets stay out of this process's log while it is connected
+    let _held = crate::logging::hold_secrets(&client.secrets);
     let server = McpServer::for_client(bridge, Arc::new(client)).with_tasks(tasks);
-    let served = server
-        .clone()
-        .serve(crate::mcp::framing::guard(reader, write))
-        .await;
+    let framed = crate::mcp::framing::guard_until(reader, write, server.input_ended());
+    let served = server.clone().serve(framed).await;
     match served {
         Ok(service) => {
             let _ = service.waiting().await;

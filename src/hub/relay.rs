@@ -104,19 +104,45 @@ enum Ended {
     Upstream,
 }
 
+/// The first upstream, still being found (the owner daemon starting, say).
+pub type FirstUpstream = Pin<Box<dyn Future<Output = Result<Upstream>> + Send>>;
+
+/// An upstream found already.
+pub fn ready(up: Upstream) -> FirstUpstream {
+    Box::pin(async move { Ok(up) })
+}
+
 /// Relay `input`/`output` (the process's stdin and stdout) to `first`, then to whatever
-/// `reconnect` finds each time an upstream closes. Returns when the client closes its input;
-/// fails when no upstream can be found.
-pub async fn run<I, O>(input: I, output: O, first: Upstream, mut reconnect: Reconnect) -> Result<()>
+/// `reconnect` finds each time an upstream closes. While `first` is still being found, the
+/// client's `initialize` is answered here ([`greeting`]) and its other lines wait; the owner
+/// gets the handshake replayed. Returns when the client closed its input and every call it
+/// sent was answered; fails when no upstream can be found.
+pub async fn run<I, O>(
+    input: I,
+    output: O,
+    first: FirstUpstream,
+    mut reconnect: Reconnect,
+) -> Result<()>
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut from_client = spawn_lines(input, true);
+    let from_client = spawn_lines(input, true);
     let mut output = output;
     let mut handshake: Vec<Vec<u8>> = Vec::new();
     let mut pending: HashSet<String> = HashSet::new();
-    let mut up = first;
+    let (first, waited) = until_first(first, from_client, &mut output, &mut handshake).await;
+    let mut from_client = waited;
+    let mut up = first?;
+    if !handshake.is_empty() {
+        // the client was greeted here: the owner gets its handshake, its answer swallowed
+        let replayed =
+            tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut up, &handshake)).await;
+        if !matches!(replayed, Ok(Ok(()))) {
+            tracing::warn!("the owner went away during the handshake");
+            up = next_upstream(&mut reconnect, &handshake, &mut pending, &mut output).await?;
+        }
+    }
     loop {
         tracing::debug!(owner = up.owner_pid, "relaying to the owner");
         let ended = pump(
@@ -128,7 +154,7 @@ where
         )
         .await;
         if let Ended::Client = ended {
-            let _ = up.writer.shutdown().await;
+            drain(&mut output, &mut up, &mut pending).await;
             return Ok(());
         }
         tracing::warn!(
@@ -136,41 +162,174 @@ where
             lost = pending.len(),
             "the owner of the store went away; finding the next one"
         );
-        // an `initialize` not answered yet ran nothing: it goes to the next owner as it is (its
-        // answer reaching the client), never answered as a lost call
-        let unanswered = unanswered_initialize(&handshake, &pending);
-        for id in pending.drain() {
-            if unanswered.as_ref().is_some_and(|(i, _)| *i == id) {
-                continue;
-            }
-            write_line(&mut output, lost_call(&id).as_bytes()).await;
-        }
-        up = loop {
-            let mut next = reconnect().await?;
-            if let Some((id, line)) = &unanswered {
-                if send_line(&mut next, line).await {
-                    pending.insert(id.clone());
-                    break next;
-                }
-                tracing::warn!("the next owner went away before the client's handshake reached it");
-                continue;
-            }
-            let replayed =
-                tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut next, &handshake))
-                    .await
-                    .unwrap_or_else(|_| Err(HubError::HandoverFailed("did not answer in time")));
-            match replayed {
-                Ok(()) => break next,
-                // that owner went too: elect again
-                Err(e) => {
-                    tracing::warn!(error = %e, "the next owner went away during the handshake")
-                }
-            }
-        };
+        up = next_upstream(&mut reconnect, &handshake, &mut pending, &mut output).await?;
         tracing::info!(
             owner = up.owner_pid,
             "carried the client over to the new owner"
         );
+    }
+}
+
+/// Until `first` is found: the client's first line, when it is `initialize`, is answered here
+/// and kept as the handshake; every other line waits, in order (an over-long one is answered at
+/// once, as [`pump`] answers it). Returns the upstream and the client's lines from the first
+/// one that waited on.
+async fn until_first<O: AsyncWrite + Unpin>(
+    mut first: FirstUpstream,
+    mut from_client: mpsc::Receiver<Line>,
+    output: &mut O,
+    handshake: &mut Vec<Vec<u8>>,
+) -> (Result<Upstream>, mpsc::Receiver<Line>) {
+    let mut waiting: Vec<Line> = Vec::new();
+    let mut client_open = true;
+    let up = loop {
+        tokio::select! {
+            biased;
+            up = &mut first => break up,
+            line = from_client.recv(), if client_open => match line {
+                None => client_open = false,
+                Some(Line::TooLong(head)) => {
+                    if let Some(answer) = framing::answer_for_too_long_request(&head) {
+                        write_line(output, answer.as_bytes()).await;
+                    }
+                }
+                Some(Line::Whole(line)) => {
+                    let is_init =
+                        probe(&line).is_some_and(|p| p.method.as_deref() == Some("initialize"));
+                    let greeted = if is_init && waiting.is_empty() && handshake.is_empty() {
+                        crate::mcp::greeting::answer_initialize(&line).await
+                    } else {
+                        None
+                    };
+                    match greeted {
+                        Some(answer) => {
+                            tracing::debug!("answered the client's initialize while the owner starts");
+                            write_line(output, &answer).await;
+                            handshake.push(line);
+                        }
+                        None => waiting.push(Line::Whole(line)),
+                    }
+                }
+            },
+        }
+    };
+    if waiting.is_empty() && client_open {
+        return (up, from_client);
+    }
+    // the lines that waited first, then the rest as they come
+    let (tx, rx) = mpsc::channel::<Line>(64);
+    tokio::spawn(async move {
+        for line in waiting {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        while client_open && let Some(line) = from_client.recv().await {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+    });
+    (up, rx)
+}
+
+/// After an upstream closed: every call in flight through it is answered as lost (but an
+/// `initialize` it had not answered, which ran nothing: that goes to the next owner as it is,
+/// its answer reaching the client), and the next upstream is found and given the handshake.
+async fn next_upstream<O: AsyncWrite + Unpin>(
+    reconnect: &mut Reconnect,
+    handshake: &[Vec<u8>],
+    pending: &mut HashSet<String>,
+    output: &mut O,
+) -> Result<Upstream> {
+    let unanswered = unanswered_initialize(handshake, pending);
+    for id in pending.drain() {
+        if unanswered.as_ref().is_some_and(|(i, _)| *i == id) {
+            continue;
+        }
+        write_line(output, lost_call(&id).as_bytes()).await;
+    }
+    loop {
+        let mut next = reconnect().await?;
+        if let Some((id, line)) = &unanswered {
+            if send_line(&mut next, line).await {
+                pending.insert(id.clone());
+                return Ok(next);
+            }
+            tracing::warn!("the next owner went away before the client's handshake reached it");
+            continue;
+        }
+        let replayed =
+            tokio::time::timeout(crate::hub::HELLO_TIMEOUT, replay(&mut next, handshake))
+                .await
+                .unwrap_or_else(|_| Err(HubError::HandoverFailed("did not answer in time")));
+        match replayed {
+            Ok(()) => return Ok(next),
+            // that owner went too: elect again
+            Err(e) => tracing::warn!(error = %e, "the next owner went away during the handshake"),
+        }
+    }
+}
+
+/// How long a relay whose client closed its input waits for the answers still owed (the owner
+/// answers within its own drain of 5 s: quick calls with their results, turns cancelled).
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The JSON-RPC error for a call still unanswered when its client had closed its input and the
+/// owner closed too (or did not answer within [`DRAIN_LIMIT`]).
+fn unanswered_at_close(id: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"cancelled: the client closed its input (stdin) before this call was answered"}}}}"#
+    )
+}
+
+/// The client closed its input: the owner is told at once (the socket's write half closes, and
+/// the connection's plain calls end with it), and every call the client had sent is answered
+/// before the relay returns: by the owner (quick calls with their results, turns with their
+/// cancellation), else here. Writing stops when the client's output is gone too.
+async fn drain<O: AsyncWrite + Unpin>(
+    output: &mut O,
+    up: &mut Upstream,
+    pending: &mut HashSet<String>,
+) {
+    let _ = up.writer.shutdown().await;
+    let limit = tokio::time::sleep(DRAIN_LIMIT);
+    tokio::pin!(limit);
+    while !pending.is_empty() {
+        let line = tokio::select! {
+            l = up.lines.recv() => l,
+            _ = &mut limit => break,
+        };
+        let line = match line {
+            None => break,
+            Some(Line::Whole(buf)) => {
+                if let Some(Probe {
+                    id: Some(id),
+                    method: None,
+                }) = probe(&buf)
+                {
+                    pending.remove(&id.to_string());
+                }
+                buf
+            }
+            Some(Line::TooLong(head)) => {
+                let text = String::from_utf8_lossy(&head);
+                match framing::top_level_id(&text).and_then(|raw| framing::normal_id(&raw)) {
+                    Some(id) if pending.remove(&id) => framing::lost_answer(&id).into_bytes(),
+                    _ => continue,
+                }
+            }
+        };
+        if !write_line(output, &line).await {
+            return;
+        }
+    }
+    let mut left: Vec<String> = pending.drain().collect();
+    left.sort();
+    for id in left {
+        if !write_line(output, unanswered_at_close(&id).as_bytes()).await {
+            return;
+        }
     }
 }
 
@@ -339,7 +498,12 @@ mod tests {
                 })
             })
         });
-        tokio::spawn(run(relay_in, relay_out, Upstream::new(r, w, 1), reconnect));
+        tokio::spawn(run(
+            relay_in,
+            relay_out,
+            ready(Upstream::new(r, w, 1)),
+            reconnect,
+        ));
         // the owner: answers call 7 with a line over the cap, call 8 normally
         let (owner_r, mut owner_w) = tokio::io::split(theirs);
         let owner = tokio::spawn(async move {
@@ -451,7 +615,12 @@ mod tests {
             owner_w.flush().await.unwrap();
             (v, lines, owner_w)
         });
-        tokio::spawn(run(relay_in, relay_out, Upstream::new(r, w, 1), reconnect));
+        tokio::spawn(run(
+            relay_in,
+            relay_out,
+            ready(Upstream::new(r, w, 1)),
+            reconnect,
+        ));
         client
             .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n")
             .await

@@ -33,6 +33,9 @@ pub struct McpServer {
     pub(crate) client_roots: Arc<ClientRoots>,
     /// Which connection this is, for the tasks it starts.
     pub(super) scope: Scope,
+    /// Cancelled when the connection's input ended (its client closed it, or died): its plain
+    /// calls end then ([`McpServer::until_input_ends`]); its tasks and background calls go on.
+    pub(super) input_ended: CancellationToken,
 }
 
 impl McpServer {
@@ -52,7 +55,33 @@ impl McpServer {
             client,
             client_roots: Default::default(),
             scope: Scope::connection(),
+            input_ended: CancellationToken::new(),
         }
+    }
+
+    /// The token the connection's input cancels when it ends ([`crate::mcp::framing::guard_until`]).
+    pub fn input_ended(&self) -> CancellationToken {
+        self.input_ended.clone()
+    }
+
+    /// `ct`'s child, cancelled too when this connection's input ends: a plain call's token. A
+    /// host that died (a crash, SIGKILL) closes its server's stdin; its calls' turns end at once
+    /// rather than run on unread. Cancel the returned token once the call ended (its watcher
+    /// ends with it).
+    pub(crate) fn until_input_ends(&self, ct: &CancellationToken) -> CancellationToken {
+        let call = ct.child_token();
+        if self.input_ended.is_cancelled() {
+            call.cancel();
+            return call;
+        }
+        let (ended, watch) = (self.input_ended.clone(), call.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = ended.cancelled() => watch.cancel(),
+                _ = watch.cancelled() => {}
+            }
+        });
+        call
     }
 
     /// A server for requests of the HTTP listener (the owning process's own settings). rmcp

@@ -10,6 +10,7 @@
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 /// Longest input line read (rmcp's own limit).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -23,11 +24,26 @@ const PIPE_BYTES: usize = 1024 * 1024;
 
 /// Wrap `input`/`output` (the process's stdin and stdout): returns the reader and writer to give
 /// rmcp. Two tasks run until `input` ends and rmcp closes its side.
+pub fn guard<I, O>(input: I, output: O) -> (DuplexStream, DuplexStream)
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    guard_until(input, output, CancellationToken::new())
+}
+
+/// [`guard`], cancelling `input_ended` once `input` ended (the client closed it, or died) and
+/// every line read before was passed on: the connection's plain calls end then, at once, while
+/// rmcp still answers what it was asked.
 ///
 /// One piece (about 90 lines): the two tasks share the duplex pipes and the channel of the
 /// answers the framing writes itself (`errors_tx`/`errors_rx`), and each task's loop is a flat
 /// list of checks, one per kind of line, in the order they must run.
-pub fn guard<I, O>(input: I, output: O) -> (DuplexStream, DuplexStream)
+pub fn guard_until<I, O>(
+    input: I,
+    output: O,
+    input_ended: CancellationToken,
+) -> (DuplexStream, DuplexStream)
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
@@ -77,6 +93,7 @@ where
             }
         }
         let _ = feed.shutdown().await;
+        input_ended.cancel();
     });
 
     tokio::spawn(async move {

@@ -30,6 +30,7 @@ mod connection;
 pub mod elicit;
 pub mod form;
 pub mod framing;
+pub mod greeting;
 pub mod mrtr;
 mod owner;
 pub(crate) mod progress;
@@ -250,8 +251,12 @@ impl McpServer {
         if self.asks_through_rounds(&name, context, &owner) {
             return self.start_rounds(name, args, owner, context, span).await;
         }
+        // a plain call ends with its connection: at once when its input ends
+        let mut ctx = CallCtx::of_request(context);
+        ctx.ct = self.until_input_ends(&ctx.ct);
+        let _ended = ctx.ct.clone().drop_guard();
         let result = self
-            .dispatch(&name, args, &CallCtx::of_request(context))
+            .dispatch(&name, args, &ctx)
             .instrument(span)
             .await
             .map(|r| self.scrub(r))?;
@@ -325,11 +330,13 @@ impl McpServer {
         self.tasks
             .rounds
             .start(call, context.ct.clone(), move |asking, cancel, follow| {
-                ctx.ct = cancel;
+                // a plain call: it ends with its connection's input, between rounds too
+                ctx.ct = this.until_input_ends(&cancel);
                 ctx.ask = Some(elicit::Channel::of_rounds(asking, host));
                 ctx.progress = Some(ProgressTarget::Follow(follow));
                 tracing::Instrument::instrument(
                     async move {
+                        let _ended = ctx.ct.clone().drop_guard();
                         let r = this.dispatch(&name, args, &ctx).await?;
                         if r.is_error == Some(true) {
                             tracing::info!(tool = %name, "tool call failed");

@@ -33,7 +33,7 @@ use crate::support::mcp::{
     Answer, Person, Protocol, Server, connect_person, connect_with, connect_with_capabilities,
     structured, text,
 };
-use crate::support::process::alive;
+use crate::support::process::{alive, parent_of};
 use crate::support::{MockApi, Reply, TestEnv};
 
 /// The suite's environment with the default owner, the daemon.
@@ -724,4 +724,266 @@ async fn a_background_turns_question_reaches_only_a_client_waiting_on_it() {
     assert!(target.exists(), "{v}");
     assert_eq!(stranger.asked(), 0, "another host was asked");
     assert_eq!((waiter.asked(), starter.asked()), (2, 0));
+}
+
+/// A stdio server started for `vars`, spoken to line by line as a host would, through pipes
+/// the test holds: closing them is what the server sees when its host dies.
+struct RawHost {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: Option<tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>>,
+}
+
+impl RawHost {
+    fn start(vars: &[(String, String)], cwd: &std::path::Path) -> RawHost {
+        let mut child = tokio::process::Command::new(crate::support::mcp::server_bin())
+            .env_clear()
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().map(|o| {
+            use tokio::io::AsyncBufReadExt;
+            tokio::io::BufReader::new(o).lines()
+        });
+        RawHost {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    async fn send(&mut self, lines: &[Value]) {
+        use tokio::io::AsyncWriteExt;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        for l in lines {
+            stdin.write_all(format!("{l}\n").as_bytes()).await.unwrap();
+        }
+        stdin.flush().await.unwrap();
+    }
+
+    /// Every line the server writes until it closes its stdout (within 30 s).
+    async fn read_to_end(&mut self) -> Vec<Value> {
+        let out = self.stdout.as_mut().expect("stdout open");
+        let mut got = vec![];
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, out.next_line()).await {
+                Ok(Ok(Some(l))) => got.push(serde_json::from_str(&l).expect("a JSON line")),
+                Ok(_) => return got,
+                Err(_) => panic!("the server did not close its stdout within 30 s: {got:?}"),
+            }
+        }
+    }
+}
+
+fn initialize(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-host", "version": "1"}}})
+}
+
+fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+fn tool_call(id: u64, name: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": args}})
+}
+
+/// The processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+        })
+        .collect()
+}
+
+/// Issue 43: a host that dies (SIGKILL, the OOM killer) closes its server's pipes. Its plain
+/// call ends at once: 1 s later nothing of the turn is left, neither codex nor the command it
+/// ran, and the session reads `cancelled`. (Before: the owner daemon waited for rmcp's 5 s
+/// drain of in-flight answers, and the command ran on for 6 s.)
+#[tokio::test]
+async fn a_dead_hosts_plain_call_leaves_nothing_a_second_later() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    // a command that runs long and names itself
+    mock.push(Reply::exec_command("sleep 47.25; echo slept"));
+    mock.push(Reply::message("never seen"));
+    let vars = server_env(&env, &mock);
+    let mut host = RawHost::start(&vars, env.root());
+    host.send(&[
+        initialize(1),
+        initialized(),
+        tool_call(
+            2,
+            "codex",
+            json!({"prompt": "run it", "model": "gpt-5.5", "sessionId": "dies",
+                "workingDirectory": env.work()}),
+        ),
+    ])
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let commands = loop {
+        let found: Vec<i32> = processes_with("sleep 47.25")
+            .into_iter()
+            .filter(|p| alive(*p))
+            .collect();
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "codex never ran the command");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // the turn's processes: the command's and every ancestor up to the owner (the daemon)
+    let server = crate::support::mcp::server_bin().canonicalize().unwrap();
+    let is_server =
+        |p: i32| std::fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == server);
+    let mut turn = commands.clone();
+    let mut daemon = 0;
+    for c in commands {
+        let mut p = parent_of(c);
+        while p > 1 && !is_server(p) {
+            turn.push(p);
+            p = parent_of(p);
+        }
+        daemon = p;
+    }
+    turn.sort();
+    turn.dedup();
+    assert_ne!(
+        daemon as u32,
+        host.child.id().unwrap(),
+        "the daemon runs the turn"
+    );
+    assert!(
+        turn.iter().any(|p| codex_under(daemon).contains(p)),
+        "codex runs the command: {turn:?}"
+    );
+    // the host dies: its ends of the pipes close
+    drop(host.stdin.take());
+    drop(host.stdout.take());
+    let died = Instant::now();
+    while turn.iter().any(|p| alive(*p)) {
+        assert!(
+            died.elapsed() < Duration::from_secs(1),
+            "the turn's processes outlived its dead host by a second: {:?}",
+            turn.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let again = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let v = structured(&again.call("getSession", json!({"sessionId": "dies"})).await);
+    assert_eq!(v["session"]["lastStatus"], "cancelled", "{v}");
+}
+
+/// Issue 43: every request a client wrote before it closed its input is answered before the
+/// server exits, under the owner daemon as under the process owner: quick ones with their
+/// results, a turn with its cancellation (at once: it is a plain call whose client left).
+#[tokio::test]
+async fn requests_written_before_the_input_closed_are_all_answered() {
+    for owner in ["daemon", "process"] {
+        let env = TestEnv::new();
+        let mock = MockApi::start().await;
+        mock.push(Reply::message("never seen").with_delay(Duration::from_secs(60)));
+        let mut vars = server_env(&env, &mock);
+        vars.push(("CODEX_BRIDGE_OWNER".into(), owner.into()));
+        let mut host = RawHost::start(&vars, env.root());
+        host.send(&[
+            initialize(1),
+            initialized(),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            tool_call(3, "listSessions", json!({})),
+            tool_call(
+                4,
+                "codex",
+                json!({"prompt": "long", "sessionId": "cut", "workingDirectory": env.work()}),
+            ),
+            tool_call(5, "ping", json!({})),
+        ])
+        .await;
+        drop(host.stdin.take());
+        let started = Instant::now();
+        let got = host.read_to_end().await;
+        let by_id = |id: u64| {
+            got.iter()
+                .find(|v| v["id"] == id)
+                .unwrap_or_else(|| panic!("{owner}: no answer to request {id}: {got:?}"))
+                .clone()
+        };
+        assert!(by_id(1)["result"]["serverInfo"].is_object(), "{owner}");
+        assert!(by_id(2)["result"]["tools"].is_array(), "{owner}");
+        // (the turn's session may be listed: the calls run at once)
+        assert!(
+            by_id(3)["result"]["structuredContent"]["sessions"].is_array(),
+            "{owner}"
+        );
+        assert_eq!(by_id(5)["result"]["isError"], false, "{owner}");
+        let turn = by_id(4);
+        let said = turn.to_string();
+        assert!(
+            turn["result"]["isError"] == true && said.contains("cancel"),
+            "{owner}: the turn is answered with its cancellation: {said}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{owner}: the answers took {:?}",
+            started.elapsed()
+        );
+        assert_eq!(got.len(), 5, "{owner}: one answer per request: {got:?}");
+    }
+}
+
+/// Issue 43: whatever `RUST_LOG` says, what a host sends never reaches the owner daemon's log
+/// (`owner.log`, which sandboxed commands can read): neither a tool call's arguments (rmcp's
+/// debug lines dump whole messages) nor the value of one of the host's secret-named variables
+/// that the host put in a prompt (the daemon's own redactor holds no host's secret).
+#[tokio::test]
+async fn rust_log_trace_leaves_no_tool_argument_in_the_owner_log() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    mock.push(Reply::message("done"));
+    let secret = "hostsecret-7f3a9c2e51d04b86";
+    let marker = "prompt-marker-5b1e0c77";
+    let mut vars = server_env(&env, &mock);
+    vars.retain(|(k, _)| k != "RUST_LOG");
+    vars.push(("RUST_LOG".into(), "trace".into()));
+    vars.push(("DEPLOY_TOKEN".into(), secret.into()));
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": format!("{marker} uses {secret}"), "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    let owner = owner_pid(&s).await;
+    let store = s.store.clone();
+    drop(s);
+    assert!(gone_within(owner, Duration::from_secs(15)).await);
+    let log = std::fs::read_to_string(store.join("owner.log")).expect("the daemon's log");
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the daemon logged at RUST_LOG=trace: {log}"
+    );
+    assert!(!log.contains(secret), "the host's secret in owner.log");
+    assert!(
+        !log.contains(marker),
+        "a tool call's arguments in owner.log"
+    );
 }
