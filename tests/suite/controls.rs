@@ -819,6 +819,20 @@ async fn the_hand_off_runs_exactly_as_shown_in_every_shell() {
                 reason.contains("working directory") && reason.contains(why),
                 "{name:?}: {got}"
             );
+            // the `sessions` command line says the same
+            let out = crate::support::process::run_with_timeout(
+                env.command(crate::support::mcp::server_bin())
+                    .args(["sessions", "show", &id, "--json"])
+                    .env("CODEX_BRIDGE_STORE", env.root().join("store"))
+                    .env("CODEX_BIN", &codex),
+                std::time::Duration::from_secs(60),
+            )
+            .await;
+            let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            assert!(
+                shown.get("handOff").is_none() && shown["handOffUnavailable"] == reason,
+                "{name:?}: {shown}"
+            );
             continue;
         }
         assert!(session.get("handOffUnavailable").is_none(), "{got}");
