@@ -81,9 +81,12 @@ impl Answer {
 
 impl SessionView {
     /// The command a person runs to continue the session's thread in codex's own terminal
-    /// app with `program` (see [`crate::codex::argv::hand_off`]); none before a turn started a
-    /// thread.
-    pub fn hand_off(&self, program: &std::path::Path) -> Option<String> {
+    /// app with `program` (see [`crate::codex::argv::hand_off`]), or why there is none for it;
+    /// none before a turn started a thread.
+    pub fn hand_off(
+        &self,
+        program: &std::path::Path,
+    ) -> Option<Result<String, crate::codex::argv::HandOffUnavailable>> {
         let thread = self.thread_id.as_ref()?;
         let home = self.codex_home.as_deref().map(std::path::Path::new);
         Some(crate::codex::argv::hand_off(

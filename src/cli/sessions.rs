@@ -222,7 +222,10 @@ pub fn sessions(
             if args.json {
                 let mut v = json!(rec);
                 if let (Some(h), Some(o)) = (hand_off, v.as_object_mut()) {
-                    o.insert("handOff".into(), Value::String(h));
+                    match h {
+                        Ok(h) => o.insert("handOff".into(), Value::String(h)),
+                        Err(e) => o.insert("handOffUnavailable".into(), e.to_string().into()),
+                    };
                 }
                 json_text(&v)
             } else {
@@ -312,8 +315,11 @@ fn status(r: &SessionRecord) -> String {
 }
 
 /// The command a person runs to continue the session's thread in codex's own terminal app
-/// with `program`; none before a turn started a thread.
-fn hand_off(r: &SessionRecord, program: &Path) -> Option<String> {
+/// with `program`, or why there is none for it; none before a turn started a thread.
+fn hand_off(
+    r: &SessionRecord,
+    program: &Path,
+) -> Option<Result<String, crate::codex::argv::HandOffUnavailable>> {
     let thread = r.thread_id.as_ref()?;
     let home = r.codex_home.as_deref().map(Path::new);
     Some(crate::codex::argv::hand_off(
@@ -324,7 +330,10 @@ fn hand_off(r: &SessionRecord, program: &Path) -> Option<String> {
     ))
 }
 
-fn show_text(r: &SessionRecord, hand_off: Option<String>) -> String {
+fn show_text(
+    r: &SessionRecord,
+    hand_off: Option<Result<String, crate::codex::argv::HandOffUnavailable>>,
+) -> String {
     let usage = |u: &crate::codex::events::Usage| {
         format!(
             "input {} (cached {}, cache write {}), output {} (reasoning {})",
@@ -356,7 +365,14 @@ fn show_text(r: &SessionRecord, hand_off: Option<String>) -> String {
         vec!["last error".into(), dash(&r.last_error)],
         vec!["usage".into(), usage(&r.usage)],
         vec!["thread usage".into(), usage(&r.thread_usage)],
-        vec!["continue in codex".into(), dash(&hand_off)],
+        vec![
+            "continue in codex".into(),
+            match hand_off {
+                Some(Ok(h)) => h,
+                Some(Err(e)) => format!("- (no command: {e})"),
+                None => "-".into(),
+            },
+        ],
     ];
     redact(&table(&rows)).into_owned()
 }

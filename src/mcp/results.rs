@@ -187,10 +187,17 @@ pub struct SessionInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compaction: Option<Compaction>,
     /// The command a person runs in a terminal to continue this conversation in codex's own
-    /// app (its CODEX_HOME and working directory included). The server does not write the
-    /// thread while that app holds it open with this command.
+    /// app (its CODEX_HOME and working directory included), one line that sh, bash, zsh and
+    /// fish read alike. The server does not write the thread while that app holds it open
+    /// with this command. Absent when a path in it holds a character a terminal does not
+    /// show as it is (`handOffUnavailable` says which and why).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hand_off: Option<String>,
+    /// Why there is no `handOff` for a session with a thread: the path (working directory,
+    /// CODEX_HOME or codex program) and the character in it that a terminal does not show as
+    /// it is (a control, newline or tab, a bidirectional or zero-width character...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hand_off_unavailable: Option<String>,
     /// Whether an actor for it is live right now.
     pub live: bool,
 }

@@ -69,6 +69,81 @@ fn words(cmd: &str) -> Vec<String> {
     out
 }
 
+/// Codex's own terminal app holding `thread`, as a person starts it with `handOff`: the real
+/// codex binary run as `codex resume -C <cwd> <thread>` in a terminal (`script` gives it one),
+/// with an empty CODEX_HOME of its own (it waits at its first screen and never touches the
+/// session's thread), once the server's rule sees it.
+fn codex_app_resuming(cwd: &Path, thread: &str) -> CodexApp {
+    use codex_mcp_bridge::codex::argv::quoted;
+    use std::os::unix::process::CommandExt;
+    let home = tempfile::tempdir().unwrap();
+    let codex = crate::support::codex_bin::codex_bin();
+    let line = format!(
+        "{} resume -C {} {thread}",
+        quoted(&codex.display().to_string()),
+        quoted(&cwd.display().to_string())
+    );
+    let held = std::process::Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .env("CODEX_HOME", home.path())
+        .env("SHELL", "/bin/sh")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("run `script` (util-linux) to give codex a terminal");
+    let t = codex_mcp_bridge::security::ids::ThreadId::parse(thread).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let pid = loop {
+        if let Some((pid, _)) = codex_mcp_bridge::codex::process::app_holding(&t) {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+            assert_eq!(exe, codex, "the holder seen is not codex's binary");
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "codex's own app resuming {thread} was never seen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    CodexApp {
+        script: held,
+        pid,
+        thread: t,
+        _home: home,
+    }
+}
+
+/// Codex's own app run by [`codex_app_resuming`].
+struct CodexApp {
+    /// `script`, in a process group of its own.
+    script: std::process::Child,
+    /// Codex (in the terminal's session, not `script`'s group).
+    pid: i32,
+    thread: codex_mcp_bridge::security::ids::ThreadId,
+    _home: tempfile::TempDir,
+}
+
+impl CodexApp {
+    /// Kill codex and `script`, and wait until the app is seen no more.
+    fn close(mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = killpg(Pid::from_raw(self.script.id() as i32), Signal::SIGKILL);
+        self.script.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while codex_mcp_bridge::codex::process::app_holding(&self.thread).is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "codex's app outlived its kill"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 async fn serve(env: &TestEnv, mock: &MockApi) -> Server {
     connect_with(&server_env(env, mock), env.root(), Protocol::Legacy).await
 }
@@ -195,13 +270,12 @@ async fn a_name_reaches_codex_survives_a_restart_and_the_hand_off_names_codexs_o
 /// itself with the session's CODEX_HOME, as that app writes it): the server's next turn goes on
 /// from codex's record, so the model receives the person's turn too, on either backend (on the
 /// app-server the warm process that had the thread loaded reads it again). While codex's own
-/// app holds the thread open (a process of this user resuming it), a turn is refused naming
-/// the session, and it runs once that app closed.
+/// app holds the thread open (codex's binary resuming it, outside any sandbox), a turn is
+/// refused naming the session, and it runs once that app closed.
 #[tokio::test]
 async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record() {
     use codex_mcp_bridge::codex::argv::build_turn;
     use codex_mcp_bridge::security::ids::ThreadId;
-    use std::os::unix::process::CommandExt;
 
     let env = TestEnv::new();
     let mock = MockApi::start().await;
@@ -257,18 +331,7 @@ async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record()
     );
 
     // codex's own app holds the thread open: refused, naming the session
-    let dir = tempfile::tempdir().unwrap();
-    let app = dir.path().join("codex");
-    std::fs::write(&app, "#!/bin/sh\nsleep 60\n").unwrap();
-    std::fs::set_permissions(&app, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let mut held = std::process::Command::new(&app)
-        .args(["resume", "-C", &env.work().display().to_string(), &thread])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    let app = codex_app_resuming(env.work(), &thread);
     let r = s
         .call(
             "codex",
@@ -281,12 +344,7 @@ async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record()
         "{}",
         text(&r)
     );
-    // the app and its `sleep`
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(held.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    held.wait().unwrap();
+    app.close();
 
     // once it closed, the server goes on from codex's record: the person's turn included
     mock.push_for_user_text("server four", Reply::message("answer four"));
@@ -448,4 +506,390 @@ async fn a_compacted_session_goes_on_from_codexs_summary() {
         "the model did not receive codex's summary: {:?}",
         last.user_texts()
     );
+}
+
+/// The words of each process's command line whose words include `needle`, with its
+/// `/proc/PID/status` lines `NoNewPrivs`, `Seccomp` and `NSpid`.
+fn processes_naming(needle: &str) -> Vec<(i32, Vec<String>, String)> {
+    let mut found = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let argv: Vec<String> = String::from_utf8_lossy(&raw)
+            .split('\0')
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if argv.iter().any(|a| a == needle) {
+            let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+            let status = status
+                .lines()
+                .filter(|l| {
+                    ["NoNewPrivs:", "Seccomp:", "NSpid:"]
+                        .iter()
+                        .any(|k| l.starts_with(k))
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            found.push((pid, argv, status));
+        }
+    }
+    found
+}
+
+/// Runs session `a`'s turn (in `sandbox`), whose command is `spoof`, and while that command
+/// runs (a process naming `thread`, under way), session `b`'s turn `b_prompt`: both answers.
+async fn spoof_during(
+    s: &Server,
+    mock: &MockApi,
+    env: &TestEnv,
+    (a, sandbox, spoof): (&str, &str, &str),
+    (thread, b_prompt): (&str, &str),
+) -> (Value, Value) {
+    let a_prompt = format!("{a} spoof");
+    mock.push_for_user_text(&a_prompt, Reply::exec_command(spoof));
+    mock.push_for_user_text(&a_prompt, Reply::message("a done"));
+    mock.push_for_user_text(b_prompt, Reply::message("b answered"));
+    let a_turn = s.call(
+        "codex",
+        json!({"prompt": a_prompt, "sessionId": a, "workingDirectory": env.work(),
+               "sandbox": sandbox, "model": "gpt-5.5"}),
+    );
+    let b_turn = async {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let seen = loop {
+            let found = processes_naming(thread);
+            if let Some(p) = found
+                .iter()
+                .find(|(_, argv, _)| argv.iter().any(|w| w == "resume"))
+            {
+                break p.clone();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "session {a}'s command never started: {:?}",
+                mock.responses_requests()
+                    .iter()
+                    .flat_map(|r| r.function_call_outputs())
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        eprintln!("the sandboxed spoof ({sandbox}): {seen:?}");
+        // codex's sandbox: what keeps the spoof from counting even when its binary is named
+        // `codex`
+        assert!(
+            seen.2.contains("NoNewPrivs:\t1"),
+            "codex's sandbox did not set no_new_privs: {seen:?}"
+        );
+        let r = s
+            .call("codex", json!({"prompt": b_prompt, "sessionId": "b"}))
+            .await;
+        let alive = processes_naming(thread)
+            .iter()
+            .any(|(pid, ..)| *pid == seen.0);
+        assert!(
+            alive,
+            "the spoof ended before B's turn: the test proves nothing"
+        );
+        r
+    };
+    let (a_turn, b_turn) = tokio::join!(a_turn, b_turn);
+    (ok(&a_turn), ok(&b_turn))
+}
+
+/// The issue's spoof: session A's model reads session B's thread id (it lies in
+/// `CODEX_HOME/sessions`, which a read-only turn may read) and runs a command whose words are
+/// `resume <B's thread>` inside its sandbox: `bash -c 'sleep …; true' resume <thread>`, and
+/// (in a workspace-write turn) the same from a copy of bash named `codex`, so that its
+/// executable's name is codex's too. Neither is codex's own app: B's next turns run. Codex's
+/// sandbox sets `no_new_privs` on every command it runs (the command's own `/proc/PID/status`
+/// says `NoNewPrivs: 1`, measured here), which no process can clear.
+#[tokio::test]
+async fn a_sandboxed_command_naming_anothers_thread_does_not_hold_it() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(&env, &mock).await;
+    mock.push_for_user_text("b one", Reply::message("b answer one"));
+    let b = ok(&s
+        .call(
+            "codex",
+            json!({"prompt": "b one", "sessionId": "b", "workingDirectory": env.work()}),
+        )
+        .await);
+    let thread = b["threadId"].as_str().unwrap().to_owned();
+    drop(s);
+    let status = "grep -E '^(NoNewPrivs|Seccomp|NSpid):' /proc/self/status";
+    let spoofs = [
+        (
+            "read-only",
+            format!("{status}; bash -c 'sleep 8; true' resume {thread}"),
+        ),
+        (
+            "workspace-write",
+            format!("{status}; cp /bin/bash ./codex && ./codex -c 'sleep 8; true' resume {thread}"),
+        ),
+    ];
+    for (i, (sandbox, spoof)) in spoofs.iter().enumerate() {
+        // a new server: B's next turn looks for codex's app (no mark of its thread yet)
+        let s = serve(&env, &mock).await;
+        let b_prompt = format!("b turn {i}");
+        let (a, b) = spoof_during(
+            &s,
+            &mock,
+            &env,
+            (&format!("a{i}"), sandbox, spoof),
+            (&thread, &b_prompt),
+        )
+        .await;
+        assert_eq!(a["response"], "a done", "{a}");
+        assert_eq!(b["response"], "b answered", "{b}");
+        assert_eq!(b["threadId"], thread.as_str(), "{b}");
+    }
+    let outputs: Vec<String> = mock
+        .responses_requests()
+        .iter()
+        .flat_map(|r| r.function_call_outputs())
+        .map(|(_, o)| o)
+        .collect();
+    eprintln!("inside codex's sandbox: {outputs:?}");
+}
+
+/// The shells a person may paste `handOff` into, each as `(name, program, args)`: the line is
+/// the last argument, or stdin when `args` ends in `-i` (bash and zsh read it interactively,
+/// history expansion on, as a pasted line is read).
+const SHELLS: &[(&str, &str, &[&str])] = &[
+    ("sh (dash)", "dash", &["-c"]),
+    ("bash", "bash", &["--norc", "--noprofile", "-c"]),
+    (
+        "bash, interactive",
+        "bash",
+        &["--norc", "--noprofile", "-i"],
+    ),
+    ("zsh", "zsh", &["-f", "-c"]),
+    ("zsh, interactive", "zsh", &["-f", "-i"]),
+    ("fish", "fish", &["--no-config", "-c"]),
+];
+
+/// Where `program` lies on `PATH`; a test failure naming it when it is missing.
+fn shell_on_path(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "`{program}` is not installed: the hand-off test runs the command in sh (dash), \
+                 bash, zsh and fish (apt-get install dash bash zsh fish)"
+            )
+        })
+}
+
+/// Runs `line` in `shell` (see [`SHELLS`]) in `cwd`, with `OUT` naming where the argv printer
+/// writes; its exit status and what it printed.
+fn run_in_shell(shell: &(&str, &str, &[&str]), line: &str, cwd: &Path, out: &Path) -> String {
+    use std::io::Write;
+    let (_, program, args) = shell;
+    let interactive = args.last() == Some(&"-i");
+    let mut cmd = std::process::Command::new(shell_on_path(program));
+    cmd.args(*args)
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", cwd)
+        .env("HISTFILE", "/dev/null")
+        .env("OUT", out)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if !interactive {
+        cmd.arg(line);
+    }
+    let mut child = cmd.spawn().unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        if interactive {
+            writeln!(stdin, "{line}").unwrap();
+            writeln!(stdin, "exit").unwrap();
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    format!(
+        "{}; stdout {:?}; stderr {:?}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// What the argv printer received, and the CODEX_HOME it saw; none when it did not run.
+fn printed(out: &Path) -> Option<(Vec<String>, String)> {
+    let argv = std::fs::read(out).ok()?;
+    let home = std::fs::read_to_string(out.with_extension("home")).ok()?;
+    let argv = String::from_utf8_lossy(&argv)
+        .split_terminator('\0')
+        .map(str::to_owned)
+        .collect();
+    Some((argv, home))
+}
+
+/// The hand-off's quoting before issue 43: single quotes, each `'` as `'\''` (POSIX only).
+fn old_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// `handOff` runs exactly as shown in sh (dash), bash, zsh and fish, interactive bash and zsh
+/// too (history expansion): for working directories with hostile names (the issue's two,
+/// command substitutions, a backtick, `!`, `*`, spaces, non-ASCII), the program it names
+/// (replaced by one that prints its argv) receives exactly `resume -C <directory> <thread>`,
+/// with the session's CODEX_HOME, and nothing else runs. A name holding a character a
+/// terminal does not show as it is (U+202E, U+200B) gets no `handOff`, but
+/// `handOffUnavailable` saying why. The control: the quoting before the fix breaks fish on
+/// the issue's names (it runs `touch INJECTED`, or fish refuses the line), while the POSIX
+/// shells run it exactly.
+#[tokio::test]
+async fn the_hand_off_runs_exactly_as_shown_in_every_shell() {
+    let shells: Vec<_> = SHELLS.iter().map(|s| shell_on_path(s.1)).collect();
+    assert_eq!(shells.len(), SHELLS.len());
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = serve(&env, &mock).await;
+    let shown = [
+        r"x\';touch INJECTED;#",
+        r"ends in \",
+        "$(touch INJECTED)",
+        "`touch INJECTED`",
+        "bang!! !$ !-1",
+        "star * ? [a] {b,c} ~",
+        "two  spaces ; & | > < #",
+        "quote ' and \" and \\' and $HOME %self",
+        "café проект 日本語",
+    ];
+    // (a newline never gets this far: the server refuses such a working directory)
+    let not_shown = [
+        ("bidi \u{202e}gnp.exe", "U+202E"),
+        ("zero\u{200b}width", "U+200B"),
+    ];
+    // the argv printer, in place of codex
+    let bin = tempfile::tempdir().unwrap();
+    let printer = bin.path().join("print-argv");
+    std::fs::write(
+        &printer,
+        "#!/bin/sh\nfor a in \"$0\" \"$@\"; do printf '%s\\0' \"$a\"; done > \"$OUT\"\n\
+         printf '%s' \"$CODEX_HOME\" > \"${OUT%.argv}.home\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &printer,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let codex = crate::support::codex_bin::codex_bin();
+    let home = env.codex_home().display().to_string();
+
+    let mut failures = vec![];
+    for (i, name) in shown
+        .iter()
+        .chain(not_shown.iter().map(|n| &n.0))
+        .enumerate()
+    {
+        let dir = env.work().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = format!("shell-{i}");
+        mock.push_for_user_text(&format!("turn {i}"), Reply::message("ok"));
+        let r = ok(&s
+            .call(
+                "codex",
+                json!({"prompt": format!("turn {i}"), "sessionId": id, "workingDirectory": dir}),
+            )
+            .await);
+        let thread = r["threadId"].as_str().unwrap().to_owned();
+        let got = ok(&s.call("getSession", json!({"sessionId": id})).await);
+        let session = &got["session"];
+        let cwd = session["workingDirectory"].as_str().unwrap().to_owned();
+        if let Some((_, why)) = not_shown.iter().find(|n| n.0 == *name) {
+            assert!(session.get("handOff").is_none(), "{name:?}: {got}");
+            let reason = session["handOffUnavailable"].as_str().unwrap_or_default();
+            assert!(
+                reason.contains("working directory") && reason.contains(why),
+                "{name:?}: {got}"
+            );
+            // the `sessions` command line says the same
+            let out = crate::support::process::run_with_timeout(
+                env.command(crate::support::mcp::server_bin())
+                    .args(["sessions", "show", &id, "--json"])
+                    .env("CODEX_BRIDGE_STORE", env.root().join("store"))
+                    .env("CODEX_BIN", &codex),
+                std::time::Duration::from_secs(60),
+            )
+            .await;
+            let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            assert!(
+                shown.get("handOff").is_none() && shown["handOffUnavailable"] == reason,
+                "{name:?}: {shown}"
+            );
+            continue;
+        }
+        assert!(session.get("handOffUnavailable").is_none(), "{got}");
+        let line = session["handOff"].as_str().expect("a hand-off").to_owned();
+        // what a person reads is what runs: nothing in the line hides
+        assert!(
+            line.chars()
+                .all(|c| codex_mcp_bridge::security::shown::plain(c) && c != '\n'),
+            "{line:?}"
+        );
+        let program = codex_mcp_bridge::codex::argv::quoted(&codex.display().to_string());
+        assert_eq!(line.matches(&program).count(), 1, "{line}");
+        let line = line.replacen(&program, &printer.display().to_string(), 1);
+        let want = vec![
+            printer.display().to_string(),
+            "resume".to_owned(),
+            "-C".to_owned(),
+            cwd.clone(),
+            thread.clone(),
+        ];
+        for shell in SHELLS {
+            let scratch = tempfile::tempdir().unwrap();
+            let out = scratch.path().join("run.argv");
+            let ran = run_in_shell(shell, &line, scratch.path(), &out);
+            let got = printed(&out);
+            let injected = scratch.path().join("INJECTED").exists();
+            if got.as_ref() != Some(&(want.clone(), home.clone())) || injected {
+                failures.push(format!(
+                    "{}: {name:?}: `{line}` gave {got:?} (injected: {injected}); {ran}",
+                    shell.0
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // the control: the old quoting of the issue's names, in the same shells
+    for name in [r"x\';touch INJECTED;#", r"ends in \"] {
+        let line = format!(
+            "CODEX_HOME={} {} resume -C {} {}",
+            old_quoted(&home),
+            old_quoted(&printer.display().to_string()),
+            old_quoted(&format!("/w/{name}")),
+            "019a0000-0000-7000-8000-000000000001"
+        );
+        for shell in SHELLS {
+            let scratch = tempfile::tempdir().unwrap();
+            let out = scratch.path().join("run.argv");
+            let ran = run_in_shell(shell, &line, scratch.path(), &out);
+            let exact = printed(&out).is_some_and(|(argv, _)| argv[3] == format!("/w/{name}"))
+                && !scratch.path().join("INJECTED").exists();
+            assert_eq!(
+                exact,
+                shell.1 != "fish",
+                "{}: the old quoting of {name:?}: `{line}`: {ran}",
+                shell.0
+            );
+        }
+    }
 }

@@ -138,8 +138,8 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
 /// Whether the thread must be read again from codex's record before this turn: someone else
 /// wrote it since the session's last turn (its rollout is not as that turn left it), as
 /// codex's own app does when a person continued the conversation there. Refused, naming the
-/// session, while codex's own app holds the thread open (a process of this user resuming it:
-/// [`crate::codex::process::app_holding`]). The one stat of the rollout is all an untouched
+/// session, while codex's own app holds the thread open (codex's binary, outside any sandbox,
+/// resuming it: [`crate::codex::process::app_holding`]). The one stat of the rollout is all an untouched
 /// thread costs; `/proc` is read only when it changed, or when the session has no mark yet
 /// (its first turn since the server started).
 fn handed_back(st: &SessionState, thread: &ThreadId) -> Result<bool> {

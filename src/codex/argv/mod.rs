@@ -39,7 +39,7 @@ mod server;
 mod spec;
 mod turn;
 
-pub use hand_off::hand_off;
+pub use hand_off::{HandOffUnavailable, HandOffValue, NotShown, hand_off, quoted};
 pub use one_shot::{OneShotRequest, build_query, build_search, build_warm_one_shot};
 pub use review::{MAX_TITLE_LEN, ReviewRequest, build_review};
 pub use server::{APP_SERVER_SANDBOX_PIN, build_app_server, build_one_shot_server};

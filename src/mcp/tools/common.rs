@@ -115,7 +115,11 @@ pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult 
 /// the session's own `CODEX_HOME` (one that may continue it; another host on the store sees
 /// that it ran, not what it said).
 pub(super) fn session_info(v: SessionView, client: &ClientContext) -> SessionInfo {
-    let hand_off = v.hand_off(client.codex_program());
+    let (hand_off, hand_off_unavailable) = match v.hand_off(client.codex_program()) {
+        Some(Ok(h)) => (Some(h), None),
+        Some(Err(e)) => (None, Some(e.to_string())),
+        None => (None, None),
+    };
     let own_home = v
         .codex_home
         .as_deref()
@@ -142,6 +146,7 @@ pub(super) fn session_info(v: SessionView, client: &ClientContext) -> SessionInf
                 tokens_after: a,
             }),
         hand_off,
+        hand_off_unavailable,
         live: v.live,
     }
 }

@@ -18,8 +18,9 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "getSession",
     title: "Get session",
     description: "Show one stored session, with the command that continues it in codex's own \
-                  app (`handOff`); with `handOff: true` the server first lets go of the \
-                  session's thread so that app can open it.",
+                  app (`handOff`; `handOffUnavailable` says why there is none); with \
+                  `handOff: true` the server first lets go of the session's thread so that app \
+                  can open it.",
     hints: [true, false, true, false],
     input: schema::<GetSessionParams>,
     output: schema::<SessionResult>,
