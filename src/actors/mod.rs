@@ -15,6 +15,7 @@
 pub mod backend;
 pub mod calls;
 pub mod client;
+pub mod credentials;
 pub mod files;
 pub mod inflight;
 pub mod limiter;
@@ -115,6 +116,17 @@ impl Bridge {
             Error::SessionFailed(format!("could not start the warm pool's keeper: {e}"))
         })?;
         shared.warm.set_keeper(keeper);
+        // once a host's last connection is gone, the keeper and every live session close
+        // what was started with its credentials (each asks `HeldCredentials::held` itself)
+        let (weak, live_now) = (Arc::downgrade(&shared), Arc::downgrade(&live));
+        shared.credentials.on_release(move |_| {
+            if let Some(shared) = weak.upgrade() {
+                shared.warm.credentials_released();
+            }
+            for actor in live_now.upgrade().map(|l| l.actors()).unwrap_or_default() {
+                let _ = actor.cast(SessionMessage::CredentialsReleased);
+            }
+        });
         let own = Arc::new(shared.own_context());
         Ok(Bridge {
             registry,
@@ -122,6 +134,13 @@ impl Bridge {
             own,
             live,
         })
+    }
+
+    /// Hold `client`'s credentials until the hold is dropped (a connection's, for as long as
+    /// it is open): what was started with them is closed once no hold is left.
+    pub fn hold_credentials(&self, client: &ClientContext) -> credentials::CredentialsHold {
+        let creds = credentials::Credentials::of_env(&client.common.env);
+        self.shared.credentials.hold(creds)
     }
 
     /// The shared settings and store.

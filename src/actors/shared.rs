@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::actors::client::{ClientContext, ClientId};
+use crate::actors::credentials::{Credentials, HeldCredentials};
 use crate::actors::limiter::Limiter;
 use crate::actors::pool::warm::WarmPool;
 use crate::codex::argv::Common;
@@ -34,6 +35,10 @@ pub struct Shared {
     pub(crate) fault_injection: bool,
     /// The cap on warm app-server processes, and who holds one.
     pub(crate) warm: WarmPool,
+    /// Whose credentials are held now (the owning process's own for its life, each open
+    /// connection's while it lasts): a warm process started with credentials nobody holds
+    /// is closed.
+    pub(crate) credentials: Arc<HeldCredentials>,
 }
 
 impl Shared {
@@ -46,6 +51,7 @@ impl Shared {
             idle_timeout: config.idle_timeout,
             queue_timeout: config.queue_timeout,
             fault_injection: false,
+            credentials: HeldCredentials::new(Credentials::of_env(&common.env)),
             common,
             codex_home,
             store,
@@ -79,6 +85,11 @@ impl Shared {
     /// The warm app-server pool (its cap; the spare through its keeper).
     pub fn warm_pool(&self) -> &WarmPool {
         &self.warm
+    }
+
+    /// Whose credentials are held now.
+    pub fn credentials(&self) -> &Arc<HeldCredentials> {
+        &self.credentials
     }
 
     /// How long a call may wait for a turn slot.

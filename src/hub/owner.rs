@@ -225,6 +225,8 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
         .map_err(HubError::ClientGone)?;
     // the host's literal secrets stay out of this process's log while it is connected
     let _held = crate::logging::hold_secrets(&client.secrets);
+    // what is started with this host's credentials ends with its last connection
+    let _credentials = bridge.hold_credentials(&client);
     let server = McpServer::for_client(bridge, Arc::new(client)).with_tasks(tasks);
     let framed = crate::mcp::framing::guard_until(reader, write, server.input_ended());
     let served = server.clone().serve(framed).await;

@@ -987,3 +987,187 @@ async fn rust_log_trace_leaves_no_tool_argument_in_the_owner_log() {
         "a tool call's arguments in owner.log"
     );
 }
+
+/// The daemon's environment for a host whose API key is `key`.
+fn with_key(env: &TestEnv, mock: &MockApi, key: &str) -> Vec<(String, String)> {
+    let mut vars = server_env(env, mock);
+    vars.retain(|(k, _)| k != "OPENAI_API_KEY");
+    vars.push(("OPENAI_API_KEY".into(), key.into()));
+    vars
+}
+
+/// The processes under `owner` whose environment (`/proc/PID/environ`) holds `OPENAI_API_KEY`
+/// = `key`. One that cannot be read (not gone) fails the test: it could hold the key.
+fn holding_key(owner: i32, key: &str) -> Vec<i32> {
+    let wanted = format!("OPENAI_API_KEY={key}");
+    descendants(owner)
+        .into_iter()
+        .filter(|p| match std::fs::read(format!("/proc/{p}/environ")) {
+            Ok(environ) => environ
+                .split(|b| *b == 0)
+                .any(|var| var == wanted.as_bytes()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || !alive(*p) => false,
+            // an exited process's entry reads empty or vanishes; anything else is a process
+            // whose environment this test cannot see
+            Err(e) => panic!("cannot read /proc/{p}/environ: {e}"),
+        })
+        .collect()
+}
+
+/// Waits until no process under `owner` holds `key`; the ones left after `limit` if any.
+async fn key_gone_within(owner: i32, key: &str, limit: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = holding_key(owner, key);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until at least `n` processes under `owner` hold `key`.
+async fn key_held_by(owner: i32, key: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while holding_key(owner, key).len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{n} processes with the key never started: {:?}",
+            holding_key(owner, key)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether the suite runs the app-server backend (the default), which keeps warm processes
+/// between turns; the exec backend keeps none (nothing of a turn outlives it).
+fn keeps_warm_processes() -> bool {
+    crate::support::mcp::backend_under_test().is_none_or(|b| b == "app-server")
+}
+
+/// Every model request from `since` on authenticated with `key` alone.
+fn asked_with(mock: &MockApi, since: usize, key: &str, other: &str) {
+    let requests = mock.responses_requests()[since..].to_vec();
+    assert!(!requests.is_empty(), "the turn never reached the model");
+    for req in &requests {
+        assert_eq!(
+            req.header("authorization"),
+            Some(format!("Bearer {key}").as_str())
+        );
+        let all = format!("{:?} {}", req.headers, req.raw_body);
+        assert!(!all.contains(other), "another host's key reached the model");
+    }
+}
+
+/// Issue 43, item 8: a host's credentials end with the host. Host A runs a session turn (its
+/// warm app-server is kept, a spare is started) and a `query` (an idle one-shot app-server
+/// is kept), all with A's key; host B (another key) stays connected with a one-shot
+/// app-server of its own. Once A's last connection is gone, no process under the daemon has
+/// A's key in its environment within a few seconds, B's process is still there, and B's next
+/// turn on A's session runs with B's key.
+#[tokio::test]
+async fn a_hosts_key_ends_with_its_last_connection() {
+    const KEY_A: &str = "a-distinct-key-8f3e1c";
+    const KEY_B: &str = "b-another-key-27d9a4";
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let a = connect_with(&with_key(&env, &mock, KEY_A), env.root(), Protocol::Legacy).await;
+    let owner = owner_pid(&a).await;
+    // a second connection of host A, gone before A's last one: A's key stays held
+    let a_too = connect_with(&with_key(&env, &mock, KEY_A), env.root(), Protocol::Legacy).await;
+    let r = a
+        .call(
+            "codex",
+            json!({"prompt": "first", "sessionId": "shared", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let r = a.call("query", json!({"prompt": "a question"})).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    let b = connect_with(&with_key(&env, &mock, KEY_B), env.root(), Protocol::Legacy).await;
+    assert_eq!(owner_pid(&b).await, owner);
+    let r = b.call("query", json!({"prompt": "b question"})).await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    if keeps_warm_processes() {
+        // the session's warm process, the spare and the idle one-shot: A's key in each
+        key_held_by(owner, KEY_A, 3).await;
+        key_held_by(owner, KEY_B, 1).await;
+    }
+
+    host_leaves(&a_too).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // settled (a call's process given back or let go of after its answer)
+    let b_processes = holding_key(owner, KEY_B);
+    if keeps_warm_processes() {
+        assert!(
+            holding_key(owner, KEY_A).len() >= 3,
+            "A's processes went while A was still connected"
+        );
+    }
+    host_leaves(&a).await;
+    let left = key_gone_within(owner, KEY_A, Duration::from_secs(10)).await;
+    assert!(
+        left.is_empty(),
+        "processes under the owner still hold A's key after A left: {left:?}"
+    );
+    // B's are B's: still there
+    for p in &b_processes {
+        assert!(alive(*p), "B's process {p} went with A");
+    }
+
+    // B goes on with the session A started: with B's key, never A's
+    let before = mock.responses_count();
+    let r = b
+        .call("codex", json!({"prompt": "second", "sessionId": "shared"}))
+        .await;
+    assert_ne!(r.is_error, Some(true), "{}", text(&r));
+    asked_with(&mock, before, KEY_B, KEY_A);
+    assert!(holding_key(owner, KEY_A).is_empty());
+}
+
+/// A background turn of a host that left keeps its process, with its host's key, until the
+/// turn ends; then the process goes (and no spare is started with that key), while another
+/// host stays connected (the daemon goes on).
+#[tokio::test]
+async fn a_background_turn_keeps_its_hosts_key_until_it_ends() {
+    const KEY_A: &str = "a-background-key-61b0f2";
+    const KEY_B: &str = "b-staying-key-9ce417";
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let a = connect_with(&with_key(&env, &mock, KEY_A), env.root(), Protocol::Legacy).await;
+    let owner = owner_pid(&a).await;
+    let b = connect_with(&with_key(&env, &mock, KEY_B), env.root(), Protocol::Legacy).await;
+    assert_eq!(owner_pid(&b).await, owner);
+    mock.push(Reply::message("done in the background").with_delay(TURN));
+    let r = a
+        .call(
+            "codex",
+            json!({"prompt": "a long refactor", "sessionId": "bg", "background": true,
+                   "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
+    model_asked(&mock, 1).await;
+    let asked = Instant::now();
+    host_leaves(&a).await;
+    // the turn runs on: its process keeps A's key
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !holding_key(owner, KEY_A).is_empty(),
+        "the background turn's codex went with its host"
+    );
+    let left = key_gone_within(owner, KEY_A, TURN + Duration::from_secs(15)).await;
+    assert!(
+        left.is_empty(),
+        "processes still hold A's key after its background turn ended: {left:?}"
+    );
+    assert!(
+        asked.elapsed() >= TURN,
+        "A's key went before the background turn ended"
+    );
+    // the turn completed (the rule cut nothing short) and no spare came back with A's key
+    let g = structured(&b.call("getSession", json!({"sessionId": "bg"})).await);
+    assert_eq!(g["session"]["lastStatus"], "completed", "{g}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(holding_key(owner, KEY_A).is_empty(), "a spare with A's key");
+}

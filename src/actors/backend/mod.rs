@@ -59,6 +59,11 @@ impl CodexBackend {
         self.source.holds_process()
     }
 
+    /// The credentials its warm process was started with (none held: none).
+    pub(crate) fn credentials(&self) -> crate::actors::credentials::Credentials {
+        self.source.credentials()
+    }
+
     /// Close a session's warm process between turns (EOF first), giving its place under
     /// `max_warm` back; a one-shot call's is kept for the call's next turn (see
     /// [`CodexBackend::finish`]).

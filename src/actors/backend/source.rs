@@ -96,6 +96,18 @@ impl Source {
         }
     }
 
+    /// The credentials the warm process in place was started with (none: none).
+    pub(crate) fn credentials(&self) -> crate::actors::credentials::Credentials {
+        let process = match self {
+            Source::Exec => None,
+            Source::Session(s) => s.process.as_ref(),
+            Source::OneShot(o) => o.server.as_ref().and_then(|s| s.process.as_ref()),
+        };
+        process.map_or(crate::actors::credentials::Credentials::NONE, |w| {
+            crate::actors::credentials::Credentials::of_env(w.key().env())
+        })
+    }
+
     /// The warm process in place.
     pub(crate) fn process_mut(&mut self) -> Option<&mut WarmProcess> {
         match self {
@@ -194,9 +206,12 @@ impl Source {
 
     /// A new process this turn took or started served it: the session's next spare is
     /// started (once the turn ended, not while it runs: a spare's start-up takes the CPU the
-    /// turn needs), so that a host's next new session here finds one too.
+    /// turn needs), so that a host's next new session here finds one too; none for credentials
+    /// nobody holds now (a task's or background turn that outlived its host).
     pub(crate) fn refill(&self, env: &TurnEnv<'_>, turn: &WarmTurn) {
-        if let Source::Session(s) = self {
+        if let Source::Session(s) = self
+            && s.shared.credentials.held_by(&env.common.env)
+        {
             s.shared.warm.refill(turn.app_server(env.common));
         }
     }

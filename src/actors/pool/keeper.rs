@@ -109,8 +109,10 @@ impl KeeperState {
         };
         let full = shared.warm.len() >= shared.warm.max();
         let idle = shared.idle_timeout;
+        // its host left while it started: no spare for credentials nobody holds
+        let unheld = !shared.credentials.held_by(key.env());
         drop(shared);
-        if full {
+        if full || unheld {
             self.close(process.close());
             return;
         }
@@ -122,6 +124,48 @@ impl KeeperState {
         }) {
             self.close(old.process.close());
         }
+    }
+
+    /// Close the spare and the idle one-shot servers started with credentials nobody holds
+    /// now (their host's last connection is gone).
+    fn close_unheld(&mut self) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let held = |env: &[(String, String)]| shared.credentials.held_by(env);
+        if self.spare.as_ref().is_some_and(|s| !held(s.key.env()))
+            && let Some(s) = self.spare.take()
+        {
+            self.close(s.process.close());
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.idle)
+            .into_iter()
+            .partition(|s| s.process.as_ref().is_some_and(|w| !held(w.key().env())));
+        self.idle = kept;
+        drop(shared);
+        if !gone.is_empty() {
+            let closing = futures::future::join_all(gone.into_iter().map(OneShotServer::retire));
+            self.close(async move {
+                closing.await;
+            });
+        }
+    }
+
+    /// Keep `server` idle until a call of its client takes it, unless it was started with
+    /// credentials nobody holds now (its call outlived its host: a task's): then closed.
+    fn put_one_shot(&mut self, mut server: OneShotServer) {
+        let unheld = self.shared.upgrade().is_some_and(|shared| {
+            server
+                .process
+                .as_ref()
+                .is_some_and(|w| !shared.credentials.held_by(w.key().env()))
+        });
+        if unheld {
+            self.close(server.retire());
+            return;
+        }
+        server.mark_idle();
+        self.idle.push(server);
     }
 
     /// The spare, taken out, when it was started with `key` and is fit to use; one found dead
@@ -273,10 +317,8 @@ impl ractor::Actor for PoolKeeper {
                     state.idle.push(server);
                 }
             }
-            KeeperMessage::PutOneShot(mut server) => {
-                server.mark_idle();
-                state.idle.push(server);
-            }
+            KeeperMessage::PutOneShot(server) => state.put_one_shot(server),
+            KeeperMessage::Released => state.close_unheld(),
             KeeperMessage::OneShotCount { reply } => {
                 let _ = reply.send(state.idle.len());
             }

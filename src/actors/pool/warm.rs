@@ -131,6 +131,9 @@ pub(crate) enum KeeperMessage {
     /// close runs in a task of the keeper, so a shutdown aborts it, which kills what is left
     /// of the process.
     Close(futures::future::BoxFuture<'static, ()>),
+    /// A host's last connection is gone: close the spare and the idle one-shot servers whose
+    /// credentials nobody holds now.
+    Released,
     /// Start an app-server with `common` and close it ([`probe`]), then answer.
     Probe {
         common: crate::codex::argv::Common,
@@ -290,6 +293,14 @@ impl WarmPool {
             return;
         };
         let _ = keeper.cast(KeeperMessage::Refill { spec, slot });
+    }
+
+    /// A host's last connection is gone: the keeper closes what it holds that was started
+    /// with credentials nobody holds now.
+    pub(crate) fn credentials_released(&self) {
+        if let Some(keeper) = self.keeper.get() {
+            let _ = keeper.cast(KeeperMessage::Released);
+        }
     }
 
     /// [`probe`] in the keeper, which owns its process: whether this codex has a usable

@@ -13,6 +13,7 @@ use super::driver::{Driver, ForkSpec, OpSpec, Plan, SessionBackend, TurnDriver, 
 use crate::actors::backend::source::SessionSource;
 use crate::actors::backend::{CodexBackend, Source, TurnRun};
 use crate::actors::calls::ThreadOp;
+use crate::actors::credentials::Credentials;
 use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
 use crate::codex::process::TurnControl;
@@ -49,6 +50,10 @@ impl SessionBackend for CodexBackend {
 
     fn close(&mut self) -> BoxFuture<'_, ()> {
         Box::pin(CodexBackend::close(self))
+    }
+
+    fn credentials(&self) -> Credentials {
+        CodexBackend::credentials(self)
     }
 }
 

@@ -129,6 +129,7 @@ pub(super) fn closed(id: &SessionId, msg: SessionMessage) {
         | SessionMessage::TurnFinished { .. }
         | SessionMessage::IdleCheck
         | SessionMessage::CloseWarm
+        | SessionMessage::CredentialsReleased
         | SessionMessage::TurnRunning
         | SessionMessage::RunsWithExec
         | SessionMessage::OneOffDone => {}
@@ -165,5 +166,19 @@ pub(super) async fn close_warm(st: &mut SessionState) {
     if let Some(b) = st.backend.as_mut().filter(|b| b.holds_process()) {
         b.close().await;
         let _ = crate::actors::inflight::off_record(&st.shared.store, &st.id);
+    }
+}
+
+/// Close the warm app-server between turns when it was started with credentials nobody holds
+/// now (its host's last connection is gone): the next turn starts one with its caller's.
+pub(super) async fn close_unheld(st: &mut SessionState) {
+    let unheld = st
+        .backend
+        .as_ref()
+        .filter(|b| b.holds_process())
+        .is_some_and(|b| !st.shared.credentials.held(b.credentials()));
+    if unheld {
+        tracing::info!(session = %st.id, "closing a warm codex process whose host is gone");
+        close_warm(st).await;
     }
 }

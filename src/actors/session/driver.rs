@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 
 use crate::actors::backend::{Invocation, TurnRun};
 use crate::actors::calls::ThreadOp;
+use crate::actors::credentials::Credentials;
 use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
 use crate::codex::argv::{CheckedTurn, Common, SpawnSpec};
@@ -81,6 +82,10 @@ pub(super) trait SessionBackend: Send + 'static {
 
     /// Close what it holds between turns (the pool asked, or the session closes).
     fn close(&mut self) -> BoxFuture<'_, ()>;
+
+    /// The credentials the process it holds between turns was started with (none held:
+    /// [`Credentials::NONE`]).
+    fn credentials(&self) -> Credentials;
 }
 
 /// Makes each session's backend, and runs forks.

@@ -47,6 +47,9 @@ pub enum SessionMessage {
     /// Close the warm app-server process if the session is idle (the cap on warm processes
     /// was reached and this session was the least recently used).
     CloseWarm,
+    /// A host's last connection is gone: close the warm app-server between turns when it was
+    /// started with credentials nobody holds now (a running turn keeps it until it ends).
+    CredentialsReleased,
     /// Add a message to the running turn (`turn/steer`); answered once codex took it.
     Steer {
         text: crate::security::prompt::Prompt,

@@ -22,7 +22,7 @@ use crate::actors::calls::TurnCall;
 use crate::actors::report::TurnReport;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
-use close::{close, close_warm, closed};
+use close::{close, close_unheld, close_warm, closed};
 use finish::finish;
 use fork::{fork, op_done, thread_op};
 use prepare::prepare;
@@ -127,7 +127,12 @@ impl Actor for SessionActor {
             });
             return Ok(());
         }
-        if !matches!(msg, SessionMessage::IdleCheck | SessionMessage::Get { .. }) {
+        if !matches!(
+            msg,
+            SessionMessage::IdleCheck
+                | SessionMessage::Get { .. }
+                | SessionMessage::CredentialsReleased
+        ) {
             st.last_activity = Instant::now();
         }
         match msg {
@@ -146,6 +151,8 @@ impl Actor for SessionActor {
                     }
                 };
                 finish(st, *finished, reply).await;
+                // a task's or background turn kept its process past its host: let go now
+                close_unheld(st).await;
                 start_next(&myself, st).await;
             }
             SessionMessage::Close {
@@ -163,6 +170,11 @@ impl Actor for SessionActor {
             SessionMessage::CloseWarm => {
                 if !st.phase.running() {
                     close_warm(st).await;
+                }
+            }
+            SessionMessage::CredentialsReleased => {
+                if !st.phase.running() {
+                    close_unheld(st).await;
                 }
             }
             SessionMessage::Steer {

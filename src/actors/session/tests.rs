@@ -84,6 +84,10 @@ impl SessionBackend for FakeBackend {
     fn close(&mut self) -> futures::future::BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+
+    fn credentials(&self) -> crate::actors::credentials::Credentials {
+        crate::actors::credentials::Credentials::NONE
+    }
 }
 
 /// The fake as the registry's driver: its backends share it.

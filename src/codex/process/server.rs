@@ -88,6 +88,13 @@ pub struct WarmKey {
     env: Vec<(String, String)>,
 }
 
+impl WarmKey {
+    /// The environment the process was started with (whose credentials it carries).
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+}
+
 /// The [`WarmKey`] of a spec.
 pub fn key_of(spec: &SpawnSpec) -> WarmKey {
     WarmKey {
