@@ -47,20 +47,35 @@ impl Drop for EventBuf {
         let text = String::from_utf8_lossy(&self.0);
         let text = redact(&text);
         let text = redact_held(&text);
-        let text = hide_page_ids(&text).into_owned();
+        let text = hide_page_secrets(&text).into_owned();
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
 
-/// `text` with every question page's id cut to its first 6 characters: a page's address is a
-/// capability (whoever has it, and the code the host shows, can decide), and debug logs of
-/// rmcp's messages carry the URL-mode elicitations that name it.
-pub fn hide_page_ids(text: &str) -> std::borrow::Cow<'_, str> {
+/// What a question's URL elicitation says just before the code that the page's Approve needs
+/// (`mcp::budget::page_message` writes it so; [`hide_page_secrets`] hides what follows).
+pub const PAGE_CODE_LEAD: &str = "Decide on the page; code ";
+
+/// `text` with every question page's id cut to its first 6 characters and every code the
+/// page's Approve needs hidden: a page's address and its code decide a question (whoever has
+/// both can approve), and rmcp's logs of its messages (its `info` level and below) carry the
+/// URL-mode elicitations that hold both. Nothing that decides a question is logged whole.
+pub fn hide_page_secrets(text: &str) -> std::borrow::Cow<'_, str> {
     static PAGE_ID: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = PAGE_ID.get_or_init(|| {
+    static CODE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let id = PAGE_ID.get_or_init(|| {
         regex::Regex::new(r"/q/([0-9a-f]{6})[0-9a-f]{26,}").expect("a valid pattern")
     });
-    re.replace_all(text, "/q/$1…")
+    let code = CODE.get_or_init(|| {
+        regex::Regex::new(&format!(r"({})[0-9]+", regex::escape(PAGE_CODE_LEAD)))
+            .expect("a valid pattern")
+    });
+    match id.replace_all(text, "/q/$1…") {
+        std::borrow::Cow::Borrowed(t) => code.replace_all(t, "${1}…"),
+        std::borrow::Cow::Owned(t) => {
+            std::borrow::Cow::Owned(code.replace_all(&t, "${1}…").into_owned())
+        }
+    }
 }
 
 impl<'a> MakeWriter<'a> for RedactingStderr {
@@ -195,8 +210,23 @@ mod tests {
     fn a_page_address_is_logged_without_its_id() {
         let id = "0123456789abcdef".repeat(4);
         let line = format!("url: \"http://127.0.0.1:4242/q/{id}\" sent");
-        let logged = hide_page_ids(&line);
+        let logged = hide_page_secrets(&line);
         assert_eq!(logged, "url: \"http://127.0.0.1:4242/q/012345…\" sent");
-        assert_eq!(hide_page_ids("no page here"), "no page here");
+        assert_eq!(hide_page_secrets("no page here"), "no page here");
+    }
+
+    #[test]
+    fn a_pages_code_is_logged_without_its_digits() {
+        let id = "0123456789abcdef".repeat(4);
+        // as rmcp's log of a URL-mode elicitation writes it
+        let line = format!(
+            "UrlElicitationParams {{ message: \"Codex: Run a command unsandboxed? {PAGE_CODE_LEAD}\
+             042917\", url: \"http://127.0.0.1:4242/q/{id}\" }}"
+        );
+        let logged = hide_page_secrets(&line);
+        assert!(!logged.contains("042917"), "{logged}");
+        assert!(!logged.contains(&id), "{logged}");
+        assert!(logged.contains("Decide on the page; code …\""), "{logged}");
+        assert_eq!(hide_page_secrets("exit code 042917"), "exit code 042917");
     }
 }

@@ -230,6 +230,10 @@ pub struct TurnCall {
     /// Asks codex's questions of this turn of the person behind the connection that started it
     /// (`approvals = ask`, a client that can be asked); `None`: every question is declined.
     pub asker: Option<crate::question::ask::Asker>,
+    /// The host that made the call (the MCP layer's key of it, opaque here): a close by
+    /// another host does not end it, running or queued ([`crate::actors::Bridge::close`]);
+    /// `None`: the owning process's own call, which any close ends.
+    pub host: Option<String>,
 }
 
 /// Live counts for status tools.

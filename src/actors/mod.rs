@@ -377,14 +377,17 @@ impl Bridge {
         })
     }
 
-    /// [`Bridge::close`], answered as the session tools show a session.
+    /// [`Bridge::close`] by a client of `host` (the MCP layer's key of it): refused, naming
+    /// `sessionId`, while the session runs or has queued a call of another host
+    /// ([`TurnCall::host`]); answered as the session tools show a session.
     pub async fn close_session(
         &self,
         id: &SessionId,
         delete_thread: bool,
         client: Arc<ClientContext>,
+        host: Option<String>,
     ) -> Result<Option<SessionView>> {
-        let removed = self.close(id, delete_thread, Some(client)).await?;
+        let removed = self.close_by(id, delete_thread, Some(client), host).await?;
         Ok(removed.map(|r| SessionView::of(&r, false)))
     }
 
@@ -407,11 +410,23 @@ impl Bridge {
 
     /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files
     /// (with `client`'s codex and environment; `None`: the owning process's own).
+    /// This is the operator's close (the `sessions` command): it ends any turn.
     pub async fn close(
         &self,
         id: &SessionId,
         delete_thread: bool,
         client: Option<Arc<ClientContext>>,
+    ) -> Result<Option<SessionRecord>> {
+        self.close_by(id, delete_thread, client, None).await
+    }
+
+    /// [`Bridge::close`] by `host` (`None`: the operator).
+    async fn close_by(
+        &self,
+        id: &SessionId,
+        delete_thread: bool,
+        client: Option<Arc<ClientContext>>,
+        host: Option<String>,
     ) -> Result<Option<SessionRecord>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
@@ -419,6 +434,7 @@ impl Bridge {
                 id: id.clone(),
                 delete_thread,
                 client: client.unwrap_or_else(|| self.own.clone()),
+                host,
                 reply: tx,
             })
             .map_err(|_| Error::Busy("the session registry is not running".into()))?;

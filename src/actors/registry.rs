@@ -44,6 +44,8 @@ pub enum RegistryMessage {
         delete_thread: bool,
         /// Whose codex deletes the thread.
         client: Arc<crate::actors::client::ClientContext>,
+        /// The host that closes (it ends no turn of another host); `None`: the operator's.
+        host: Option<String>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
     /// Add a message to a live session's running turn.
@@ -309,8 +311,12 @@ impl Actor for RegistryActor {
                 id,
                 delete_thread,
                 client,
+                host,
                 reply,
-            } => close(self, &myself, shared, id, delete_thread, client, reply).await,
+            } => {
+                let how = (delete_thread, host);
+                close(self, &myself, shared, id, how, client, reply).await
+            }
             RegistryMessage::Steer {
                 id,
                 text,
@@ -448,13 +454,14 @@ async fn close(
     myself: &ActorRef<RegistryMessage>,
     shared: &Arc<Shared>,
     id: SessionId,
-    delete_thread: bool,
+    (delete_thread, host): (bool, Option<String>),
     client: Arc<crate::actors::client::ClientContext>,
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
     let mut msg = SessionMessage::Close {
         delete_thread,
         client,
+        host,
         reply,
     };
     // a second attempt always reaches a fresh actor (the stale one is forgotten first)

@@ -1,18 +1,20 @@
 //! The store's records of MCP tasks, for the MCP layer: a task's call and a background call
 //! outlive the connection that started them, and their records outlive the process that ran
 //! them ([`StoredTask`]). Written only by the MCP layer's task store (`mcp::tasks`), through
-//! these methods; the store keeps the bytes, this module their shape.
+//! these methods; the store keeps the bytes, this module their shape (the task's own part is
+//! the MCP layer's type, which holds no question a running task has open).
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::Bridge;
 use crate::error::{Error, Result};
 
 /// What the store keeps of one task: who may read it once its connection is gone, until when,
-/// and the task as the MCP layer answers it (opaque here).
+/// and the task as the MCP layer keeps it (`T`, opaque here).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StoredTask {
+pub struct StoredTask<T> {
     pub id: String,
     /// The host that started it, as the MCP layer recognises a host across its restarts.
     pub host: String,
@@ -21,13 +23,13 @@ pub struct StoredTask {
     pub handle: Option<String>,
     /// After this (ms since the epoch) the record is forgotten.
     pub expires_ms: u64,
-    /// The task's state (the MCP layer's own JSON).
-    pub task: serde_json::Value,
+    /// The task's state (the MCP layer's own type).
+    pub task: T,
 }
 
 impl Bridge {
     /// Keep `task`'s record ([`Bridge::flush_tasks`] makes it durable).
-    pub fn save_task(&self, task: &StoredTask) -> Result<()> {
+    pub fn save_task<T: Serialize>(&self, task: &StoredTask<T>) -> Result<()> {
         let bytes = serde_json::to_vec(task).map_err(|e| Error::Io {
             doing: "encoding a task's record",
             source: std::io::Error::other(e),
@@ -41,7 +43,7 @@ impl Bridge {
     }
 
     /// Task `id`'s record, if kept and readable.
-    pub fn load_task(&self, id: &str) -> Result<Option<StoredTask>> {
+    pub fn load_task<T: DeserializeOwned>(&self, id: &str) -> Result<Option<StoredTask<T>>> {
         Ok(self
             .shared
             .store
@@ -50,10 +52,10 @@ impl Bridge {
     }
 
     /// Every task record kept (those that do not read are forgotten).
-    pub fn stored_tasks(&self) -> Result<Vec<StoredTask>> {
+    pub fn stored_tasks<T: DeserializeOwned>(&self) -> Result<Vec<StoredTask<T>>> {
         let mut out = vec![];
         for (id, bytes) in self.shared.store.tasks()? {
-            match serde_json::from_slice::<StoredTask>(&bytes) {
+            match serde_json::from_slice::<StoredTask<T>>(&bytes) {
                 Ok(t) => out.push(t),
                 Err(_) => self.shared.store.remove_task(&id)?,
             }

@@ -337,7 +337,8 @@ pub fn page_message(question: &Question, code: &str) -> String {
         Question::Permissions { .. } => "More permissions",
         _ => "A question",
     };
-    format!("Codex: {asked}? Decide on the page; code {code}")
+    // the log writer hides what follows this lead (crate::logging::hide_page_secrets)
+    format!("Codex: {asked}? {}{code}", crate::logging::PAGE_CODE_LEAD)
 }
 
 #[cfg(test)]

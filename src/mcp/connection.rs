@@ -130,6 +130,15 @@ impl McpServer {
         }
     }
 
+    /// The host of the client that makes a call ([`McpServer::background_host`]): the one rule
+    /// of who may end a turn. A turn is ended only by a client of the host that started it:
+    /// `stop` finds only its host's background turns, `closeSession` is refused while the
+    /// session runs (or has queued) another host's call, and a task (`tasks/cancel`) is seen only
+    /// by its connection, then its host.
+    pub(crate) fn caller_host(&self, ctx: &CallCtx) -> HostKey {
+        self.background_host(&ctx.client_name, ctx.http_session.as_deref())
+    }
+
     /// A task's time-to-live. rmcp counts it from creation and aborts a task still running when
     /// it expires, so it exceeds the longest call (queue wait plus the largest timeout) by
     /// [`TASK_RESULT_GRACE`]; a finished task's result is kept for one more TTL.

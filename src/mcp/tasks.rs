@@ -9,13 +9,20 @@
 //! polls its task again from a new process and is answered: by the same owner while the task
 //! runs, from the store after it ended and the owner exited, or as interrupted when the owner
 //! was killed mid-turn.
+//!
+//! What the store keeps of a task is a [`KeptTask`]: its status, status message and times, and
+//! its result or error once it ended. A running task's open questions (`inputRequests`: a
+//! question's page address and the code its Approve needs) have no place in it, so no process
+//! that reads the store's files learns them; a task kept while a question was open reads back
+//! as `working`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{DetailedTask, TaskPayload, TaskStatus};
+use rmcp::model::{DetailedTask, JsonObject, Task, TaskPayload, TaskStatus};
 use rmcp::task_manager::TaskManager;
+use serde::{Deserialize, Serialize};
 
 use super::elicit::Channel;
 use super::mrtr::Rounds;
@@ -40,6 +47,56 @@ pub const INTERRUPTED: &str = "interrupted: the codex-mcp-bridge process that ra
      stopped (it was shut down, killed or crashed) before the turn ended, and its codex process was \
      stopped; a session's record says `interrupted` too, and the session resumes on its next \
      turn. Call the tool again.";
+
+/// What the store keeps of a task: the task without its payload, and its result or error once
+/// it ended. Nothing of a question the task has open: no place for its input requests (a
+/// page's address, the code its Approve needs, a form).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KeptTask {
+    /// Its id, status (`input_required` says only that a question is open), status message
+    /// and times.
+    #[serde(flatten)]
+    task: Task,
+    /// A completed task's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<JsonObject>,
+    /// A failed task's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<JsonObject>,
+}
+
+impl KeptTask {
+    /// What is kept of `task`: everything but a running task's open questions.
+    fn of(task: &DetailedTask) -> KeptTask {
+        let (result, error) = match &task.payload {
+            TaskPayload::Completed { result } => (Some(result.clone()), None),
+            TaskPayload::Failed { error } => (None, Some(error.clone())),
+            // working, cancelled, or a question open (never kept: only that one is)
+            _ => (None, None),
+        };
+        KeptTask {
+            task: task.task.clone(),
+            result,
+            error,
+        }
+    }
+
+    /// The task as a connection is answered from the store: one kept while a question was open
+    /// reads as `working` (its question lived in the process that asked it); `None` when the
+    /// record does not read (an ended task without its result or error).
+    fn detailed(self) -> Option<DetailedTask> {
+        let payload = match self.task.status {
+            TaskStatus::Completed => TaskPayload::Completed {
+                result: self.result?,
+            },
+            TaskStatus::Failed => TaskPayload::Failed { error: self.error? },
+            TaskStatus::Cancelled => TaskPayload::Cancelled,
+            _ => TaskPayload::Working,
+        };
+        Some(DetailedTask::new(self.task, payload))
+    }
+}
 
 /// Who started a task, and what it is kept as.
 #[derive(Clone)]
@@ -269,7 +326,7 @@ impl Tasks {
     /// Mark what an owner that died left running as interrupted; forget expired records.
     async fn recover(&self) {
         let Some(bridge) = &self.keep else { return };
-        let stored = match bridge.stored_tasks() {
+        let stored = match bridge.stored_tasks::<KeptTask>() {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "could not read the stored tasks");
@@ -285,7 +342,7 @@ impl Tasks {
                 let _ = bridge.forget_task(&t.id);
                 continue;
             }
-            let Ok(task) = serde_json::from_value::<DetailedTask>(t.task.clone()) else {
+            let Some(task) = t.task.clone().detailed() else {
                 let _ = bridge.forget_task(&t.id);
                 continue;
             };
@@ -298,7 +355,7 @@ impl Tasks {
             if ended(&task) {
                 continue;
             }
-            t.task = serde_json::to_value(interrupted(task.task)).unwrap_or_default();
+            t.task = KeptTask::of(&interrupted(task.task));
             if bridge.save_task(&t).is_ok() {
                 marked += 1;
             }
@@ -341,11 +398,11 @@ impl Tasks {
     /// A kept record of task `id` for `host`, not expired.
     fn stored(&self, id: &str, host: Option<&str>) -> Option<Box<DetailedTask>> {
         let host = host?;
-        let t = self.keep.as_ref()?.load_task(id).ok()??;
+        let t = self.keep.as_ref()?.load_task::<KeptTask>(id).ok()??;
         if t.host != host || t.expires_ms < now_ms() {
             return None;
         }
-        serde_json::from_value(t.task).ok().map(Box::new)
+        t.task.detailed().map(Box::new)
     }
 
     /// The latest task of background handle `handle` (this process's, or one kept in the store
@@ -374,11 +431,11 @@ impl Tasks {
         if let Ok(t) = self.manager.get_task(id) {
             return Some(t);
         }
-        let t = self.keep.as_ref()?.load_task(id).ok()??;
+        let t = self.keep.as_ref()?.load_task::<KeptTask>(id).ok()??;
         if t.expires_ms < now_ms() {
             return None;
         }
-        serde_json::from_value(t.task).ok()
+        t.task.detailed()
     }
 }
 
@@ -398,11 +455,12 @@ impl Seen {
     }
 }
 
-/// `task` as its record keeps it: whole, or past [`MAX_STORED_TASK_BYTES`] an error saying so.
-fn within_bound(task: &DetailedTask) -> serde_json::Value {
-    let value = serde_json::to_value(task).unwrap_or_default();
-    if serde_json::to_vec(&value).map_or(0, |v| v.len()) <= MAX_STORED_TASK_BYTES {
-        return value;
+/// `task` as its record keeps it ([`KeptTask`]): whole, or past [`MAX_STORED_TASK_BYTES`] an
+/// error saying so.
+fn within_bound(task: &DetailedTask) -> KeptTask {
+    let kept = KeptTask::of(task);
+    if serde_json::to_vec(&kept).map_or(0, |v| v.len()) <= MAX_STORED_TASK_BYTES {
+        return kept;
     }
     let too_big = DetailedTask::new(
         task.task.clone(),
@@ -414,7 +472,7 @@ fn within_bound(task: &DetailedTask) -> serde_json::Value {
             )),
         },
     );
-    serde_json::to_value(&too_big).unwrap_or_default()
+    KeptTask::of(&too_big)
 }
 
 /// `task` as it reads back once the process that ran it stopped mid-turn.
@@ -435,4 +493,83 @@ pub(super) fn error_object(message: &str) -> rmcp::model::JsonObject {
     o.insert("code".into(), (-32603).into());
     o.insert("message".into(), message.into());
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ElicitRequest, ElicitRequestParams, InputRequest, InputRequests};
+
+    use super::*;
+
+    /// A task asking on a page, as the page route makes it: the URL-mode elicitation names the
+    /// page and the code.
+    fn asking(url: &str, code: &str) -> DetailedTask {
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: format!(
+                "Codex: Run a command unsandboxed? {}{code}",
+                crate::logging::PAGE_CODE_LEAD
+            ),
+            url: url.to_owned(),
+            elicitation_id: "e1".into(),
+        };
+        let mut requests = InputRequests::new();
+        requests.insert(
+            "question-1".into(),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        );
+        let task = Task::new("t1", TaskStatus::InputRequired, "2026-01-01", "2026-01-01")
+            .with_status_message("waiting for a person to answer: Run a command");
+        DetailedTask::new(
+            task,
+            TaskPayload::InputRequired {
+                input_requests: requests,
+            },
+        )
+    }
+
+    #[test]
+    fn a_kept_task_holds_no_open_question_and_reads_back_working() {
+        let (id, code) = ("ab12".repeat(16), "042917");
+        let url = format!("http://127.0.0.1:4242/q/{id}");
+        let task = asking(&url, code);
+        // the payload as rmcp answers it holds both (what the store kept before)
+        let whole = serde_json::to_string(&task).unwrap();
+        assert!(whole.contains(&id) && whole.contains(code), "{whole}");
+        let kept = within_bound(&task);
+        let bytes = serde_json::to_string(&kept).unwrap();
+        assert!(!bytes.contains(&id), "{bytes}");
+        assert!(!bytes.contains(code), "{bytes}");
+        assert!(!bytes.contains("inputRequests"), "{bytes}");
+        assert!(bytes.contains("\"status\":\"input_required\""), "{bytes}");
+        let back: KeptTask = serde_json::from_str(&bytes).unwrap();
+        let read = back.detailed().expect("it reads");
+        assert_eq!(read.status(), TaskStatus::Working);
+        assert_eq!(
+            read.task.status_message.as_deref(),
+            Some("waiting for a person to answer: Run a command")
+        );
+        // a record an older version kept with the question reads without it
+        let old: KeptTask = serde_json::from_str(&whole).unwrap();
+        assert!(!serde_json::to_string(&old).unwrap().contains(code));
+    }
+
+    #[test]
+    fn an_ended_task_is_kept_whole() {
+        let mut result = JsonObject::new();
+        result.insert("content".into(), serde_json::json!([]));
+        let task = Task::new("t2", TaskStatus::Completed, "2026-01-01", "2026-01-02");
+        for payload in [
+            TaskPayload::Completed { result },
+            TaskPayload::Failed {
+                error: error_object("it failed"),
+            },
+            TaskPayload::Cancelled,
+        ] {
+            let done = DetailedTask::new(task.clone(), payload);
+            let bytes = serde_json::to_vec(&within_bound(&done)).unwrap();
+            let back: KeptTask = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(back.detailed(), Some(done));
+        }
+    }
 }

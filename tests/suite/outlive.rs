@@ -8,7 +8,7 @@
 //!   and no client is connected, the daemon exits and no codex process is left;
 //! - a plain call whose client leaves is cancelled, and its codex processes are gone;
 //! - a client whose calls are cut off at 5 s runs a long turn to its end with `background`
-//!   and `wait`;
+//!   and `wait`, and another host's `closeSession` meanwhile is refused and ends nothing;
 //! - `stop` ends a background turn (a review's too), and its codex is gone;
 //! - a SIGKILL of the daemon mid-turn reads back as interrupted (`tasks/get`, `wait`,
 //!   `getSession`);
@@ -308,6 +308,14 @@ async fn background_and_wait_run_a_turn_longer_than_the_hosts_limit() {
     assert_eq!(v["status"], "running", "{v}");
     let session = v["sessionId"].as_str().expect("a sessionId").to_owned();
     assert!(text(&r).contains("wait"), "{}", text(&r));
+    // another host (its own CODEX_HOME) on the store cannot end the turn by closing its
+    // session: refused, naming the field, and the turn runs on to its result below
+    let o = connect_other_home(&env, &mock).await;
+    model_asked(&mock, 1).await;
+    let c = o.call("closeSession", json!({"sessionId": session})).await;
+    assert_eq!(c.is_error, Some(true), "{}", text(&c));
+    assert!(text(&c).contains("`sessionId`"), "{}", text(&c));
+    assert!(text(&c).contains("another host"), "{}", text(&c));
     let mut polls = 0;
     let done = loop {
         polls += 1;
@@ -334,7 +342,6 @@ async fn background_and_wait_run_a_turn_longer_than_the_hosts_limit() {
         "{g}"
     );
     // a client of another CODEX_HOME on the store sees that it ran, not what it said
-    let o = connect_other_home(&env, &mock).await;
     let g = structured(&o.call("getSession", json!({"sessionId": session})).await);
     assert_eq!(g["session"]["lastStatus"], "completed", "{g}");
     assert!(g["session"].get("lastResponse").is_none(), "{g}");

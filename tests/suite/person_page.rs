@@ -11,6 +11,9 @@
 //!   decides nothing.
 //! - A host that cannot open a page is not asked what it cannot show: the question is
 //!   declined unasked, with a reason that tells the model what can be asked.
+//! - Nothing that decides a question reaches a file: while it is open, no file of the store
+//!   (sled's, the owner daemon's log at trace level) holds its URL, page id, token, cookie or
+//!   code, on any of the three ways.
 
 use std::path::PathBuf;
 
@@ -76,6 +79,19 @@ async fn serve(
     ] {
         vars.retain(|(key, _)| key != k);
         vars.push((k.into(), v));
+    }
+    // a person who reads the store's files while the question is open (`Person::scan`): the
+    // owner daemon owns the store, as for Claude Code, and logs everything to its `owner.log`
+    // there, rmcp's messages included
+    if let Some(store) = person.scan.lock().unwrap().clone() {
+        vars.retain(|(k, _)| {
+            k != "CODEX_BRIDGE_OWNER" && k != "RUST_LOG" && k != "CODEX_BRIDGE_STORE"
+        });
+        vars.push(("CODEX_BRIDGE_STORE".into(), store.display().to_string()));
+        vars.push((
+            "RUST_LOG".into(),
+            "debug,codex_mcp_bridge=trace,rmcp=trace".into(),
+        ));
     }
     let protocol = match way {
         Way::Legacy => Protocol::Legacy,
@@ -156,6 +172,8 @@ async fn a_command_a_small_host_cannot_show_whole_is_approved_on_its_page_on_eve
         let person = Person::answering(Answer::Accept(true))
             .on_host(CLAUDE_CODE)
             .on_page(OnPage::Approve);
+        let store = env.root().join("store");
+        *person.scan.lock().unwrap() = Some(store.clone());
         let s = serve(&env, &mock, person.clone(), way, true, 30_000).await;
         let target = outside(&env, "approved.txt");
         let v = turn(&mock, &env, &s, way, escalation(&four_lines(&target))).await;
@@ -179,6 +197,12 @@ async fn a_command_a_small_host_cannot_show_whole_is_approved_on_its_page_on_eve
             target.exists(),
             "{way:?}: approved on the page, so written: {v}"
         );
+        // nothing that decides the question was in a file while it was open (the log was
+        // there, and said that a page opened)
+        let leaks = person.leaks.lock().unwrap().clone();
+        assert!(leaks.is_empty(), "{way:?}: {leaks:#?}");
+        let log = std::fs::read_to_string(store.join("owner.log")).unwrap_or_default();
+        assert!(log.contains("a question's page is open"), "{way:?}: {log}");
     }
 }
 

@@ -323,5 +323,6 @@ pub fn call(
         progress: None,
         client: None,
         asker: None,
+        host: None,
     }
 }

@@ -87,6 +87,12 @@ pub struct Person {
     /// When set, the next form is held open: its message goes to the sender, and it is answered
     /// once the receiver fires (or its sender is dropped).
     pub hold: Arc<Mutex<Option<Hold>>>,
+    /// When set, a directory (the store's) whose every file is read while each page's question
+    /// is open, after the page was opened and before it is decided; what of the question's
+    /// URL, page id, token, cookie and code was found there goes to `leaks`.
+    pub scan: Arc<Mutex<Option<std::path::PathBuf>>>,
+    /// What [`Person::scan`] found (`file: what`).
+    pub leaks: Arc<Mutex<Vec<String>>>,
 }
 
 /// The client name of Codex's terminal app as an MCP host, which shows a form whole.
@@ -123,6 +129,8 @@ impl Default for Person {
             urls: Arc::default(),
             pages: Arc::default(),
             hold: Arc::default(),
+            scan: Arc::default(),
+            leaks: Arc::default(),
         }
     }
 }
@@ -161,9 +169,18 @@ impl Person {
             };
             if let Some(decision) = decision {
                 let code = super::page::code_of(message).expect("the host shows the page's code");
-                let (status, page) = super::page::decide(url, &code, decision).await;
+                let opened = super::page::open(url).await;
+                let scan = self.scan.lock().unwrap().clone();
+                if let Some(dir) = scan {
+                    // a task's status is written to the store every second, and sled writes
+                    // within half a second: long enough for both, while the question is open
+                    tokio::time::sleep(Duration::from_millis(2_500)).await;
+                    let found = super::page::secrets_in_files(&dir, url, &opened, &code);
+                    self.leaks.lock().unwrap().extend(found);
+                }
+                let status = super::page::post(url, &opened, &code, decision).await;
                 assert_eq!(status, 200, "the page took the decision");
-                self.pages.lock().unwrap().push(page);
+                self.pages.lock().unwrap().push(opened.body);
             }
         }
         match answer {

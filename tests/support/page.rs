@@ -40,9 +40,16 @@ pub fn code_of(message: &str) -> Option<String> {
     (code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())).then(|| code.to_owned())
 }
 
-/// Open the page at `url` as a browser does and post `decision` (`approve` or `deny`) from
-/// it, with the `code` the host showed; the status of the decision, and the page as read.
-pub async fn decide(url: &str, code: &str, decision: &str) -> (u16, String) {
+/// A question's page as a browser opened it: what it served, the cookie it set (`name=value`)
+/// and its decision token.
+pub struct Opened {
+    pub body: String,
+    pub cookie: String,
+    pub token: String,
+}
+
+/// Open the page at `url` as a browser does.
+pub async fn open(url: &str) -> Opened {
     let page = request("GET", url, &[], "").await;
     assert_eq!(page.status, 200, "the page opens: {}", page.body);
     let cookie = page
@@ -51,16 +58,99 @@ pub async fn decide(url: &str, code: &str, decision: &str) -> (u16, String) {
         .unwrap_or("")
         .to_owned();
     let token = token_of(&page.body).expect("the page carries its token");
+    Opened {
+        body: page.body,
+        cookie,
+        token,
+    }
+}
+
+/// Post `decision` (`approve` or `deny`) from the `opened` page at `url`, with the `code` the
+/// host showed; the status of the decision.
+pub async fn post(url: &str, opened: &Opened, code: &str, decision: &str) -> u16 {
     let (host, _) = split(url);
     let origin = format!("http://{host}");
-    let body = format!("token={token}&decision={decision}&code={code}");
-    let status = request(
+    let body = format!("token={}&decision={decision}&code={code}", opened.token);
+    request(
         "POST",
         url,
-        &[("Origin", &origin), ("Cookie", &cookie)],
+        &[("Origin", &origin), ("Cookie", &opened.cookie)],
         &body,
     )
     .await
-    .status;
-    (status, page.body)
+    .status
+}
+
+/// Open the page at `url` as a browser does and post `decision` (`approve` or `deny`) from
+/// it, with the `code` the host showed; the status of the decision, and the page as read.
+pub async fn decide(url: &str, code: &str, decision: &str) -> (u16, String) {
+    let opened = open(url).await;
+    let status = post(url, &opened, code, decision).await;
+    (status, opened.body)
+}
+
+/// Where in the files under `dir` (every file, read as bytes, the store's and its log) any of
+/// what decides the question at `url` appears: the URL, the page's id, its token and cookie,
+/// and `code` (digits not part of a longer number); `file: what` for each.
+pub fn secrets_in_files(
+    dir: &std::path::Path,
+    url: &str,
+    opened: &Opened,
+    code: &str,
+) -> Vec<String> {
+    let id = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let cookie = opened
+        .cookie
+        .split_once('=')
+        .map_or("", |(_, v)| v)
+        .to_owned();
+    let mut wanted = vec![
+        ("the URL", url.to_owned()),
+        ("the page id", id),
+        ("the token", opened.token.clone()),
+    ];
+    if !cookie.is_empty() {
+        wanted.push(("the cookie", cookie));
+    }
+    let mut found = vec![];
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            // a socket or a file gone meanwhile reads as nothing
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            for (what, secret) in &wanted {
+                if contains(&bytes, secret.as_bytes()) {
+                    found.push(format!("{}: {what}", path.display()));
+                }
+            }
+            if contains_number(&bytes, code.as_bytes()) {
+                found.push(format!("{}: the code", path.display()));
+            }
+        }
+    }
+    found
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Whether `digits` stand in `hay` as a number of their own (no digit either side).
+fn contains_number(hay: &[u8], digits: &[u8]) -> bool {
+    let n = digits.len();
+    hay.windows(n).enumerate().any(|(i, w)| {
+        w == digits
+            && (i == 0 || !hay[i - 1].is_ascii_digit())
+            && hay.get(i + n).is_none_or(|b| !b.is_ascii_digit())
+    })
 }

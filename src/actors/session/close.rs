@@ -1,4 +1,6 @@
-//! Closing a session: its running turn killed and answered `Cancelled`, its waiters answered,
+//! Closing a session: refused while it runs or has queued a call of another host than the
+//! closer's ([`others_turn`]: a host never ends another host's turn), else its running turn
+//! killed and answered `Cancelled`, its waiters answered,
 //! its record forgotten durably, `codex delete` handed to a one-shot actor when asked, and the
 //! actor drained so that nothing sent before the close is left unanswered or writes the record
 //! back (proved by `tests::a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds` and
@@ -26,18 +28,47 @@ pub(super) fn check_delete(client: &ClientContext, rec: &SessionRecord) -> Resul
     })
 }
 
-/// Close the session: refused before anything when its thread cannot be deleted by this
-/// client; else its turn is cancelled (killed) and its caller answered `Cancelled`, waiters are
+/// Whether a close by `closer` would end a turn of another host: the running turn's or a queued
+/// call's host ([`crate::actors::TurnCall::host`]) is known and not the closer's. The
+/// operator's close (`None`) ends any turn, and any close ends a call of no host (the owning
+/// process's own).
+pub(super) fn others_turn(st: &SessionState, closer: Option<&str>) -> bool {
+    let Some(closer) = closer else {
+        return false;
+    };
+    let running = match &st.phase {
+        Phase::Turn { guard, .. } => guard.host.as_deref(),
+        _ => None,
+    };
+    let queued = st.pending.iter().map(|(call, _, _)| call.host.as_deref());
+    std::iter::once(running)
+        .chain(queued)
+        .flatten()
+        .any(|host| host != closer)
+}
+
+/// Close the session: refused before anything when it runs a turn of another host
+/// ([`others_turn`]), or when its thread cannot be deleted by this client; else its turn is cancelled (killed) and its caller answered `Cancelled`, waiters are
 /// answered the same way, the record is forgotten (durably) and the actor drains: what was
 /// sent to it before the close is answered as for a closed session ([`closed`]), what comes
 /// later goes back to the registry, which finds no record.
 pub(super) async fn close(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
-    delete_thread: bool,
+    (delete_thread, host): (bool, Option<String>),
     client: Arc<ClientContext>,
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
+    if others_turn(st, host.as_deref()) {
+        let _ = reply.send(Err(Error::invalid(
+            "sessionId",
+            format!(
+                "session {} runs a turn (or has one queued) that another host started: only                  a client of that host (its client name, CODEX_HOME and roots; over HTTP, its                  HTTP session) can end it; nothing was cancelled. Close the session once its                  turn has ended",
+                st.id
+            ),
+        )));
+        return;
+    }
     if delete_thread
         && let Some(rec) = &st.record
         && let Err(e) = check_delete(&client, rec)

@@ -35,6 +35,9 @@ pub enum SessionMessage {
         delete_thread: bool,
         /// Whose codex deletes the thread.
         client: Arc<ClientContext>,
+        /// The host that closes ([`crate::actors::TurnCall::host`]): it ends no turn of
+        /// another host; `None`: the operator's own close, which ends any.
+        host: Option<String>,
         reply: oneshot::Sender<Result<Option<SessionRecord>>>,
     },
     /// The session's record as the session tools show it (not an activity: it does not keep

@@ -158,8 +158,9 @@ impl Actor for SessionActor {
             SessionMessage::Close {
                 delete_thread,
                 client,
+                host,
                 reply,
-            } => close(&myself, st, delete_thread, client, reply).await,
+            } => close(&myself, st, (delete_thread, host), client, reply).await,
             SessionMessage::Get { reply } => {
                 let view = st
                     .record

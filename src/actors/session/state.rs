@@ -36,6 +36,8 @@ pub(super) struct TurnGuard {
     /// The turn's caller, answered by the actor (when the task reports back, or when a close
     /// ends the turn), never by the task.
     pub(super) reply: Option<oneshot::Sender<Result<TurnReport>>>,
+    /// The host that made the call ([`TurnCall::host`]).
+    pub(super) host: Option<String>,
 }
 
 impl Drop for TurnGuard {

@@ -104,6 +104,7 @@ pub(super) fn launch(
             cancel,
             task,
             reply: Some(reply),
+            host: call.host.clone(),
         },
         steer,
     };

@@ -264,6 +264,7 @@ impl Setup {
             progress: None,
             client: None,
             asker: None,
+            host: None,
         }
     }
 
@@ -461,6 +462,67 @@ async fn a_close_during_a_turn_answers_the_turn_as_cancelled_and_succeeds() {
         ["hold running"],
         "the waiting call never ran"
     );
+    s.bridge.shutdown().await;
+}
+
+/// A close by another host ends none of its turns: refused naming `sessionId` while its turn
+/// runs or its call is queued, and the turn goes on to its result; the host's own close ends
+/// them, and so does the operator's (`sessions close`, no host).
+#[tokio::test]
+async fn a_close_by_another_host_ends_none_of_its_turns() {
+    let s = setup(16, Duration::from_secs(60)).await;
+    let of = |host: &str, prompt: &str| TurnCall {
+        host: Some(host.to_owned()),
+        ..s.call("h", prompt)
+    };
+    let client = Arc::new(s.bridge.own_context().for_connection());
+    let close_by = |host: &str| {
+        let (b, client, host) = (s.bridge.clone(), client.clone(), host.to_owned());
+        async move {
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                b.close_session(&sid("h"), false, client, Some(host)),
+            )
+            .await
+            .expect("the close is answered")
+        }
+    };
+    let running = s.spawn_turn(of("a", "hold a's turn"));
+    s.wait_runs(1).await;
+    let err = close_by("b").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument { field, .. } if field == "sessionId"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("another host"), "{err}");
+    // a's queued call keeps b's close refused even once a's own turn is not the one running
+    let queued = s.spawn_turn(of("a", "queued of a"));
+    s.wait_queued("h", 1).await;
+    assert!(close_by("b").await.is_err(), "b ended a's queued call");
+    s.fake.release.add_permits(1);
+    answer(running)
+        .await
+        .expect("a's turn went on to its result");
+    answer(queued).await.unwrap();
+    assert_eq!(s.fake.runs(), ["hold a's turn", "queued of a"]);
+    // its own host's close ends its turn
+    let running = s.spawn_turn(of("a", "hold again"));
+    s.wait_runs(3).await;
+    assert!(
+        close_by("a").await.unwrap().is_some(),
+        "a closed its session"
+    );
+    let err = answer(running).await.unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err}");
+    // and the operator's ends any host's
+    let running = s.spawn_turn(of("a", "hold once more"));
+    s.wait_runs(4).await;
+    let closed = s.bridge.close(&sid("h"), false, None).await.unwrap();
+    assert!(closed.is_some());
+    assert!(matches!(
+        answer(running).await.unwrap_err(),
+        Error::Cancelled { .. }
+    ));
     s.bridge.shutdown().await;
 }
 

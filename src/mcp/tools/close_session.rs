@@ -1,6 +1,8 @@
 //! `closeSession`: forget a session, cancelling its running turn, and optionally delete Codex's
 //! thread. Its arguments ([`CloseSessionParams`]), its table entry (`TOOL`) and its handler.
-//! Its result is a [`SessionResult`], which `getSession` shares.
+//! Its result is a [`SessionResult`], which `getSession` shares. A host never ends another
+//! host's turn ([`McpServer::caller_host`]): while the session runs or has queued a call of
+//! another host, the close is refused naming `sessionId`, and nothing is cancelled.
 
 use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
@@ -9,7 +11,7 @@ use serde::Deserialize;
 use super::common::session_info;
 use crate::error::Error;
 use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::results::SessionResult;
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
@@ -24,7 +26,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     input: schema::<CloseSessionParams>,
     output: schema::<SessionResult>,
     task: false,
-    run: |s, args, _| Box::pin(s.close_session(args)),
+    run: |s, args, ctx| Box::pin(s.close_session(args, ctx)),
 };
 
 /// `closeSession`.
@@ -39,14 +41,19 @@ pub struct CloseSessionParams {
 }
 
 impl McpServer {
-    async fn close_session(&self, args: JsonObject) -> CallToolResult {
+    async fn close_session(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
         let run = async {
             let p: CloseSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
             let delete_thread = p.delete_thread.unwrap_or(false);
             let session = self
                 .bridge
-                .close_session(&id, delete_thread, self.client.clone())
+                .close_session(
+                    &id,
+                    delete_thread,
+                    self.client.clone(),
+                    self.caller_host(ctx),
+                )
                 .await?
                 .map(|v| session_info(v, &self.client));
             let text = if session.is_some() {

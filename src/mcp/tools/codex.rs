@@ -133,6 +133,8 @@ impl McpServer {
             progress,
             client: Some(self.client.clone()),
             asker,
+            // whose it is: a close by another host does not end it
+            host: self.caller_host(ctx),
         };
         let report = self.bridge.turn(call).await?;
         let (session_id, resumed) = (report.session_id.to_string(), report.resumed);

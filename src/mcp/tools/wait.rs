@@ -137,7 +137,7 @@ impl McpServer {
         review_id: &Option<String>,
         ctx: &CallCtx,
     ) -> Result<NamedTurn> {
-        let host = self.background_host(&ctx.client_name, ctx.http_session.as_deref());
+        let host = self.caller_host(ctx);
         let (handle, value) = handle_of(session_id, review_id, &host)?;
         let id = self.tasks.of_handle(&handle).ok_or_else(|| {
             Error::invalid(
