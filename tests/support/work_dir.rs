@@ -5,8 +5,9 @@
 //! The server refuses every writable turn while one of its own files (config, store, codex
 //! binary) lies where codex's workspace-write sandbox may write wherever a turn runs: `/tmp`,
 //! and `$TMPDIR` where set. The suite keeps those files in its work directory, so that
-//! directory lies in neither. Run as root, some tests start the server as `nobody`, so then
-//! every directory above it must be searchable by others.
+//! directory lies in neither (nor does codex want its helper binaries there). Run as root,
+//! some tests start the server as `nobody`, so then every directory above it must be
+//! searchable by others.
 //!
 //! The work directory is the first of these that qualifies: `CODEX_BRIDGE_TEST_WORK` (when set,
 //! the only one), the checkout's `.test-work/`, `$XDG_CACHE_HOME` (else `~/.cache`)
