@@ -141,9 +141,11 @@ fn resolve() -> Result<PathBuf, String> {
                 path.display()
             ));
         }
-        let facts = super::work_dir::facts();
-        if let Some(temp) =
-            super::work_dir::in_temp(&super::work_dir::resolved(&path), &facts.temp_dirs)
+        // as given (a link there counts: a turn could swap it) and resolved, as the server has it
+        let temps = &super::work_dir::facts().temp_dirs;
+        let given = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+        if let Some(temp) = super::work_dir::in_temp(&given, temps)
+            .or_else(|| super::work_dir::in_temp(&super::work_dir::resolved(&path), temps))
         {
             return Err(format!(
                 "{CODEX_BIN_ENV}={} lies in {}, which codex's workspace-write sandbox may write: \
@@ -153,7 +155,11 @@ fn resolve() -> Result<PathBuf, String> {
                 path.display(),
                 temp.display(),
                 under_test().number(),
-                super::work_dir::placement().work.display()
+                super::work_dir::placement()
+                    .codex_cli
+                    .clone()
+                    .unwrap_or_else(|| repo_root().join(".codex-cli"))
+                    .display()
             ));
         }
         check_version(&path)?;
