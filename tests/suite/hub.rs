@@ -516,7 +516,8 @@ async fn a_peer_of_another_user_is_dropped() {
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::os::unix::fs::chown(&store, Some(NOBODY), Some(NOBODY)).unwrap();
     let root_dir = dir.path().display().to_string();
-    let mut owner = tokio::process::Command::new(crate::support::mcp::server_bin())
+    let bin = crate::support::work_dir::for_others(crate::support::mcp::server_bin());
+    let mut owner = tokio::process::Command::new(bin)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", &root_dir)

@@ -2,6 +2,7 @@
 
 mod actors;
 mod app_server;
+mod checkout;
 mod cli;
 mod codex_host;
 mod config_layers;

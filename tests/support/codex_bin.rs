@@ -103,12 +103,11 @@ pub fn target_dir() -> std::path::PathBuf {
         .unwrap_or_else(|| repo_root().join("target"))
 }
 
-/// `<repo>/.test-work`: git-ignored scratch space for tests (outside `/tmp`, which codex
-/// refuses for its helper binaries). Created on first use.
+/// The suite's work directory (`<repo>/.test-work` where the checkout allows; see
+/// [`super::work_dir`]): scratch space for tests and the fetch locks. Created on first use.
 pub fn test_work_dir() -> PathBuf {
-    let dir = repo_root().join(".test-work");
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create test work dir {}: {e}", dir.display()));
+    let dir = super::work_dir::placement().work.clone();
+    super::work_dir::create_dir(&dir);
     dir
 }
 
@@ -116,9 +115,9 @@ pub fn test_work_dir() -> PathBuf {
 ///
 /// - If `CODEX_BIN` is set, that file is used (it must exist and report the version under test).
 /// - Otherwise the binary is obtained once per test process: under an exclusive file lock
-///   (`<repo>/.test-work/codex-cli.lock`, so parallel nextest processes do not race on
-///   `npm ci`), `scripts/fetch-codex.sh VERSION` is run and the path on its last stdout line is
-///   used.
+///   (`<work dir>/codex-cli.lock`, so parallel nextest processes do not race on `npm ci`),
+///   `scripts/fetch-codex.sh VERSION [DEST]` is run (DEST: the work dir's `codex-cli/VERSION`
+///   when the work dir is not the checkout's) and the path on its last stdout line is used.
 ///
 /// Panics with `cannot obtain codex <version>: <why>` on any failure; tests never skip.
 ///
@@ -142,6 +141,27 @@ fn resolve() -> Result<PathBuf, String> {
                 path.display()
             ));
         }
+        // as given (a link there counts: a turn could swap it) and resolved, as the server has it
+        let temps = &super::work_dir::facts().temp_dirs;
+        let given = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+        if let Some(temp) = super::work_dir::in_temp(&given, temps)
+            .or_else(|| super::work_dir::in_temp(&super::work_dir::resolved(&path), temps))
+        {
+            return Err(format!(
+                "{CODEX_BIN_ENV}={} lies in {}, which codex's workspace-write sandbox may write: \
+                 the server refuses every writable turn while its codex binary lies there; unset \
+                 {CODEX_BIN_ENV} (the suite fetches codex {} itself, into {}) or name a binary \
+                 elsewhere",
+                path.display(),
+                temp.display(),
+                under_test().number(),
+                super::work_dir::placement()
+                    .codex_cli
+                    .clone()
+                    .unwrap_or_else(|| repo_root().join(".codex-cli"))
+                    .display()
+            ));
+        }
         check_version(&path)?;
         return Ok(path);
     }
@@ -162,9 +182,12 @@ fn resolve() -> Result<PathBuf, String> {
 
 fn fetch() -> Result<PathBuf, String> {
     let script = repo_root().join("scripts").join("fetch-codex.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg(under_test().number())
+    let mut cmd = Command::new("bash");
+    cmd.arg(&script).arg(under_test().number());
+    if let Some(dir) = &super::work_dir::placement().codex_cli {
+        cmd.arg(dir.join(under_test().number()));
+    }
+    let out = cmd
         .current_dir(repo_root())
         .stdin(Stdio::null())
         .output()

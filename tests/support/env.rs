@@ -1,5 +1,6 @@
-//! Per-test filesystem environment: a fresh temp root outside `/tmp` with a `CODEX_HOME`, a
-//! quiet `HOME` and a work directory, plus helpers to run codex in it.
+//! Per-test filesystem environment: a fresh root in the suite's work directory (never in `/tmp`:
+//! see `work_dir`) with a `CODEX_HOME`, a quiet `HOME` and a work directory, plus helpers to run
+//! codex in it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ pub const KEEP_ENV: &str = "CODEX_BRIDGE_KEEP_TEST_WORK";
 
 const FALLBACK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// A fresh per-test directory tree under `<repo>/.test-work/` (removed on drop unless
+/// A fresh per-test directory tree in the suite's work directory (removed on drop unless
 /// `CODEX_BRIDGE_KEEP_TEST_WORK` is set):
 ///
 /// ```text
@@ -34,12 +35,17 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
-    /// Creates the tree. Panics if the filesystem refuses.
+    /// Creates the tree in the suite's work directory. Panics if the filesystem refuses.
     pub fn new() -> Self {
+        Self::new_in(&test_work_dir())
+    }
+
+    /// Creates the tree in `base` (existing). Panics if the filesystem refuses.
+    pub fn new_in(base: &Path) -> Self {
         let mut dir = tempfile::Builder::new()
             .prefix("t-")
-            .tempdir_in(test_work_dir())
-            .expect("create temp root under .test-work");
+            .tempdir_in(base)
+            .unwrap_or_else(|e| panic!("create a test root in {}: {e}", base.display()));
         if std::env::var_os(KEEP_ENV).is_some_and(|v| !v.is_empty()) {
             dir.disable_cleanup(true);
         }

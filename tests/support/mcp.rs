@@ -529,7 +529,9 @@ fn server_command(
 /// Start the server with `vars` as the user and group `uid` (the test runs as root) and connect
 /// a plain client.
 pub async fn connect_as(uid: u32, vars: &[(String, String)], cwd: &Path) -> Server {
-    let mut cmd = server_command(&[server_bin().as_os_str().to_owned()], vars, cwd);
+    // the built binary may lie where `uid` cannot reach it (a checkout in a private home)
+    let bin = super::work_dir::for_others(server_bin());
+    let mut cmd = server_command(&[bin.into_os_string()], vars, cwd);
     cmd.uid(uid).gid(uid);
     connect_command(
         cmd,

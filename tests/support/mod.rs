@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod mock_api;
 pub mod page;
 pub mod process;
+pub mod work_dir;
 
 pub use codex_bin::{
     Codex, codex_bin, codex_version, repo_root, target_dir, test_work_dir, under_test,
