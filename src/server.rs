@@ -413,8 +413,8 @@ impl Server {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let mcp = McpServer::new(bridge).with_tasks(tasks);
-        let framed = framing::guard_until(io.0, io.1, mcp.input_ended());
-        let serving = mcp.clone().serve(framed);
+        let framing::Framed { io, written } = framing::guard_until(io.0, io.1, mcp.input_ended());
+        let serving = mcp.clone().serve(io);
         // waiting for `initialize`: a person at a terminal may press Ctrl-D or Ctrl-C
         let service = tokio::select! {
             s = serving => match s {
@@ -431,7 +431,11 @@ impl Server {
             _ = shutdown.cancelled() => return Ok(()),
         };
         tokio::select! {
-            _ = service.waiting() => self.client_left().await,
+            _ = service.waiting() => {
+                // the last answers reach stdout before the process exits
+                framing::flushed(written, framing::FLUSH_LIMIT).await;
+                self.client_left().await;
+            }
             _ = shutdown.cancelled() => {}
         }
         mcp.connection_closed();
@@ -541,7 +545,7 @@ impl Server {
         tokio::spawn(async move {
             let mcp = McpServer::new(bridge).with_tasks(tasks);
             let framed = framing::guard_until(r, w, mcp.input_ended());
-            let serving = mcp.serve(framed);
+            let serving = mcp.serve(framed.io);
             let service = tokio::select! {
                 s = serving => s,
                 _ = stop.cancelled() => return,

@@ -16,6 +16,7 @@ use crate::hub::{
     HELLO_TIMEOUT, HELLO_VERSION, Hello, HelloAnswer, HubError, MAX_HELLO_BYTES, StoreAnswer,
     StoreRequest, StoreRequestLine, addressable_name, euid,
 };
+use crate::mcp::framing::{self, Framed};
 use crate::mcp::{McpServer, Tasks};
 use crate::security::redact::{self, ClientSecrets};
 use crate::store::Store;
@@ -228,8 +229,8 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
     // what is started with this host's credentials ends with its last connection
     let _credentials = bridge.hold_credentials(&client);
     let server = McpServer::for_client(bridge, Arc::new(client)).with_tasks(tasks);
-    let framed = crate::mcp::framing::guard_until(reader, write, server.input_ended());
-    let served = server.clone().serve(framed).await;
+    let Framed { io, written } = framing::guard_until(reader, write, server.input_ended());
+    let served = server.clone().serve(io).await;
     match served {
         Ok(service) => {
             let _ = service.waiting().await;
@@ -237,6 +238,8 @@ async fn serve_connection(stream: UnixStream, bridge: Bridge, tasks: Tasks) -> R
         }
         Err(e) => tracing::info!(error = %e, "a client process left before its MCP handshake"),
     }
+    // the answers rmcp gave last reach the relay before the connection goes
+    framing::flushed(written, framing::FLUSH_LIMIT).await;
     // its plain calls were cancelled with it; its tasks and background calls go on
     server.connection_closed();
     Ok(())

@@ -29,8 +29,29 @@ where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
-    guard_until(input, output, CancellationToken::new())
+    guard_until(input, output, CancellationToken::new()).io
 }
+
+/// A guarded stream pair: what to give rmcp, and the task that writes rmcp's lines out.
+pub struct Framed {
+    /// rmcp's reader and writer.
+    pub io: (DuplexStream, DuplexStream),
+    /// Ends once every line rmcp wrote (and every answer of the framing's own) is written to
+    /// the output, or the output failed: a process that exits awaits it first, or its last
+    /// answers are lost with it.
+    pub written: tokio::task::JoinHandle<()>,
+}
+
+/// Wait (at most `limit`) until everything rmcp wrote is written out ([`Framed::written`]):
+/// call it once rmcp's service ended.
+pub async fn flushed(written: tokio::task::JoinHandle<()>, limit: std::time::Duration) {
+    if tokio::time::timeout(limit, written).await.is_err() {
+        tracing::warn!("the last answers could not be written out in time");
+    }
+}
+
+/// How long the last answers of a connection may take to be written out.
+pub const FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// [`guard`], cancelling `input_ended` once `input` ended (the client closed it, or died) and
 /// every line read before was passed on: the connection's plain calls end then, at once, while
@@ -39,11 +60,7 @@ where
 /// One piece (about 90 lines): the two tasks share the duplex pipes and the channel of the
 /// answers the framing writes itself (`errors_tx`/`errors_rx`), and each task's loop is a flat
 /// list of checks, one per kind of line, in the order they must run.
-pub fn guard_until<I, O>(
-    input: I,
-    output: O,
-    input_ended: CancellationToken,
-) -> (DuplexStream, DuplexStream)
+pub fn guard_until<I, O>(input: I, output: O, input_ended: CancellationToken) -> Framed
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
@@ -96,7 +113,7 @@ where
         input_ended.cancel();
     });
 
-    tokio::spawn(async move {
+    let written = tokio::spawn(async move {
         let mut output = output;
         let mut from_rmcp = BufReader::new(from_rmcp).lines();
         let (mut rmcp_open, mut errors_open) = (true, true);
@@ -130,7 +147,10 @@ where
         }
     });
 
-    (rmcp_in, rmcp_out)
+    Framed {
+        io: (rmcp_in, rmcp_out),
+        written,
+    }
 }
 
 /// Read one line into `buf` (without the newline). `None` at EOF; `Some(false)` when the line
