@@ -326,7 +326,27 @@ pub fn compact(
 /// and the code Approve needs there, in one row (Claude Code shows one row of a URL
 /// elicitation's message: measured, a longer one is cut at 73 characters with `…`).
 pub fn page_message(question: &Question, code: &str) -> String {
-    let asked = match question {
+    // the log writer hides what follows this lead (crate::logging::hide_page_secrets)
+    format!(
+        "Codex: {}? {}{code}",
+        page_asks(question),
+        crate::logging::PAGE_CODE_LEAD
+    )
+}
+
+/// The message of the same page asked again after "I'm done" while it was undecided: the
+/// host's dialog is the only place its code is shown, so it shows it again (in one row too).
+pub fn page_message_again(question: &Question, code: &str) -> String {
+    format!(
+        "Undecided: {}? {}{code}",
+        page_asks(question),
+        crate::logging::PAGE_CODE_LEAD
+    )
+}
+
+/// What a question's page asks, in a few words.
+fn page_asks(question: &Question) -> &'static str {
+    match question {
         Question::Command {
             command,
             network_host: Some(_),
@@ -336,9 +356,7 @@ pub fn page_message(question: &Question, code: &str) -> String {
         Question::FileChange { .. } => "Change files",
         Question::Permissions { .. } => "More permissions",
         _ => "A question",
-    };
-    // the log writer hides what follows this lead (crate::logging::hide_page_secrets)
-    format!("Codex: {asked}? {}{code}", crate::logging::PAGE_CODE_LEAD)
+    }
 }
 
 #[cfg(test)]
@@ -504,6 +522,12 @@ mod tests {
         };
         for q in [command("ls", "/w", None), change] {
             assert_eq!(overflow(&url(page_message(&q, "123456")), SMALLEST), None);
+            let again = page_message_again(&q, "123456");
+            assert_eq!(overflow(&url(again.clone()), SMALLEST), None, "{again}");
+            assert!(
+                again.ends_with("Decide on the page; code 123456"),
+                "{again}"
+            );
         }
         // what Claude Code cut: one row is all a URL elicitation's message gets
         let cut = "Codex asks to run a command outside its sandbox. Read it whole on the page";

@@ -364,6 +364,12 @@ fn page_question(question: &Question, secrets: &ClientSecrets) -> PageQuestion {
     }
 }
 
+/// How many times the host is asked to show a question's page (its address and code): after
+/// "I'm done" with the page undecided, it is asked again, so the person sees the code again.
+const MAX_PAGE_ASKS: u32 = 3;
+/// How long after "I'm done" a decision on the page is awaited before the host asks again.
+const PAGE_GRACE: Duration = Duration::from_secs(2);
+
 /// Ask `question` on its page: the host gets a URL-mode elicitation; the decision is the
 /// page's and nowhere else's. A host's accept only says the person is done: the answer waits
 /// for the page until `timeout`. A host's decline or cancel ends the question.
@@ -396,39 +402,59 @@ async fn ask_page(
             );
         }
     };
-    let params = ElicitRequestParams::UrlElicitationParams {
-        meta: None,
-        message: budget::page_message(question, &page.code),
-        url: page.url.clone(),
-        elicitation_id: uuid::Uuid::new_v4().to_string(),
-    };
-    // the page first: a decision on it that is ready with the host's answer is the one that
-    // counts (the page already told the person so)
-    let host = tokio::select! {
-        biased;
-        decision = page.decided() => return decided_on_page(&shown, decision),
-        host = wait_for(channel, params, timeout) => host,
-    };
-    let closed = match host {
-        Ok(r) if matches!(r.action, ElicitationAction::Accept) => {
-            // "I'm done": the page decides, within the time left
-            return match tokio::time::timeout_at(until, page.decided()).await {
-                Ok(decision) => decided_on_page(&shown, decision),
-                Err(_) => {
-                    page.close(Closed::TimedOut);
-                    declined(
-                        &shown,
-                        false,
-                        Some(
-                            "accepted in the host, but not decided on the question's page in time",
-                        ),
-                    )
+    let mut asked = 1;
+    let closed = loop {
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: if asked == 1 {
+                budget::page_message(question, &page.code)
+            } else {
+                budget::page_message_again(question, &page.code)
+            },
+            url: page.url.clone(),
+            elicitation_id: uuid::Uuid::new_v4().to_string(),
+        };
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        // the page first: a decision on it that is ready with the host's answer is the one
+        // that counts (the page already told the person so)
+        let host = tokio::select! {
+            biased;
+            decision = page.decided() => return decided_on_page(&shown, decision),
+            host = wait_for(channel, params, left) => host,
+        };
+        match host {
+            Ok(r) if matches!(r.action, ElicitationAction::Accept) => {
+                // "I'm done": the page decides. Undecided after a moment, the host asks again
+                // with the same address and code (its dialog is the only place the code is
+                // shown, and it closed), at most MAX_PAGE_ASKS times; then the page alone, within
+                // the time left.
+                let grace = if asked < MAX_PAGE_ASKS {
+                    tokio::time::Instant::now() + PAGE_GRACE
+                } else {
+                    until
+                };
+                match tokio::time::timeout_at(grace.min(until), page.decided()).await {
+                    Ok(decision) => return decided_on_page(&shown, decision),
+                    Err(_) if grace < until => {
+                        asked += 1;
+                        continue;
+                    }
+                    Err(_) => {
+                        page.close(Closed::TimedOut);
+                        return declined(
+                            &shown,
+                            false,
+                            Some(
+                                "accepted in the host, but not decided on the question's page in time",
+                            ),
+                        );
+                    }
                 }
-            };
+            }
+            Ok(r) if matches!(r.action, ElicitationAction::Decline) => break (true, None),
+            Ok(_) => break (false, Some(CANCELLED)),
+            Err(reason) => break (false, Some(reason)),
         }
-        Ok(r) if matches!(r.action, ElicitationAction::Decline) => (true, None),
-        Ok(_) => (false, Some(CANCELLED)),
-        Err(reason) => (false, Some(reason)),
     };
     page.close(if closed.0 {
         Closed::DeclinedInHost

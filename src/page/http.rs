@@ -277,11 +277,17 @@ impl Form {
 
 /// An answer as an HTTP response, with the page's security headers.
 fn respond(answer: PageReply) -> Response {
-    let (status, html, cookie) = match answer {
-        PageReply::Page { html, cookie } => (200, html, cookie),
+    let (status, html, cookie, location) = match answer {
+        PageReply::Page { html, cookie } => (200, html, cookie, None),
         PageReply::Notice(status, heading, sentence) => {
-            (status, render::notice(heading, &sentence), None)
+            (status, render::notice(heading, &sentence), None, None)
         }
+        PageReply::SeeOther(to) => (
+            303,
+            render::notice("Wrong code", "Back to the question."),
+            None,
+            Some(to),
+        ),
     };
     let mut b = Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
@@ -295,6 +301,9 @@ fn respond(answer: PageReply) -> Response {
         .header("cross-origin-resource-policy", "same-origin");
     if let Some(c) = cookie {
         b = b.header(header::SET_COOKIE, c);
+    }
+    if let Some(to) = location {
+        b = b.header(header::LOCATION, to);
     }
     b.body(Body::from(html)).unwrap_or_default()
 }

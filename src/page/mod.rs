@@ -17,9 +17,13 @@
 //!   page's one form. `Origin` must be present and the page's own (403), `Sec-Fetch-Site`, when
 //!   sent, `same-origin` (403), the cookie the page's (403), the token present (400), the page's
 //!   (403, compared in constant time) and unused (409: the question is decided); the question
-//!   open (410 when it expired or was closed).
+//!   open (410 when it expired or was closed). Approve also needs the code the host shows
+//!   (compared in constant time): a wrong one decides nothing and answers `303` back to the
+//!   page, which says how many tries are left; the [`MAX_WRONG_CODES`]th declines the question
+//!   (Deny), and the right code after it is refused with that explanation.
 //! - Afterwards the page (and every later request) says what happened: approved, denied,
-//!   declined in the host, timed out, withdrawn or expired.
+//!   declined after wrong codes, declined in the host, timed out, withdrawn (the turn ended
+//!   undecided) or expired; each in the past tense, so it never goes stale.
 //!
 //! Bounds: a question carries at most [`MAX_QUESTION_BYTES`] of text ([`PageError::TooLarge`]
 //! past it); at most [`MAX_OPEN`] questions and [`MAX_OPEN_BYTES`] of their text are open at
@@ -49,8 +53,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use question::{Closed, PageDecision, PageQuestion};
 pub use render::DIFF_LABEL;
-pub use table::MAX_ENDED;
 use table::{Entry, State, Table, lock, secret, short};
+pub use table::{MAX_ENDED, MAX_WRONG_CODES};
 
 /// Most bytes of text one question's page carries (title, labels, fields and grants together).
 pub const MAX_QUESTION_BYTES: usize = 256 * 1024;
@@ -192,7 +196,7 @@ impl Pages {
 /// A fresh six-digit code for a question: the host shows it (in the URL elicitation's
 /// message, which only the host's person sees); the page's Approve needs it typed. A process
 /// that learns the page's URL (from a browser's command line, its history) cannot approve
-/// without it; three wrong codes leave only Deny.
+/// without it; three wrong codes decline the question.
 pub fn approval_code() -> String {
     let n = u32::from_le_bytes(
         uuid::Uuid::new_v4().as_bytes()[..4]

@@ -7,9 +7,11 @@
 //! separators, blanks other than the space, private-use and unassigned characters, the
 //! default-ignorable ones), the Hangul conjoining vowels and final consonants a terminal draws
 //! zero-width, combining marks stacked past [`shown::MAX_MARKS`], and the non-ASCII letters of
-//! a word made to look like another ([`lookalike::pieces`]). Each field sits in a `<pre>`
-//! that wraps (`white-space: pre-wrap; word-break: break-all`), so a long command is read
-//! whole. No script, no external resource: the page reads and decides without either.
+//! a word made to look like another ([`lookalike::pieces`]). Each field is shown line by line,
+//! each line a numbered block that wraps (`white-space: pre-wrap; word-break: break-all`), its
+//! continuation rows unnumbered and marked in the gutter, so a long command is read whole and a
+//! wrapped line never reads as two commands.
+//! No script, no external resource: the page reads and decides without either.
 
 use std::fmt::Write as _;
 
@@ -17,25 +19,52 @@ use crate::security::lookalike::{self, is_mark};
 use crate::security::shown;
 
 use super::question::PageQuestion;
+use super::table::MAX_WRONG_CODES;
 
 /// The label of a field that holds a diff: its `+` and `-` lines are coloured (and still shown
 /// whole, every character as the other fields show it).
 pub const DIFF_LABEL: &str = "Change";
 
-const STYLE: &str = "\
+/// The continuation marks: `↪` on every row of a line but its first, as many rows as
+/// [`MARKED_ROWS`] (each line's block clips them to its height; past them the bar in the gutter
+/// still marks the rows).
+const MARKED_ROWS: usize = 400;
+
+/// The page's style sheet, with its continuation marks.
+fn style() -> &'static str {
+    static STYLE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        STYLE_TEMPLATE.replace(
+            "CONT",
+            &format!("\"{}\"", "\\A\u{21aa}".repeat(MARKED_ROWS)),
+        )
+    });
+    &STYLE
+}
+
+const STYLE_TEMPLATE: &str = "\
 body{font:16px/1.45 system-ui,sans-serif;margin:0;background:#fff;color:#111}\
 main{max-width:62rem;margin:0 auto;padding:1rem 1.2rem 3rem}\
 h1{font-size:1.35rem;overflow-wrap:anywhere;direction:ltr;unicode-bidi:bidi-override}\
 h2{font-size:1rem;margin:1.2rem 0 .3rem}\
-pre{direction:ltr;unicode-bidi:bidi-override;\
-white-space:pre-wrap;word-break:break-all;overflow-wrap:anywhere;margin:0;padding:.6rem;\
-background:#f5f5f5;border:1px solid #bbb;border-radius:4px;font:14px/1.45 ui-monospace,monospace}\
+.text{margin:0;padding:.6rem .6rem .6rem 0;background:#f5f5f5;border:1px solid #bbb;\
+border-radius:4px;font:14px/1.45 ui-monospace,monospace}\
+.l{direction:ltr;unicode-bidi:bidi-override;position:relative;overflow:hidden;\
+white-space:pre-wrap;word-break:break-all;overflow-wrap:anywhere;\
+min-height:1.45em;padding-left:6ch;border-top:1px dotted #ddd}\
+.l:first-child{border-top:0}\
+.n{position:absolute;left:0;width:4ch;text-align:right;color:#666;user-select:none}\
+.l::after{content:CONT;white-space:pre;position:absolute;left:2ch;top:0;color:#b07000;\
+font-weight:bold;pointer-events:none;user-select:none}\
+.l{background-image:linear-gradient(#b07000,#b07000);background-repeat:no-repeat;\
+background-position:5ch 1.45em;background-size:3px calc(100% - 1.45em)}\
+.wrong{background:#ffe9e7;color:#7d0a0a;border:2px solid #7d0a0a;border-radius:4px;padding:.5rem .8rem}\
 .esc{background:#ffe08a;color:#6b2600;border:1px solid #b07000;border-radius:3px;\
 padding:0 2px;font-weight:bold}\
-.add{background:#e3fbe6;color:#0b4f12}.del{background:#ffe9e7;color:#7d0a0a}.hunk{color:#555}\
+.add{background-color:#e3fbe6;color:#0b4f12}.del{background-color:#ffe9e7;color:#7d0a0a}.hunk{color:#555}\
 .note{color:#444;font-size:.9rem}\
 .grants{font-weight:bold;border-left:4px solid #b07000;padding-left:.7rem;margin-top:1.5rem}\
 form{display:flex;flex-wrap:wrap;align-items:center;gap:1.2rem;margin-top:1.5rem}label{flex-basis:100%}input#code{font:1.2rem ui-monospace,monospace;padding:.4rem}\
+button#approve{border-color:#0b4f12}\
 button{font:inherit;font-size:1.1rem;padding:.55rem 1.8rem;border:2px solid #444;\
 border-radius:4px;background:#fff;color:#111}";
 
@@ -66,8 +95,11 @@ fn push_html(out: &mut String, s: &str) {
     }
 }
 
+/// How every escape starts.
+const ESC_SPAN: &str = "<span class=\"esc\">";
+
 fn push_escape(out: &mut String, c: char) {
-    let _ = write!(out, "<span class=\"esc\">\\u{{{:x}}}</span>", c as u32);
+    let _ = write!(out, "{ESC_SPAN}\\u{{{:x}}}</span>", c as u32);
 }
 
 /// One line (no newline) of text: escaped for HTML, each unreadable character as a visible
@@ -100,33 +132,44 @@ pub fn text(text: &str) -> String {
     out
 }
 
-/// A diff: each line as [`text`] shows it, `+` lines (not `+++`) in `add`, `-` lines (not
-/// `---`) in `del`, `@@` lines in `hunk`.
-fn diff(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 4);
+/// A field's text as numbered lines: each line of `text` in a block of its own
+/// (`<div class="l">`) with its number in the gutter, so a line the browser wraps shows its
+/// continuation rows unnumbered and marked (`↪` and a bar in the gutter) and never reads as a
+/// line of its own. With `diff`, `+` lines (not `+++`) are also in `add`, `-` lines (not `---`)
+/// in `del`, `@@` lines in `hunk`.
+fn lines(text: &str, diff: bool) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4 + 64);
+    out.push_str("<div class=\"text\">");
     for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let class = if line.starts_with('+') && !line.starts_with("+++") {
-            Some("add")
+        let class = if !diff {
+            ""
+        } else if line.starts_with('+') && !line.starts_with("+++") {
+            " add"
         } else if line.starts_with('-') && !line.starts_with("---") {
-            Some("del")
+            " del"
         } else if line.starts_with("@@") {
-            Some("hunk")
+            " hunk"
         } else {
-            None
+            ""
         };
-        match class {
-            Some(class) => {
-                let _ = write!(out, "<span class=\"{class}\">");
-                push_line(&mut out, line);
-                out.push_str("</span>");
-            }
-            None => push_line(&mut out, line),
-        }
+        let _ = write!(
+            out,
+            "<div class=\"l{class}\"><span class=\"n\">{}</span>",
+            i + 1
+        );
+        push_line(&mut out, line);
+        out.push_str("</div>");
     }
+    out.push_str("</div>");
     out
+}
+
+/// A field's heading: its label, and how many lines its text has when more than one.
+fn heading(label: &str, value: &str) -> String {
+    match value.split('\n').count() {
+        1 => text(label),
+        n => format!("{} ({n} lines)", text(label)),
+    }
 }
 
 /// The head of every page, through `<main>`.
@@ -135,44 +178,62 @@ fn head(out: &mut String, title: &str) {
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">");
     out.push_str("<meta name=\"referrer\" content=\"same-origin\">");
     let _ = write!(out, "<title>{}</title>", html(title));
-    let _ = write!(out, "<style>{STYLE}</style></head><body><main>");
+    let _ = write!(out, "<style>{}</style></head><body><main>", style());
 }
 
-/// The page of a question: the title, every field (label and whole text), what approving
-/// grants, and one form with Deny first and Approve second (neither focused, neither styled
-/// as the default), posting `token` and `decision` to `/q/<id>`.
-pub fn question(id: &str, token: &str, q: &PageQuestion) -> String {
+/// The page of a question: the title, every field (label and whole text, line by line), what
+/// approving grants, and one form posting `token`, `code` and `decision` to `/q/<id>`.
+///
+/// Approve is the form's first submit button, so Enter in the code's box approves (the
+/// browser's implicit submission takes the first one); the box is `required`, so Enter with
+/// no code decides nothing. Deny comes after it, `formnovalidate`: it needs its own click and
+/// no code. Neither is focused. After `wrong` wrong codes the page says so and how many tries
+/// are left. The example of an escape is shown only when the page shows one.
+pub fn question(id: &str, token: &str, q: &PageQuestion, wrong: u8) -> String {
     let mut out = String::with_capacity(q.bytes() * 2 + 4096);
     head(&mut out, "codex-mcp-bridge: a question");
-    let _ = write!(out, "<h1>{}</h1>", text(&q.title));
-    out.push_str(
-        "<p class=\"note\">This is the whole question: read it all, then decide below. \
-         A character that would not show as it is (a control, an invisible or \
-         direction-changing character) is written as an escape such as \
-         <span class=\"esc\">\\u{1b}</span>.</p>",
-    );
+    let mut body = String::with_capacity(q.bytes() * 2 + 1024);
+    let _ = write!(body, "<h1>{}</h1>", text(&q.title));
+    let mut fields = String::with_capacity(q.bytes() * 2);
     for (label, value) in &q.fields {
-        let body = if label.starts_with(DIFF_LABEL) {
-            diff(value)
-        } else {
-            text(value)
-        };
         let _ = write!(
-            out,
-            "<section class=\"field\"><h2>{}</h2><pre>{body}</pre></section>",
-            text(label)
+            fields,
+            "<section class=\"field\"><h2>{}</h2>{}</section>",
+            heading(label, value),
+            lines(value, label.starts_with(DIFF_LABEL))
         );
     }
-    let _ = write!(out, "<p class=\"grants\">{}</p>", text(&q.grants));
+    let _ = write!(fields, "<p class=\"grants\">{}</p>", text(&q.grants));
+    body.push_str("<p class=\"note\">This is the whole question: read it all, then decide below.");
+    if body.contains(ESC_SPAN) || fields.contains(ESC_SPAN) {
+        body.push_str(
+            " A character that would not show as it is (a control, an invisible or \
+             direction-changing character) is written as an escape such as \
+             <span class=\"esc\">\\u{1b}</span>.",
+        );
+    }
+    body.push_str("</p>");
+    out.push_str(&body);
+    out.push_str(&fields);
+    if wrong > 0 {
+        let left = MAX_WRONG_CODES.saturating_sub(wrong);
+        let _ = write!(
+            out,
+            "<p class=\"wrong\" id=\"wrong\" role=\"alert\">Wrong code: nothing was approved. \
+             {left} {} left before this question is declined. The code is the one your host \
+             shows beside this page's address.</p>",
+            if left == 1 { "try" } else { "tries" }
+        );
+    }
     let _ = write!(
         out,
         "<form method=\"post\" action=\"/q/{}\" enctype=\"application/x-www-form-urlencoded\">\
          <input type=\"hidden\" name=\"token\" value=\"{}\">\
-         <label for=\"code\">To approve, type the code your host shows beside this page's address:</label>\
+         <label for=\"code\">To approve, type the code your host shows beside this page's address, then press Enter or Approve:</label>\
          <input type=\"text\" id=\"code\" name=\"code\" inputmode=\"numeric\" autocomplete=\"off\" \
-         maxlength=\"6\" size=\"8\">\
-         <button type=\"submit\" id=\"deny\" name=\"decision\" value=\"deny\">Deny</button>\
+         required pattern=\"[0-9]{{6}}\" maxlength=\"6\" size=\"8\">\
          <button type=\"submit\" id=\"approve\" name=\"decision\" value=\"approve\">Approve</button>\
+         <button type=\"submit\" id=\"deny\" name=\"decision\" value=\"deny\" formnovalidate>Deny</button>\
          </form></main></body></html>",
         html(id),
         html(token)
@@ -212,9 +273,9 @@ mod tests {
     fn right_to_left_text_is_shown_in_its_logical_order() {
         // `mv ש ת` must not read as `mv ת ש`: the browser's bidirectional algorithm is
         // overridden wherever question text stands (the title and every field)
-        let page = question("id", "t", &q(&[("Command", "mv ש ת")]));
+        let page = question("id", "t", &q(&[("Command", "mv ש ת")]), 0);
         let style = &page[page.find("<style>").unwrap()..page.find("</style>").unwrap()];
-        for selector in ["h1{", "pre{"] {
+        for selector in ["h1{", ".l{"] {
             let rule = &style[style.find(selector).unwrap()..];
             let rule = &rule[..rule.find('}').unwrap()];
             assert!(
@@ -262,6 +323,7 @@ mod tests {
             "id",
             "tok",
             &q(&[("Command", "ls\u{1b}[2K\r\u{202e}x\u{200b}\u{1160}")]),
+            0,
         );
         for c in ['\u{1b}', '\r', '\u{202e}', '\u{200b}', '\u{1160}'] {
             assert!(!page.contains(c), "{c:?} emitted raw");
@@ -297,6 +359,7 @@ mod tests {
             "id\"x",
             "t<o>k",
             &q(&[("<b>label</b>", "<script>alert('x')</script> & </pre>")]),
+            0,
         );
         assert!(
             page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;/pre&gt;")
@@ -308,8 +371,13 @@ mod tests {
         assert!(!page.to_ascii_lowercase().contains("<script"));
     }
 
+    /// Line `n` of a field as the page shows it.
+    fn line(n: usize, shown: &str) -> String {
+        format!("<div class=\"l\"><span class=\"n\">{n}</span>{shown}</div>")
+    }
+
     #[test]
-    fn the_page_shows_every_field_then_grants_then_deny_before_approve() {
+    fn the_page_shows_every_field_then_grants_then_approve_before_deny() {
         let page = question(
             "abc",
             "tok",
@@ -318,16 +386,29 @@ mod tests {
                 ("Working directory", "/w"),
                 ("Reason", "clean"),
             ]),
+            0,
         );
         let at = |s: &str| page.find(s).unwrap_or_else(|| panic!("{s} missing"));
-        assert!(at("Codex asks to run") < at("<h2>Command</h2><pre>rm -rf build</pre>"));
-        assert!(at("<pre>rm -rf build") < at("<pre>/w</pre>"));
-        assert!(at("<pre>/w</pre>") < at("<pre>clean</pre>"));
-        assert!(at("<pre>clean</pre>") < at("Approving allows this one request, once."));
-        assert!(at("Approving allows") < at(">Deny</button>"));
-        assert!(at(">Deny</button>") < at(">Approve</button>"));
+        let one = |s: &str| format!("<div class=\"text\">{}</div>", line(1, s));
+        assert!(at("Codex asks to run") < at(&format!("<h2>Command</h2>{}", one("rm -rf build"))));
+        assert!(at(&one("rm -rf build")) < at(&one("/w")));
+        assert!(at(&one("/w")) < at(&one("clean")));
+        assert!(at(&one("clean")) < at("Approving allows this one request, once."));
+        // Approve is the form's first submit button (Enter in the code's box approves), Deny
+        // after it, needing no code; the code is required (Enter with none submits nothing)
+        assert!(at("Approving allows") < at(">Approve</button>"));
+        assert!(at(">Approve</button>") < at(">Deny</button>"));
+        assert_eq!(page.matches("type=\"submit\"").count(), 2);
+        let approve = &page[page.find("type=\"submit\"").unwrap()..];
+        assert!(
+            approve.starts_with("type=\"submit\" id=\"approve\""),
+            "{approve}"
+        );
+        assert!(at("id=\"deny\" name=\"decision\" value=\"deny\" formnovalidate>") > 0);
+        assert!(at("id=\"code\" name=\"code\"") < at("required pattern"));
         assert_eq!(page.matches("<form").count(), 1);
         assert!(!page.contains("autofocus"));
+        assert!(!page.contains("id=\"wrong\""));
         assert!(page.contains("name=\"token\" value=\"tok\""));
         assert!(page.contains("<form method=\"post\" action=\"/q/abc\""));
         // no script, no external resource
@@ -345,20 +426,81 @@ mod tests {
     }
 
     #[test]
-    fn a_change_colours_its_lines_and_shows_them_whole() {
-        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old <line>\n+new\u{1b}line\n same";
-        let page = question("i", "t", &q(&[("Change", d)]));
+    fn each_line_is_a_numbered_block_and_the_heading_counts_the_lines() {
+        let long = format!("echo ok ; touch /{}/LONGCMD", "home/me/project".repeat(40));
+        let cmd = format!("cd /tmp\n{long}\n\nls");
+        let page = question("i", "t", &q(&[("Command", &cmd), ("Reason", "one")]), 0);
+        assert!(page.contains("<h2>Command (4 lines)</h2>"), "{page}");
+        assert!(page.contains("<h2>Reason</h2>"));
+        let field = format!(
+            "<div class=\"text\">{}{}{}{}</div>",
+            line(1, "cd /tmp"),
+            line(2, &long),
+            line(3, ""),
+            line(4, "ls")
+        );
+        assert!(page.contains(&field), "{page}");
+        // one block, one number per logical line: the long line is never split into two
+        assert_eq!(page.matches("<span class=\"n\">").count(), 5);
+        // a wrapped line's continuation rows carry a mark in the gutter
+        let style = style();
         assert!(
-            page.contains(
-                "<pre>--- a/x\n+++ b/x\n<span class=\"hunk\">@@ -1 +1 @@</span>\n\
-             <span class=\"del\">-old &lt;line&gt;</span>\n\
-             <span class=\"add\">+new<span class=\"esc\">\\u{1b}</span>line</span>\n same</pre>"
-            ),
+            style.contains(".l::after{content:\"\\A\u{21aa}\\A\u{21aa}"),
+            "{style}"
+        );
+        assert!(style.contains("background-image:linear-gradient"));
+    }
+
+    #[test]
+    fn the_escape_example_is_shown_only_where_an_escape_is() {
+        const EXAMPLE: &str = "written as an escape such as";
+        let clean = question("i", "t", &q(&[("Command", "ls -la")]), 0);
+        assert!(!clean.contains(EXAMPLE));
+        assert!(!clean.contains("class=\"esc\""));
+        for (label, value) in [("Command", "ls\u{1b}[2K"), ("Reason", "a\u{202e}b")] {
+            let page = question("i", "t", &q(&[("Command", "ls"), (label, value)]), 0);
+            assert!(page.contains(EXAMPLE), "{value:?}");
+        }
+        let mut title = q(&[("Command", "ls")]);
+        title.title.push('\u{200b}');
+        assert!(question("i", "t", &title, 0).contains(EXAMPLE));
+    }
+
+    #[test]
+    fn a_wrong_code_is_said_with_the_tries_left() {
+        let page = question("i", "t", &q(&[("Command", "ls")]), 1);
+        assert!(
+            page.contains("Wrong code: nothing was approved. 2 tries left"),
             "{page}"
         );
+        let page = question("i", "t", &q(&[("Command", "ls")]), 2);
+        assert!(page.contains("1 try left"), "{page}");
+        assert!(page.find("id=\"wrong\"") < page.find("<form"));
+    }
+
+    #[test]
+    fn a_change_colours_its_lines_and_shows_them_whole() {
+        let d = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old <line>\n+new\u{1b}line\n same";
+        let page = question("i", "t", &q(&[("Change", d)]), 0);
+        let n = |i: usize| format!("<span class=\"n\">{i}</span>");
+        let want = format!(
+            "<div class=\"text\"><div class=\"l\">{}--- a/x</div><div class=\"l\">{}+++ b/x</div>\
+             <div class=\"l hunk\">{}@@ -1 +1 @@</div>\
+             <div class=\"l del\">{}-old &lt;line&gt;</div>\
+             <div class=\"l add\">{}+new<span class=\"esc\">\\u{{1b}}</span>line</div>\
+             <div class=\"l\">{} same</div></div>",
+            n(1),
+            n(2),
+            n(3),
+            n(4),
+            n(5),
+            n(6)
+        );
+        assert!(page.contains(&want), "{page}");
+        assert!(page.contains("<h2>Change (6 lines)</h2>"));
         // another label is not coloured
-        let plain = question("i", "t", &q(&[("Command", "+x")]));
-        assert!(plain.contains("<pre>+x</pre>"));
+        let plain = question("i", "t", &q(&[("Command", "+x")]), 0);
+        assert!(plain.contains(&line(1, "+x")));
     }
 
     #[test]

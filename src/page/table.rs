@@ -46,6 +46,8 @@ pub(super) enum State {
     Decided(PageDecision),
     Closed(Closed),
     Expired,
+    /// [`MAX_WRONG_CODES`] wrong codes were typed: declined (the asker got Deny).
+    WrongCodes,
 }
 
 pub(super) struct Entry {
@@ -54,7 +56,7 @@ pub(super) struct Entry {
     pub(super) bytes: usize,
     /// The code the host shows, which Approve needs.
     pub(super) code: String,
-    /// Wrong codes given so far (at [`MAX_WRONG_CODES`], only Deny is taken).
+    /// Wrong codes given so far (at [`MAX_WRONG_CODES`] the question is declined).
     pub(super) wrong_codes: u8,
     pub(super) token: String,
     /// The page's secret, set by its first GET.
@@ -66,7 +68,7 @@ pub(super) struct Entry {
     pub(super) ended_at: Option<Instant>,
 }
 
-/// Wrong codes after which a page takes only Deny.
+/// Wrong codes after which the question is declined.
 pub const MAX_WRONG_CODES: u8 = 3;
 
 #[derive(Default)]
@@ -86,6 +88,8 @@ pub(super) enum PageReply {
     },
     /// A notice: status, heading, sentence.
     Notice(u16, &'static str, String),
+    /// `303 See Other` to the question's page (`/q/<id>`), which then says what happened.
+    SeeOther(String),
 }
 
 pub(super) fn notice(status: u16, heading: &'static str, sentence: impl Into<String>) -> PageReply {
@@ -106,17 +110,21 @@ pub(super) fn short(id: &str) -> &str {
     id.get(..6).unwrap_or(id)
 }
 
-/// The heading and sentence of a question that ended.
+/// The heading and sentence of a question that ended. Each says what became of the question
+/// and only that, in the past tense: it stays true whatever codex and the turn did after.
 fn outcome(state: State) -> (&'static str, &'static str) {
-    const DONE: &str = "You can close this page and press \"I'm done, continue\" in your host.";
     match state {
         State::Decided(PageDecision::Approve) => (
             "Approved",
-            "This question was approved on this page: codex goes on. You can close this page and press \"I'm done, continue\" in your host.",
+            "You approved this request on this page, and codex was told it may go on. What codex did then, and whether its turn has ended, your host shows. If your host still shows this question, press \"I'm done, continue\" there; you can close this page.",
         ),
         State::Decided(PageDecision::Deny) => (
             "Denied",
-            "This question was denied on this page: codex does not run it. You can close this page and press \"I'm done, continue\" in your host.",
+            "You denied this request on this page: codex was told not to do it. If your host still shows this question, press \"I'm done, continue\" there; you can close this page.",
+        ),
+        State::WrongCodes => (
+            "Declined after three wrong codes",
+            "Three wrong codes were typed on this page, so this question was declined: nothing was approved, and this page decides nothing more. If codex asks again, the code is in your host's dialog beside the page's address.",
         ),
         State::Closed(Closed::DeclinedInHost) => (
             "Declined in the host",
@@ -127,10 +135,13 @@ fn outcome(state: State) -> (&'static str, &'static str) {
             "This question waited past the approval timeout and was declined: nothing was approved.",
         ),
         State::Closed(Closed::Withdrawn) => (
-            "Withdrawn",
-            "This question was withdrawn (the turn or the connection that asked it ended): nothing was approved.",
+            "Withdrawn: the turn ended",
+            "This question was withdrawn before it was decided: the turn or the connection that asked it ended (finished, cancelled or interrupted). Nothing was approved.",
         ),
-        State::Closed(Closed::Decided) => ("Decided", DONE),
+        State::Closed(Closed::Decided) => (
+            "Decided",
+            "This question was decided. You can close this page.",
+        ),
         State::Expired => (
             "Expired",
             "This question expired before it was decided and was declined: nothing was approved.",
@@ -207,7 +218,7 @@ impl Table {
             }
         };
         PageReply::Page {
-            html: render::question(id, &e.token, &question),
+            html: render::question(id, &e.token, &question, e.wrong_codes),
             cookie: set.map(|c| set_cookie(id, &c)),
         }
     }
@@ -226,7 +237,7 @@ impl Table {
         };
         match e.state {
             State::Open => {}
-            State::Decided(_) | State::Closed(Closed::Decided) => {
+            State::Decided(_) | State::Closed(Closed::Decided) | State::WrongCodes => {
                 let (heading, sentence) = outcome(e.state);
                 return notice(409, heading, sentence);
             }
@@ -270,27 +281,27 @@ impl Table {
                 );
             }
         };
-        if d == PageDecision::Approve
-            && let Some(refused) = wrong_code(e, code)
-        {
-            return refused;
+        if d == PageDecision::Approve && !right_code(e, code) {
+            e.wrong_codes = e.wrong_codes.saturating_add(1);
+            tracing::warn!(
+                page = short(id),
+                wrong = e.wrong_codes,
+                "a wrong code on a question's page"
+            );
+            if e.wrong_codes >= MAX_WRONG_CODES {
+                if let Some(tx) = e.decided.take() {
+                    let _ = tx.send(PageDecision::Deny);
+                }
+                self.end(id, State::WrongCodes);
+            }
+            return PageReply::SeeOther(format!("/q/{id}"));
         }
         if let Some(tx) = e.decided.take() {
             let _ = tx.send(d);
         }
         self.end(id, State::Decided(d));
-        match d {
-            PageDecision::Approve => notice(
-                200,
-                "Approved",
-                "Approved: codex goes on. You can close this page and press \"I'm done, continue\" in your host.",
-            ),
-            PageDecision::Deny => notice(
-                200,
-                "Denied",
-                "Denied: codex does not run it. You can close this page and press \"I'm done, continue\" in your host.",
-            ),
-        }
+        let (heading, sentence) = outcome(State::Decided(d));
+        notice(200, heading, sentence)
     }
 
     /// Forget the oldest ended questions until there is room for one more entry.
@@ -309,26 +320,10 @@ impl Table {
     }
 }
 
-/// Why an Approve with `code` is refused, if it is: too many wrong codes already, or not the
-/// code the host shows (counted).
-fn wrong_code(e: &mut Entry, code: Option<&str>) -> Option<PageReply> {
-    if e.wrong_codes >= MAX_WRONG_CODES {
-        return Some(notice(
-            403,
-            "Refused",
-            "Too many wrong codes: this page takes only Deny now. Nothing was approved.",
-        ));
-    }
+/// Whether `code` (trimmed) is the code the host shows, compared in constant time.
+fn right_code(e: &Entry, code: Option<&str>) -> bool {
     let given = code.map(str::trim).unwrap_or_default();
-    if bool::from(e.code.as_bytes().ct_eq(given.as_bytes())) {
-        return None;
-    }
-    e.wrong_codes += 1;
-    Some(notice(
-        403,
-        "Refused",
-        "The code is not the one your host shows beside this page's address: nothing was approved.",
-    ))
+    bool::from(e.code.as_bytes().ct_eq(given.as_bytes()))
 }
 
 /// An open entry is never without its question.

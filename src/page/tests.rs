@@ -55,6 +55,7 @@ fn status(a: &PageReply) -> u16 {
     match a {
         PageReply::Page { .. } => 200,
         PageReply::Notice(s, ..) => *s,
+        PageReply::SeeOther(_) => 303,
     }
 }
 
@@ -92,10 +93,15 @@ fn the_page_opens_once_and_again_only_with_its_cookie() {
 }
 
 #[test]
-fn approve_needs_the_hosts_code_and_three_wrong_codes_leave_only_deny() {
+fn a_wrong_code_goes_back_to_the_question_with_the_tries_left_and_the_third_declines() {
     let (mut t, mut rx, token) = table_with("abc");
     let c = first_get(&mut t);
-    for _ in 0..crate::page::table::MAX_WRONG_CODES {
+    let page = |t: &mut Table| match t.get("abc", Some(&c)) {
+        PageReply::Page { html, .. } => html,
+        other => panic!("{other:?}"),
+    };
+    assert!(!page(&mut t).contains("id=\"wrong\""));
+    for (tried, left) in [(1, "2 tries left"), (2, "1 try left")] {
         let r = t.decide(
             "abc",
             Some(&c),
@@ -103,16 +109,28 @@ fn approve_needs_the_hosts_code_and_three_wrong_codes_leave_only_deny() {
             Some("approve"),
             Some("999999"),
         );
-        assert_eq!(status(&r), 403);
+        assert_eq!(r, PageReply::SeeOther("/q/abc".into()), "{tried}");
+        assert!(rx.try_recv().is_err());
+        let html = page(&mut t);
+        assert!(html.contains("Wrong code") && html.contains(left), "{html}");
+        assert!(html.contains("id=\"approve\""));
     }
-    // the right code no longer approves; Deny still works
-    let r = t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE));
-    assert_eq!(status(&r), 403);
-    assert!(format!("{r:?}").contains("only Deny"), "{r:?}");
-    assert!(rx.try_recv().is_err());
-    let r = t.decide("abc", Some(&c), Some(&token), Some("deny"), None);
-    assert_eq!(status(&r), 200);
+    // the third wrong code (none at all counts too) declines the question
+    let r = t.decide("abc", Some(&c), Some(&token), Some("approve"), None);
+    assert_eq!(r, PageReply::SeeOther("/q/abc".into()));
     assert_eq!(rx.try_recv(), Ok(PageDecision::Deny));
+    assert_eq!(t.entries["abc"].state, State::WrongCodes);
+    assert_eq!((t.open, t.open_bytes), (0, 0));
+    // the page now says so, with no Approve; the right code is refused with that reason
+    let after = t.get("abc", Some(&c));
+    assert!(matches!(after, PageReply::Notice(410, ..)), "{after:?}");
+    assert!(
+        format!("{after:?}").contains("Three wrong codes"),
+        "{after:?}"
+    );
+    let r = t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE));
+    assert_eq!(status(&r), 409);
+    assert!(format!("{r:?}").contains("Three wrong codes"), "{r:?}");
 }
 
 #[test]
@@ -142,16 +160,15 @@ fn the_token_decides_once_and_every_refusal_changes_nothing() {
         assert_eq!(t.entries["abc"].state, State::Open);
         assert!(rx.try_recv().is_err());
     }
-    // Approve needs the code the host shows; three wrong ones leave only Deny
+    // Approve needs the code the host shows
     for wrong in [None, Some("000000")] {
         let r = t.decide("abc", Some(&c), Some(&token), Some("approve"), wrong);
-        assert_eq!(status(&r), 403, "{wrong:?}");
+        assert_eq!(r, PageReply::SeeOther("/q/abc".into()), "{wrong:?}");
         assert!(rx.try_recv().is_err());
     }
-    t.entries.get_mut("abc").unwrap().wrong_codes = 0;
     let a = t.decide("abc", Some(&c), Some(&token), Some("approve"), Some(CODE));
     assert!(
-        format!("{a:?}").contains("Approved: codex goes on."),
+        format!("{a:?}").contains("You approved this request on this page"),
         "{a:?}"
     );
     assert_eq!(rx.try_recv(), Ok(PageDecision::Approve));
@@ -160,14 +177,14 @@ fn the_token_decides_once_and_every_refusal_changes_nothing() {
     // reused: the question is decided, and says so
     let again = t.decide("abc", Some(&c), Some(&token), Some("deny"), Some(CODE));
     assert_eq!(status(&again), 409);
-    assert!(format!("{again:?}").contains("approved on this page"));
+    assert!(format!("{again:?}").contains("approved this request on this page"));
     assert_eq!(
         t.entries["abc"].state,
         State::Decided(PageDecision::Approve)
     );
     let later = t.get("abc", Some(&c));
     assert_eq!(status(&later), 410);
-    assert!(format!("{later:?}").contains("approved on this page"));
+    assert!(format!("{later:?}").contains("approved this request on this page"));
 }
 
 #[test]
@@ -184,7 +201,10 @@ fn an_expired_or_closed_question_decides_nothing_and_says_how_it_ended() {
     for (why, says) in [
         (Closed::DeclinedInHost, "declined in the host"),
         (Closed::TimedOut, "approval timeout"),
-        (Closed::Withdrawn, "withdrawn"),
+        (
+            Closed::Withdrawn,
+            "the turn or the connection that asked it ended",
+        ),
     ] {
         let (mut t, _rx, token) = table_with("abc");
         let c = first_get(&mut t);

@@ -154,8 +154,9 @@ fn file_place(f: &FileSummary, workdir: &Option<String>) -> String {
     }
 }
 
-/// The lines of a file-change question: the reason, the list of files, what each change
-/// writes (labelled [`CHANGE_LABEL`]) and the root that is not granted.
+/// The lines of a file-change question: the working directory (when known), the reason, the
+/// list of files, what each change writes (labelled [`CHANGE_LABEL`]) and the root that is not
+/// granted.
 fn file_change_lines(
     out: &mut Lines,
     reason: &Option<String>,
@@ -163,6 +164,8 @@ fn file_change_lines(
     files: &Option<Vec<FileSummary>>,
     workdir: &Option<String>,
 ) {
+    // where the change is made, as every other question says it (a relative path is under it)
+    out.push("Working directory", workdir.clone());
     out.push("Codex's reason", reason.clone());
     let listed = match files {
         None => "(codex did not say which files)".to_owned(),
@@ -444,4 +447,22 @@ pub enum Input {
     Answers(BTreeMap<String, String>),
     /// The content of a nested server's form: primitive values only.
     Form(Map<String, Value>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_change_names_its_working_directory_first() {
+        let mut q = Question::FileChange {
+            reason: Some("fix".into()),
+            grant_root: None,
+            files: Some(vec![]),
+            workdir: None,
+        };
+        assert!(!q.lines().iter().any(|(l, _)| *l == "Working directory"));
+        q.set_workdir(std::path::Path::new("/w"));
+        assert_eq!(q.lines()[0], ("Working directory", "/w".to_owned()));
+    }
 }

@@ -124,7 +124,11 @@ async fn page_approve_works_once() {
     let (cookie, token) = first_get(addr, &path).await;
     let r = decide(addr, &path, &cookie, &token, "approve", &page.code).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(r.body.contains("Approved: codex goes on."), "{}", r.body);
+    assert!(
+        r.body.contains("You approved this request on this page"),
+        "{}",
+        r.body
+    );
     assert!(r.body.contains("I&#39;m done, continue"), "{}", r.body);
     assert_eq!(decided(&mut page).await, PageDecision::Approve);
     // the token again (either decision): decided, and says how
@@ -132,7 +136,7 @@ async fn page_approve_works_once() {
         let again = decide(addr, &path, &cookie, &token, d, &page.code).await;
         assert_eq!(again.status, 409, "{}", again.body);
         assert!(
-            again.body.contains("approved on this page"),
+            again.body.contains("approved this request on this page"),
             "{}",
             again.body
         );
@@ -147,7 +151,7 @@ async fn page_approve_works_once() {
     .await;
     assert_eq!(later.status, 410);
     assert!(
-        later.body.contains("approved on this page"),
+        later.body.contains("approved this request on this page"),
         "{}",
         later.body
     );
@@ -161,14 +165,18 @@ async fn page_deny_decides_deny() {
     let r = decide(addr, &path, &cookie, &token, "deny", &page.code).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(
-        r.body.contains("Denied: codex does not run it."),
+        r.body.contains("You denied this request on this page"),
         "{}",
         r.body
     );
     assert_eq!(decided(&mut page).await, PageDecision::Deny);
     let again = decide(addr, &path, &cookie, &token, "approve", &page.code).await;
     assert_eq!(again.status, 409);
-    assert!(again.body.contains("denied on this page"), "{}", again.body);
+    assert!(
+        again.body.contains("denied this request on this page"),
+        "{}",
+        again.body
+    );
 }
 
 #[tokio::test]
@@ -457,13 +465,25 @@ async fn page_another_user_is_refused() {
 
 /// A question whose command hides an escape sequence and a bidirectional override.
 fn tricky_question() -> PageQuestion {
-    let mut q = question("printf 'build ok'\u{1b}[2K\rrm -rf ~/notes # \u{202e}txt.exe");
+    let mut q = question(&format!(
+        "printf 'build ok'\u{1b}[2K\rrm -rf ~/notes # \u{202e}txt.exe\necho ok ; touch /{}/LONGCMD",
+        "home/me/project".repeat(12)
+    ));
     q.fields.push((
         "Change".into(),
         "--- a/notes.txt\n+++ b/notes.txt\n@@ -1,2 +1,2 @@\n-old line\n+new line <b>not bold</b>\n same"
             .into(),
     ));
     q
+}
+
+/// The WebDriver key that is Enter.
+const ENTER: &str = "\u{e007}";
+
+/// A six-digit code that is not `code`.
+fn wrong(code: &str) -> String {
+    let n: u32 = code.parse().unwrap();
+    format!("{:06}", (n + 1) % 1_000_000)
 }
 
 /// Where the screenshots of the browser test go: the test's work dir and
@@ -495,6 +515,9 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
         "\\u{202e}txt.exe",
         "+new line <b>not bold</b>",
         "Approving allows this one request, once.",
+        // the long command's heading counts its lines; an escape is shown, so is the example
+        "Command (2 lines)",
+        "an escape such as",
     ] {
         assert!(text.contains(shown), "{shown:?} not in {text}");
     }
@@ -510,12 +533,35 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
     browser.screenshot(&shot).await;
     let kept = keep_screenshot(&shot, "question.png");
     eprintln!("screenshot: {}", kept.display());
-    // Approve needs the code the host showed beside the address
-    browser.type_into("#code", &page.code).await;
-    browser.click("#approve").await;
+    // Enter with no code decides nothing (the code is required, Deny is not the default)
+    browser.type_into("#code", ENTER).await;
+    browser.find("#approve").await;
+    undecided(&mut page).await;
+    // a wrong code, then Enter: back on the question, told how many tries are left
+    browser
+        .type_into("#code", &format!("{}{ENTER}", wrong(&page.code)))
+        .await;
+    browser.find("#wrong").await;
+    let again = browser.text().await;
+    assert!(
+        again.contains("Wrong code: nothing was approved. 2 tries left"),
+        "{again}"
+    );
+    assert!(
+        again.contains("rm -rf ~/notes"),
+        "the question is shown again: {again}"
+    );
+    undecided(&mut page).await;
+    // the code the host showed beside the address, then Enter: approved
+    browser
+        .type_into("#code", &format!("{}{ENTER}", page.code))
+        .await;
     browser.find("#outcome").await;
     let after = browser.text().await;
-    assert!(after.contains("Approved: codex goes on."), "{after}");
+    assert!(
+        after.contains("You approved this request on this page"),
+        "{after}"
+    );
     browser.screenshot(&dir.join("approved.png")).await;
     keep_screenshot(&dir.join("approved.png"), "approved.png");
     assert_eq!(decided(&mut page).await, PageDecision::Approve);
@@ -528,15 +574,53 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
         .await
         .unwrap();
     browser.goto(&second.url).await;
+    // no escape on the page, so no example of one
+    assert!(!browser.text().await.contains("an escape such as"));
     browser.click("#deny").await;
     browser.find("#outcome").await;
     let after = browser.text().await;
-    assert!(after.contains("Denied: codex does not run it."), "{after}");
+    assert!(
+        after.contains("You denied this request on this page"),
+        "{after}"
+    );
     assert_eq!(decided(&mut second).await, PageDecision::Deny);
     // the first page again in the same browser: it says what happened
     browser.goto(&page.url).await;
     browser.find("#outcome").await;
-    assert!(browser.text().await.contains("approved on this page"));
+    assert!(
+        browser
+            .text()
+            .await
+            .contains("approved this request on this page")
+    );
+
+    // three wrong codes: the question is declined and its page has no Approve any more
+    let mut third = pages
+        .open(
+            question("rm -rf build"),
+            Instant::now() + Duration::from_secs(120),
+        )
+        .await
+        .unwrap();
+    browser.goto(&third.url).await;
+    for left in ["2 tries left", "1 try left"] {
+        browser
+            .type_into("#code", &format!("{}{ENTER}", wrong(&third.code)))
+            .await;
+        browser.find("#wrong").await;
+        assert!(browser.text().await.contains(left));
+    }
+    browser
+        .type_into("#code", &format!("{}{ENTER}", wrong(&third.code)))
+        .await;
+    browser.find("#outcome").await;
+    let declined = browser.text().await;
+    assert!(
+        declined.contains("Three wrong codes were typed on this page"),
+        "{declined}"
+    );
+    assert!(!browser.source().await.contains("id=\"approve\""));
+    assert_eq!(decided(&mut third).await, PageDecision::Deny);
     browser.quit().await;
     let _ = std::fs::remove_dir_all(dir.join("chromium-profile"));
 }

@@ -82,6 +82,8 @@ pub struct Person {
     pub page: Arc<Mutex<OnPage>>,
     /// The URLs of the pages they were sent to.
     pub urls: Arc<Mutex<Vec<String>>>,
+    /// The message of each URL-mode elicitation, in order (beside [`Person::urls`]).
+    pub url_messages: Arc<Mutex<Vec<String>>>,
     /// The pages they read (as served).
     pub pages: Arc<Mutex<Vec<String>>>,
     /// When set, the next form is held open: its message goes to the sender, and it is answered
@@ -127,6 +129,7 @@ impl Default for Person {
             client_name: WHOLE_FORM_HOST,
             page: Arc::new(Mutex::new(OnPage::Skip)),
             urls: Arc::default(),
+            url_messages: Arc::default(),
             pages: Arc::default(),
             hold: Arc::default(),
             scan: Arc::default(),
@@ -159,6 +162,7 @@ impl Person {
     /// elicitation as [`Answer`] says (accept: "I'm done").
     pub async fn answer_url(&self, url: &str, message: &str) -> Option<ElicitResult> {
         self.urls.lock().unwrap().push(url.to_owned());
+        self.url_messages.lock().unwrap().push(message.to_owned());
         let answer = *self.answer.lock().unwrap();
         if let Answer::Accept(_) = answer {
             let on_page = *self.page.lock().unwrap();
