@@ -6,10 +6,11 @@
 //!   length, and a session id too long for one path component or ref component is replaced by
 //!   a digest of it, so that the name is always one component git and the filesystem take.
 //! - The place must be absolute, and the worktree must lie outside the repository's working
-//!   tree, the store and the config file's directory: a worktree inside the checkout would show
-//!   in the person's `git status` (and be applied onto itself), one inside the store or the
-//!   config file's directory would let a session's commands write where the server keeps its
-//!   own state.
+//!   tree and the store, and hold none of the server's own files (its config files, the
+//!   store): a worktree inside the checkout would show in the person's `git status` (and be
+//!   applied onto itself); a session's commands write in its worktree, so one inside the store,
+//!   or one holding a config file, would let them write where the server keeps its own state.
+//!   (A config file's directory itself may hold the place: `/etc`, a home directory.)
 
 use std::path::{Component, Path, PathBuf};
 
@@ -81,13 +82,15 @@ fn within(path: &Path, dir: &Path) -> bool {
     path.starts_with(dir)
 }
 
-/// Check that a worktree at `worktree` may be created: absolute, with no `..` or `.`, and
-/// outside each directory of `keep_out` (the repository's working tree, the store, the config
-/// file's directory: each named in the refusal). `field` names the setting or argument.
+/// Check that a worktree at `worktree` may be created: absolute, with no `..` or `.`, outside
+/// each directory of `keep_out` (the repository's working tree, the store) and holding no path
+/// of `keep_clear` (the config files, the store), each named in the refusal. `field` names the
+/// setting or argument.
 pub fn check_worktree_path(
     field: &str,
     worktree: &Path,
     keep_out: &[(&str, &Path)],
+    keep_clear: &[(&str, &Path)],
 ) -> Result<(), InvalidArgument> {
     if !worktree.is_absolute() {
         return Err(InvalidArgument::new(field, "must be an absolute path"));
@@ -103,6 +106,14 @@ pub fn check_worktree_path(
             return Err(InvalidArgument::new(
                 field,
                 format!("would put the worktree inside {what}, where it must never be"),
+            ));
+        }
+    }
+    for (what, own) in keep_clear {
+        if within(own, worktree) {
+            return Err(InvalidArgument::new(
+                field,
+                format!("would put {what} inside the worktree, where a session writes"),
             ));
         }
     }
@@ -146,30 +157,45 @@ mod tests {
     }
 
     #[test]
-    fn a_worktree_never_lies_in_the_checkout_the_store_or_the_config_directory() {
-        let keep: [(&str, &Path); 3] = [
+    fn a_worktree_never_lies_in_the_checkout_or_the_store_nor_holds_an_own_file() {
+        let keep: [(&str, &Path); 2] = [
             ("the repository's working tree", Path::new("/src/repo")),
             ("the store", Path::new("/data/bridge")),
-            ("the config file's directory", Path::new("/etc/bridge")),
+        ];
+        let clear: [(&str, &Path); 2] = [
+            ("the config file", Path::new("/etc/bridge/config.toml")),
+            ("the store", Path::new("/data/bridge")),
         ];
         for (bad, what) in [
             ("/src/repo/wt/repo-s", "working tree"),
             ("/src/repo", "working tree"),
             ("/data/bridge/worktrees/repo-s", "the store"),
-            ("/etc/bridge/repo-s", "config file"),
+            ("/etc/bridge", "config file"),
+            ("/data", "the store inside"),
         ] {
-            let err = check_worktree_path("worktrees", Path::new(bad), &keep).unwrap_err();
+            let err = check_worktree_path("worktrees", Path::new(bad), &keep, &clear).unwrap_err();
             let text = err.to_string();
             assert!(
                 text.contains("worktrees") && text.contains(what),
                 "{bad}: {text}"
             );
         }
-        assert!(check_worktree_path("worktrees", Path::new("/src/repo-wt/repo-s"), &keep).is_ok());
         assert!(
-            check_worktree_path("worktrees", Path::new("/data/bridge-worktrees/r"), &keep).is_ok()
+            check_worktree_path("worktrees", Path::new("/src/repo-wt/repo-s"), &keep, &clear)
+                .is_ok()
         );
-        assert!(check_worktree_path("worktrees", Path::new("wt/r"), &keep).is_err());
-        assert!(check_worktree_path("worktrees", Path::new("/src/x/../repo/r"), &keep).is_err());
+        assert!(
+            check_worktree_path(
+                "worktrees",
+                Path::new("/data/bridge-worktrees/r"),
+                &keep,
+                &clear
+            )
+            .is_ok()
+        );
+        assert!(check_worktree_path("worktrees", Path::new("wt/r"), &keep, &clear).is_err());
+        assert!(
+            check_worktree_path("worktrees", Path::new("/src/x/../repo/r"), &keep, &clear).is_err()
+        );
     }
 }
