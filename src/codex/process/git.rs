@@ -672,16 +672,40 @@ impl Git {
             ],
         )
         .await?;
-        let pins = self.pins_at(path).await?;
-        self.simple(
-            "reset",
-            path,
-            &pins,
-            ["reset", "--quiet", "--hard", "--no-recurse-submodules"]
-                .map(os)
-                .into(),
-        )
-        .await?;
+        let checked_out = match self.pins_at(path).await {
+            Ok(pins) => {
+                self.simple(
+                    "reset",
+                    path,
+                    &pins,
+                    ["reset", "--quiet", "--hard", "--no-recurse-submodules"]
+                        .map(os)
+                        .into(),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked_out {
+            // no half-made worktree or branch is left behind (best effort: the error is the
+            // checkout's)
+            let repo_pins = self.pins_at(&repo.toplevel).await.unwrap_or_default();
+            let remove = vec![
+                os("worktree"),
+                os("remove"),
+                os("--force"),
+                os("--force"),
+                path.as_os_str().to_owned(),
+            ];
+            let _ = self
+                .simple("worktree remove", &repo.toplevel, &repo_pins, remove)
+                .await;
+            let delete = vec![os("branch"), os("-D"), os(branch)];
+            let _ = self
+                .simple("branch -D", &repo.toplevel, &repo_pins, delete)
+                .await;
+            return Err(e);
+        }
         Ok(())
     }
 
