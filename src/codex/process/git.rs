@@ -1027,6 +1027,8 @@ mod tests {
         "include-clean",
         "include-smudge",
         "odd-name-clean",
+        "branch-clean",
+        "branch-smudge",
         "fsmonitor",
         "ssh",
         "diff-external",
@@ -1078,6 +1080,16 @@ mod tests {
             ),
         )
         .unwrap();
+        // a filter that exists only on the worktree's branch: read where the worktree is
+        std::fs::write(
+            r.join(".git").join("branch.cfg"),
+            format!(
+                "[filter \"br\"]\n\tclean = {}\n\tsmudge = {}\n",
+                e("branch-clean"),
+                e("branch-smudge")
+            ),
+        )
+        .unwrap();
         let config = format!(
             "[filter \"evil\"]\n\tclean = {}\n\tsmudge = {}\n\trequired = true\n\
              [filter \"proc\"]\n\tprocess = {}\n\
@@ -1086,7 +1098,8 @@ mod tests {
              [diff]\n\texternal = {}\n\
              [diff \"evil\"]\n\tcommand = {}\n\ttextconv = {}\n\
              [hook \"cfg\"]\n\tevent = post-checkout\n\tevent = reference-transaction\n\tcommand = {}\n\
-             [include]\n\tpath = extra.cfg\n",
+             [include]\n\tpath = extra.cfg\n\
+             [includeIf \"onbranch:codex-bridge/**\"]\n\tpath = branch.cfg\n",
             e("filter-clean"),
             e("filter-smudge"),
             e("filter-process"),
@@ -1105,16 +1118,19 @@ mod tests {
         std::fs::write(r.join(".git").join("config"), file).unwrap();
         std::fs::write(
             r.join(".gitattributes"),
-            "*.txt filter=evil diff=evil\n*.md filter=inc\n*.dat filter=proc\n*.odd filter=o=d.d\n",
+            "*.txt filter=evil diff=evil\n*.md filter=inc\n*.dat filter=proc\n*.odd filter=o=d.d\n*.br filter=br\n",
         )
         .unwrap();
         std::fs::write(r.join("c.md"), "see\n").unwrap();
         std::fs::write(r.join("d.odd"), "odd\n").unwrap();
+        std::fs::write(r.join("e.br"), "branch\n").unwrap();
         // committed with every program off, as this module would
         let mut cmd = std::process::Command::new("git");
         cmd.args(["add", "."]).current_dir(r).env_clear();
         for (k, v) in environment(
-            &program_pins(b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0"),
+            &program_pins(
+                b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0filter.br.x\0",
+            ),
             None,
         ) {
             cmd.env(k, v);
@@ -1130,7 +1146,7 @@ mod tests {
             .env("GIT_COMMITTER_EMAIL", "t@t");
         for (k, v) in environment(
             &program_pins(
-                b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0hook.cfg.x\0",
+                b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0filter.br.x\0hook.cfg.x\0",
             ),
             None,
         ) {
@@ -1180,8 +1196,9 @@ mod tests {
         assert_eq!(std::fs::read_to_string(wt.join("c.md")).unwrap(), "see\n");
         edit(&wt);
         std::fs::write(wt.join("c.md"), "sea\n").unwrap();
+        std::fs::write(wt.join("e.br"), "branch2\n").unwrap();
         let changes = git.changes(&repo, &wt, &base).await.unwrap();
-        assert_eq!(changes.files.len(), 5, "{changes:?}");
+        assert_eq!(changes.files.len(), 6, "{changes:?}");
         // the checkout's files stat-dirty: a plain diff would run the clean filter on them
         std::fs::write(r.join("d.odd"), "odd\n").unwrap();
         let applied = git.apply(&repo, &base, &changes).await.unwrap();
@@ -1222,10 +1239,22 @@ mod tests {
         make_hostile(&r, &marks);
         let wt = tmp.path().join("wt");
         let wt_s = wt.display().to_string();
-        plain(&r, &["worktree", "add", "-q", "-b", "plain", &wt_s, "HEAD"]);
+        plain(
+            &r,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "codex-bridge/plain",
+                &wt_s,
+                "HEAD",
+            ],
+        );
         edit(&wt);
         std::fs::write(wt.join("c.md"), "sea\n").unwrap();
         std::fs::write(wt.join("d.odd"), "odd2\n").unwrap();
+        std::fs::write(wt.join("e.br"), "branch2\n").unwrap();
         let patch = plain(&wt, &["diff", "--binary", "HEAD"]).stdout;
         plain(&wt, &["diff", "--no-ext-diff", "HEAD"]);
         plain(&wt, &["add", "-A"]);
@@ -1248,6 +1277,8 @@ mod tests {
             "include-clean",
             "include-smudge",
             "odd-name-clean",
+            "branch-clean",
+            "branch-smudge",
             "ssh",
             "textconv",
         ];
