@@ -14,6 +14,7 @@ pub const CONFIG_FILE_KEYS: &[&str] = &[
     "codex_bin",
     "roots",
     "store",
+    "worktrees",
     "allow_danger",
     "max_concurrent",
     "default_timeout_ms",

@@ -96,6 +96,7 @@ struct FileKeys {
     codex_bin: Option<PathBuf>,
     roots: Option<OneOrMany>,
     store: Option<PathBuf>,
+    worktrees: Option<PathBuf>,
     allow_danger: Option<bool>,
     max_concurrent: Option<usize>,
     default_timeout_ms: Option<u64>,
@@ -169,6 +170,7 @@ pub fn parse_config_file(path: &Path, text: &str) -> Result<FileSettings, Config
             codex_bin: keys.codex_bin,
             roots: keys.roots.map(|r| r.into_vec().join(":")),
             store: keys.store,
+            worktrees: keys.worktrees,
             allow_danger: keys.allow_danger,
             max_concurrent: keys.max_concurrent,
             default_timeout_ms: keys.default_timeout_ms,
@@ -254,6 +256,7 @@ impl Settings {
             codex_bin,
             roots,
             store,
+            worktrees,
             allow_danger,
             max_concurrent,
             default_timeout_ms,
@@ -285,6 +288,7 @@ impl Settings {
         or(&mut self.codex_bin, codex_bin);
         or(&mut self.roots, roots);
         or(&mut self.store, store);
+        or(&mut self.worktrees, worktrees);
         or(&mut self.allow_danger, allow_danger);
         or(&mut self.max_concurrent, max_concurrent);
         or(&mut self.default_timeout_ms, default_timeout_ms);

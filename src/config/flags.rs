@@ -21,6 +21,11 @@ pub struct Settings {
     #[arg(long, env = "CODEX_BRIDGE_STORE", value_name = "DIR")]
     pub store: Option<PathBuf>,
 
+    /// Where sessions that ask for their own git worktree get it (default: beside the store,
+    /// `<store>-worktrees`). Never inside the store or the config file's directory.
+    #[arg(long, env = "CODEX_BRIDGE_WORKTREES", value_name = "DIR")]
+    pub worktrees: Option<PathBuf>,
+
     /// Allow callers to request `danger-full-access` (default: off).
     #[arg(long, env = "CODEX_BRIDGE_ALLOW_DANGER", value_name = "BOOL", num_args = 0..=1,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]

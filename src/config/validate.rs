@@ -33,6 +33,9 @@ pub struct Config {
     /// Canonical allowed roots.
     pub roots: Vec<PathBuf>,
     pub store_dir: PathBuf,
+    /// Where a session's own git worktree goes: absolute, outside the store and the config
+    /// file's directory.
+    pub worktrees_dir: PathBuf,
     pub allow_danger: bool,
     pub max_concurrent: usize,
     pub default_timeout: Duration,
@@ -179,10 +182,12 @@ impl Config {
         let session_ttl = session_ttl(s)?;
         let http = http_config(s.http_listen.as_deref(), var(HTTP_TOKEN_VAR))?;
         let own_files = own_files(s, vars, start_dir, &codex_bin, &store_dir);
+        let worktrees_dir = worktrees_dir(s, &store_dir, &own_files)?;
         Ok(Config {
             codex_bin,
             roots,
             store_dir,
+            worktrees_dir,
             allow_danger: s.allow_danger.unwrap_or(false),
             max_concurrent,
             default_timeout,
@@ -427,6 +432,38 @@ pub fn store_dir(s: &Settings, vars: &[(String, String)]) -> Result<PathBuf> {
             )),
         },
     }
+}
+
+const WORKTREES: &str = "CODEX_BRIDGE_WORKTREES (--worktrees)";
+
+/// Where sessions' own worktrees go: `--worktrees`/`CODEX_BRIDGE_WORKTREES` (absolute), else
+/// `<store>-worktrees` beside the store. Refused inside the store, or holding the store or a
+/// config file (a session's commands write in its worktree).
+fn worktrees_dir(
+    s: &Settings,
+    store_dir: &Path,
+    own_files: &[crate::security::paths::OwnFile],
+) -> Result<PathBuf> {
+    use crate::security::paths::OwnKind;
+    let dir = match &s.worktrees {
+        Some(p) => p.clone(),
+        None => {
+            let mut name = store_dir.file_name().unwrap_or_default().to_os_string();
+            name.push("-worktrees");
+            store_dir.with_file_name(name)
+        }
+    };
+    let mut keep_clear: Vec<(&str, &Path)> = vec![("the store", store_dir)];
+    keep_clear.extend(
+        own_files
+            .iter()
+            .filter(|f| f.kind == OwnKind::ConfigFile)
+            .map(|f| ("a config file", f.path.as_path())),
+    );
+    let keep_out: [(&str, &Path); 1] = [("the store", store_dir)];
+    crate::security::worktree::check_worktree_path(WORKTREES, &dir, &keep_out, &keep_clear)
+        .map_err(|e| ConfigError::setting(WORKTREES, e.reason))?;
+    Ok(dir)
 }
 
 const ROOTS: &str = "CODEX_BRIDGE_ROOTS (--roots)";
@@ -734,6 +771,43 @@ mod tests {
         assert_eq!(store_dir(&Settings::default(), &v).unwrap(), c.store_dir);
         assert_eq!(c.store_dir, PathBuf::from("/xdg/codex-mcp-bridge"));
         assert!(store_dir(&Settings::default(), &[]).is_err());
+    }
+
+    #[test]
+    fn worktrees_go_beside_the_store_by_default_and_never_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut v = vars();
+        v.push(("XDG_DATA_HOME".into(), "/xdg".into()));
+        let c = Config::from_settings(&Settings::default(), dir.path(), &v).unwrap();
+        assert_eq!(
+            c.worktrees_dir,
+            PathBuf::from("/xdg/codex-mcp-bridge-worktrees")
+        );
+        for (bad, why) in [
+            ("/xdg/codex-mcp-bridge/worktrees", "inside the store"),
+            ("worktrees", "absolute"),
+        ] {
+            let s = Settings {
+                worktrees: Some(PathBuf::from(bad)),
+                ..Settings::default()
+            };
+            let err = Config::from_settings(&s, dir.path(), &v)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("CODEX_BRIDGE_WORKTREES") && err.contains(why),
+                "{err}"
+            );
+        }
+        let s = Settings {
+            worktrees: Some(PathBuf::from("/etc/bridge")),
+            config_file: Some(PathBuf::from("/etc/bridge/config.toml")),
+            ..Settings::default()
+        };
+        let err = Config::from_settings(&s, dir.path(), &v)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a config file inside the worktree"), "{err}");
     }
 
     #[test]

@@ -12,3 +12,4 @@ pub mod paths;
 pub mod prompt;
 pub mod redact;
 pub mod shown;
+pub mod worktree;

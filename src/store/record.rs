@@ -68,6 +68,21 @@ pub struct SessionRecord {
     /// host that lost the call (a background turn, a restart) can still read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_response: Option<String>,
+    /// The session's own git worktree, when it asked for one (absent in records written
+    /// before worktrees existed, and in every other session's: no migration needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeRecord>,
+}
+
+/// A session's own git worktree: where it is, its branch, the commit it started from, and
+/// the checkout (the top of the working tree) it came from, onto which its changes apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeRecord {
+    pub path: PathBuf,
+    pub branch: String,
+    pub base_commit: String,
+    pub origin: PathBuf,
 }
 
 /// Most characters of the last turn's answer a session's record keeps.
@@ -98,6 +113,7 @@ impl SessionRecord {
             compactions: 0,
             last_compaction: None,
             last_response: None,
+            worktree: None,
         }
     }
 }
@@ -119,4 +135,29 @@ pub struct InflightTurn {
     /// a record without it is a crash's (older records read as `false`).
     #[serde(default)]
     pub client_closed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_without_a_worktree_reads_as_before_and_one_with_it_round_trips() {
+        let id = SessionId::parse("sessionId", "s1").unwrap();
+        let plain = SessionRecord::new(id.clone(), PathBuf::from("/src/repo"), 1);
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json.get("worktree").is_none(), "{json}");
+        let back: SessionRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back.worktree, None);
+        let mut rec = plain;
+        rec.worktree = Some(WorktreeRecord {
+            path: PathBuf::from("/wt/repo-s1"),
+            branch: "codex-bridge/s1".into(),
+            base_commit: "0123abcd".into(),
+            origin: PathBuf::from("/src/repo"),
+        });
+        let json = serde_json::to_value(&rec).unwrap();
+        assert_eq!(json["worktree"]["baseCommit"], "0123abcd");
+        assert_eq!(serde_json::from_value::<SessionRecord>(json).unwrap(), rec);
+    }
 }

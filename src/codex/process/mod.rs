@@ -18,12 +18,14 @@
 //!
 //! Modules: [`spawn`] (the spawner thread, containment of each child), `kill` (signals, the
 //! descendant walk, the crash sweep), `cgroup` (cgroup v2 containment), `read` (the JSONL read
-//! loop, the stderr tail), `outcome` (judging a finished turn), `command` (short commands).
+//! loop, the stderr tail), `outcome` (judging a finished turn), `command` (short commands),
+//! [`git`] (the git the server runs itself, which runs no program a repository configures).
 
 mod cgroup;
 mod command;
 pub mod error;
 mod freeze;
+pub mod git;
 mod holders;
 mod kill;
 mod outcome;
