@@ -386,21 +386,7 @@ async fn ask_page(
         .await
     {
         Ok(page) => page,
-        Err(PageError::TooLarge { .. }) => {
-            return declined(
-                &shown,
-                false,
-                Some("not asked: the question is larger than its page carries (256 KiB)"),
-            );
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "the question's page could not be opened: declined");
-            return declined(
-                &shown,
-                false,
-                Some("not asked: the question's page could not be opened"),
-            );
-        }
+        Err(e) => return not_opened(&shown, e),
     };
     let mut asked = 1;
     let closed = loop {
@@ -462,6 +448,23 @@ async fn ask_page(
         Closed::Withdrawn
     });
     declined(&shown, closed.0, closed.1)
+}
+
+/// The decline of a question whose page could not be opened, with why.
+fn not_opened(shown: &str, e: PageError) -> Asking {
+    if let PageError::TooLarge { .. } = e {
+        return declined(
+            shown,
+            false,
+            Some("not asked: the question is larger than its page carries (256 KiB)"),
+        );
+    }
+    tracing::warn!(error = %e, "the question's page could not be opened: declined");
+    declined(
+        shown,
+        false,
+        Some("not asked: the question's page could not be opened"),
+    )
 }
 
 /// The outcome of a decision on the page.

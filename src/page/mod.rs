@@ -53,8 +53,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use question::{Closed, PageDecision, PageQuestion};
 pub use render::DIFF_LABEL;
+pub use render::MAX_WRONG_CODES;
+pub use table::MAX_ENDED;
 use table::{Entry, State, Table, lock, secret, short};
-pub use table::{MAX_ENDED, MAX_WRONG_CODES};
 
 /// Most bytes of text one question's page carries (title, labels, fields and grants together).
 pub const MAX_QUESTION_BYTES: usize = 256 * 1024;

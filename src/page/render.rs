@@ -19,7 +19,9 @@ use crate::security::lookalike::{self, is_mark};
 use crate::security::shown;
 
 use super::question::PageQuestion;
-use super::table::MAX_WRONG_CODES;
+
+/// Wrong codes after which the question is declined.
+pub const MAX_WRONG_CODES: u8 = 3;
 
 /// The label of a field that holds a diff: its `+` and `-` lines are coloured (and still shown
 /// whole, every character as the other fields show it).

@@ -10,6 +10,7 @@ use tokio::sync::{Notify, oneshot};
 
 use super::question::{Closed, PageDecision, PageQuestion};
 use super::render;
+use super::render::MAX_WRONG_CODES;
 
 /// Most ended questions whose outcome is kept; the oldest goes first.
 pub const MAX_ENDED: usize = 1024;
@@ -67,9 +68,6 @@ pub(super) struct Entry {
     pub(super) ended: Arc<Notify>,
     pub(super) ended_at: Option<Instant>,
 }
-
-/// Wrong codes after which the question is declined.
-pub const MAX_WRONG_CODES: u8 = 3;
 
 #[derive(Default)]
 pub(super) struct Table {
