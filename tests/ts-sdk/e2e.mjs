@@ -165,7 +165,7 @@ try {
         client.getPrompt({ name: 'continue', arguments: { sessionId, prompt: 'say "go on"' } }),
     );
     const contText = cont?.messages?.[0]?.content?.text ?? '';
-    check(contText.includes('`codex`') && contText.includes(JSON.stringify({ sessionId, prompt: 'say "go on"' })), `getPrompt continue: ${contText}`);
+    check(contText.includes('`codex`') && contText.includes(`"prompt":${JSON.stringify('say "go on"')}`) && contText.includes(`"sessionId":"${sessionId}"`), `getPrompt continue: ${contText}`);
     const badPrompt = await client.getPrompt({ name: 'delegate', arguments: { task: 'a\u0007b' } }).then(
         () => 'answered',
         (e) => String(e?.message ?? e),
