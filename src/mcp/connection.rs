@@ -37,7 +37,7 @@ pub struct McpServer {
     /// calls end then ([`McpServer::until_input_ends`]); its tasks and background calls go on.
     pub(super) input_ended: CancellationToken,
     /// The sessions whose resource this connection subscribed to.
-    pub(super) subscriptions: Arc<crate::mcp::resources::Subscriptions>,
+    pub(super) subscriptions: Arc<crate::mcp::subscriptions::Subscriptions>,
 }
 
 impl McpServer {

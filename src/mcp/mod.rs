@@ -20,7 +20,7 @@
 //!   out) and `schemas.rs`; `checks.rs` (a call's arguments checked before MRTR keeps it).
 //! - `prompts.rs` (the slash commands a person runs: each tells the model which tool to call)
 //!   and `resources.rs` (each session of the caller's `CODEX_HOME` as a resource, and its
-//!   subscriptions).
+//!   subscriptions; `subscriptions.rs` holds a connection's set of them).
 //! - the rest: tasks and MRTR (`tasks.rs`, `mrtr.rs`, `owner.rs`), asking a person
 //!   (`elicit.rs`, `form.rs`, `budget.rs`), progress, client roots, the framing of lines, and
 //!   the surface of a server that could not start (`unstarted.rs`).
@@ -42,6 +42,7 @@ pub mod resources;
 pub mod results;
 pub mod roots;
 mod schemas;
+mod subscriptions;
 mod tasks;
 pub mod tools;
 pub mod unstarted;

@@ -8,12 +8,9 @@
 //! exist, so a resource tells nothing of another host's sessions, not even that they exist.
 //!
 //! Subscriptions (the 2025-11-25 protocol's `resources/subscribe`): each connection keeps its
-//! own set ([`Subscriptions`], bounded); the first one starts a listener of the bridge's ended
+//! own set ([`crate::mcp::subscriptions::Subscriptions`], bounded); the first one starts a listener of the bridge's ended
 //! turns ([`crate::actors::Bridge::turn_ends`]) that sends `notifications/resources/updated`
 //! for a subscribed session, until the connection's input ends.
-
-use std::collections::HashSet;
-use std::sync::Mutex;
 
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceResult,
@@ -24,18 +21,15 @@ use rmcp::{ErrorData as McpError, Peer, RoleServer};
 use crate::actors::SessionView;
 use crate::mcp::connection::McpServer;
 use crate::mcp::results::SessionInfo;
+pub use crate::mcp::subscriptions::{SCHEME, uri_of};
 use crate::mcp::tools::common::session_info;
 use crate::security::ids::SessionId;
 
-/// The scheme of a session's resource.
-pub const SCHEME: &str = "codex-session://";
 /// A page of `resources/list`.
 pub const PAGE: usize = 50;
 /// The store pages one `resources/list` reads at most looking for the caller's own sessions
 /// (a store of other homes' sessions answers a short page with a cursor, not a long search).
 const MAX_STORE_PAGES: usize = 8;
-/// The most resources one connection subscribes to.
-pub const MAX_SUBSCRIPTIONS: usize = 1_000;
 
 /// The session id of a resource URI, or why it is none (naming `uri`).
 pub fn session_of(uri: &str) -> Result<SessionId, McpError> {
@@ -60,11 +54,6 @@ fn unknown_resource(uri: &str) -> McpError {
     )
 }
 
-/// The URI of session `id`.
-pub fn uri_of(id: &str) -> String {
-    format!("{SCHEME}{id}")
-}
-
 /// `resources/templates/list`: the one template of a session's resource.
 pub fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![
@@ -76,46 +65,6 @@ pub fn templates() -> ListResourceTemplatesResult {
             )
             .with_mime_type("application/json"),
     ])
-}
-
-/// A connection's subscribed sessions, and whether its listener runs.
-#[derive(Default)]
-pub struct Subscriptions {
-    inner: Mutex<Subscribed>,
-}
-
-#[derive(Default)]
-struct Subscribed {
-    ids: HashSet<String>,
-    listening: bool,
-}
-
-impl Subscriptions {
-    /// Add `id`; `Ok(true)` when the listener is to be started (the first subscription).
-    fn add(&self, id: &SessionId) -> Result<bool, McpError> {
-        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if s.ids.len() >= MAX_SUBSCRIPTIONS && !s.ids.contains(id.as_str()) {
-            return Err(McpError::invalid_params(
-                format!(
-                    "invalid argument `uri`: this client subscribes to {MAX_SUBSCRIPTIONS} \
-                     resources already (unsubscribe from one first)"
-                ),
-                None,
-            ));
-        }
-        s.ids.insert(id.to_string());
-        Ok(!std::mem::replace(&mut s.listening, true))
-    }
-
-    fn remove(&self, id: &SessionId) {
-        let mut s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        s.ids.remove(id.as_str());
-    }
-
-    fn has(&self, id: &SessionId) -> bool {
-        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        s.ids.contains(id.as_str())
-    }
 }
 
 impl McpServer {
@@ -278,21 +227,5 @@ mod tests {
             let e = session_of(bad).unwrap_err();
             assert!(e.message.contains("`uri`"), "{bad}: {}", e.message);
         }
-    }
-
-    #[test]
-    fn subscriptions_are_bounded_and_start_one_listener() {
-        let s = Subscriptions::default();
-        let id = |n: usize| SessionId::parse("uri", &format!("s{n}")).unwrap();
-        assert!(s.add(&id(0)).unwrap(), "the first starts the listener");
-        assert!(!s.add(&id(1)).unwrap());
-        for n in 2..MAX_SUBSCRIPTIONS {
-            s.add(&id(n)).unwrap();
-        }
-        assert!(s.add(&id(MAX_SUBSCRIPTIONS)).is_err());
-        assert!(s.add(&id(0)).is_ok(), "one already held is no new one");
-        s.remove(&id(0));
-        assert!(!s.has(&id(0)));
-        assert!(s.has(&id(1)));
     }
 }
