@@ -43,14 +43,10 @@ const PROMPTS: &[PromptEntry] = &[
         title: "Hand a task to Codex",
         description: "Codex works on a task in the background; `status` or `wait` shows how \
                       it went.",
-        arguments: &[
-            ("task", "What Codex should do.", true),
-            (
-                "sessionId",
-                "Continue this session rather than start a new one.",
-                false,
-            ),
-        ],
+        // one argument: Claude Code gives each argument one word of the command line, in
+        // order (measured with 2.1.332), so an optional one after the task would take its
+        // second word; `continue` sends to a session
+        arguments: &[("task", "What Codex should do.", true)],
     },
     PromptEntry {
         name: "status",
@@ -231,14 +227,17 @@ fn review(args: &Args) -> Result<String, InvalidArgument> {
     ))
 }
 
+/// What the model is told of a free-text value a host may have cut to its first word.
+const WHOLE_TEXT: &str = "A host may pass only the first word of a slash command's \
+    argument (Claude Code splits the command line at spaces): if the person's command line \
+    holds more words after the command than the value of `prompt` above, use all of them, as \
+    the person typed them, as `prompt`.";
+
 fn delegate(args: &Args) -> Result<String, InvalidArgument> {
     let task = args.text("task")?;
-    let mut value = json!({ "prompt": task, "background": true });
-    if let Some(id) = args.session("sessionId", false)? {
-        value["sessionId"] = json!(id);
-    }
+    let value = json!({ "prompt": task, "background": true });
     Ok(format!(
-        "{}\n\nAdd `workingDirectory` (the absolute path of the project you are working in) \
+        "{}\n\n{WHOLE_TEXT}\n\nAdd `workingDirectory` (the absolute path of the project you are working in) \
          when you know it. Codex works in the background: tell the person the returned \
          `sessionId`; `wait` with it returns the result once the turn ended.",
         call("codex", value)
@@ -261,7 +260,7 @@ fn continue_session(args: &Args) -> Result<String, InvalidArgument> {
         .expect("a required argument is present");
     let prompt = args.text("prompt")?;
     Ok(format!(
-        "{}\n\nShow the person Codex's answer.",
+        "{}\n\n{WHOLE_TEXT}\n\nShow the person Codex's answer.",
         call("codex", json!({ "sessionId": id, "prompt": prompt }))
     ))
 }
@@ -329,7 +328,7 @@ mod tests {
         for (args, field) in [
             (json!({"task": long}), "task"),
             (json!({"task": "a\u{1b}[2Jb"}), "task"),
-            (json!({"task": "ok", "sessionId": "../x"}), "sessionId"),
+            (json!({"task": "ok", "sessionId": "s1"}), "sessionId"),
             (json!({"task": 3}), "task"),
             (json!({}), "task"),
             (json!({"task": "ok", "model": "x"}), "model"),
@@ -340,9 +339,14 @@ mod tests {
             }
         }
         assert!(get("delegate", json!({"task": "two\nlines\tand a tab"})).is_ok());
-        match get("continue", json!({"sessionId": "s1", "prompt": "a\rb"})) {
-            Err(PromptError::Invalid(e)) => assert_eq!(e.field, "prompt"),
-            other => panic!("{other:?}"),
+        for (args, field) in [
+            (json!({"sessionId": "s1", "prompt": "a\rb"}), "prompt"),
+            (json!({"sessionId": "../x", "prompt": "p"}), "sessionId"),
+        ] {
+            match get("continue", args.clone()) {
+                Err(PromptError::Invalid(e)) => assert_eq!(e.field, field, "{args}"),
+                other => panic!("{args}: {other:?}"),
+            }
         }
     }
 
