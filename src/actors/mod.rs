@@ -60,7 +60,12 @@ pub struct Bridge {
     own: Arc<ClientContext>,
     /// The live session actors (the registry writes them).
     live: Arc<registry::Live>,
+    /// Each session whose turn ended ([`Bridge::turn_ends`]).
+    turn_ended: tokio::sync::broadcast::Sender<SessionId>,
 }
+
+/// How many ended turns a slow listener of [`Bridge::turn_ends`] may lag behind.
+const TURN_ENDS_BACKLOG: usize = 256;
 
 impl Bridge {
     /// Recover from a previous crash (kill leftover turns, mark them interrupted), then start
@@ -133,6 +138,7 @@ impl Bridge {
             shared,
             own,
             live,
+            turn_ended: tokio::sync::broadcast::channel(TURN_ENDS_BACKLOG).0,
         })
     }
 
@@ -160,6 +166,7 @@ impl Bridge {
         if call.client.is_none() {
             call.client = Some(self.own.clone());
         }
+        let named = call.session_id.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Turn {
@@ -167,13 +174,31 @@ impl Bridge {
                 reply: tx,
             })
             .map_err(|_| Error::Busy("the session registry is not running".into()))?;
-        rx.await.unwrap_or_else(|_| {
+        let report = rx.await.unwrap_or_else(|_| {
             Err(Error::SessionFailed(
                 "the session's actor failed during the turn; its processes were stopped and it \
                  restarts from its stored record on the next call"
                     .into(),
             ))
-        })
+        });
+        // every turn of this process passes here (each connection's, foreground, background
+        // or task): its end is told to whoever listens (none: nothing to do)
+        if let Some(id) = report
+            .as_ref()
+            .ok()
+            .map(|r| &r.session_id)
+            .or(named.as_ref())
+        {
+            let _ = self.turn_ended.send(id.clone());
+        }
+        report
+    }
+
+    /// The sessions whose turn ended from now on, as each ends (a listener that lags more than
+    /// a few hundred ends behind misses the oldest). The MCP layer's resource subscriptions
+    /// listen here.
+    pub fn turn_ends(&self) -> tokio::sync::broadcast::Receiver<SessionId> {
+        self.turn_ended.subscribe()
     }
 
     /// Run a session-less turn (`query`, `search`, `review`, `structured`) under the global

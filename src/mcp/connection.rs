@@ -36,6 +36,8 @@ pub struct McpServer {
     /// Cancelled when the connection's input ended (its client closed it, or died): its plain
     /// calls end then ([`McpServer::until_input_ends`]); its tasks and background calls go on.
     pub(super) input_ended: CancellationToken,
+    /// The sessions whose resource this connection subscribed to.
+    pub(super) subscriptions: Arc<crate::mcp::subscriptions::Subscriptions>,
 }
 
 impl McpServer {
@@ -56,6 +58,7 @@ impl McpServer {
             client_roots: Default::default(),
             scope: Scope::connection(),
             input_ended: CancellationToken::new(),
+            subscriptions: Default::default(),
         }
     }
 

@@ -18,6 +18,9 @@
 //! - `results.rs` (the results several tools return: a turn's, a session's; the fixed values
 //!   several tools' arguments share are `crate::plan`'s); `answer.rs` (arguments in, results
 //!   out) and `schemas.rs`; `checks.rs` (a call's arguments checked before MRTR keeps it).
+//! - `prompts.rs` (the slash commands a person runs: each tells the model which tool to call)
+//!   and `resources.rs` (each session of the caller's `CODEX_HOME` as a resource, and its
+//!   subscriptions; `subscriptions.rs` holds a connection's set of them).
 //! - the rest: tasks and MRTR (`tasks.rs`, `mrtr.rs`, `owner.rs`), asking a person
 //!   (`elicit.rs`, `form.rs`, `budget.rs`), progress, client roots, the framing of lines, and
 //!   the surface of a server that could not start (`unstarted.rs`).
@@ -34,9 +37,12 @@ pub mod greeting;
 pub mod mrtr;
 mod owner;
 pub(crate) mod progress;
+pub mod prompts;
+pub mod resources;
 pub mod results;
 pub mod roots;
 mod schemas;
+mod subscriptions;
 mod tasks;
 pub mod tools;
 pub mod unstarted;
@@ -106,6 +112,9 @@ fn server_config() -> ServerConfig {
         ServerCapabilities::builder()
             .enable_tools()
             .enable_tasks()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
             .build(),
     )
     .with_server_info(
@@ -527,6 +536,73 @@ impl ServerHandler for McpServer {
             }
         }
         self.run_call(name, args, owner, &context, span).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        Ok(rmcp::model::ListPromptsResult::with_all_items(
+            prompts::prompt_list(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        prompts::get_prompt(&request.name, request.arguments.as_ref())
+            .map(Into::into)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, McpError> {
+        self.list_resources_page(request)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        self.read_session_resource(&request.uri)
+            .await
+            .map(Into::into)
+    }
+
+    // the 2025-11-25 protocol's subscriptions, which the hosts speak
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscribe_session(&request.uri, context.peer.clone())
+            .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.unsubscribe_session(&request.uri);
+        Ok(())
     }
 
     async fn get_task(

@@ -2,7 +2,8 @@
 //! refused at start. A host that only sees its server's connection close cannot tell anyone
 //! why (Claude Code shows `CONNECTION_CLOSED`), so the server answers the host all the same:
 //! `initialize` or `server/discover` and the tool list as always, and every tool call with the
-//! problem in the words it printed on stderr (the setting, and the fix). It holds no bridge:
+//! problem in the words it printed on stderr (the setting, and the fix); its prompts as always,
+//! no resources (reading one answers the problem). It holds no bridge:
 //! nothing is started and nothing is written until the problem is fixed and the server
 //! restarted.
 
@@ -91,6 +92,47 @@ impl ServerHandler for Unstarted {
         Ok(ListToolsResult::with_all_items(tool_list(
             self.allow_danger,
         )))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListPromptsResult, McpError> {
+        Ok(rmcp::model::ListPromptsResult::with_all_items(
+            super::prompts::prompt_list(),
+        ))
+    }
+
+    /// A prompt as always: the tool it names answers the problem.
+    async fn get_prompt(
+        &self,
+        request: rmcp::model::GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, McpError> {
+        super::prompts::get_prompt(&request.name, request.arguments.as_ref())
+            .map(Into::into)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourceTemplatesResult, McpError> {
+        Ok(super::resources::templates())
+    }
+
+    /// No session to read (no store was opened): the problem.
+    async fn read_resource(
+        &self,
+        _request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, McpError> {
+        Err(McpError::internal_error(
+            crate::security::redact::redact(&self.problem).into_owned(),
+            None,
+        ))
     }
 
     async fn call_tool(

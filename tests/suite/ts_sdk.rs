@@ -1,7 +1,9 @@
 //! The bridge through the official MCP TypeScript SDK client (`@modelcontextprotocol/sdk`, what
 //! the MCP Inspector, Claude Code and VS Code are built on), pinned in tests/ts-sdk/ and
 //! installed by scripts/fetch-ts-sdk.sh: tools/list with no schema warning, and every tool called,
-//! successes and failures, with the SDK's own result validation on (tests/ts-sdk/e2e.mjs).
+//! successes and failures, with the SDK's own result validation on, and the prompts and the
+//! session resources (listed, read, subscribed: `notifications/resources/updated` as a turn
+//! ends) (tests/ts-sdk/e2e.mjs).
 
 use std::fs::OpenOptions;
 use std::path::PathBuf;
@@ -111,6 +113,10 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
     assert_eq!(summary["failures"], json!([]), "{stderr}");
     assert_eq!(summary["warnings"], json!([]), "the SDK warned: {stderr}");
     assert_eq!(summary["tools"], json!(crate::support::mcp::TOOL_NAMES));
+    assert_eq!(
+        summary["prompts"],
+        json!(["review", "delegate", "status", "continue"])
+    );
     let calls = summary["calls"].as_array().unwrap();
     // every tool answered at least once with a success and once with an error result, and the
     // SDK never threw (no "Structured content does not match the tool's output schema")

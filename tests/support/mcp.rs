@@ -52,6 +52,8 @@ pub enum Protocol {
 #[derive(Clone)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// The URIs of the `notifications/resources/updated` received, in order.
+    pub updated: Arc<Mutex<Vec<String>>>,
     pub roots: ClientRoots,
     pub person: Person,
     config: ClientConfig,
@@ -265,6 +267,13 @@ impl ClientHandler for Client {
     async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
         self.progress.lock().unwrap().push(p);
     }
+    async fn on_resource_updated(
+        &self,
+        p: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(p.uri);
+    }
     #[allow(deprecated)]
     async fn list_roots(
         &self,
@@ -320,6 +329,8 @@ impl ClientHandler for Client {
 pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// The URIs of the `notifications/resources/updated` received, in order.
+    pub updated: Arc<Mutex<Vec<String>>>,
     /// The person behind the client (asked only when it declares elicitation).
     pub person: Person,
     /// What the client lists as its roots (only asked when it declares the capability).
@@ -564,11 +575,13 @@ async fn connect_command(
         .expect("spawn server");
     let pid = transport.id().expect("server pid");
     let progress = Arc::new(Mutex::new(vec![]));
+    let updated = Arc::new(Mutex::new(vec![]));
     let base = ClientConfig::new(capabilities, Implementation::new(person.client_name, "0"));
     let client = match protocol {
         Protocol::Legacy => {
             let c = Client {
                 progress: progress.clone(),
+                updated: updated.clone(),
                 roots: roots.clone(),
                 person: person.clone(),
                 config: base.with_protocol_version(ProtocolVersion::V_2025_11_25),
@@ -581,6 +594,7 @@ async fn connect_command(
         Protocol::Modern => {
             let c = Client {
                 progress: progress.clone(),
+                updated: updated.clone(),
                 roots: roots.clone(),
                 person: person.clone(),
                 config: base,
@@ -607,6 +621,7 @@ async fn connect_command(
     Ok(Server {
         client,
         progress,
+        updated,
         person,
         roots,
         pid,

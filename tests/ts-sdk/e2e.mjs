@@ -19,6 +19,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const warnings = [];
 for (const level of ['warn', 'error']) {
@@ -50,6 +51,20 @@ transport.stderr?.on('data', (d) => {
 
 const client = new Client({ name: 'codex-mcp-bridge-ts-sdk-e2e', version: '0' });
 const summary = { tools: [], warnings, calls: [] };
+const updated = [];
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+    updated.push(n.params.uri);
+});
+
+// A request other than a tool call; what it threw is a failure, named by `what`.
+async function request(what, run) {
+    try {
+        return await run();
+    } catch (e) {
+        failures.push(`${what}: the SDK threw: ${e?.message ?? e}`);
+        return undefined;
+    }
+}
 
 // One tool call through the SDK. `result` is what the SDK returned, `thrown` what it threw
 // (a schema mismatch surfaces here as "Structured content does not match ...").
@@ -141,6 +156,31 @@ try {
         await call('renameSession', { sessionId, name: 'SDK session' }),
         (e) => e.structured?.session?.name === 'SDK session' && (e.structured?.session?.handOff ?? '').includes(' resume -C '),
     );
+    // the prompts (slash commands): listed, and each message names its tool with the
+    // person's values as quoted JSON
+    const prompts = await request('listPrompts', () => client.listPrompts());
+    summary.prompts = (prompts?.prompts ?? []).map((p) => p.name);
+    check(summary.prompts.join() === 'review,delegate,status,continue', `listPrompts: ${summary.prompts}`);
+    const cont = await request('getPrompt continue', () =>
+        client.getPrompt({ name: 'continue', arguments: { sessionId, prompt: 'say "go on"' } }),
+    );
+    const contText = cont?.messages?.[0]?.content?.text ?? '';
+    check(contText.includes('`codex`') && contText.includes(`"prompt":${JSON.stringify('say "go on"')}`) && contText.includes(`"sessionId":"${sessionId}"`), `getPrompt continue: ${contText}`);
+    const badPrompt = await client.getPrompt({ name: 'delegate', arguments: { task: 'a\u0007b' } }).then(
+        () => 'answered',
+        (e) => String(e?.message ?? e),
+    );
+    check(badPrompt.includes('invalid argument `task`'), `getPrompt delegate with a control character: ${badPrompt}`);
+    // the session as a resource of this client's home: listed, read, subscribed
+    const uri = `codex-session://${sessionId}`;
+    const resources = await request('listResources', () => client.listResources());
+    check((resources?.resources ?? []).some((r) => r.uri === uri), `listResources: ${JSON.stringify(resources)}`);
+    const templates = await request('listResourceTemplates', () => client.listResourceTemplates());
+    check(templates?.resourceTemplates?.[0]?.uriTemplate === 'codex-session://{sessionId}', `listResourceTemplates: ${JSON.stringify(templates)}`);
+    const read = await request('readResource', () => client.readResource({ uri }));
+    const record = JSON.parse(read?.contents?.[0]?.text ?? '{}');
+    check(record.sessionId === sessionId && record.name === 'SDK session', `readResource: ${JSON.stringify(read)}`);
+    await request('subscribeResource', () => client.subscribeResource({ uri }));
     // a turn in the background: the handle at once, then its result through `wait`
     expectOk(
         await call('codex', { prompt: 'in the background', sessionId, background: true }),
@@ -152,6 +192,10 @@ try {
         if (waited.structured?.status !== 'running') break;
     }
     expectOk(waited, (e) => e.structured?.status === 'completed' && e.structured?.response === 'background answer');
+    // the notification is sent as the turn ends: it may come just after `wait`'s answer
+    for (let i = 0; i < 50 && !updated.includes(uri); i++) await new Promise((r) => setTimeout(r, 100));
+    check(updated.includes(uri), `no notifications/resources/updated for ${uri} after its turn: ${JSON.stringify(updated)}`);
+    summary.updated = updated;
     // `stop` of a turn that already ended: its result, as `wait` read it
     expectOk(await call('stop', { sessionId }), (e) => e.structured?.status === 'completed' && e.structured?.response === 'background answer');
 

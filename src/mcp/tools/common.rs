@@ -114,7 +114,7 @@ pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult 
 /// A session as the session tools show it to `client`: its last answer only to a client of
 /// the session's own `CODEX_HOME` (one that may continue it; another host on the store sees
 /// that it ran, not what it said).
-pub(super) fn session_info(v: SessionView, client: &ClientContext) -> SessionInfo {
+pub(crate) fn session_info(v: SessionView, client: &ClientContext) -> SessionInfo {
     let (hand_off, hand_off_unavailable) = match v.hand_off(client.codex_program()) {
         Some(Ok(h)) => (Some(h), None),
         Some(Err(e)) => (None, Some(e.to_string())),

@@ -16,7 +16,7 @@
 
 pub mod close_session;
 pub mod codex;
-mod common;
+pub(crate) mod common;
 pub mod compact_session;
 pub mod fork_session;
 pub mod get_session;
