@@ -543,9 +543,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
-        Ok(rmcp::model::ListPromptsResult::with_all_items(
-            prompts::prompt_list(),
-        ))
+        Ok(prompts::list_answer())
     }
 
     async fn get_prompt(
@@ -553,9 +551,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        prompts::get_prompt(&request.name, request.arguments.as_ref())
-            .map(Into::into)
-            .map_err(|e| McpError::invalid_params(e.to_string(), None))
+        prompts::get_answer(&request)
     }
 
     async fn list_resources(

@@ -98,6 +98,21 @@ pub enum PromptError {
     Invalid(#[from] InvalidArgument),
 }
 
+/// `prompts/list` as both servers (the started one and the unstarted one) answer it.
+pub fn list_answer() -> rmcp::model::ListPromptsResult {
+    rmcp::model::ListPromptsResult::with_all_items(prompt_list())
+}
+
+/// `prompts/get` as both servers answer it: an unknown prompt or a bad argument is an
+/// invalid-params error naming it.
+pub fn get_answer(
+    request: &rmcp::model::GetPromptRequestParams,
+) -> Result<rmcp::model::GetPromptResponse, rmcp::ErrorData> {
+    get_prompt(&request.name, request.arguments.as_ref())
+        .map(Into::into)
+        .map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))
+}
+
 /// `prompts/get`: the messages of prompt `name` for `args`.
 pub fn get_prompt(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, PromptError> {
     let empty = JsonObject::new();

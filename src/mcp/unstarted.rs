@@ -99,9 +99,7 @@ impl ServerHandler for Unstarted {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ListPromptsResult, McpError> {
-        Ok(rmcp::model::ListPromptsResult::with_all_items(
-            super::prompts::prompt_list(),
-        ))
+        Ok(super::prompts::list_answer())
     }
 
     /// A prompt as always: the tool it names answers the problem.
@@ -110,9 +108,7 @@ impl ServerHandler for Unstarted {
         request: rmcp::model::GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, McpError> {
-        super::prompts::get_prompt(&request.name, request.arguments.as_ref())
-            .map(Into::into)
-            .map_err(|e| McpError::invalid_params(e.to_string(), None))
+        super::prompts::get_answer(&request)
     }
 
     async fn list_resource_templates(

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 
 use crate::suite::person::script_escalation;
 use crate::support::mcp::{
-    Answer, Person, Protocol, Server, connect_person, connect_with, connect_with_capabilities,
-    structured, text,
+    Answer, Person, Protocol, Server, connect_other_home, connect_person, connect_with,
+    connect_with_capabilities, structured, text,
 };
 use crate::support::process::{alive, parent_of};
 use crate::support::{MockApi, Reply, TestEnv};
@@ -122,16 +122,6 @@ fn assert_interrupted(task: &rmcp::model::DetailedTask) {
     };
     let message = error["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("interrupted"), "{error:?}");
-}
-
-/// A client of another host on the same store: its own `CODEX_HOME`.
-async fn connect_other_home(env: &TestEnv, mock: &MockApi) -> Server {
-    let home = env.root().join("other-home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut other = server_env(env, mock);
-    other.retain(|(k, _)| k != "CODEX_HOME");
-    other.push(("CODEX_HOME".into(), home.display().to_string()));
-    connect_with(&other, env.root(), Protocol::Legacy).await
 }
 
 /// A `codex` call with `args` that must become a task; its id.

@@ -13,18 +13,8 @@ use std::time::Duration;
 use rmcp::model::{ReadResourceRequestParams, SubscribeRequestParams, UnsubscribeRequestParams};
 use serde_json::{Value, json};
 
-use crate::support::mcp::{Protocol, Server, connect, connect_with, server_env, structured, text};
+use crate::support::mcp::{Protocol, Server, connect, connect_other_home, structured, text};
 use crate::support::{MockApi, Reply, TestEnv};
-
-/// A client of the same store with a `CODEX_HOME` of its own.
-async fn connect_other_home(env: &TestEnv, mock: &MockApi) -> Server {
-    let home = env.root().join("other-home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut other = server_env(env, mock);
-    other.retain(|(k, _)| k != "CODEX_HOME");
-    other.push(("CODEX_HOME".into(), home.display().to_string()));
-    connect_with(&other, env.root(), Protocol::Legacy).await
-}
 
 /// A turn of session `id` (new when `None`); its session id.
 async fn turn(s: &Server, env: &TestEnv, mock: &MockApi, id: Option<&str>, says: &str) -> String {

@@ -395,6 +395,16 @@ pub fn server_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_codex-mcp-bridge"))
 }
 
+/// A client of another host on the same store: its own `CODEX_HOME`.
+pub async fn connect_other_home(env: &TestEnv, mock: &MockApi) -> Server {
+    let home = env.root().join("other-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut other = server_env(env, mock);
+    other.retain(|(k, _)| k != "CODEX_HOME");
+    other.push(("CODEX_HOME".into(), home.display().to_string()));
+    connect_with(&other, env.root(), Protocol::Legacy).await
+}
+
 /// Start the server with `vars` (everything else cleared) and connect a client.
 pub async fn connect_with(vars: &[(String, String)], cwd: &Path, protocol: Protocol) -> Server {
     connect_with_capabilities(vars, cwd, protocol, ClientCapabilities::default()).await

@@ -1125,35 +1125,30 @@ mod tests {
         std::fs::write(r.join("d.odd"), "odd\n").unwrap();
         std::fs::write(r.join("e.br"), "branch\n").unwrap();
         // committed with every program off, as this module would
+        let filters: &[u8] =
+            b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0filter.br.x\0";
+        pinned_git(r, &["add", "."], filters);
+        pinned_git(
+            r,
+            &["commit", "-q", "-m", "hostile"],
+            &[filters, b"hook.cfg.x\0"].concat(),
+        );
+        clear(marks);
+    }
+
+    /// Plain git run in `r` under this module's environment with `names` pinned off (the
+    /// set-up's own commits).
+    fn pinned_git(r: &Path, args: &[&str], names: &[u8]) {
         let mut cmd = std::process::Command::new("git");
-        cmd.args(["add", "."]).current_dir(r).env_clear();
-        for (k, v) in environment(
-            &program_pins(
-                b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0filter.br.x\0",
-            ),
-            None,
-        ) {
-            cmd.env(k, v);
-        }
-        assert!(cmd.status().unwrap().success());
-        let mut cmd = std::process::Command::new("git");
-        cmd.args(["commit", "-q", "-m", "hostile"])
+        cmd.args(args)
             .current_dir(r)
             .env_clear()
+            .envs(environment(&program_pins(names), None))
             .env("GIT_AUTHOR_NAME", "t")
             .env("GIT_AUTHOR_EMAIL", "t@t")
             .env("GIT_COMMITTER_NAME", "t")
             .env("GIT_COMMITTER_EMAIL", "t@t");
-        for (k, v) in environment(
-            &program_pins(
-                b"filter.evil.x\0filter.inc.x\0filter.proc.x\0filter.o=d.d.x\0filter.br.x\0hook.cfg.x\0",
-            ),
-            None,
-        ) {
-            cmd.env(k, v);
-        }
-        assert!(cmd.status().unwrap().success());
-        clear(marks);
+        assert!(cmd.status().unwrap().success(), "git {args:?}");
     }
 
     fn clear(marks: &Path) {
