@@ -289,7 +289,7 @@ pub async fn ask_on(
             record: DecisionRecord::unasked(question, secrets, reason),
         };
     }
-    match way(channel, question, secrets) {
+    match way(channel.host, question, secrets) {
         Err(reason) => Asking {
             decision: Decision::Decline,
             input: None,
@@ -484,15 +484,10 @@ fn decided_on_page(shown: &str, decision: PageDecision) -> Asking {
     }
 }
 
-/// How `question` is put to the person on `channel`, or why it is declined without asking: a
+/// How `question` is put to the person behind `host`, or why it is declined without asking: a
 /// client that cannot be asked, a command the redactor would change, a question that fits no
 /// form the host shows whole and no page.
-fn way(
-    channel: &Channel,
-    question: &Question,
-    secrets: &ClientSecrets,
-) -> Result<Way, &'static str> {
-    let host = channel.host;
+fn way(host: Host, question: &Question, secrets: &ClientSecrets) -> Result<Way, &'static str> {
     if !host.form && !host.url {
         return Err("the client cannot be asked (no elicitation)");
     }
@@ -900,5 +895,44 @@ mod tests {
             Some(budget::Overflow::Message(budget::ROWS, budget::COLUMNS))
         );
         assert_eq!(budget::overflow(&whole, Shows::Whole), None);
+    }
+
+    /// Claude Code (forms and pages, three rows): codex 0.171.0's short command with a
+    /// sentence of a reason is a form, its reason cut; a command that does not fit its row
+    /// goes to the page whole.
+    #[test]
+    fn claude_code_gets_a_short_command_as_a_form_and_a_long_one_on_the_page() {
+        let secrets = ClientSecrets::default();
+        let host = Host::named(Some("claude-code"), true, true);
+        let q = |command: &str| Question::Command {
+            command: command.into(),
+            cwd: Some("/home/me/project".into()),
+            reason: Some("Create the marker file you asked for so the build can go on".into()),
+            network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
+        };
+        match way(host, &q("/bin/bash -lc 'touch ../FORMFIT'"), &secrets) {
+            Ok(Way::Form(params, shown)) => {
+                assert!(
+                    shown.contains("$ /bin/bash -lc 'touch ../FORMFIT'\nin /home/me/project"),
+                    "{shown}"
+                );
+                assert!(
+                    shown.contains("so the…"),
+                    "the record keeps what was shown: {shown}"
+                );
+                assert_eq!(budget::overflow(&params, host.shows), None);
+            }
+            _ => panic!("a form"),
+        }
+        let long = format!("/bin/bash -lc 'touch {}'", "/home/me/project/x".repeat(4));
+        assert!(matches!(way(host, &q(&long), &secrets), Ok(Way::Page)));
+        // a host without pages is not asked what it cannot show whole
+        let forms_only = Host::named(Some("claude-code"), true, false);
+        assert_eq!(
+            way(forms_only, &q(&long), &secrets).err(),
+            Some(FITS_NOTHING)
+        );
     }
 }
