@@ -67,6 +67,12 @@ pub(super) fn tool_named(name: &str) -> Option<&'static ToolEntry> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
+/// Whether a 2026-07-28 call of `name` carries a person's question in its answer (MRTR): a
+/// turn tool that runs as a task, and `wait`, which carries its background turn's questions.
+pub(super) fn asks_in_its_answer(name: &str) -> bool {
+    tool_named(name).is_some_and(|t| t.task) || name == wait::TOOL.name
+}
+
 /// The tools whose result is a turn's ([`crate::mcp::results::TurnResult`], errors included);
 /// the others' errors carry no structured content ([`crate::mcp::answer::plain_error`]).
 const TURN_TOOLS: [&str; 5] = ["codex", "query", "search", "structured", "review"];
