@@ -14,8 +14,10 @@
 //!
 //! [`overflow`] says what of a form would not be shown whole; [`compact`] writes a question in
 //! three rows (what runs, where, what accepting grants), with codex's reason in the one field's
-//! description. A question that does not fit is never asked as a form: it goes to the
-//! question's page (a client that declares URL-mode elicitation) or is declined unasked.
+//! description, cut to that row with a mark when longer ([`in_one_row`]: the reason is the
+//! model's own words; what runs and where is never cut). A question whose command or directory
+//! does not fit is never asked as a form: it goes to the question's page (a client that
+//! declares URL-mode elicitation) or is declined unasked.
 
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use serde_json::Value;
