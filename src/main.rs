@@ -56,9 +56,9 @@ fn main() -> ExitCode {
     let prepared = match prepare(&args, &vars) {
         Ok(p) => p,
         Err(Stop::Exit(code)) => return code,
-        Err(Stop::Unstarted(refused, danger, format)) => {
+        Err(Stop::Unstarted(refused, format)) => {
             logging::init(format);
-            return run_server(Start::Unstarted(refused, danger), vars);
+            return run_server(Start::Unstarted(refused), vars);
         }
     };
     logging::init(prepared.log_format);
@@ -106,9 +106,9 @@ fn main() -> ExitCode {
 enum Stop {
     /// With this code (clap's message, or the error, was printed).
     Exit(ExitCode),
-    /// The server's settings were refused: it answers its host with that (issue 38). Whether
-    /// `allow_danger` was set (for its tool list), and the log format.
-    Unstarted(HubError, bool, LogFormat),
+    /// The server's settings were refused: it answers its host with that (issue 38), and the
+    /// log format.
+    Unstarted(HubError, LogFormat),
 }
 
 /// The command line `args` merged with the config file. A setting refused where the server
@@ -119,25 +119,17 @@ fn prepare(args: &[std::ffi::OsString], vars: &[(String, String)]) -> Result<Pre
         Ok(cli) => cli,
         Err(e) => match cli::unstartable(&e, args) {
             Some(refused) if !std::io::stdin().is_terminal() => {
-                return Err(Stop::Unstarted(refused.into(), false, LogFormat::default()));
+                return Err(Stop::Unstarted(refused.into(), LogFormat::default()));
             }
             _ => e.exit(),
         },
     };
-    let serves = match &cli.command {
-        None => Some(cli.settings.allow_danger),
-        Some(cli::Command::Serve(s)) => Some(s.allow_danger),
-        Some(_) => None,
-    };
+    let serves = matches!(&cli.command, None | Some(cli::Command::Serve(_)));
     let log_format = cli.log_format.unwrap_or_default();
     match (cli::prepare(cli, vars), serves) {
         (Ok(p), _) => Ok(p),
-        (Err(e), Some(danger)) => Err(Stop::Unstarted(
-            e.into(),
-            danger.unwrap_or(false),
-            log_format,
-        )),
-        (Err(e), None) => Err(Stop::Exit(fail(&e))),
+        (Err(e), true) => Err(Stop::Unstarted(e.into(), log_format)),
+        (Err(e), false) => Err(Stop::Exit(fail(&e))),
     }
 }
 
@@ -199,8 +191,8 @@ enum Start {
     /// Its settings, complete.
     Settings(Box<Settings>),
     /// The command line or the config file was refused: the server only answers its client
-    /// with that (and whether `allow_danger` was set, for its tool list).
-    Unstarted(HubError, bool),
+    /// with that.
+    Unstarted(HubError),
 }
 
 /// The server: nothing but MCP ever goes to stdout.
@@ -240,7 +232,7 @@ async fn serve(start: Start, vars: Vec<(String, String)>) -> anyhow::Result<()> 
     let io = (tokio::io::stdin(), tokio::io::stdout());
     match start {
         Start::Settings(settings) => server::run(*settings, vars, io, shutdown).await?,
-        Start::Unstarted(e, danger) => server::serve_unstarted(&e, danger, io, &shutdown).await?,
+        Start::Unstarted(e) => server::serve_unstarted(&e, io, &shutdown).await?,
     }
     Ok(())
 }

@@ -44,22 +44,19 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let allow_danger = settings.allow_danger.unwrap_or(false);
     let server = match prepare(settings, vars) {
         Ok(server) => server,
-        Err(e) => return serve_unstarted(&e, allow_danger, io, &shutdown).await,
+        Err(e) => return serve_unstarted(&e, io, &shutdown).await,
     };
     if server.daemon.is_some() {
-        let served = server
-            .serve_through_daemon(io, allow_danger, &shutdown)
-            .await;
+        let served = server.serve_through_daemon(io, &shutdown).await;
         server.shutdown().await;
         return served;
     }
     let (server, owned) = match start(server, &shutdown).await {
         Ok(Some(started)) => started,
         Ok(None) => return Ok(()),
-        Err(e) => return serve_unstarted(&e, allow_danger, io, &shutdown).await,
+        Err(e) => return serve_unstarted(&e, io, &shutdown).await,
     };
     let served = match owned {
         Elected::Owner(bridge, tasks) => server.serve_owner(bridge, tasks, io, &shutdown).await,
@@ -205,13 +202,12 @@ pub async fn run_daemon(hello: Hello, shutdown: CancellationToken) -> Result<()>
 }
 
 /// A server that did not start (issue 38): the problem is logged at once, and the client on
-/// `io` is served all the same (discover or initialize, the tool list), every tool call
+/// `io` is served all the same (discover or initialize), the tool list and every tool call
 /// answering the problem in the same words ([`Unstarted`]), until it leaves or
 /// `shutdown`. It holds nothing (no store, no socket, no codex). Then the problem is this
 /// server's error, for `main` to exit with.
 pub async fn serve_unstarted<R, W>(
     e: &HubError,
-    allow_danger: bool,
     io: (R, W),
     shutdown: &CancellationToken,
 ) -> Result<()>
@@ -225,8 +221,7 @@ where
         "{words} (answering the MCP client with this until it disconnects; `codex-mcp-bridge \
          doctor` checks the whole setup)"
     );
-    let serving = Unstarted::new(words.as_str(), problem.kind, allow_danger)
-        .serve(framing::guard(io.0, io.1));
+    let serving = Unstarted::new(words.as_str(), problem.kind).serve(framing::guard(io.0, io.1));
     let service = tokio::select! {
         s = serving => s.ok(),
         _ = shutdown.cancelled() => None,
@@ -242,7 +237,7 @@ where
 
 /// A server that did not start, served in this process for a relay whose client was greeted
 /// already: the upstream, and the problem's words (logged here once).
-fn unstarted_upstream(e: &HubError, allow_danger: bool) -> (Upstream, String) {
+fn unstarted_upstream(e: &HubError) -> (Upstream, String) {
     let problem = crate::cli::startup::startup_problem(e);
     let words = problem.words();
     tracing::error!(
@@ -251,7 +246,7 @@ fn unstarted_upstream(e: &HubError, allow_danger: bool) -> (Upstream, String) {
     );
     let (ours, theirs) = tokio::io::duplex(1024 * 1024);
     let (r, w) = tokio::io::split(theirs);
-    let unstarted = Unstarted::new(words.as_str(), problem.kind, allow_danger);
+    let unstarted = Unstarted::new(words.as_str(), problem.kind);
     tokio::spawn(async move {
         if let Ok(service) = unstarted.serve(framing::guard(r, w)).await {
             let _ = service.waiting().await;
@@ -355,7 +350,6 @@ impl Server {
     async fn serve_through_daemon<R, W>(
         &self,
         io: (R, W),
-        allow_danger: bool,
         shutdown: &CancellationToken,
     ) -> Result<()>
     where
@@ -379,7 +373,7 @@ impl Server {
                     Err(e) => Err(e),
                 };
                 started.or_else(|e| {
-                    let (up, words) = unstarted_upstream(&e, allow_danger);
+                    let (up, words) = unstarted_upstream(&e);
                     *problem.lock().unwrap_or_else(|p| p.into_inner()) = Some(words);
                     Ok(up)
                 })

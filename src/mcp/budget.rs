@@ -14,8 +14,10 @@
 //!
 //! [`overflow`] says what of a form would not be shown whole; [`compact`] writes a question in
 //! three rows (what runs, where, what accepting grants), with codex's reason in the one field's
-//! description. A question that does not fit is never asked as a form: it goes to the
-//! question's page (a client that declares URL-mode elicitation) or is declined unasked.
+//! description, cut to that row with a mark when longer ([`in_one_row`]: the reason is the
+//! model's own words; what runs and where is never cut). A question whose command or directory
+//! does not fit is never asked as a form: it goes to the question's page (a client that
+//! declares URL-mode elicitation) or is declined unasked.
 
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use serde_json::Value;
@@ -283,10 +285,48 @@ fn compact_rows(question: &Question) -> Vec<(&'static str, String)> {
     rows
 }
 
+/// What stands before codex's reason in a compact approval's one field.
+pub const REASON_LEAD: &str = "Codex's reason: ";
+/// The mark at the end of a text cut to fit its row.
+pub const CUT_MARK: char = '…';
+
+/// `lead` and `text` in one row of `columns` columns: whole when they fit; else the first line
+/// of `text` cut where the row ends (at a word when one ends in the row's second half), then
+/// [`CUT_MARK`], so that a person sees there was more.
+pub fn in_one_row(lead: &str, text: &str, columns: usize) -> String {
+    let whole = format!("{lead}{text}");
+    if !whole.contains(['\n', '\r']) && width(&whole) <= columns {
+        return whole;
+    }
+    let room = columns.saturating_sub(width(lead) + width(CUT_MARK.encode_utf8(&mut [0; 4])));
+    let mut kept = String::new();
+    let mut used = 0;
+    for c in text.chars().take_while(|c| !matches!(c, '\n' | '\r')) {
+        used += width(c.encode_utf8(&mut [0; 4]));
+        if used > room {
+            break;
+        }
+        kept.push(c);
+    }
+    // a cut inside a word ends at the word before it, when that leaves the row half full
+    let inside_a_word = text[kept.len()..]
+        .chars()
+        .next()
+        .is_some_and(|c| !c.is_whitespace());
+    if inside_a_word
+        && let Some(i) = kept.rfind(' ')
+        && width(&kept[..i]) >= room / 2
+    {
+        kept.truncate(i);
+    }
+    format!("{lead}{}{CUT_MARK}", kept.trim_end())
+}
+
 /// `question` as a form in [`ROWS`] rows: the command (or what is asked), where it runs, what
-/// accepting grants, and codex's reason as the field's description; `None` for a question
-/// that has no compact form (a file change, whose content never fits) or that does not fit
-/// `shows` this way.
+/// accepting grants, and codex's reason as the field's description, cut to its row with a mark
+/// ([`in_one_row`]: the command and its directory are never cut); `None` for a question that
+/// has no compact form (a file change, whose content never fits) or whose command or directory
+/// does not fit `shows` this way.
 pub fn compact(
     question: &Question,
     secrets: &ClientSecrets,
@@ -303,8 +343,9 @@ pub fn compact(
         Question::Command { reason, .. } | Question::Permissions { reason, .. } => reason.clone(),
         _ => None,
     };
+    // codex's reason is the model's own text, not what runs: cut to its row, with a mark
     let description = match reason {
-        Some(r) => format!("Codex's reason: {}", secrets.redact(&r)),
+        Some(r) => in_one_row(REASON_LEAD, &secrets.redact(&r), DESCRIPTION_COLUMNS),
         None => "Codex gave no reason. Leave unchecked to refuse.".to_owned(),
     };
     let schema = ElicitationSchema::builder()
@@ -446,8 +487,6 @@ mod tests {
             ),
             // a working directory wider than a row
             command("ls", &format!("/{}", "d".repeat(80)), None),
-            // a reason longer than one row
-            command("ls", "/w", Some(&"why ".repeat(30))),
         ] {
             assert!(compact(&q, &secrets, SMALLEST).is_none(), "{q:?}");
         }
@@ -458,6 +497,91 @@ mod tests {
             workdir: None,
         };
         assert!(compact(&change, &secrets, SMALLEST).is_none());
+    }
+
+    fn description_of(p: &ElicitRequestParams) -> String {
+        match p {
+            ElicitRequestParams::FormElicitationParams {
+                requested_schema, ..
+            } => serde_json::to_value(requested_schema).unwrap()["properties"][APPROVE_FIELD]
+                ["description"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            _ => panic!("a form"),
+        }
+    }
+
+    /// What a person met in Claude Code at 80 columns: codex 0.171.0's `/bin/bash -lc` command
+    /// with a sentence of a reason went to the page; it is a form, the reason cut to its row.
+    #[test]
+    fn a_short_command_with_a_sentence_of_a_reason_is_a_form_its_reason_cut_with_a_mark() {
+        let secrets = ClientSecrets::default();
+        let reason = "Create the marker file you asked for so the build can go on.";
+        assert_eq!(reason.len(), 60);
+        let q = command(
+            "/bin/bash -lc 'touch ../FORMFIT'",
+            "/home/me/project",
+            Some(reason),
+        );
+        let form = compact(&q, &secrets, SMALLEST).expect("a form");
+        // the command and its directory whole
+        assert_eq!(
+            message_of(&form),
+            "Codex asks to run this outside its sandbox, once:\n\
+             $ /bin/bash -lc 'touch ../FORMFIT'\nin /home/me/project"
+        );
+        // the reason cut at a word, with the mark, within its row
+        let d = description_of(&form);
+        assert_eq!(
+            d,
+            "Codex's reason: Create the marker file you asked for so the…"
+        );
+        assert!(width(&d) <= DESCRIPTION_COLUMNS);
+        assert!(overflow(&form, SMALLEST).is_none());
+        // a reason that fits is whole, with no mark
+        let q = command("/bin/bash -lc 'touch ../FORMFIT'", "/w", Some("make it"));
+        let d = description_of(&compact(&q, &secrets, SMALLEST).unwrap());
+        assert_eq!(d, "Codex's reason: make it");
+        // a reason of many lines: its first line and the mark
+        let q = command("ls", "/w", Some("list them\nand then more"));
+        let d = description_of(&compact(&q, &secrets, SMALLEST).unwrap());
+        assert_eq!(d, "Codex's reason: list them…");
+        // one long word is cut inside it, and wide characters count two columns
+        for long in ["x".repeat(100), "日".repeat(40)] {
+            let q = command("ls", "/w", Some(&long));
+            let d = description_of(&compact(&q, &secrets, SMALLEST).unwrap());
+            assert!(
+                d.ends_with(CUT_MARK) && width(&d) <= DESCRIPTION_COLUMNS,
+                "{d}"
+            );
+            assert!(width(&d) >= DESCRIPTION_COLUMNS - 2, "the row is used: {d}");
+        }
+        // the reason is cut after redaction: a secret's start is never shown
+        let secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789abcdef";
+        let (secrets, _) = ClientSecrets::bounded([secret]);
+        let q = command(
+            "ls",
+            "/w",
+            Some(&format!("{} with {secret}", "use ".repeat(8))),
+        );
+        let d = description_of(&compact(&q, &secrets, SMALLEST).unwrap());
+        assert!(!d.contains("sk-proj"), "{d}");
+    }
+
+    /// Only codex's reason is ever cut: a command or directory that does not fit its row has no
+    /// form, however short the reason.
+    #[test]
+    fn a_command_or_directory_is_never_cut_to_make_a_form() {
+        let secrets = ClientSecrets::default();
+        let long = format!("/bin/bash -lc 'touch {}'", "/home/me/project/".repeat(4));
+        assert!(width(&format!("$ {long}")) > COLUMNS);
+        for q in [
+            command(&long, "/w", Some("ok")),
+            command("ls", &format!("/{}", "d".repeat(COLUMNS)), Some("ok")),
+        ] {
+            assert!(compact(&q, &secrets, SMALLEST).is_none(), "{q:?}");
+        }
     }
 
     #[test]

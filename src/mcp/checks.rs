@@ -1,5 +1,6 @@
-//! A turn tool's arguments checked before anything is kept or started (a 2026-07-28 call's
-//! state, [`super::mrtr`]): the same checks the tool makes, without taking the arguments.
+//! A turn tool's (or `wait`'s) arguments checked before anything is kept or started (a
+//! 2026-07-28 call's state, [`super::mrtr`]): the same checks the tool makes, without taking
+//! the arguments.
 
 use rmcp::model::{CallToolResponse, JsonObject};
 
@@ -11,6 +12,7 @@ use crate::mcp::answer::parse_args_ref;
 use crate::mcp::tools::codex::CodexParams;
 use crate::mcp::tools::review::ReviewParams;
 use crate::mcp::tools::structured::StructuredParams;
+use crate::mcp::tools::wait::WaitParams;
 use crate::security::ids::SessionId;
 use crate::security::prompt::Prompt;
 
@@ -55,6 +57,10 @@ pub(crate) fn check_call(tool: &str, args: &JsonObject) -> Result<()> {
         "review" => {
             let p: ReviewParams = parse_args_ref(args)?;
             check_model(p.model.as_deref())?;
+        }
+        // a `wait` carries its background turn's questions
+        "wait" => {
+            let _: WaitParams = parse_args_ref(args)?;
         }
         _ => {}
     }

@@ -270,8 +270,32 @@ enum Way {
 /// Why a question reaches nobody: it fits no form the host shows whole, and no page can be
 /// opened for it (the client declared no URL mode, or the question needs input).
 const FITS_NOTHING: &str = "not asked: the question does not fit what the person's host shows whole (three rows of 72 columns) and the client cannot open a page for it; a shorter command, or a change of one small file at a time, can be asked";
-/// Why a cancel is no person's decline.
-const CANCELLED: &str = "the client cancelled the question: no person decided (a client that asks nobody, or a question put aside)";
+/// Why a cancel is no person's decline: the question was put aside in the host, undecided.
+pub const CANCELLED: &str =
+    "the client cancelled the question: no person decided (the question was put aside)";
+/// Why a cancel that came at once is no person's decline either: the host cannot ask anyone,
+/// and asking again will not help. Said so the model does something else.
+pub const HOST_CANNOT_ASK: &str = "this host cannot ask a person: it cancelled the question at once, as a host that runs without a person does (`claude -p`); asking again from it will not help: rerun so that the work needs no approval (a sandbox that allows it, e.g. `workspace-write` for changes inside the working directory), or ask the user to run it in an interactive host that shows questions";
+/// Why a client that declared no elicitation is never asked.
+pub const NO_ELICITATION: &str = "this client cannot ask a person (it declared no elicitation): rerun so that the work needs no approval, or ask the user to run it in a host that shows questions";
+/// A cancel within this long of asking is the host's own, not a person's: no person reads a
+/// question that fast (`claude -p` cancels every question within milliseconds).
+pub const AT_ONCE: Duration = Duration::from_secs(1);
+
+/// Why a cancel that came `after` asking is a decline nobody made.
+pub fn cancelled(after: Duration) -> &'static str {
+    if after < AT_ONCE {
+        HOST_CANNOT_ASK
+    } else {
+        CANCELLED
+    }
+}
+
+/// Whether a decline for `reason` says that the host behind the call cannot ask a person at all
+/// (the turn's answer then tells the model what to do instead).
+pub fn host_cannot_ask(reason: &str) -> bool {
+    reason == HOST_CANNOT_ASK || reason == NO_ELICITATION
+}
 
 /// Ask `question` on `channel`, waiting at most `timeout`: checked ([`way`]), then asked as a
 /// form ([`ask_form`]) or on its page ([`ask_page`]); anything but an accept is a decline.
@@ -289,7 +313,7 @@ pub async fn ask_on(
             record: DecisionRecord::unasked(question, secrets, reason),
         };
     }
-    match way(channel, question, secrets) {
+    match way(channel.host, question, secrets) {
         Err(reason) => Asking {
             decision: Decision::Decline,
             input: None,
@@ -322,6 +346,7 @@ async fn ask_form(
     shown: String,
     timeout: Duration,
 ) -> Asking {
+    let asked_at = Instant::now();
     let result = match wait_for(channel, params, timeout).await {
         Ok(result) => result,
         Err(reason) => return declined(&shown, false, Some(reason)),
@@ -329,7 +354,7 @@ async fn ask_form(
     match result.action {
         ElicitationAction::Accept => {}
         ElicitationAction::Decline => return declined(&shown, true, None),
-        _ => return declined(&shown, false, Some(CANCELLED)),
+        _ => return declined(&shown, false, Some(cancelled(asked_at.elapsed()))),
     }
     match accepted_input(question, result.content.unwrap_or(Value::Null)) {
         Ok(input) => Asking {
@@ -401,6 +426,7 @@ async fn ask_page(
             elicitation_id: uuid::Uuid::new_v4().to_string(),
         };
         let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let asked_at = Instant::now();
         // the page first: a decision on it that is ready with the host's answer is the one
         // that counts (the page already told the person so)
         let host = tokio::select! {
@@ -438,6 +464,8 @@ async fn ask_page(
                 }
             }
             Ok(r) if matches!(r.action, ElicitationAction::Decline) => break (true, None),
+            // at once, the first time: a host that cannot ask; later, a question put aside
+            Ok(_) if asked == 1 => break (false, Some(cancelled(asked_at.elapsed()))),
             Ok(_) => break (false, Some(CANCELLED)),
             Err(reason) => break (false, Some(reason)),
         }
@@ -484,17 +512,12 @@ fn decided_on_page(shown: &str, decision: PageDecision) -> Asking {
     }
 }
 
-/// How `question` is put to the person on `channel`, or why it is declined without asking: a
+/// How `question` is put to the person behind `host`, or why it is declined without asking: a
 /// client that cannot be asked, a command the redactor would change, a question that fits no
 /// form the host shows whole and no page.
-fn way(
-    channel: &Channel,
-    question: &Question,
-    secrets: &ClientSecrets,
-) -> Result<Way, &'static str> {
-    let host = channel.host;
+fn way(host: Host, question: &Question, secrets: &ClientSecrets) -> Result<Way, &'static str> {
     if !host.form && !host.url {
-        return Err("the client cannot be asked (no elicitation)");
+        return Err(NO_ELICITATION);
     }
     // a command whose text the redactor would hide cannot be judged from the form (the hidden
     // part may be what runs)
@@ -900,5 +923,70 @@ mod tests {
             Some(budget::Overflow::Message(budget::ROWS, budget::COLUMNS))
         );
         assert_eq!(budget::overflow(&whole, Shows::Whole), None);
+    }
+
+    #[test]
+    fn a_cancel_at_once_is_a_host_that_cannot_ask_and_a_later_one_a_question_put_aside() {
+        // `claude -p` cancels every question about 8 ms after it is asked
+        assert_eq!(cancelled(Duration::from_millis(8)), HOST_CANNOT_ASK);
+        assert_eq!(cancelled(AT_ONCE), CANCELLED);
+        assert_eq!(cancelled(Duration::from_secs(30)), CANCELLED);
+        assert!(host_cannot_ask(HOST_CANNOT_ASK) && host_cannot_ask(NO_ELICITATION));
+        assert!(!host_cannot_ask(CANCELLED) && !host_cannot_ask(FITS_NOTHING));
+        // what the model reads says the host cannot ask and what to do instead
+        for r in [HOST_CANNOT_ASK, NO_ELICITATION] {
+            assert!(
+                r.contains("cannot ask a person") && r.contains("rerun"),
+                "{r}"
+            );
+        }
+        assert_eq!(
+            way(
+                Host::named(None, false, false),
+                &command(),
+                &ClientSecrets::default()
+            )
+            .err(),
+            Some(NO_ELICITATION)
+        );
+    }
+
+    /// Claude Code (forms and pages, three rows): codex 0.171.0's short command with a
+    /// sentence of a reason is a form, its reason cut; a command that does not fit its row
+    /// goes to the page whole.
+    #[test]
+    fn claude_code_gets_a_short_command_as_a_form_and_a_long_one_on_the_page() {
+        let secrets = ClientSecrets::default();
+        let host = Host::named(Some("claude-code"), true, true);
+        let q = |command: &str| Question::Command {
+            command: command.into(),
+            cwd: Some("/home/me/project".into()),
+            reason: Some("Create the marker file you asked for so the build can go on".into()),
+            network_host: None,
+            workdir: None,
+            cwd_resolves_outside: false,
+        };
+        match way(host, &q("/bin/bash -lc 'touch ../FORMFIT'"), &secrets) {
+            Ok(Way::Form(params, shown)) => {
+                assert!(
+                    shown.contains("$ /bin/bash -lc 'touch ../FORMFIT'\nin /home/me/project"),
+                    "{shown}"
+                );
+                assert!(
+                    shown.contains("so the…"),
+                    "the record keeps what was shown: {shown}"
+                );
+                assert_eq!(budget::overflow(&params, host.shows), None);
+            }
+            _ => panic!("a form"),
+        }
+        let long = format!("/bin/bash -lc 'touch {}'", "/home/me/project/x".repeat(4));
+        assert!(matches!(way(host, &q(&long), &secrets), Ok(Way::Page)));
+        // a host without pages is not asked what it cannot show whole
+        let forms_only = Host::named(Some("claude-code"), true, false);
+        assert_eq!(
+            way(forms_only, &q(&long), &secrets).err(),
+            Some(FITS_NOTHING)
+        );
     }
 }

@@ -297,7 +297,8 @@ impl McpServer {
     }
 
     /// Whether a plain call asks its questions through MRTR: a 2026-07-28 client that declares
-    /// form elicitation, under `approvals = ask`, calling a turn tool; not a session-less HTTP
+    /// form elicitation, under `approvals = ask`, calling a turn tool or `wait` (a background
+    /// turn's questions); not a session-less HTTP
     /// request (any holder of the token could retry it).
     fn asks_through_rounds(
         &self,
@@ -311,7 +312,7 @@ impl McpServer {
         modern
             && elicit::host_of(ctx).is_some()
             && self.client.config.approvals == crate::config::ApprovalMode::Ask
-            && tool_named(name).is_some_and(|t| t.task)
+            && tools::asks_in_its_answer(name)
             && !matches!(owner, TaskOwner::Http(None))
     }
 

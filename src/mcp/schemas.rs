@@ -1,6 +1,6 @@
 //! The tools' JSON Schemas (draft 2020-12) from the params and results types, through one
-//! schemars generator that keeps only JSON Schema's standard formats and lists an optional
-//! value set's strings only; and the tools' annotations.
+//! schemars generator that keeps only JSON Schema's standard formats, lists an optional value
+//! set's strings only and writes each description on one line; and the tools' annotations.
 
 use std::sync::Arc;
 
@@ -66,13 +66,30 @@ fn string_values_only(schema: &mut schemars::Schema) {
     }
 }
 
-/// The JSON Schema (draft 2020-12) of `T`, with standard formats only.
+/// A description is one line: a doc comment's line breaks are where its source wrapped, and a
+/// host may show a line break as a mark of its own or cut the text there (Claude Code's forms
+/// show one as `�`).
+fn one_line_descriptions(schema: &mut schemars::Schema) {
+    if let Some(serde_json::Value::String(d)) = schema
+        .as_object_mut()
+        .and_then(|o| o.get_mut("description"))
+        && d.contains('\n')
+    {
+        *d = d.split('\n').map(str::trim).collect::<Vec<_>>().join(" ");
+    }
+}
+
+/// The JSON Schema (draft 2020-12) of `T`, with standard formats only and one-line
+/// descriptions.
 pub(super) fn schema<T: JsonSchema>() -> Arc<rmcp::model::JsonObject> {
     let settings = schemars::generate::SchemaSettings::draft2020_12()
         .with_transform(schemars::transform::RecursiveTransform(
             standard_formats_only,
         ))
-        .with_transform(schemars::transform::RecursiveTransform(string_values_only));
+        .with_transform(schemars::transform::RecursiveTransform(string_values_only))
+        .with_transform(schemars::transform::RecursiveTransform(
+            one_line_descriptions,
+        ));
     match serde_json::to_value(settings.into_generator().into_root_schema_for::<T>()) {
         Ok(serde_json::Value::Object(o)) => Arc::new(o),
         // a derived schema is always an object

@@ -1,11 +1,19 @@
 //! The MCP surface of a server that could not start (issue 38): a setting or the store was
 //! refused at start. A host that only sees its server's connection close cannot tell anyone
 //! why (Claude Code shows `CONNECTION_CLOSED`), so the server answers the host all the same:
-//! `initialize` or `server/discover` and the tool list as always, and every tool call with the
-//! problem in the words it printed on stderr (the setting, and the fix); its prompts as always,
-//! no resources (reading one answers the problem). It holds no bridge:
-//! nothing is started and nothing is written until the problem is fixed and the server
-//! restarted.
+//! `initialize` or `server/discover` (its instructions ending with the problem), and the
+//! problem in the words it printed on stderr (the setting, and the fix) as the error of
+//! `tools/list` and the answer of every tool call; its prompts as always, no resources (reading
+//! one answers the problem). It holds no bridge: nothing is started and nothing is written until
+//! the problem is fixed and the server restarted.
+//!
+//! Why `tools/list` fails (issue 45, measured in Claude Code 2.1.332's `/mcp`): a server that
+//! lists its tools shows `✔ connected · 16 tools`, as if it worked; one whose `tools/list`
+//! fails shows `⚠ connected · couldn't load tools`, the error's message as its "Issue", and
+//! `Reconnect`, which works after the fix. A server that exits shows `✘ failed` with only
+//! `CONNECTION_CLOSED`; a failed `server/discover` shows `✘ failed` with the message, but a
+//! relay may have greeted its client already (`super::greeting`), so the tool list is where
+//! every path can say it.
 
 use std::sync::Arc;
 
@@ -16,27 +24,32 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::results::{ErrorKind, ErrorReport, TurnResult};
-use super::tools::{is_turn_tool, tool_list, tool_named};
+use super::tools::{is_turn_tool, tool_named};
 use super::{answer, server_config};
 
-/// The handler of a server that did not start: the problem, and the tool list it offers.
+/// The handler of a server that did not start: the problem.
 #[derive(Clone)]
 pub struct Unstarted {
     problem: Arc<str>,
     kind: ErrorKind,
-    allow_danger: bool,
 }
 
 impl Unstarted {
     /// `problem` is the sentence the server printed on stderr (what is wrong, the setting and
-    /// the fix); `kind` is the `error.kind` of a turn tool's result; `allow_danger` the
-    /// setting's value where it could be read (the tool list shows the sandboxes it allows).
-    pub fn new(problem: impl Into<Arc<str>>, kind: ErrorKind, allow_danger: bool) -> Self {
+    /// the fix); `kind` is the `error.kind` of a turn tool's result.
+    pub fn new(problem: impl Into<Arc<str>>, kind: ErrorKind) -> Self {
         Unstarted {
             problem: problem.into(),
             kind,
-            allow_danger,
         }
+    }
+
+    /// The error of `tools/list`: the problem, so that the host's server list shows it.
+    pub fn list_error(&self) -> McpError {
+        McpError::internal_error(
+            crate::security::redact::redact(&self.problem).into_owned(),
+            None,
+        )
     }
 
     /// The answer to every tool call: an `isError` result with the problem. A turn tool's
@@ -84,14 +97,13 @@ impl ServerHandler for Unstarted {
         );
     }
 
+    /// The problem: the host shows this server as not working, with why.
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tool_list(
-            self.allow_danger,
-        )))
+        Err(self.list_error())
     }
 
     async fn list_prompts(
@@ -148,6 +160,7 @@ impl ServerHandler for Unstarted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::tools::tool_list;
 
     /// Each tool's answer fits the tool: a turn tool's structured content matches its output
     /// schema, the others carry the text alone; every one is an error with the problem.
@@ -155,7 +168,7 @@ mod tests {
     fn every_tool_answers_the_problem_in_the_shape_of_its_errors() {
         let problem = "invalid setting CODEX_BRIDGE_STORE (--store): the store directory /s has \
                        mode 755 (run `chmod 700` on it)";
-        let u = Unstarted::new(problem, ErrorKind::Store, false);
+        let u = Unstarted::new(problem, ErrorKind::Store);
         for t in tool_list(false) {
             let r = u.tool_error(&t.name);
             assert_eq!(r.is_error, Some(true), "{}", t.name);
@@ -179,5 +192,7 @@ mod tests {
             info.instructions.unwrap().ends_with(problem),
             "the instructions end with the problem"
         );
+        // the tool list fails with it: the host's server list shows it (`⚠`, with the message)
+        assert_eq!(u.list_error().message, problem);
     }
 }

@@ -584,7 +584,7 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
             true,
         ),
         // a cancel is what a client that asks nobody sends (`claude -p` answers every
-        // question so within milliseconds): no person's decision
+        // question so within milliseconds): no person's decision (its reason below)
         (
             "cancel",
             pair(true, Duration::ZERO, || {
@@ -619,6 +619,23 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
             "{name}: the client saw the secret: {seen:?}"
         );
         assert!(!got.record.asked.contains(SECRET));
+    }
+    // a cancel at once is a host that cannot ask anyone (the turn's answer tells the model what
+    // to do instead); a later one is a question put aside
+    for (delay, want) in [
+        (Duration::ZERO, elicit::HOST_CANNOT_ASK),
+        (
+            elicit::AT_ONCE + Duration::from_millis(300),
+            elicit::CANCELLED,
+        ),
+    ] {
+        let p = pair(true, delay, || ElicitResult::new(ElicitationAction::Cancel)).await;
+        let got = elicit::ask(&p.peer, &question(), &secrets, STEP).await;
+        assert_eq!(
+            (got.decision, got.record.by_person, got.record.reason),
+            (Decision::Decline, false, Some(want)),
+            "a cancel after {delay:?}"
+        );
     }
 }
 

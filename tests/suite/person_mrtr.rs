@@ -16,6 +16,7 @@
 //!   decline.
 //! - A host's roots come as a `roots/list` input request once and choose the working directory;
 //!   Claude Code 2.1.332's message shapes (raw lines) get both features.
+//! - A background turn's question is the answer of the `wait` waiting on it; its retry decides.
 //! - Progress follows the request waiting on the turn; cancelling a retry stops the turn; a
 //!   relay passes its client's rounds through to the owner.
 
@@ -623,6 +624,48 @@ async fn claude_codes_message_shapes_get_the_hosts_root_and_the_persons_approval
     assert_eq!(mock.responses_count(), 2, "one turn");
     drop(stdin);
     let _ = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
+}
+
+/// A background turn's question is the answer of the `wait` waiting on it (issue 45: `wait`'s
+/// description is true for a 2026-07-28 client too): the `wait`'s retry decides it, and the
+/// same `wait` then returns the turn's result. An accept writes the file, a decline does not.
+#[tokio::test]
+async fn over_mrtr_a_background_turns_question_is_the_answer_of_its_wait() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let person = Person::answering(Answer::Accept(true));
+    let s = serve(&env, &mock, 20_000, person.clone()).await;
+    for (n, (answer, name, written)) in [
+        (Answer::Accept(true), "waited.txt", true),
+        (Answer::Decline, "declined-in-wait.txt", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        *person.answer.lock().unwrap() = answer;
+        let target = outside(&env, name);
+        mock.push_all([escalation(&target), Reply::message("done")]);
+        let mut a = args(&env, "bg");
+        a["background"] = json!(true);
+        let r = s.call_rounds("codex", a).await;
+        assert_eq!(structured(&r)["status"], "running", "{}", text(&r));
+        let w = s
+            .call_rounds("wait", json!({"sessionId": "bg", "waitSeconds": 30}))
+            .await;
+        let v = ok(&w);
+        assert_eq!(v["status"], "completed", "{v}");
+        assert_eq!(target.exists(), written, "{name}: {v}");
+        let d = decisions(&v);
+        assert_eq!(
+            (&d[0]["decision"], &d[0]["byPerson"]),
+            (
+                &json!(if written { "acceptOnce" } else { "decline" }),
+                &json!(true)
+            ),
+            "{v}"
+        );
+        assert_eq!(person.via_rounds(), n + 1, "asked as the wait's answer");
+    }
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! A server that cannot start still answers its host (issue 38): with a store directory others
-//! can reach, or a refused setting, it serves `initialize` or `server/discover` and the tool
-//! list as always, and every tool call answers the problem in the words it printed on stderr
-//! (the setting and the fix), on both protocols; it starts nothing (no codex, no spare) and
-//! writes nothing until a restart after the fix.
+//! can reach, or a refused setting, it serves `initialize` or `server/discover`, and `tools/list`
+//! fails with the problem in the words it printed on stderr (the setting and the fix), so the
+//! host's server list shows it as not working (issue 45); every tool call answers the problem
+//! too, on both protocols. It starts nothing (no codex, no spare) and writes nothing until a
+//! restart after the fix.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -12,7 +13,7 @@ use rmcp::model::{ClientRequest, PingRequest, ServerResult};
 use serde_json::json;
 
 use crate::support::mcp::{
-    Protocol, Server, TOOL_NAMES, connect_with, server_bin, server_env, structured, text,
+    Protocol, Server, connect_with, server_bin, server_env, structured, text,
 };
 use crate::support::process::{alive, parent_of};
 use crate::support::{MockApi, TestEnv};
@@ -37,10 +38,10 @@ fn descendants(pid: u32) -> Vec<i32> {
     found
 }
 
-/// Connect with `vars` on `protocol`, and check what the unstarted server answers: the whole
-/// tool list; `codex`, `query` and `ping` as `isError` results whose text holds each of
-/// `words` (a turn tool's structured error too); the MCP `ping` request (2025-11-25) empty; and
-/// no process under the server.
+/// Connect with `vars` on `protocol`, and check what the unstarted server answers: `tools/list`
+/// an error holding each of `words`; `codex`, `query` and `ping` as `isError` results whose text
+/// holds each of them (a turn tool's structured error too); the MCP `ping` request (2025-11-25)
+/// empty; and no process under the server.
 async fn answers_the_problem(
     vars: &[(String, String)],
     cwd: &Path,
@@ -48,13 +49,22 @@ async fn answers_the_problem(
     words: &[&str],
 ) -> Server {
     let s = connect_with(vars, cwd, protocol).await;
-    let tools = s
-        .client
-        .list_all_tools()
-        .await
-        .expect("tools/list answered");
-    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, TOOL_NAMES, "{protocol:?}: the usual tool list");
+    // the tool list fails with the problem: a host shows the server as not working, with why
+    // (Claude Code's `/mcp`: `⚠ connected · couldn't load tools`, the message as its issue)
+    let e = match s.client.list_all_tools().await {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("{protocol:?}: tools/list: {other:?}"),
+    };
+    assert!(
+        e.message.contains("this server did not start"),
+        "{protocol:?}: {e:?}"
+    );
+    for w in words {
+        assert!(
+            e.message.contains(w),
+            "{protocol:?}: `{w}` missing from {e:?}"
+        );
+    }
     let info = s.client.peer_info().expect("the server described itself");
     assert!(
         info.instructions

@@ -20,8 +20,8 @@ use crate::security::ids::SessionId;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "closeSession",
     title: "Close session",
-    description: "Forget a session (cancelling its running turn); optionally delete \
-                  Codex's thread.",
+    description: "Forget a session, cancelling its running turn. Optionally delete \
+                  Codex's thread too.",
     hints: [false, true, true, false],
     input: schema::<CloseSessionParams>,
     output: schema::<SessionResult>,

@@ -26,8 +26,8 @@ use crate::security::prompt::Prompt;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "codex",
     title: "Codex",
-    description: "Run a Codex turn in a persistent session: edit, explain or test code in \
-                  a working directory. Returns the answer and the sessionId to continue \
+    description: "Run a Codex turn (edit, explain or test code) in a session. It runs in a \
+                  working directory and returns the answer and the sessionId to continue \
                   with. For a long turn set background: true, then call `wait` with the \
                   sessionId until it is done (`stop` stops it).",
     hints: [false, true, false, true],
@@ -43,16 +43,16 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct CodexParams {
     /// The task or question for Codex. Sent over stdin, never on the command line.
     pub prompt: String,
-    /// Continue this session (letters, digits, `_`, `-`; up to 256). Omit to start a new one;
-    /// an unknown id starts a new session under that id. The id is returned in every result.
+    /// The session to continue; omit it to start a new one. An unknown id starts a new session
+    /// under that id (letters, digits, `_`, `-`; up to 256); every result returns the id.
     #[serde(default)]
     pub session_id: Option<String>,
     /// Start a new Codex thread under the same session id.
     #[serde(default)]
     pub reset_session: Option<bool>,
-    /// Sandbox for the commands Codex runs: `read-only` (default, every turn, including resumed
-    /// ones), `workspace-write`, or `full-auto` (alias of workspace-write). `danger-full-access`
-    /// only when the operator enabled it. Never remembered between turns.
+    /// Sandbox for this turn's commands; `read-only` unless given. Never remembered between
+    /// turns. `full-auto` is `workspace-write`; `danger-full-access` only when the operator
+    /// enabled it.
     #[serde(default)]
     pub sandbox: Option<SandboxLevel>,
     /// Model id (any provider's; passed to codex as `--model=`).
@@ -65,22 +65,23 @@ pub struct CodexParams {
     /// directory it started in; omit it to continue there.
     #[serde(default)]
     pub working_directory: Option<String>,
-    /// Files to attach, relative to the working directory: `path`, or `path:START-END` for a
-    /// line range. Images (png, jpg, jpeg, gif, webp) are attached as images.
+    /// Files to attach, relative to the working directory. Each is `path` or `path:START-END`
+    /// (a line range); images (png, jpg, jpeg, gif, webp) go as images.
     #[serde(default)]
     pub files: Option<Vec<String>>,
-    /// Timeout of the turn in milliseconds (default and cap set by the operator).
+    /// The turn's timeout in milliseconds. The operator sets its default and cap.
     #[serde(default)]
     pub timeout: Option<u64>,
     /// Truncate the response to this many characters.
     #[serde(default)]
     pub max_response_length: Option<u64>,
-    /// When the session is busy with another turn: wait for it (default true), or fail at once.
+    /// Wait while the session runs another turn (default true). With false a busy session
+    /// fails the call at once.
     #[serde(default)]
     pub wait_if_busy: Option<bool>,
-    /// Run the turn in the background: the answer comes at once with the sessionId and
-    /// `status: running`; `wait` returns the result. For long turns (minutes), which outlive
-    /// this call, your client's time limit and its restart.
+    /// Run the turn in the background; `wait` returns its result. It answers at once with the
+    /// sessionId and `status: running`. For long turns: they outlive the call, your client's
+    /// time limit and restart.
     #[serde(default)]
     pub background: Option<bool>,
 }

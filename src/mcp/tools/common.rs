@@ -13,6 +13,7 @@ use crate::actors::{Answer, ClientContext, OneShot, OneShotCall, SessionView};
 use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, ok_result};
 use crate::mcp::connection::{CallCtx, McpServer};
+use crate::mcp::elicit;
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::{
     ApprovalReport, CommandReport, Finding, SessionInfo, TurnResult, UsageReport,
@@ -98,17 +99,47 @@ pub(super) fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<
 /// The final tool result of a turn: success (a `structured` answer's text is its JSON), or an
 /// error that keeps the partial answer.
 pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult {
+    let note = cannot_ask_note(&value);
     match error {
         None => {
-            let text = match &value.data {
+            let mut text = match &value.data {
                 Some(data) => serde_json::to_string_pretty(data).unwrap_or_default(),
                 None if value.response.is_empty() => "(no answer)".to_owned(),
                 None => value.response.clone(),
             };
+            // a `structured` answer's text stays its JSON
+            if value.data.is_none()
+                && let Some(n) = &note
+            {
+                text.push_str(n);
+            }
             ok_result(text, value)
         }
-        Some(e) => error_result(&e, Some(value)),
+        Some(e) => {
+            let mut r = error_result(&e, Some(value));
+            if let (Some(n), Some(rmcp::model::ContentBlock::Text(t))) =
+                (&note, r.content.first_mut())
+            {
+                t.text.push_str(n);
+            }
+            r
+        }
     }
+}
+
+/// What the model is told after the answer when codex's request was declined because the host
+/// behind the call cannot ask a person ([`elicit::host_cannot_ask`]): that, and what to do
+/// instead, in the text it reads (the `approvals` list says it too).
+fn cannot_ask_note(value: &TurnResult) -> Option<String> {
+    let reason = value
+        .approvals
+        .iter()
+        .flatten()
+        .filter_map(|a| a.reason.as_deref())
+        .find(|r| elicit::host_cannot_ask(r))?;
+    Some(format!(
+        "\n\n[codex-mcp-bridge: codex asked for an approval, declined without a person: {reason}]"
+    ))
 }
 
 /// A session as the session tools show it to `client`: its last answer only to a client of
@@ -209,5 +240,55 @@ impl McpServer {
             .await?;
         let (value, error) = shape(answer, None);
         Ok(finish(value, error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declined(reason: &str) -> ApprovalReport {
+        ApprovalReport {
+            asked: "Codex asks to run a command outside its sandbox".into(),
+            decision: "decline".into(),
+            by_person: false,
+            reason: Some(reason.into()),
+        }
+    }
+
+    fn text(r: &CallToolResult) -> &str {
+        &r.content[0].as_text().unwrap().text
+    }
+
+    #[test]
+    fn a_host_that_cannot_ask_is_named_to_the_model_with_what_to_do_instead() {
+        let value = |reason: &str| TurnResult {
+            response: "I could not create the file.".into(),
+            approvals: Some(vec![declined(reason)]),
+            ..Default::default()
+        };
+        for reason in [elicit::HOST_CANNOT_ASK, elicit::NO_ELICITATION] {
+            let t = text(&finish(value(reason), None)).to_owned();
+            assert!(t.starts_with("I could not create the file.\n\n[codex-mcp-bridge:"));
+            assert!(
+                t.contains("cannot ask a person") && t.contains("rerun"),
+                "{t}"
+            );
+            // and on a failed turn too, after its message
+            let e = Error::TimedOut {
+                after: Duration::from_secs(1),
+                partial: None,
+            };
+            let t = text(&finish(value(reason), Some(e))).to_owned();
+            assert!(t.contains("cannot ask a person"), "{t}");
+        }
+        // a question put aside, or a person's decline: the answer alone
+        let r = finish(value(elicit::CANCELLED), None);
+        assert_eq!(text(&r), "I could not create the file.");
+        // a `structured` answer's text stays its JSON
+        let mut v = value(elicit::HOST_CANNOT_ASK);
+        v.data = Some(serde_json::json!({"a": 1}));
+        let t = text(&finish(v, None)).to_owned();
+        assert!(serde_json::from_str::<serde_json::Value>(&t).is_ok(), "{t}");
     }
 }

@@ -21,9 +21,9 @@ use crate::security::ids::SessionId;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "compactSession",
     title: "Compact session",
-    description: "Ask codex to compact a session's conversation between turns (its context \
-                  summarised), so a long conversation stays inside the model's context; the \
-                  session goes on from the summary.",
+    description: "Compact a session's conversation, between turns. Codex summarises it, so \
+                  a long conversation stays inside the model's context; the session goes on \
+                  from the summary.",
     hints: [false, false, false, true],
     input: schema::<CompactSessionParams>,
     output: schema::<CompactResult>,

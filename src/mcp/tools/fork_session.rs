@@ -18,9 +18,9 @@ use crate::security::ids::SessionId;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "forkSession",
     title: "Fork session",
-    description: "Fork a session between turns into a new session with a copy of its \
-                  conversation (same working directory), to try another direction; \
-                  both then go on separately.",
+    description: "Fork a session into a new one, between turns. The new session has a \
+                  copy of the conversation and the same working directory, to try another \
+                  direction; both then go on separately.",
     hints: [false, false, false, false],
     input: schema::<ForkSessionParams>,
     output: schema::<ForkResult>,

@@ -17,10 +17,10 @@ use crate::security::ids::SessionId;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "getSession",
     title: "Get session",
-    description: "Show one stored session, with the command that continues it in codex's own \
-                  app (`handOff`; `handOffUnavailable` says why there is none); with \
-                  `handOff: true` the server first lets go of the session's thread so that app \
-                  can open it.",
+    description: "Show one stored session and how to go on with it in codex's own app. \
+                  `handOff` is the command that continues it there (`handOffUnavailable` \
+                  says why there is none); with `handOff: true` the server first lets go of \
+                  the session's thread so that app can open it.",
     hints: [true, false, true, false],
     input: schema::<GetSessionParams>,
     output: schema::<SessionResult>,
@@ -34,9 +34,9 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct GetSessionParams {
     /// The session id.
     pub session_id: String,
-    /// About to continue the conversation in codex's own app: the server lets go of the
-    /// session's thread between turns (its warm process closes; codex refuses to open a thread
-    /// another process holds), and the next turn through the server reads it again.
+    /// Set it to continue in codex's own app: frees the thread. Its warm process closes between
+    /// turns (codex will not open a thread another process holds); the server's next turn reads
+    /// the thread again.
     #[serde(default)]
     pub hand_off: bool,
 }

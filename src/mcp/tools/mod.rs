@@ -67,6 +67,12 @@ pub(super) fn tool_named(name: &str) -> Option<&'static ToolEntry> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
+/// Whether a 2026-07-28 call of `name` carries a person's question in its answer (MRTR): a
+/// turn tool that runs as a task, and `wait`, which carries its background turn's questions.
+pub(super) fn asks_in_its_answer(name: &str) -> bool {
+    tool_named(name).is_some_and(|t| t.task) || name == wait::TOOL.name
+}
+
 /// The tools whose result is a turn's ([`crate::mcp::results::TurnResult`], errors included);
 /// the others' errors carry no structured content ([`crate::mcp::answer::plain_error`]).
 const TURN_TOOLS: [&str; 5] = ["codex", "query", "search", "structured", "review"];
@@ -220,6 +226,56 @@ mod tests {
                 line(&now)
             );
         }
+    }
+
+    /// Most characters of a parameter's description Claude Code shows in its tool view before
+    /// it cuts the rest (measured: `background`'s was cut after 200, "… [+18 chars]").
+    const SHOWN_DESCRIPTION_CHARS: usize = 200;
+    /// Most characters of a parameter description's first sentence: what matters is there, so
+    /// that a host which shows only the start of a description still shows it.
+    const PARAMETER_FIRST_SENTENCE_CHARS: usize = 60;
+    /// Most characters of a tool description's first sentence.
+    const TOOL_FIRST_SENTENCE_CHARS: usize = 80;
+
+    /// The first sentence of `text`: up to the first full stop followed by a space.
+    fn first_sentence(text: &str) -> &str {
+        text.find(". ").map_or(text, |i| &text[..=i])
+    }
+
+    #[test]
+    fn descriptions_say_what_matters_first_and_are_not_cut() {
+        let short = |what: String, text: &str, max: usize| {
+            let first = first_sentence(text);
+            assert!(
+                !first.ends_with("e.g.") && !first.ends_with("i.e."),
+                "{what}: an abbreviation ends its first sentence: {text}"
+            );
+            assert!(
+                first.chars().count() <= max,
+                "{what}: its first sentence is over {max} characters, what matters may be \
+                 cut: {first}"
+            );
+            assert!(!text.contains('\n'), "{what}: a line break: {text:?}");
+        };
+        for t in tool_list(true) {
+            let text = t.description.as_deref().unwrap_or_default();
+            short(format!("tool {}", t.name), text, TOOL_FIRST_SENTENCE_CHARS);
+            let props = t.input_schema.get("properties").and_then(|p| p.as_object());
+            for (name, p) in props.into_iter().flatten() {
+                let what = format!("{}.{name}", t.name);
+                let text = p["description"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{what} has no description"));
+                short(what.clone(), text, PARAMETER_FIRST_SENTENCE_CHARS);
+                assert!(
+                    text.chars().count() <= SHOWN_DESCRIPTION_CHARS,
+                    "{what}: Claude Code cuts a description after {SHOWN_DESCRIPTION_CHARS} \
+                     characters: {text}"
+                );
+            }
+        }
+        assert_eq!(first_sentence("One. Two. Three"), "One.");
+        assert_eq!(first_sentence("No stop"), "No stop");
     }
 
     /// Every `format` string anywhere in `v`, with its JSON path.

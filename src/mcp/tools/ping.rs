@@ -17,8 +17,8 @@ use crate::mcp::schemas::schema;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "ping",
     title: "Ping",
-    description: "Health: codex version, store, sessions, running and queued turns, \
-                  limits.",
+    description: "Health: codex version, store, sessions, turns and limits. Running and \
+                  queued turns are counted apart.",
     hints: [true, false, true, false],
     input: schema::<PingParams>,
     output: schema::<PingResult>,

@@ -19,8 +19,9 @@ use crate::security::ids::{SessionId, SessionName};
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "renameSession",
     title: "Rename session",
-    description: "Give a session a name a person chose (shown by listSessions, getSession, \
-                  the `sessions` command line and codex's own app), between turns.",
+    description: "Name a session, between turns. The name a person chose shows in \
+                  listSessions, getSession, the `sessions` command line and codex's own \
+                  app.",
     hints: [false, false, true, false],
     input: schema::<RenameSessionParams>,
     output: schema::<RenameResult>,
@@ -34,8 +35,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct RenameSessionParams {
     /// The session to name, between turns.
     pub session_id: String,
-    /// One line of at most 80 characters a person reads as it is (no control or invisible
-    /// characters), replacing any earlier name.
+    /// The new name: one line of at most 80 characters. It replaces any earlier name; no
+    /// control or invisible characters.
     pub name: String,
 }
 

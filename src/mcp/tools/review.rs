@@ -20,10 +20,10 @@ use crate::plan::values::ReviewMode;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "review",
     title: "Code review",
-    description: "Codex's code review of a git repository: uncommitted changes, changes \
-                  against a base branch, or a commit. Findings are returned with \
-                  priorities and locations. For a long review set background: true, then \
-                  call `wait` with the reviewId (`stop` stops it).",
+    description: "Codex reviews a git repository's changes or one commit. Uncommitted \
+                  changes, changes against a base branch, or a commit; findings are \
+                  returned with priorities and locations. For a long review set \
+                  background: true, then call `wait` with the reviewId (`stop` stops it).",
     // codex runs the review under workspace-write (git may write its index), so not
     // read-only
     hints: [false, false, false, true],
@@ -37,8 +37,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReviewParams {
-    /// What to review: `uncommitted` changes (default), changes against a `base` branch, or one
-    /// `commit`.
+    /// What to review; `uncommitted` changes unless given. `base`: the changes against the
+    /// branch in `base`; `commit`: the commit in `commit`.
     #[serde(default)]
     pub mode: Option<ReviewMode>,
     /// The base branch (mode `base`).
@@ -58,8 +58,8 @@ pub struct ReviewParams {
     /// Timeout in milliseconds.
     #[serde(default)]
     pub timeout: Option<u64>,
-    /// Run the review in the background: the answer comes at once with a reviewId and
-    /// `status: running`; `wait` returns the review.
+    /// Run the review in the background; `wait` returns the review. The call answers at once
+    /// with a reviewId and `status: running`.
     #[serde(default)]
     pub background: Option<bool>,
 }

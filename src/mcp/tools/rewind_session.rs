@@ -22,8 +22,8 @@ pub const MAX_REWIND_TURNS: u32 = 1000;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "rewindSession",
     title: "Rewind session",
-    description: "Take a session's conversation back by some turns, between turns: its next \
-                  turn continues from before them (files codex changed are not undone).",
+    description: "Drop a session's latest turns, between turns. Its next turn continues \
+                  from before them (files codex changed are not undone).",
     hints: [false, true, false, false],
     input: schema::<RewindSessionParams>,
     output: schema::<RewindResult>,
@@ -37,7 +37,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct RewindSessionParams {
     /// The session to take back, between turns.
     pub session_id: String,
-    /// How many of its latest turns to drop (at least 1, at most as many as it has).
+    /// How many of its latest turns to drop: 1 up to all it has.
     pub turns: u32,
 }
 

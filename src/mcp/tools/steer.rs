@@ -17,9 +17,9 @@ use crate::security::prompt::Prompt;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "steer",
     title: "Steer a running turn",
-    description: "Add a message (e.g. a correction) to a session's running Codex turn \
-                  without cancelling it; returns once Codex took it. The turn's result \
-                  lists it under `steered`.",
+    description: "Add a message to a session's running turn without cancelling it. A \
+                  correction, say; returns once Codex took it. The turn's result lists it \
+                  under `steered`.",
     hints: [false, false, false, false],
     input: schema::<SteerParams>,
     output: schema::<SteerResult>,
@@ -31,9 +31,9 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SteerParams {
-    /// The session whose running turn takes the message (the turn must be running).
+    /// The session whose running turn takes the message.
     pub session_id: String,
-    /// What to add to the running turn, e.g. a correction; the turn goes on with it.
+    /// What to add to the running turn (a correction, say). The turn goes on with it.
     pub prompt: String,
 }
 

@@ -21,9 +21,9 @@ const STOP_WAIT_SECONDS: u64 = 15;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "stop",
     title: "Stop a background turn",
-    description: "Stop a turn started with `background: true` (`codex`: its sessionId; \
-                  `review`: its reviewId) and return how it ended: `status: cancelled`, or \
-                  its result when it ended first. A stopped `codex` turn leaves its session \
+    description: "Stop a background turn and return how it ended. A turn started with \
+                  `background: true` (`codex`: its sessionId; `review`: its reviewId) ends \
+                  with `status: cancelled`, or its result when it ended first. A stopped `codex` turn leaves its session \
                   to go on with (closeSession forgets the session).",
     // it ends work under way: destructive, as closeSession
     hints: [false, true, true, false],

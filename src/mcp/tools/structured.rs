@@ -20,8 +20,8 @@ use crate::security::prompt::Prompt;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "structured",
     title: "Structured answer",
-    description: "Ask Codex for JSON that validates against a JSON Schema; the validated \
-                  JSON is returned in `data` (one re-ask on a validation failure).",
+    description: "Ask Codex for JSON valid against a JSON Schema, returned in `data`. \
+                  Codex is asked once more when its answer does not validate.",
     hints: [true, false, false, true],
     input: schema::<StructuredParams>,
     output: schema::<TurnResult>,
@@ -35,7 +35,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct StructuredParams {
     /// The task.
     pub prompt: String,
-    /// The JSON Schema the answer must satisfy (an object, or a string holding one).
+    /// The JSON Schema the answer must satisfy. An object, or a string holding one.
     pub schema: serde_json::Value,
     /// Files to attach (as for `codex`).
     #[serde(default)]

@@ -28,11 +28,11 @@ pub const DEFAULT_WAIT_SECONDS: u64 = 25;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "wait",
     title: "Wait for a background turn",
-    description: "Get the result of a turn started with `background: true` (`codex`: its \
-                  sessionId; `review`: its reviewId). Returns the turn's result as soon as \
-                  it ends, or after waitSeconds `status: running` with what Codex is doing \
-                  now: then call it again. Codex's questions during the turn are asked \
-                  while you wait.",
+    description: "Get a background turn's result, or what it is doing. For a turn started \
+                  with `background: true` (`codex`: its sessionId; `review`: its reviewId): \
+                  its result as soon as it ends, or after waitSeconds `status: running` with \
+                  what Codex is doing now; then call it again. Codex's questions during the \
+                  turn are asked while you wait.",
     hints: [true, false, true, false],
     input: schema::<WaitParams>,
     output: schema::<TurnResult>,
@@ -50,7 +50,7 @@ pub struct WaitParams {
     /// The reviewId of a background `review`.
     #[serde(default)]
     pub review_id: Option<String>,
-    /// How long to wait for the turn to end, in seconds (1 to 50; default 25).
+    /// Seconds to wait for the turn to end: 1 to 50 (default 25).
     #[serde(default)]
     pub wait_seconds: Option<u64>,
 }
