@@ -27,7 +27,7 @@ pub mod migrations;
 mod record;
 
 pub use error::StoreError;
-pub use record::{InflightTurn, LAST_RESPONSE_CHARS, SessionRecord, TurnStatus};
+pub use record::{InflightTurn, LAST_RESPONSE_CHARS, SessionRecord, TurnStatus, WorktreeRecord};
 
 /// The store returns its own errors only.
 type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -99,6 +99,16 @@ fn fork_checked(
             ),
         ));
     };
+    if rec.worktree.is_some() {
+        return Err(Error::invalid(
+            "sessionId",
+            format!(
+                "session {} works in a worktree of its own, which a fork would share; start a \
+                 new session with worktree: true instead",
+                st.id
+            ),
+        ));
+    }
     Ok((rec.clone(), thread, cwd, server))
 }
 

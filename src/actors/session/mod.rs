@@ -83,6 +83,8 @@ impl Actor for SessionActor {
             .driver
             .0
             .backend(args.shared.clone(), args.id.clone(), closer);
+        let mut args = args;
+        forget_gone_worktree(&args.shared, &mut args.record).await;
         Ok(SessionState {
             shared: args.shared,
             backend: Some(backend),
@@ -157,10 +159,14 @@ impl Actor for SessionActor {
             }
             SessionMessage::Close {
                 delete_thread,
+                drop_changes,
                 client,
                 host,
                 reply,
-            } => close(&myself, st, (delete_thread, host), client, reply).await,
+            } => {
+                let how = (delete_thread, drop_changes, host);
+                close(&myself, st, how, client, reply).await
+            }
             SessionMessage::Get { reply } => {
                 let view = st
                     .record
@@ -259,6 +265,31 @@ async fn turn_asked(
             let _ = reply.send(Err(e.into()));
         }
     }
+}
+
+/// A stored session whose worktree was removed by hand (found gone when its actor starts,
+/// after a restart among others): git's record of it pruned, its branch deleted, and the
+/// record no longer pointing at it (it says so in `last_error`).
+async fn forget_gone_worktree(
+    shared: &crate::actors::shared::Shared,
+    record: &mut Option<crate::store::SessionRecord>,
+) {
+    let Some(rec) = record else {
+        return;
+    };
+    let Some(wt) = rec.worktree.clone().filter(|wt| !wt.path.is_dir()) else {
+        return;
+    };
+    crate::actors::worktree::discard(shared, &wt).await;
+    rec.worktree = None;
+    rec.last_error = Some(format!(
+        "its worktree {} was removed by hand; the session's changes there are gone",
+        wt.path.display()
+    ));
+    if let Err(e) = shared.store.put(rec) {
+        tracing::error!(error = %e, "could not store a session whose worktree is gone");
+    }
+    let _ = shared.store.flush().await;
 }
 
 /// Codex reported the turn's thread: stored (flushed) at once, so a crash can still resume it.

@@ -148,6 +148,7 @@ pub(crate) fn session_info(v: SessionView, client: &ClientContext) -> SessionInf
         hand_off,
         hand_off_unavailable,
         live: v.live,
+        worktree: v.worktree,
     }
 }
 
@@ -158,14 +159,26 @@ impl McpServer {
 
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
+    /// A directory among sessions' own worktrees is refused: only the session that made one
+    /// works there (it names none: it continues where it is bound).
     pub(crate) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
-        Ok(crate::confine::resolve(
+        let dir = crate::confine::resolve(
             "workingDirectory",
             raw,
             self.first_root(),
             &self.client.config.roots,
             Kind::Dir,
-        )?)
+        )?;
+        let place = &self.client.config.worktrees_dir;
+        let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.clone());
+        if dir.path().starts_with(&place) {
+            return Err(Error::invalid(
+                "workingDirectory",
+                "lies among sessions' own worktrees: only the session that made a worktree \
+                 works there (continue it by its sessionId, without workingDirectory)",
+            ));
+        }
+        Ok(dir)
     }
 
     /// The working directory of a call that names none: the first of the client's roots that
