@@ -6,7 +6,10 @@
 //! `listSessions` show the worktree; the first `applySession` lands, a conflicting one is
 //! refused naming the file and lands nothing, a non-conflicting one lands; `closeSession`
 //! refuses to drop changes not applied unless told to, and removes every worktree and
-//! branch (`git worktree list` shows only the checkout).
+//! branch (`git worktree list` shows only the checkout). On the way: the refusals name their
+//! field, another session may not work in a session's worktree, a start that fails after its
+//! worktree was made leaves nothing behind, a session goes on in its worktree after a restart,
+//! and a worktree removed by hand is said to be gone.
 
 use std::path::Path;
 
@@ -159,6 +162,72 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         4,
         "{listed:?}"
     );
+    let path_of = |v: &Value| {
+        v["session"]["worktree"]["path"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let wt0 = path_of(&value(
+        &s.call("getSession", json!({"sessionId": ids[0]})).await,
+    ));
+    let wt2 = wt["path"].as_str().unwrap().to_owned();
+
+    // a worktree is its session's alone; `worktree` is for a new session only
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "x", "model": MODEL, "workingDirectory": wt0}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("`workingDirectory`"), "{}", text(&r));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "x", "model": MODEL, "sessionId": ids[0], "worktree": true}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("`worktree`"), "{}", text(&r));
+    // a start that fails after its worktree was made leaves no worktree, branch or record
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "x", "model": MODEL, "sessionId": "failed-start",
+                   "workingDirectory": repo, "worktree": true, "files": ["missing.txt"]}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("`files[0]`"), "{}", text(&r));
+    let list = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 5, "{list}");
+    assert!(!list.contains("failed-start"), "{list}");
+    assert!(!git(&repo, &["branch", "--list"]).contains("failed-start"));
+    let r = s
+        .call("getSession", json!({"sessionId": "failed-start"}))
+        .await;
+    assert_eq!(value(&r)["found"], false, "{}", text(&r));
+
+    // after a restart a session goes on in its worktree
+    crate::suite::mcp::kill_and_forget(s).await;
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    mock.push_for_user_text(
+        "worktree-more",
+        Reply::exec_command("echo more > more2.txt"),
+    );
+    mock.push_for_user_text("worktree-more", Reply::message("more"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "worktree-more", "model": MODEL, "sessionId": ids[2],
+                   "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert_eq!(value(&r)["resumed"], true, "{}", text(&r));
+    assert!(Path::new(&wt2).join("more2.txt").is_file());
+    assert!(!repo.join("more2.txt").exists());
 
     // the first apply lands; a conflicting one is refused naming the file, landing nothing;
     // one that touches other files lands
@@ -195,12 +264,21 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         .unwrap()
         .to_owned();
     assert!(Path::new(&wt1).is_dir());
-    // applied sessions close without it; the others with it
+    // a worktree removed by hand is said to be gone, and its session closes
+    std::fs::remove_dir_all(&wt2).unwrap();
+    let r = s.call("getSession", json!({"sessionId": ids[2]})).await;
+    assert_eq!(
+        value(&r)["session"]["worktree"]["gone"],
+        true,
+        "{}",
+        text(&r)
+    );
+    // applied sessions (and one whose worktree is gone) close without it; the other with it
     for (id, drop) in [
         (&ids[0], false),
         (&ids[3], false),
+        (&ids[2], false),
         (&ids[1], true),
-        (&ids[2], true),
     ] {
         let r = s
             .call(

@@ -159,7 +159,7 @@ impl McpServer {
 
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
-    /// A directory among sessions' own worktrees is refused: only the session that made one
+    /// A directory in a session's own worktree is refused: only the session that made it
     /// works there (it names none: it continues where it is bound).
     pub(crate) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
         let dir = crate::confine::resolve(
@@ -169,13 +169,11 @@ impl McpServer {
             &self.client.config.roots,
             Kind::Dir,
         )?;
-        let place = &self.client.config.worktrees_dir;
-        let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.clone());
-        if dir.path().starts_with(&place) {
+        if crate::confine::in_session_worktree(dir.path(), &self.client.config.worktrees_dir) {
             return Err(Error::invalid(
                 "workingDirectory",
-                "lies among sessions' own worktrees: only the session that made a worktree \
-                 works there (continue it by its sessionId, without workingDirectory)",
+                "lies in a session's own worktree: only that session works there (continue it \
+                 by its sessionId, without workingDirectory)",
             ));
         }
         Ok(dir)
