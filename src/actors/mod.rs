@@ -80,6 +80,7 @@ impl Bridge {
     /// fake in place of codex).
     pub async fn start_with(shared: Shared, driver: session::TurnDriver) -> Result<Bridge> {
         recover_interrupted(&shared.store).await?;
+        worktree::sweep_gone(&shared).await?;
         let shared = Arc::new(shared);
         let live = Arc::new(registry::Live::default());
         let behaviour = RegistryActor {

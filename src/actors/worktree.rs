@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::security::paths::{Confined, Kind};
 use crate::security::worktree::{branch_for, check_worktree_path, path_for};
-use crate::store::WorktreeRecord;
+use crate::store::{SessionRecord, WorktreeRecord};
 
 /// The field every refusal about a session's worktree names.
 const FIELD: &str = "worktree";
@@ -120,6 +120,44 @@ pub(crate) async fn create(
             Err(e.into())
         }
     }
+}
+
+/// When `rec`'s worktree is gone (removed by hand): git's record of it pruned, its branch
+/// deleted, and the record stored without it (saying so in `last_error`); whether it was.
+/// Not flushed.
+pub(crate) async fn forget_if_gone(shared: &Shared, rec: &mut SessionRecord) -> bool {
+    let Some(wt) = rec.worktree.clone().filter(|wt| !wt.path.is_dir()) else {
+        return false;
+    };
+    discard(shared, &wt).await;
+    rec.worktree = None;
+    rec.last_error = Some(format!(
+        "its worktree {} was removed by hand; the session's changes there are gone",
+        wt.path.display()
+    ));
+    if let Err(e) = shared.store.put(rec) {
+        tracing::error!(error = %e, "could not store a session whose worktree is gone");
+    }
+    true
+}
+
+/// At the start, before any session actor lives: every stored session whose worktree is gone
+/// no longer points at it ([`forget_if_gone`]; the store's index of worktree sessions, no
+/// full scan).
+pub(crate) async fn sweep_gone(shared: &Shared) -> Result<()> {
+    let mut forgotten = 0usize;
+    for id in shared.store.worktree_sessions()? {
+        if let Some(mut rec) = shared.store.get(&id)?
+            && forget_if_gone(shared, &mut rec).await
+        {
+            tracing::warn!(session = %id, "a session's worktree was removed by hand");
+            forgotten += 1;
+        }
+    }
+    if forgotten > 0 {
+        shared.store.flush().await?;
+    }
+    Ok(())
 }
 
 /// The operator's place for worktrees, made (0700) when missing, canonical.

@@ -9,7 +9,8 @@
 //! branch (`git worktree list` shows only the checkout). On the way: the refusals name their
 //! field, another session may not work in a session's worktree, a start that fails after its
 //! worktree was made leaves nothing behind, a session goes on in its worktree after a restart,
-//! and a worktree removed by hand is said to be gone.
+//! and a worktree removed by hand is said to be gone, and after a restart is no longer pointed
+//! at by the store (nor its branch kept).
 
 use std::path::Path;
 
@@ -273,6 +274,22 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         "{}",
         text(&r)
     );
+    // after a restart the store no longer points at it, nor git at its branch
+    crate::suite::mcp::kill_and_forget(s).await;
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let r = s.call("getSession", json!({"sessionId": ids[2]})).await;
+    let v = value(&r)["session"].clone();
+    assert!(v["worktree"].is_null(), "{v}");
+    assert!(
+        v["lastError"]
+            .as_str()
+            .unwrap_or("")
+            .contains("removed by hand"),
+        "{v}"
+    );
+    assert!(!git(&repo, &["worktree", "list"]).contains(&wt2));
+    let branch = format!("codex-bridge/{}", ids[2]);
+    assert_eq!(git(&repo, &["branch", "--list", &branch]), "");
     // applied sessions (and one whose worktree is gone) close without it; the other with it
     for (id, drop) in [
         (&ids[0], false),

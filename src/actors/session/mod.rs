@@ -267,29 +267,17 @@ async fn turn_asked(
     }
 }
 
-/// A stored session whose worktree was removed by hand (found gone when its actor starts,
-/// after a restart among others): git's record of it pruned, its branch deleted, and the
-/// record no longer pointing at it (it says so in `last_error`).
+/// A stored session whose worktree was removed by hand since the server started (found gone
+/// when its actor starts): forgotten as at the start ([`crate::actors::worktree::forget_if_gone`]).
 async fn forget_gone_worktree(
     shared: &crate::actors::shared::Shared,
     record: &mut Option<crate::store::SessionRecord>,
 ) {
-    let Some(rec) = record else {
-        return;
-    };
-    let Some(wt) = rec.worktree.clone().filter(|wt| !wt.path.is_dir()) else {
-        return;
-    };
-    crate::actors::worktree::discard(shared, &wt).await;
-    rec.worktree = None;
-    rec.last_error = Some(format!(
-        "its worktree {} was removed by hand; the session's changes there are gone",
-        wt.path.display()
-    ));
-    if let Err(e) = shared.store.put(rec) {
-        tracing::error!(error = %e, "could not store a session whose worktree is gone");
+    if let Some(rec) = record
+        && crate::actors::worktree::forget_if_gone(shared, rec).await
+    {
+        let _ = shared.store.flush().await;
     }
-    let _ = shared.store.flush().await;
 }
 
 /// Codex reported the turn's thread: stored (flushed) at once, so a crash can still resume it.
