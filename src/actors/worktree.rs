@@ -69,6 +69,85 @@ pub(crate) async fn create(
     let base = git
         .resolve_commit("base", &repo, base.unwrap_or("HEAD"))
         .await?;
+    let (path, branch) = new_place(shared, client, &repo, id)?;
+    git.add_worktree(&repo, &path, &branch, &base).await?;
+    let record = WorktreeRecord {
+        path: path.clone(),
+        branch,
+        base_commit: base,
+        origin: repo.toplevel.clone(),
+    };
+    let rel = cwd
+        .path()
+        .strip_prefix(&repo.toplevel)
+        .unwrap_or(Path::new(""));
+    match confine_in(&path, rel) {
+        Ok(cwd) => Ok(Made { cwd, record }),
+        Err(e) => {
+            discard(shared, &record).await;
+            Err(e)
+        }
+    }
+}
+
+/// A worktree for `id`, the fork of a session whose worktree is `parent`: at the parent's
+/// base, on its own branch, holding the parent's changes (applied with the same rules as onto
+/// a checkout); the directory that corresponds to the parent's `cwd`. Nothing of it is left
+/// behind when this fails.
+pub(crate) async fn fork(
+    shared: &Shared,
+    client: &ClientContext,
+    parent: &WorktreeRecord,
+    id: &SessionId,
+    cwd: &Confined,
+) -> Result<Made> {
+    let git = git(shared)?;
+    let repo = origin(git, parent).await?;
+    let (path, branch) = new_place(shared, client, &repo, id)?;
+    git.add_worktree(&repo, &path, &branch, &parent.base_commit)
+        .await?;
+    let record = WorktreeRecord {
+        path: path.clone(),
+        branch,
+        base_commit: parent.base_commit.clone(),
+        origin: parent.origin.clone(),
+    };
+    let copied = async {
+        let changes = git
+            .changes(&repo, &parent.path, &parent.base_commit)
+            .await?;
+        let here = Repo {
+            toplevel: path.clone(),
+            common_dir: repo.common_dir.clone(),
+        };
+        if let Applied::Refused(files) = git.apply(&here, &parent.base_commit, &changes).await? {
+            return Err(Error::SessionFailed(format!(
+                "the parent's changes did not apply to the fork's worktree: {}",
+                files.join(", ")
+            )));
+        }
+        let rel = cwd
+            .path()
+            .strip_prefix(&parent.path)
+            .unwrap_or(Path::new(""));
+        confine_in(&path, rel)
+    };
+    match copied.await {
+        Ok(cwd) => Ok(Made { cwd, record }),
+        Err(e) => {
+            discard(shared, &record).await;
+            Err(e)
+        }
+    }
+}
+
+/// Where session `id`'s worktree of `repo` goes, checked (see the module doc), and its branch.
+fn new_place(
+    shared: &Shared,
+    client: &ClientContext,
+    repo: &Repo,
+    id: &SessionId,
+) -> Result<(PathBuf, String)> {
     let place = place(&shared.config.worktrees_dir)?;
     let path = path_for(&place, &repo.toplevel, id);
     let config = &shared.config;
@@ -93,33 +172,18 @@ pub(crate) async fn create(
             ),
         ));
     }
-    let branch = branch_for(id);
-    git.add_worktree(&repo, &path, &branch, &base).await?;
-    let record = WorktreeRecord {
-        path: path.clone(),
-        branch,
-        base_commit: base,
-        origin: repo.toplevel.clone(),
-    };
-    let rel = cwd
-        .path()
-        .strip_prefix(&repo.toplevel)
-        .unwrap_or(Path::new(""));
-    let dir = path.join(rel);
-    let confined = crate::confine::resolve(
+    Ok((path, branch_for(id)))
+}
+
+/// The directory `rel` of the worktree at `path`, confined to it.
+fn confine_in(path: &Path, rel: &Path) -> Result<Confined> {
+    Ok(crate::confine::resolve(
         "workingDirectory",
-        &dir.to_string_lossy(),
+        &path.join(rel).to_string_lossy(),
         Path::new("/"),
-        std::slice::from_ref(&path),
+        &[path.to_path_buf()],
         Kind::Dir,
-    );
-    match confined {
-        Ok(cwd) => Ok(Made { cwd, record }),
-        Err(e) => {
-            discard(shared, &record).await;
-            Err(e.into())
-        }
-    }
+    )?)
 }
 
 /// When `rec`'s worktree is gone (removed by hand): git's record of it pruned, its branch

@@ -10,7 +10,8 @@
 //! field, another session may not work in a session's worktree, a start that fails after its
 //! worktree was made leaves nothing behind, a session goes on in its worktree after a restart,
 //! and a worktree removed by hand is said to be gone, and after a restart is no longer pointed
-//! at by the store (nor its branch kept).
+//! at by the store (nor its branch kept); a fork works in a worktree of its own that holds
+//! its parent's changes.
 
 use std::path::Path;
 
@@ -255,6 +256,41 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
     // never committed
     assert_eq!(git(&repo, &["log", "--oneline"]).lines().count(), 1);
 
+    // a fork gets a worktree of its own holding its parent's changes, and works there
+    let r = s.call("forkSession", json!({"sessionId": ids[3]})).await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let fork = value(&r)["sessionId"].as_str().unwrap().to_owned();
+    let fork_wt = value(&r)["session"]["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let wt3 = path_of(&value(
+        &s.call("getSession", json!({"sessionId": ids[3]})).await,
+    ));
+    assert_ne!(fork_wt, wt3);
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fork_wt).join("b.txt")).unwrap(),
+        "bee3\n"
+    );
+    mock.push_for_user_text("worktree-fork", Reply::exec_command("echo f > fork.txt"));
+    mock.push_for_user_text("worktree-fork", Reply::message("forked"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "worktree-fork", "model": MODEL, "sessionId": fork,
+                   "sandbox": "workspace-write"}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    assert!(Path::new(&fork_wt).join("fork.txt").is_file());
+    assert!(!Path::new(&wt3).join("fork.txt").exists());
+    let r = s.call("diffSession", json!({"sessionId": fork})).await;
+    let diff = value(&r)["diff"].as_str().unwrap().to_owned();
+    assert!(
+        diff.contains("+bee3") && diff.contains("b/fork.txt"),
+        "{diff}"
+    );
+
     // a worktree holding changes not applied is kept unless told to drop them
     let r = s.call("closeSession", json!({"sessionId": ids[1]})).await;
     assert_eq!(r.is_error, Some(true), "{}", text(&r));
@@ -296,6 +332,7 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         (&ids[3], false),
         (&ids[2], false),
         (&ids[1], true),
+        (&fork, true),
     ] {
         let r = s
             .call(
