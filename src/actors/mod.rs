@@ -488,6 +488,16 @@ impl Bridge {
             .await
     }
 
+    /// [`Bridge::close`] (the operator's), removing the session's own worktree even while it
+    /// holds changes not applied when `drop_changes`.
+    pub async fn close_dropping(
+        &self,
+        id: &SessionId,
+        drop_changes: bool,
+    ) -> Result<Option<SessionRecord>> {
+        self.close_by(id, (false, drop_changes), None, None).await
+    }
+
     /// [`Bridge::close`] by `host` (`None`: the operator).
     async fn close_by(
         &self,
