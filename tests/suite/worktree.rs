@@ -8,7 +8,8 @@
 //! refuses to drop changes not applied unless told to, and removes every worktree and
 //! branch (`git worktree list` shows only the checkout). On the way: the refusals name their
 //! field, another session may not work in a session's worktree, a start that fails after its
-//! worktree was made leaves nothing behind, a session goes on in its worktree after a restart,
+//! worktree was made leaves nothing behind, a session goes on in its worktree after a restart
+//! (a background turn),
 //! and a worktree removed by hand is said to be gone, and after a restart is no longer pointed
 //! at by the store (nor its branch kept); a fork works in a worktree of its own that holds
 //! its parent's changes.
@@ -219,14 +220,27 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         Reply::exec_command("echo more > more2.txt"),
     );
     mock.push_for_user_text("worktree-more", Reply::message("more"));
+    // (in the background, waited for)
     let r = s
         .call(
             "codex",
             json!({"prompt": "worktree-more", "model": MODEL, "sessionId": ids[2],
-                   "sandbox": "workspace-write"}),
+                   "sandbox": "workspace-write", "background": true}),
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
+    let mut polls = 0;
+    let r = loop {
+        polls += 1;
+        let r = s
+            .call("wait", json!({"sessionId": ids[2], "waitSeconds": 20}))
+            .await;
+        if value(&r)["status"] != "running" {
+            break r;
+        }
+        assert!(polls < 10, "never ended: {}", text(&r));
+    };
+    assert_eq!(value(&r)["status"], "completed", "{}", text(&r));
     assert_eq!(value(&r)["resumed"], true, "{}", text(&r));
     assert!(Path::new(&wt2).join("more2.txt").is_file());
     assert!(!repo.join("more2.txt").exists());
