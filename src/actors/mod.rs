@@ -440,9 +440,19 @@ impl Bridge {
     }
 
     /// Apply session `id`'s changes onto the checkout it came from: all or nothing, never
-    /// staged or committed.
+    /// staged or committed. Refused, naming `sessionId`, while the session runs a turn (its
+    /// changes are half made).
     pub async fn apply_session(&self, id: &SessionId) -> Result<ApplyOutcome> {
         let rec = self.stored(id)?;
+        if rec.last_status == Some(TurnStatus::Running) {
+            return Err(Error::invalid(
+                "sessionId",
+                format!(
+                    "session {id} is running a turn: its changes are not done; apply them once \
+                     the turn has ended (nothing was applied)"
+                ),
+            ));
+        }
         worktree::apply(&self.shared, id, rec.worktree.as_ref()).await
     }
 

@@ -217,7 +217,8 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
     let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
     mock.push_for_user_text(
         "worktree-more",
-        Reply::exec_command("echo more > more2.txt"),
+        Reply::exec_command("echo more > more2.txt")
+            .with_delay(std::time::Duration::from_millis(1500)),
     );
     mock.push_for_user_text("worktree-more", Reply::message("more"));
     // (in the background, waited for)
@@ -229,6 +230,10 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
+    // its changes are not applied while it runs
+    let a = s.call("applySession", json!({"sessionId": ids[2]})).await;
+    assert_eq!(a.is_error, Some(true), "{}", text(&a));
+    assert!(text(&a).contains("running a turn"), "{}", text(&a));
     let mut polls = 0;
     let r = loop {
         polls += 1;
