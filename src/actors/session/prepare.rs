@@ -49,9 +49,10 @@ pub(super) fn session_dir(
     }
 }
 
-/// A stored session's working directory, checked again against the client's roots.
-/// A session with a worktree of its own may work there even outside the roots (no other
-/// session may: the MCP layer confines a named directory to the roots alone).
+/// A stored session's working directory, checked again against the client's roots, or, for a
+/// session with a worktree of its own, against that worktree too: it may work there even
+/// outside the roots (no other session may: the MCP layer confines a named directory to the
+/// roots and refuses one in a session's worktree).
 pub(super) fn record_dir(client: &ClientContext, rec: &SessionRecord) -> Result<Confined> {
     let mut roots = client.config.roots.clone();
     let first = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
