@@ -168,7 +168,7 @@ pub struct WorktreeView {
     pub origin: String,
     /// Its directory is gone (removed by hand): nothing to show or apply; `closeSession`
     /// forgets it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gone: bool,
     /// The files changed against the base (absent when they could not be read: `error`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -192,7 +192,7 @@ pub struct ChangedFile {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub removed: Option<u64>,
     /// A binary file: named, its content never shown.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub binary: bool,
 }
 

@@ -48,7 +48,7 @@ pub struct ApplyResult {
     /// The files written in the checkout (when applied).
     pub files: Vec<String>,
     /// The files that conflict (when refused): nothing landed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
 }
 

@@ -71,7 +71,7 @@ pub struct DiffResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_offset: Option<u64>,
     /// Files of this page whose diff was cut at the page's byte budget.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cut: Vec<String>,
 }
 
