@@ -230,7 +230,10 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
         )
         .await;
     assert!(r.is_error != Some(true), "{}", text(&r));
-    // its changes are not applied while it runs
+    // its changes are not applied while it runs (the background answer may come before the
+    // turn starts: wait until codex asks the model, which answers 1.5 s later)
+    mock.wait_for_in_flight(|n| n >= 1, std::time::Duration::from_secs(30))
+        .await;
     let a = s.call("applySession", json!({"sessionId": ids[2]})).await;
     assert_eq!(a.is_error, Some(true), "{}", text(&a));
     assert!(text(&a).contains("running a turn"), "{}", text(&a));
