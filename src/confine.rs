@@ -45,6 +45,32 @@ fn lookup(path: &Path) -> Lookup {
     Lookup::Found { canonical, what }
 }
 
+/// Whether `dir` (canonical) lies in a session's own worktree under `place` (the operator's
+/// worktrees directory): the component of `dir` right under `place` holds a `.git` file
+/// naming a git directory whose `HEAD` is on one of this server's branches
+/// ([`crate::security::worktree::is_session_head`]). A session's commands cannot change that
+/// `HEAD`: it lies in the repository's own `.git`, outside the worktree.
+pub fn in_session_worktree(dir: &Path, place: &Path) -> bool {
+    let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.to_path_buf());
+    let Some(first) = dir
+        .strip_prefix(&place)
+        .ok()
+        .and_then(|rest| rest.components().next())
+    else {
+        return false;
+    };
+    let top = place.join(first);
+    let Ok(link) = std::fs::read_to_string(top.join(".git")) else {
+        return false;
+    };
+    let Some(gitdir) = link.trim_end().strip_prefix("gitdir: ") else {
+        return false;
+    };
+    let gitdir = top.join(gitdir);
+    std::fs::read_to_string(gitdir.join("HEAD"))
+        .is_ok_and(|head| crate::security::worktree::is_session_head(&head))
+}
+
 /// Repeat the confinement check on an already resolved path, right before spawning: the path
 /// must still resolve to itself, of the same kind, inside the same container.
 pub fn recheck(c: &Confined) -> Result<()> {

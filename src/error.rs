@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use crate::codex::process::error::ProcessError;
+use crate::codex::process::git::GitError;
 use crate::codex::process::{Ending, TurnOutcome, TurnOutput};
 use crate::config::error::ConfigError;
 use crate::invalid::{InvalidArgument, InvalidSetting};
@@ -136,6 +137,26 @@ impl From<ProcessError> for Error {
                 partial: None,
             },
             other => Error::Process(other),
+        }
+    }
+}
+
+/// The git runner's error (a session's own worktree): a directory outside any repository and
+/// a ref that names no commit are refusals of the argument named; the rest fails the call with
+/// git's words.
+impl From<GitError> for Error {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::NotARepository { field, path } => Error::invalid(
+                field,
+                format!(
+                    "the working directory {path} is not inside a git repository's working tree"
+                ),
+            ),
+            GitError::UnknownRevision { field, rev } => {
+                Error::invalid(field, format!("`{rev}` names no commit of the repository"))
+            }
+            other => Error::SessionFailed(other.to_string()),
         }
     }
 }

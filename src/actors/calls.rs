@@ -150,6 +150,68 @@ pub struct SessionView {
     pub codex_home: Option<String>,
     /// Whether its actor is live right now.
     pub live: bool,
+    /// Its own git worktree, when it has one.
+    pub worktree: Option<WorktreeView>,
+}
+
+/// A session's own git worktree, as the session tools show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeView {
+    /// Where it is: the session works there.
+    pub path: String,
+    /// Its branch (`codex-bridge/<session>`).
+    pub branch: String,
+    /// The commit it started from, which its changes are against.
+    pub base_commit: String,
+    /// The checkout it came from, onto which `apply` lands its changes.
+    pub origin: String,
+    /// Its directory is gone (removed by hand): nothing to show or apply; `closeSession`
+    /// forgets it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
+    /// The files changed against the base (absent when they could not be read: `error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<ChangedFile>>,
+    /// Why its changes could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One file a session changed in its worktree, against its base.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedFile {
+    /// Relative to the top of the worktree, `/`-separated.
+    pub path: String,
+    /// `added`, `modified`, `deleted` or `typeChanged`.
+    pub status: String,
+    /// Lines added and removed (absent for a binary file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<u64>,
+    /// A binary file: named, its content never shown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub binary: bool,
+}
+
+/// A session's changes against its base: the files and, in the same order, each file's part
+/// of the unified diff (a binary file's is one line naming it).
+#[derive(Debug, Clone)]
+pub struct SessionDiff {
+    pub worktree: WorktreeView,
+    pub files: Vec<ChangedFile>,
+    pub parts: Vec<String>,
+}
+
+/// What `apply` did to the checkout a session came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    /// Every change landed (not staged, not committed): these files were written.
+    Landed(Vec<String>),
+    /// Nothing landed: these files conflict.
+    Refused(Vec<String>),
 }
 
 /// How a session's last turn ended.
@@ -234,6 +296,9 @@ pub struct TurnCall {
     /// another host does not end it, running or queued ([`crate::actors::Bridge::close`]);
     /// `None`: the owning process's own call, which any close ends.
     pub host: Option<String>,
+    /// A new session's own git worktree, asked for: `Some(base)` (`None`: the repository's
+    /// `HEAD`). Refused, naming `worktree`, on a session that exists.
+    pub worktree: Option<Option<String>>,
 }
 
 /// Live counts for status tools.

@@ -29,6 +29,7 @@ pub mod session;
 pub mod shared;
 pub mod structured;
 pub mod tasks;
+pub mod worktree;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,8 +42,9 @@ use crate::security::ids::SessionId;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use calls::{
-    Answer, BackendStatus, Counts, Finding, OneShot, OneShotCall, SessionPage, SessionStatus,
-    SessionView, Status, ThreadOp, TurnCall, WorkDir,
+    Answer, ApplyOutcome, BackendStatus, ChangedFile, Counts, Finding, OneShot, OneShotCall,
+    SessionDiff, SessionPage, SessionStatus, SessionView, Status, ThreadOp, TurnCall, WorkDir,
+    WorktreeView,
 };
 pub use client::{ClientContext, ClientId, Progress};
 pub use limiter::Limiter;
@@ -78,6 +80,7 @@ impl Bridge {
     /// fake in place of codex).
     pub async fn start_with(shared: Shared, driver: session::TurnDriver) -> Result<Bridge> {
         recover_interrupted(&shared.store).await?;
+        worktree::sweep_gone(&shared).await?;
         let shared = Arc::new(shared);
         let live = Arc::new(registry::Live::default());
         let behaviour = RegistryActor {
@@ -408,12 +411,59 @@ impl Bridge {
     pub async fn close_session(
         &self,
         id: &SessionId,
-        delete_thread: bool,
+        (delete_thread, drop_changes): (bool, bool),
         client: Arc<ClientContext>,
         host: Option<String>,
     ) -> Result<Option<SessionView>> {
-        let removed = self.close_by(id, delete_thread, Some(client), host).await?;
+        let how = (delete_thread, drop_changes);
+        let removed = self.close_by(id, how, Some(client), host).await?;
         Ok(removed.map(|r| SessionView::of(&r, false)))
+    }
+
+    /// A session view with its worktree's changed files read (+/-; a worktree removed by hand
+    /// is said to be gone).
+    pub async fn with_changes(&self, mut view: SessionView) -> SessionView {
+        if view.worktree.is_some()
+            && let Ok(id) = SessionId::parse("sessionId", &view.session_id)
+            && let Ok(Some(rec)) = self.shared.store.get(&id)
+            && let Some(wt) = &rec.worktree
+        {
+            view.worktree = Some(worktree::view(&self.shared, wt).await);
+        }
+        view
+    }
+
+    /// Session `id`'s changes in its own worktree against its base, file by file.
+    pub async fn session_diff(&self, id: &SessionId) -> Result<SessionDiff> {
+        let rec = self.stored(id)?;
+        worktree::diff(&self.shared, id, rec.worktree.as_ref()).await
+    }
+
+    /// Apply session `id`'s changes onto the checkout it came from: all or nothing, never
+    /// staged or committed. Refused, naming `sessionId`, while the session runs a turn (its
+    /// changes are half made).
+    pub async fn apply_session(&self, id: &SessionId) -> Result<ApplyOutcome> {
+        let rec = self.stored(id)?;
+        if rec.last_status == Some(TurnStatus::Running) {
+            return Err(Error::invalid(
+                "sessionId",
+                format!(
+                    "session {id} is running a turn: its changes are not done; apply them once \
+                     the turn has ended (nothing was applied)"
+                ),
+            ));
+        }
+        worktree::apply(&self.shared, id, rec.worktree.as_ref()).await
+    }
+
+    /// Session `id`'s record, or a refusal naming `sessionId`.
+    fn stored(&self, id: &SessionId) -> Result<SessionRecord> {
+        self.shared.store.get(id)?.ok_or_else(|| {
+            Error::invalid(
+                "sessionId",
+                format!("no session {id}; start one with the `codex` tool"),
+            )
+        })
     }
 
     /// A session's record as stored (tests and the `sessions` command; the session tools go
@@ -435,21 +485,34 @@ impl Bridge {
 
     /// Close (forget) a session: cancels its turn first; optionally deletes codex's thread files
     /// (with `client`'s codex and environment; `None`: the owning process's own).
-    /// This is the operator's close (the `sessions` command): it ends any turn.
+    /// This is the operator's close (the `sessions` command): it ends any turn. A session's
+    /// worktree holding changes not applied is kept: the close is refused, naming
+    /// `dropChanges`.
     pub async fn close(
         &self,
         id: &SessionId,
         delete_thread: bool,
         client: Option<Arc<ClientContext>>,
     ) -> Result<Option<SessionRecord>> {
-        self.close_by(id, delete_thread, client, None).await
+        self.close_by(id, (delete_thread, false), client, None)
+            .await
+    }
+
+    /// [`Bridge::close`] (the operator's), removing the session's own worktree even while it
+    /// holds changes not applied when `drop_changes`.
+    pub async fn close_dropping(
+        &self,
+        id: &SessionId,
+        drop_changes: bool,
+    ) -> Result<Option<SessionRecord>> {
+        self.close_by(id, (false, drop_changes), None, None).await
     }
 
     /// [`Bridge::close`] by `host` (`None`: the operator).
     async fn close_by(
         &self,
         id: &SessionId,
-        delete_thread: bool,
+        (delete_thread, drop_changes): (bool, bool),
         client: Option<Arc<ClientContext>>,
         host: Option<String>,
     ) -> Result<Option<SessionRecord>> {
@@ -458,6 +521,7 @@ impl Bridge {
             .cast(RegistryMessage::Close {
                 id: id.clone(),
                 delete_thread,
+                drop_changes,
                 client: client.unwrap_or_else(|| self.own.clone()),
                 host,
                 reply: tx,

@@ -42,6 +42,8 @@ pub enum RegistryMessage {
     Close {
         id: SessionId,
         delete_thread: bool,
+        /// Remove its worktree even while it holds changes not applied.
+        drop_changes: bool,
         /// Whose codex deletes the thread.
         client: Arc<crate::actors::client::ClientContext>,
         /// The host that closes (it ends no turn of another host); `None`: the operator's.
@@ -310,11 +312,12 @@ impl Actor for RegistryActor {
             RegistryMessage::Close {
                 id,
                 delete_thread,
+                drop_changes,
                 client,
                 host,
                 reply,
             } => {
-                let how = (delete_thread, host);
+                let how = (delete_thread, drop_changes, host);
                 close(self, &myself, shared, id, how, client, reply).await
             }
             RegistryMessage::Steer {
@@ -454,12 +457,13 @@ async fn close(
     myself: &ActorRef<RegistryMessage>,
     shared: &Arc<Shared>,
     id: SessionId,
-    (delete_thread, host): (bool, Option<String>),
+    (delete_thread, drop_changes, host): (bool, bool, Option<String>),
     client: Arc<crate::actors::client::ClientContext>,
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
     let mut msg = SessionMessage::Close {
         delete_thread,
+        drop_changes,
         client,
         host,
         reply,
@@ -510,7 +514,13 @@ async fn expire_batch(shared: &Shared, live: &Live, ttl: std::time::Duration) ->
     let batch = tokio::task::spawn_blocking(move || store.unused_since(cutoff, EXPIRY_BATCH))
         .await
         .map_err(blocking)??;
-    let batch: Vec<SessionId> = batch.into_iter().filter(|id| !live.contains(id)).collect();
+    // a session with a worktree of its own holds work: only a close removes it (the
+    // worktree with it), never the expiry
+    let batch: Vec<SessionId> = batch
+        .into_iter()
+        .filter(|id| !live.contains(id))
+        .filter(|id| !matches!(shared.store.get(id), Ok(Some(r)) if r.worktree.is_some()))
+        .collect();
     let n = batch.len();
     if n > 0 {
         let store = shared.store.clone();

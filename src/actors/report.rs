@@ -116,6 +116,7 @@ impl SessionView {
             last_compaction: rec.last_compaction,
             codex_home: rec.codex_home.clone(),
             live,
+            worktree: rec.worktree.as_ref().map(crate::actors::worktree::view_of),
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::actors::credentials::{Credentials, HeldCredentials};
 use crate::actors::limiter::Limiter;
 use crate::actors::pool::warm::WarmPool;
 use crate::codex::argv::Common;
+use crate::codex::process::git::Git;
 use crate::config::Config;
 use crate::security::redact::ClientSecrets;
 use crate::store::Store;
@@ -39,6 +40,9 @@ pub struct Shared {
     /// connection's while it lasts): a warm process started with credentials nobody holds
     /// is closed.
     pub(crate) credentials: Arc<HeldCredentials>,
+    /// The git this server runs for sessions' own worktrees (`None`: no git on the server's
+    /// `PATH`; a session asking for a worktree is refused).
+    pub(crate) git: Option<Git>,
 }
 
 impl Shared {
@@ -52,6 +56,7 @@ impl Shared {
             queue_timeout: config.queue_timeout,
             fault_injection: false,
             credentials: HeldCredentials::new(Credentials::of_env(&common.env)),
+            git: Git::find(&std::env::var("PATH").unwrap_or_default()),
             common,
             codex_home,
             store,

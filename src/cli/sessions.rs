@@ -44,9 +44,13 @@ pub enum SessionsCommand {
         id: String,
     },
     /// Forget a session: its record leaves the store (Codex's thread files stay in CODEX_HOME).
+    /// A session's own worktree is removed with its branch (by the running server only).
     Close {
         /// The session id.
         id: String,
+        /// Remove the session's own worktree even though it holds changes not applied.
+        #[arg(long)]
+        drop_changes: bool,
     },
     /// One session's full record, as JSON.
     Export {
@@ -148,16 +152,30 @@ fn get(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
 }
 
 /// Close a session; its record, when there was one.
-fn close(dir: &Path, id: &SessionId) -> Result<Option<SessionRecord>, Failed> {
+fn close(dir: &Path, id: &SessionId, drop_changes: bool) -> Result<Option<SessionRecord>, Failed> {
     match reach(
         dir,
         StoreRequest::Close {
             session_id: id.clone(),
+            drop_changes,
         },
     )? {
         Reached::Owner(StoreAnswer::Session { session }) => Ok(session.map(|s| *s)),
         Reached::Owner(other) => Err(unexpected(other)),
         Reached::Store(store) => {
+            // only a running server removes a worktree (with the git rules it runs under): the
+            // record is not forgotten while it would leave one behind
+            if let Some(wt) = store.get(id).map_err(failed)?.and_then(|r| r.worktree) {
+                return Err(Failed(
+                    redact(&format!(
+                        "session {id} has a worktree of its own ({}, branch {}): close it while \
+                     the server runs (it removes the worktree and its branch)",
+                        wt.path.display(),
+                        wt.branch
+                    ))
+                    .into_owned(),
+                ));
+            }
             let removed = store.remove(id).map_err(failed)?;
             store.flush_blocking().map_err(failed)?;
             Ok(removed)
@@ -233,12 +251,15 @@ pub fn sessions(
             }
         }
         SessionsCommand::Export { id: raw } => json_text(&json!(found(&id(raw)?)?)),
-        SessionsCommand::Close { id: raw } => {
+        SessionsCommand::Close {
+            id: raw,
+            drop_changes,
+        } => {
             let id = id(raw)?;
             if !exists {
                 return Err(missing(&id));
             }
-            close(&dir, &id)?.ok_or_else(|| missing(&id))?;
+            close(&dir, &id, *drop_changes)?.ok_or_else(|| missing(&id))?;
             if args.json {
                 json_text(&json!({ "sessionId": id, "closed": true, "store": dir }))
             } else {

@@ -147,8 +147,13 @@ pub enum StoreRequest {
     List,
     /// One session's record.
     Get { session_id: SessionId },
-    /// Close a session as `closeSession` does (its running turn is cancelled first).
-    Close { session_id: SessionId },
+    /// Close a session as `closeSession` does (its running turn is cancelled first; its own
+    /// worktree removed, refused while it holds changes not applied unless `drop_changes`).
+    Close {
+        session_id: SessionId,
+        #[serde(default)]
+        drop_changes: bool,
+    },
 }
 
 /// The owner's answer to a [`StoreRequest`].

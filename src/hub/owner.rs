@@ -299,7 +299,10 @@ async fn serve_store_request(
             },
             Err(e) => failed(e),
         },
-        StoreRequest::Close { session_id } => match bridge.close(&session_id, false, None).await {
+        StoreRequest::Close {
+            session_id,
+            drop_changes,
+        } => match bridge.close_dropping(&session_id, drop_changes).await {
             Ok(session) => StoreAnswer::Session {
                 session: session.map(Box::new),
             },

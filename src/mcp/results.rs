@@ -200,9 +200,13 @@ pub struct SessionInfo {
     pub hand_off_unavailable: Option<String>,
     /// Whether an actor for it is live right now.
     pub live: bool,
+    /// Its own git worktree (`codex` with `worktree: true`): path, branch, base commit, the
+    /// checkout it came from and the files changed (+/-); `gone` when removed by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeView>,
 }
 
-pub use crate::actors::SessionStatus;
+pub use crate::actors::{ChangedFile, SessionStatus, WorktreeView};
 
 /// `getSession` and `closeSession`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -77,6 +77,14 @@ pub fn path_for(place: &Path, checkout: &Path, session: &SessionId) -> PathBuf {
     place.join(format!("{}-{}", repo_part(checkout), id_part(session)))
 }
 
+/// Whether a linked worktree whose `HEAD` file reads `head` is on one of this server's
+/// branches: a session's own worktree, which no other session may work in.
+pub fn is_session_head(head: &str) -> bool {
+    head.trim_end()
+        .strip_prefix("ref: refs/heads/")
+        .is_some_and(|branch| branch.starts_with(BRANCH_PREFIX))
+}
+
 /// Whether `path` is `dir` or lies inside it (lexically: both resolved by the caller).
 fn within(path: &Path, dir: &Path) -> bool {
     path.starts_with(dir)
@@ -139,6 +147,19 @@ mod tests {
             path_for(Path::new("/wt"), Path::new("/"), &id("a")),
             PathBuf::from("/wt/repo-a")
         );
+    }
+
+    #[test]
+    fn only_a_head_on_a_bridge_branch_is_a_sessions_worktree() {
+        assert!(is_session_head("ref: refs/heads/codex-bridge/s1\n"));
+        for other in [
+            "ref: refs/heads/main\n",
+            "ref: refs/heads/x/codex-bridge/s1\n",
+            "0123abcd\n",
+            "",
+        ] {
+            assert!(!is_session_head(other), "{other}");
+        }
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! - `last_used`: u64 BE millis ++ session id → empty; lists newest first without a full scan.
 //! - `inflight`: session id → [`InflightTurn`] (JSON), the process of a turn in flight, so the
 //!   next start after a crash can kill what is left and mark the turn interrupted.
+//! - `worktrees`: session id → empty, for each session whose record has a worktree of its own,
+//!   kept in step with `sessions` by [`Store::put`] and [`Store::remove`]: the start checks
+//!   those worktrees without a full scan. (No migration: no record had one before it.)
 //!
 //! Every write that matters is flushed before the call that caused it returns
 //! ([`Store::flush`]).
@@ -27,7 +30,7 @@ pub mod migrations;
 mod record;
 
 pub use error::StoreError;
-pub use record::{InflightTurn, LAST_RESPONSE_CHARS, SessionRecord, TurnStatus};
+pub use record::{InflightTurn, LAST_RESPONSE_CHARS, SessionRecord, TurnStatus, WorktreeRecord};
 
 /// The store returns its own errors only.
 type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -48,6 +51,8 @@ pub struct Store {
     last_used: sled::Tree,
     inflight: sled::Tree,
     meta: sled::Tree,
+    /// The sessions with a worktree of their own.
+    worktrees: sled::Tree,
     /// MCP tasks (a task's call or a background call): id → the MCP layer's record, opaque
     /// here.
     tasks: sled::Tree,
@@ -188,6 +193,9 @@ impl Store {
             meta: db
                 .open_tree("meta")
                 .map_err(storage(dir, "opening a tree"))?,
+            worktrees: db
+                .open_tree("worktrees")
+                .map_err(storage(dir, "opening a tree"))?,
             tasks: db
                 .open_tree("tasks")
                 .map_err(storage(dir, "opening a tree"))?,
@@ -316,8 +324,9 @@ impl Store {
             source,
         })?;
         let new_index = index_key(record.last_used_ms, key);
-        (&self.sessions, &self.last_used, &self.meta)
-            .transaction(|(s, l, m)| {
+        let has_worktree = record.worktree.is_some();
+        (&self.sessions, &self.last_used, &self.meta, &self.worktrees)
+            .transaction(|(s, l, m, w)| {
                 if let Some(old) = s.get(key)?
                     && let Ok(old) = serde_json::from_slice::<SessionRecord>(&old)
                 {
@@ -328,6 +337,11 @@ impl Store {
                     m.insert(COUNT_KEY, &n.to_be_bytes())?;
                 }
                 l.insert(new_index.as_slice(), &[] as &[u8])?;
+                if has_worktree {
+                    w.insert(key, &[] as &[u8])?;
+                } else {
+                    w.remove(key)?;
+                }
                 Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
             })
             .map_err(|e| tx_error(&self.path, "saving a session", e))
@@ -337,11 +351,18 @@ impl Store {
     pub fn remove(&self, id: &SessionId) -> Result<Option<SessionRecord>, StoreError> {
         let old = self.get(id)?;
         let key = id.as_str().as_bytes();
-        (&self.sessions, &self.last_used, &self.inflight, &self.meta)
-            .transaction(|(s, l, f, m)| {
+        (
+            &self.sessions,
+            &self.last_used,
+            &self.inflight,
+            &self.meta,
+            &self.worktrees,
+        )
+            .transaction(|(s, l, f, m, w)| {
                 if let Some(old) = &old {
                     l.remove(index_key(old.last_used_ms, key))?;
                 }
+                w.remove(key)?;
                 if s.remove(key)?.is_some() {
                     let n = read_u64(m.get(COUNT_KEY)?).saturating_sub(1);
                     m.insert(COUNT_KEY, &n.to_be_bytes())?;
@@ -490,6 +511,21 @@ impl Store {
             }
         }
         Ok(marked)
+    }
+
+    /// The sessions whose record has a worktree of their own.
+    pub fn worktree_sessions(&self) -> Result<Vec<SessionId>, StoreError> {
+        let mut out = vec![];
+        for k in self.worktrees.iter().keys() {
+            let k = k.map_err(storage(&self.path, "listing sessions with a worktree"))?;
+            if let Some(id) = std::str::from_utf8(&k)
+                .ok()
+                .and_then(|s| SessionId::parse("sessionId", s).ok())
+            {
+                out.push(id);
+            }
+        }
+        Ok(out)
     }
 
     /// Every turn recorded in flight (after a crash: the turns that were interrupted).
@@ -787,6 +823,35 @@ mod tests {
             "{raw}"
         );
         assert_eq!(store.schema_version().unwrap(), migrations::CURRENT);
+    }
+
+    #[test]
+    fn the_sessions_with_a_worktree_are_indexed_in_step_with_their_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s")).unwrap();
+        let mut with = rec("w", 10);
+        with.worktree = Some(WorktreeRecord {
+            path: "/wt/r-w".into(),
+            branch: "codex-bridge/w".into(),
+            base_commit: "0123".into(),
+            origin: "/r".into(),
+        });
+        store.put(&with).unwrap();
+        store.put(&rec("plain", 11)).unwrap();
+        assert_eq!(store.worktree_sessions().unwrap(), vec![id("w")]);
+        // a record put again without it leaves the index, as a removed one does
+        with.worktree = None;
+        store.put(&with).unwrap();
+        assert!(store.worktree_sessions().unwrap().is_empty());
+        with.worktree = Some(WorktreeRecord {
+            path: "/wt/r-w".into(),
+            branch: "codex-bridge/w".into(),
+            base_commit: "0123".into(),
+            origin: "/r".into(),
+        });
+        store.put(&with).unwrap();
+        store.remove(&id("w")).unwrap();
+        assert!(store.worktree_sessions().unwrap().is_empty());
     }
 
     #[test]

@@ -388,6 +388,40 @@ fn seeded_store(dir: &Path, work: &Path) -> Vec<SessionRecord> {
     recs
 }
 
+/// With no server running, `sessions close` does not forget a session with a worktree of its
+/// own: only a running server removes a worktree (under its git rules), and a record forgotten
+/// without it would leave the worktree and its branch behind for good.
+#[tokio::test]
+async fn sessions_close_keeps_a_worktree_session_when_no_server_runs() {
+    let env = TestEnv::new();
+    let dir = env.root().join("store");
+    {
+        let store = Store::open(&dir).unwrap();
+        let mut r = SessionRecord::new(id("wt"), env.work().to_path_buf(), 1_700_000_000_000);
+        r.worktree = Some(codex_mcp_bridge::store::WorktreeRecord {
+            path: env.root().join("wts").join("work-wt"),
+            branch: "codex-bridge/wt".into(),
+            base_commit: "0123abcd".into(),
+            origin: env.work().to_path_buf(),
+        });
+        store.put(&r).unwrap();
+        store.flush_blocking().unwrap();
+    }
+    wait_unlocked(&dir);
+    let out = run(bridge(&env)
+        .args(["sessions", "close", "wt"])
+        .env("CODEX_BRIDGE_STORE", &dir))
+    .await;
+    assert!(!out.status.success(), "{}", describe_output(&out));
+    assert!(
+        stderr(&out).contains("has a worktree of its own"),
+        "{}",
+        stderr(&out)
+    );
+    let store = Store::open(&dir).unwrap();
+    assert!(store.get(&id("wt")).unwrap().is_some());
+}
+
 #[tokio::test]
 async fn sessions_list_show_export_and_close_work_on_the_store() {
     let env = TestEnv::new();

@@ -429,6 +429,8 @@ fn fields(tool: &str) -> &'static [&'static str] {
             "timeout",
             "maxResponseLength",
             "waitIfBusy",
+            "worktree",
+            "base",
         ],
         "query" => &["prompt", "context", "model", "reasoningEffort", "timeout"],
         "search" => &["query", "model", "timeout"],
@@ -451,7 +453,9 @@ fn fields(tool: &str) -> &'static [&'static str] {
         ],
         "listSessions" => &["cursor", "limit"],
         "getSession" => &["sessionId"],
-        "closeSession" => &["sessionId", "deleteThread"],
+        "closeSession" => &["sessionId", "deleteThread", "dropChanges"],
+        "diffSession" => &["sessionId", "offset", "limit"],
+        "applySession" => &["sessionId"],
         "renameSession" => &["sessionId", "name"],
         "rewindSession" => &["sessionId", "turns"],
         "compactSession" => &["sessionId"],
@@ -466,7 +470,9 @@ fn base_args(tool: &str, fx: &Fixture) -> Value {
         "search" => json!({"query": "rust"}),
         "structured" => json!({"prompt": "x", "schema": {"type": "object"}}),
         "review" => json!({"workingDirectory": fx.work()}),
-        "getSession" | "closeSession" => json!({"sessionId": "abc"}),
+        "getSession" | "closeSession" | "diffSession" | "applySession" => {
+            json!({"sessionId": "abc"})
+        }
         _ => json!({}),
     }
 }
@@ -499,7 +505,7 @@ fn plausible(rng: &mut Rng, field: &str, fx: &Fixture) -> Value {
             json!(rng.pick(&[fx.work().as_str(), "/etc", "work", "..", "/nonexistent"]))
         }
         "files" => json!([hostile_string(rng)]),
-        "timeout" | "maxResponseLength" | "limit" => {
+        "timeout" | "maxResponseLength" | "limit" | "offset" => {
             json!(rng.pick(&[0i64, 1, -5, 999_999_999_999]))
         }
         "cursor" => json!(rng.pick(&["zz", "", "0000000000000000ff", "00"])),

@@ -473,7 +473,7 @@ async fn a_non_json_input_line_does_not_kill_the_server() {
 
 /// SIGKILL the server and wait until every thread of it has exited (a zombie leader can still
 /// have threads finishing a system call, and they hold the process's files until they are done).
-async fn kill_and_forget(s: Server) {
+pub(super) async fn kill_and_forget(s: Server) {
     let pid = s.pid;
     s.kill();
     wait_exit(pid).await;

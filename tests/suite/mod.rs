@@ -39,3 +39,4 @@ mod ts_sdk;
 mod unstarted;
 mod warm;
 mod warm_oneshot;
+mod worktree;

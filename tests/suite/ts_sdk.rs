@@ -74,6 +74,7 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
         Reply::message("steered answer"),
     ]);
     mock.push_for_user_text("in the background", Reply::message("background answer"));
+    mock.push_for_user_text("in a worktree", Reply::message("worktree answer"));
     // `steer` needs a warm turn: the app-server backend, whatever the suite runs
     let mut vars = server_env(&env, &mock);
     vars.retain(|(k, _)| k != "CODEX_BRIDGE_BACKEND");
@@ -155,6 +156,7 @@ async fn the_typescript_sdk_lists_every_tool_without_warnings_and_gets_every_ans
         "{refused}"
     );
     // one request per turn, two for the steered one (its command, then its answer) and one for
-    // the compaction, one for the background turn; none for the calls with a bad model id
-    assert_eq!(mock.responses_count(), 10);
+    // the compaction, one for the background turn, one for the worktree session's; none for the
+    // calls with a bad model id
+    assert_eq!(mock.responses_count(), 11);
 }

@@ -324,5 +324,6 @@ pub fn call(
         client: None,
         asker: None,
         host: None,
+        worktree: None,
     }
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::{MockApi, TestEnv, codex_bin};
 
 /// The bridge's tools, in the order `tools/list` gives them.
-pub const TOOL_NAMES: [&str; 16] = [
+pub const TOOL_NAMES: [&str; 18] = [
     "codex",
     "query",
     "search",
@@ -28,6 +28,8 @@ pub const TOOL_NAMES: [&str; 16] = [
     "listSessions",
     "getSession",
     "closeSession",
+    "diffSession",
+    "applySession",
     "forkSession",
     "renameSession",
     "rewindSession",

@@ -198,6 +198,13 @@ try {
     summary.updated = updated;
     // `stop` of a turn that already ended: its result, as `wait` read it
     expectOk(await call('stop', { sessionId }), (e) => e.structured?.status === 'completed' && e.structured?.response === 'background answer');
+    // a session in a worktree of its own: its (empty) changes shown and applied, then closed
+    const wt = await call('codex', { prompt: 'in a worktree', workingDirectory: work, worktree: true });
+    expectOk(wt, (e) => e.structured?.response === 'worktree answer' && !!e.structured?.sessionId);
+    const wtId = wt.structured?.sessionId ?? 'missing';
+    expectOk(await call('diffSession', { sessionId: wtId }), (e) => Array.isArray(e.structured?.worktree?.files));
+    expectOk(await call('applySession', { sessionId: wtId }), (e) => e.structured?.applied === true);
+    expectOk(await call('closeSession', { sessionId: wtId }), (e) => e.structured?.closed === true);
 
     // bad arguments: every tool answers with its own sentence
     expectError(await call('listSessions', { limit: '2' }), 'invalid argument `limit`: invalid type: string "2", expected u32');
@@ -205,6 +212,8 @@ try {
     expectError(await call('getSession', { sessionId: 'a b' }), 'invalid argument `sessionId`');
     expectError(await call('closeSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('forkSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
+    expectError(await call('diffSession', { sessionId, limit: 0 }), 'invalid argument `limit`: must be between 1 and 200');
+    expectError(await call('applySession', {}), 'invalid argument `sessionId`: missing field `sessionId`');
     expectError(await call('renameSession', { sessionId, name: 'two\nlines' }), 'invalid argument `name`: must be one line');
     expectError(await call('rewindSession', { sessionId, turns: 0 }), 'invalid argument `turns`: must be between 1');
     expectError(await call('compactSession', {}), 'invalid argument `sessionId`: missing field `sessionId`');

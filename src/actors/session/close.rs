@@ -55,7 +55,7 @@ pub(super) fn others_turn(st: &SessionState, closer: Option<&str>) -> bool {
 pub(super) async fn close(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
-    (delete_thread, host): (bool, Option<String>),
+    (delete_thread, drop_changes, host): (bool, bool, Option<String>),
     client: Arc<ClientContext>,
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
@@ -76,6 +76,11 @@ pub(super) async fn close(
         let _ = reply.send(Err(e));
         return;
     }
+    let wt = st.record.as_ref().and_then(|r| r.worktree.clone());
+    if let Err(e) = keeps_changes(&st.shared, &st.id, wt, drop_changes).await {
+        let _ = reply.send(Err(e));
+        return;
+    }
     // cancels and kills the running turn; its caller learns that the close ended it
     let fork = match &st.phase {
         Phase::OneOff { task } | Phase::Closed { fork: task } => task.clone(),
@@ -90,6 +95,13 @@ pub(super) async fn close(
     close_warm(st).await;
     for (_, r, _) in st.pending.drain(..) {
         let _ = r.send(Err(Error::Cancelled { partial: None }));
+    }
+    // the worktree and its branch go before the record: the store never points at a worktree
+    // that is gone (one removed by hand is pruned from git's list)
+    if let Some(wt) = st.record.as_ref().and_then(|r| r.worktree.clone())
+        && let Err(e) = crate::actors::worktree::remove(&st.shared, &wt).await
+    {
+        tracing::warn!(session = %st.id, error = %e, "could not remove the session's worktree");
     }
     let res = forget_stored(&st.shared, &st.id).await;
     st.record = None;
@@ -122,6 +134,37 @@ pub(super) async fn close(
     if myself.drain().is_err() {
         myself.stop(Some("closed".into()));
     }
+}
+
+/// Refuse the close, naming `dropChanges`, when the session's worktree holds changes that are
+/// not in the checkout it came from and the caller did not say to drop them. A worktree
+/// whose changes cannot be read is kept the same way.
+async fn keeps_changes(
+    shared: &Shared,
+    id: &SessionId,
+    wt: Option<crate::store::WorktreeRecord>,
+    drop_changes: bool,
+) -> Result<()> {
+    let Some(wt) = wt else {
+        return Ok(());
+    };
+    if drop_changes {
+        return Ok(());
+    }
+    let unapplied = crate::actors::worktree::unapplied(shared, &wt).await?;
+    if unapplied.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "dropChanges",
+        format!(
+            "session {}'s worktree holds changes not applied to {} ({}); `apply` them first, \
+             or close with dropChanges: true to drop them; nothing was closed",
+            id,
+            wt.origin.display(),
+            unapplied.join(", ")
+        ),
+    ))
 }
 
 /// Answer a message that reached the actor after its session was closed: a turn, a steer and a

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// Fork the session's thread into a new session: same working directory and CODEX_HOME, a
+/// Fork the session's thread into a new session: same working directory (a worktree
+/// session's fork: a worktree of its own with the parent's changes) and CODEX_HOME, a
 /// thread of its own from `thread/fork` on a one-off app-server (so that no two processes
 /// write one thread), its record written once before its id is returned. Refused while a turn
 /// runs or waits, and for a session without a thread.
@@ -56,8 +57,19 @@ pub(super) fn fork(
                     timeout,
                 };
                 let forked = driver.0.fork(spec, &shared).await?;
-                let mut rec =
-                    SessionRecord::new(SessionId::generate(), cwd.path().to_path_buf(), now_ms());
+                let id = SessionId::generate();
+                // a worktree session's fork gets a worktree of its own, holding the parent's
+                // changes: two sessions never share one
+                let (dir, worktree) = match &parent.worktree {
+                    Some(wt) => {
+                        let made =
+                            crate::actors::worktree::fork(&shared, &client, wt, &id, &cwd).await?;
+                        (made.cwd.path().to_path_buf(), Some(made.record))
+                    }
+                    None => (cwd.path().to_path_buf(), None),
+                };
+                let mut rec = SessionRecord::new(id, dir, now_ms());
+                rec.worktree = worktree;
                 // the fork's thread lives in the asking client's CODEX_HOME (the parent's,
                 // checked above)
                 rec.codex_home = Some(home);

@@ -33,6 +33,8 @@ pub enum SessionMessage {
     /// Close the session: cancel its turn, forget it, optionally delete codex's thread.
     Close {
         delete_thread: bool,
+        /// Remove the session's worktree even while it holds changes not applied.
+        drop_changes: bool,
         /// Whose codex deletes the thread.
         client: Arc<ClientContext>,
         /// The host that closes ([`crate::actors::TurnCall::host`]): it ends no turn of

@@ -83,6 +83,8 @@ impl Actor for SessionActor {
             .driver
             .0
             .backend(args.shared.clone(), args.id.clone(), closer);
+        let mut args = args;
+        forget_gone_worktree(&args.shared, &mut args.record).await;
         Ok(SessionState {
             shared: args.shared,
             backend: Some(backend),
@@ -157,10 +159,14 @@ impl Actor for SessionActor {
             }
             SessionMessage::Close {
                 delete_thread,
+                drop_changes,
                 client,
                 host,
                 reply,
-            } => close(&myself, st, (delete_thread, host), client, reply).await,
+            } => {
+                let how = (delete_thread, drop_changes, host);
+                close(&myself, st, how, client, reply).await
+            }
             SessionMessage::Get { reply } => {
                 let view = st
                     .record
@@ -258,6 +264,19 @@ async fn turn_asked(
         Err(e) => {
             let _ = reply.send(Err(e.into()));
         }
+    }
+}
+
+/// A stored session whose worktree was removed by hand since the server started (found gone
+/// when its actor starts): forgotten as at the start ([`crate::actors::worktree::forget_if_gone`]).
+async fn forget_gone_worktree(
+    shared: &crate::actors::shared::Shared,
+    record: &mut Option<crate::store::SessionRecord>,
+) {
+    if let Some(rec) = record
+        && crate::actors::worktree::forget_if_gone(shared, rec).await
+    {
+        let _ = shared.store.flush().await;
     }
 }
 

@@ -8,16 +8,19 @@ use super::message::CallMeta;
 use super::state::SessionState;
 use crate::actors::calls::{TurnCall, WorkDir};
 use crate::actors::client::ClientContext;
+use crate::actors::shared::Shared;
+use crate::actors::worktree;
 use crate::codex::argv::{TurnRequest, check_turn};
 use crate::codex::events::Usage;
 use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
+use crate::security::ids::SessionId;
 use crate::security::ids::ThreadId;
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
-use crate::store::{SessionRecord, TurnStatus, now_ms};
-use std::path::{Path, PathBuf};
+use crate::store::{SessionRecord, TurnStatus, WorktreeRecord, now_ms};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The working directory of a call on this session: the one it is bound to (a caller naming
@@ -46,18 +49,21 @@ pub(super) fn session_dir(
     }
 }
 
-/// A stored session's working directory, checked again against the client's roots.
+/// A stored session's working directory, checked again against the client's roots, or, for a
+/// session with a worktree of its own, against that worktree too: it may work there even
+/// outside the roots (no other session may: the MCP layer confines a named directory to the
+/// roots and refuses one in a session's worktree).
 pub(super) fn record_dir(client: &ClientContext, rec: &SessionRecord) -> Result<Confined> {
-    let roots = &client.config.roots;
-    let first = roots
-        .first()
-        .map(PathBuf::as_path)
-        .unwrap_or(Path::new("/"));
+    let mut roots = client.config.roots.clone();
+    let first = roots.first().cloned().unwrap_or_else(|| PathBuf::from("/"));
+    if let Some(wt) = &rec.worktree {
+        roots.insert(0, wt.path.clone());
+    }
     Ok(crate::confine::resolve(
         "workingDirectory",
         &rec.working_directory.to_string_lossy(),
-        first,
-        roots,
+        &first,
+        &roots,
         Kind::Dir,
     )?)
 }
@@ -70,6 +76,61 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         .clone()
         .unwrap_or_else(|| Arc::new(st.shared.own_context()));
     let cwd = session_dir(st, &client, &call.cwd)?;
+    let exists = st.record.is_some();
+    let (shared, id) = (st.shared.clone(), st.id.clone());
+    let (cwd, made) = own_worktree((&shared, &id, exists), &client, call, cwd).await?;
+    let prepared = prepare_in(st, call, client, cwd, made.clone()).await;
+    if prepared.is_err()
+        && let Some(wt) = &made
+    {
+        // nothing of a session that did not start is left: its worktree, branch and record
+        let shared = st.shared.clone();
+        worktree::discard(&shared, wt).await;
+        if st
+            .record
+            .as_ref()
+            .is_some_and(|r| r.worktree.as_ref() == Some(wt))
+        {
+            st.record = None;
+            let _ = st.shared.store.remove(&st.id);
+        }
+    }
+    prepared
+}
+
+/// A new session's own worktree, when the call asks for one: made, and the directory the
+/// session works in moved into it. Refused, naming `worktree`, on a session that exists.
+async fn own_worktree(
+    (shared, id, exists): (&Shared, &SessionId, bool),
+    client: &ClientContext,
+    call: &TurnCall,
+    cwd: Confined,
+) -> Result<(Confined, Option<WorktreeRecord>)> {
+    let Some(base) = &call.worktree else {
+        return Ok((cwd, None));
+    };
+    if exists {
+        return Err(Error::invalid(
+            "worktree",
+            format!(
+                "session {} already exists: only a new session gets a worktree of its own; \
+                 omit worktree to continue it (it keeps the worktree it started with, if any)",
+                id
+            ),
+        ));
+    }
+    let made = worktree::create(shared, client, id, &cwd, base.as_deref()).await?;
+    Ok((made.cwd, Some(made.record)))
+}
+
+/// [`prepare`] in the directory the turn runs in (`made`: the new session's worktree).
+async fn prepare_in(
+    st: &mut SessionState,
+    call: &mut TurnCall,
+    client: Arc<ClientContext>,
+    cwd: Confined,
+    made: Option<WorktreeRecord>,
+) -> Result<Prepared> {
     // the bridge's own files (the client's and this process's) are never where a turn writes
     // (a level this client may not ask for is refused as `sandbox` when the turn is built)
     let writable = call.sandbox.is_some_and(|l| {
@@ -119,7 +180,7 @@ pub(super) async fn prepare(st: &mut SessionState, call: &mut TurnCall) -> Resul
         warm,
         reload,
     };
-    let (created, prior_usage) = mark_running(st, dir, &client, resume.is_some()).await?;
+    let (created, prior_usage) = mark_running(st, dir, &client, resume.is_some(), made).await?;
     Ok(Prepared {
         meta: CallMeta {
             sandbox: plan.turn.sandbox(),
@@ -175,14 +236,15 @@ fn warm_backend(st: &SessionState, has_images: bool) -> bool {
         && st.shared.warm.unusable().is_none()
 }
 
-/// Mark the session's record running (a new session's record made, bound to `dir` and the
-/// client's CODEX_HOME), stored and flushed; whether it was created, and codex's running
+/// Mark the session's record running (a new session's record made, bound to `dir`, the
+/// client's CODEX_HOME and its worktree, if any), stored and flushed; whether it was created, and codex's running
 /// total of the thread this turn continues (zero for a new thread).
 async fn mark_running(
     st: &mut SessionState,
     dir: PathBuf,
     client: &ClientContext,
     resumes: bool,
+    worktree: Option<WorktreeRecord>,
 ) -> Result<(bool, Usage)> {
     let created = st.record.is_none();
     let record = st
@@ -190,6 +252,7 @@ async fn mark_running(
         .get_or_insert_with(|| SessionRecord::new(st.id.clone(), dir, now_ms()));
     if created {
         record.codex_home = Some(client.codex_home.display().to_string());
+        record.worktree = worktree;
     }
     let prior_usage = if resumes {
         record.thread_usage

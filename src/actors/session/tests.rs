@@ -265,6 +265,7 @@ impl Setup {
             client: None,
             asker: None,
             host: None,
+            worktree: None,
         }
     }
 
@@ -481,7 +482,7 @@ async fn a_close_by_another_host_ends_none_of_its_turns() {
         async move {
             tokio::time::timeout(
                 Duration::from_secs(30),
-                b.close_session(&sid("h"), false, client, Some(host)),
+                b.close_session(&sid("h"), (false, false), client, Some(host)),
             )
             .await
             .expect("the close is answered")

@@ -895,6 +895,33 @@ impl Git {
         ))
     }
 
+    /// Whether `changes` are already in the working tree of `origin` (an apply landed them and
+    /// nobody changed those files since): the patch, reversed, applies there. Nothing changed
+    /// is applied.
+    pub async fn is_applied(&self, origin: &Repo, changes: &Changes) -> Result<bool> {
+        if changes.is_empty() {
+            return Ok(true);
+        }
+        let lock = repo_lock(&origin.common_dir);
+        let _held = lock.lock().await;
+        let top = &origin.toplevel;
+        let pins = self.pins_at(top).await?;
+        let out = self
+            .run(Call {
+                what: "apply --check --reverse",
+                cwd: top,
+                args: ["apply", "--check", "--reverse", "--whitespace=nowarn", "-"]
+                    .map(os)
+                    .into(),
+                pins: &pins,
+                index: None,
+                stdin: Some(&changes.patch),
+                cap: LISTING_CAP,
+            })
+            .await?;
+        Ok(out.code == Some(0))
+    }
+
     /// Whether one file's part of a patch applies to the working tree at `top`.
     async fn applies(&self, top: &Path, pins: &[(String, String)], part: &[u8]) -> Result<bool> {
         let out = self
@@ -1364,10 +1391,13 @@ mod tests {
         let c1 = git.changes(&repo, &w1, &base).await.unwrap();
         let c2 = git.changes(&repo, &w2, &base).await.unwrap();
         let c3 = git.changes(&repo, &w3, &base).await.unwrap();
+        assert!(!git.is_applied(&repo, &c1).await.unwrap());
         assert_eq!(
             git.apply(&repo, &base, &c1).await.unwrap(),
             Applied::Landed(vec!["a.txt".into(), "w1.txt".into()])
         );
+        assert!(git.is_applied(&repo, &c1).await.unwrap());
+        assert!(!git.is_applied(&repo, &c2).await.unwrap());
         assert_eq!(
             std::fs::read_to_string(r.join("a.txt")).unwrap(),
             "one\nw1\nthree\n"

@@ -21,7 +21,9 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "closeSession",
     title: "Close session",
     description: "Forget a session, cancelling its running turn. Optionally delete \
-                  Codex's thread too.",
+                  Codex's thread too. A session's own worktree is removed with its branch; \
+                  while it holds changes not applied the close is refused unless \
+                  dropChanges: true.",
     hints: [false, true, true, false],
     input: schema::<CloseSessionParams>,
     output: schema::<SessionResult>,
@@ -38,6 +40,10 @@ pub struct CloseSessionParams {
     /// Also delete Codex's own thread files (`codex delete`).
     #[serde(default)]
     pub delete_thread: Option<bool>,
+    /// A session with its own worktree: remove it even though it holds changes that were not
+    /// applied (they are lost). Without it such a close is refused, naming the files.
+    #[serde(default)]
+    pub drop_changes: Option<bool>,
 }
 
 impl McpServer {
@@ -50,7 +56,7 @@ impl McpServer {
                 .bridge
                 .close_session(
                     &id,
-                    delete_thread,
+                    (delete_thread, p.drop_changes.unwrap_or(false)),
                     self.client.clone(),
                     self.caller_host(ctx),
                 )

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::common::{check_model, finish, shape};
 use crate::actors::{TurnCall, WorkDir};
 use crate::config::ApprovalMode;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
 use crate::mcp::elicit;
@@ -84,6 +84,15 @@ pub struct CodexParams {
     /// time limit and restart.
     #[serde(default)]
     pub background: Option<bool>,
+    /// A new session only: work in a git worktree of its own (a new branch
+    /// `codex-bridge/<sessionId>` of the repository holding the working directory, outside
+    /// it), so that parallel sessions on one repository never collide. Its changes: `diff`;
+    /// landed on the checkout: `apply`; removed by `closeSession`.
+    #[serde(default)]
+    pub worktree: Option<bool>,
+    /// With `worktree`: the ref the worktree starts from (default the repository's `HEAD`).
+    #[serde(default)]
+    pub base: Option<String>,
 }
 
 impl McpServer {
@@ -108,6 +117,16 @@ impl McpServer {
         let cwd = match &p.working_directory {
             Some(d) => WorkDir::Given(self.resolve_dir(d)?),
             None => WorkDir::Default(self.default_dir(ctx).await?),
+        };
+        let worktree = match (p.worktree.unwrap_or(false), p.base) {
+            (true, base) => Some(base),
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(Error::invalid(
+                    "base",
+                    "is the ref a new worktree starts from: set worktree: true with it",
+                ));
+            }
         };
         let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let asker = match (&self.client.config.approvals, &ctx.ask) {
@@ -136,6 +155,7 @@ impl McpServer {
             asker,
             // whose it is: a close by another host does not end it
             host: self.caller_host(ctx),
+            worktree,
         };
         let report = self.bridge.turn(call).await?;
         let (session_id, resumed) = (report.session_id.to_string(), report.resumed);

@@ -179,6 +179,7 @@ pub(crate) fn session_info(v: SessionView, client: &ClientContext) -> SessionInf
         hand_off,
         hand_off_unavailable,
         live: v.live,
+        worktree: v.worktree,
     }
 }
 
@@ -189,14 +190,24 @@ impl McpServer {
 
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
+    /// A directory in a session's own worktree is refused: only the session that made it
+    /// works there (it names none: it continues where it is bound).
     pub(crate) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
-        Ok(crate::confine::resolve(
+        let dir = crate::confine::resolve(
             "workingDirectory",
             raw,
             self.first_root(),
             &self.client.config.roots,
             Kind::Dir,
-        )?)
+        )?;
+        if crate::confine::in_session_worktree(dir.path(), &self.client.config.worktrees_dir) {
+            return Err(Error::invalid(
+                "workingDirectory",
+                "lies in a session's own worktree: only that session works there (continue it \
+                 by its sessionId, without workingDirectory)",
+            ));
+        }
+        Ok(dir)
     }
 
     /// The working directory of a call that names none: the first of the client's roots that

@@ -18,6 +18,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "getSession",
     title: "Get session",
     description: "Show one stored session and how to go on with it in codex's own app. \
+                  Its own worktree, if any: path, branch, base commit, files changed. \
                   `handOff` is the command that continues it there (`handOffUnavailable` \
                   says why there is none); with `handOff: true` the server first lets go of \
                   the session's thread so that app can open it.",
@@ -46,11 +47,13 @@ impl McpServer {
         let run = async {
             let p: GetSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            let session = self
-                .bridge
-                .session_for(&id, p.hand_off)
-                .await?
-                .map(|v| session_info(v, &self.client));
+            let session = match self.bridge.session_for(&id, p.hand_off).await? {
+                Some(v) => Some(session_info(
+                    self.bridge.with_changes(v).await,
+                    &self.client,
+                )),
+                None => None,
+            };
             let text = match &session {
                 Some(s) => serde_json::to_string_pretty(s).unwrap_or_default(),
                 None => format!("No session {id}."),

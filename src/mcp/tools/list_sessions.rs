@@ -26,7 +26,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     input: schema::<ListSessionsParams>,
     output: schema::<SessionList>,
     task: false,
-    run: |s, args, _| Box::pin(std::future::ready(s.list_sessions(args))),
+    run: |s, args, _| Box::pin(s.list_sessions(args)),
 };
 
 /// `listSessions`.
@@ -52,8 +52,8 @@ pub struct SessionList {
 }
 
 impl McpServer {
-    fn list_sessions(&self, args: JsonObject) -> CallToolResult {
-        let run = || -> Result<CallToolResult> {
+    async fn list_sessions(&self, args: JsonObject) -> CallToolResult {
+        let run = async || -> Result<CallToolResult> {
             let p: ListSessionsParams = parse_args(args)?;
             let limit = p.limit.unwrap_or(DEFAULT_PAGE);
             if !(1..=MAX_PAGE).contains(&limit) {
@@ -63,11 +63,11 @@ impl McpServer {
                 ));
             }
             let page = self.bridge.sessions(p.cursor.as_deref(), limit as usize)?;
-            let sessions: Vec<SessionInfo> = page
-                .sessions
-                .into_iter()
-                .map(|v| session_info(v, &self.client))
-                .collect();
+            let mut sessions: Vec<SessionInfo> = Vec::with_capacity(page.sessions.len());
+            for v in page.sessions {
+                let v = self.bridge.with_changes(v).await;
+                sessions.push(session_info(v, &self.client));
+            }
             let text = if sessions.is_empty() {
                 "No sessions.".to_owned()
             } else {
@@ -90,6 +90,6 @@ impl McpServer {
                 },
             ))
         };
-        run().unwrap_or_else(|e| plain_error(&e))
+        run().await.unwrap_or_else(|e| plain_error(&e))
     }
 }

@@ -14,10 +14,12 @@
 //! invocation is built. The model id is also checked here, first, so a bad one is refused
 //! before anything is queued or spawned, on either backend.
 
+pub mod apply_session;
 pub mod close_session;
 pub mod codex;
 pub(crate) mod common;
 pub mod compact_session;
+pub mod diff_session;
 pub mod fork_session;
 pub mod get_session;
 pub mod list_sessions;
@@ -52,6 +54,8 @@ const TOOLS: &[ToolEntry] = &[
     list_sessions::TOOL,
     get_session::TOOL,
     close_session::TOOL,
+    diff_session::TOOL,
+    apply_session::TOOL,
     fork_session::TOOL,
     rename_session::TOOL,
     rewind_session::TOOL,
@@ -326,8 +330,8 @@ mod tests {
             }
         }
         assert_eq!(
-            seen, 64,
-            "16 tools, an input and an output schema each, both settings"
+            seen, 72,
+            "18 tools, an input and an output schema each, both settings"
         );
     }
 
