@@ -19,8 +19,8 @@ use crate::security::ids::SessionId;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "applySession",
     title: "Apply session",
-    description: "Apply what a session changed in its own worktree onto the checkout it \
-                  came from, all or nothing: if a file conflicts (the checkout changed it \
+    description: "Apply a worktree session's changes onto its checkout, all or nothing. \
+                  If a file conflicts (the checkout changed it \
                   since the session's base, or another apply did) nothing lands and each \
                   such file is named. Nothing is staged or committed.",
     hints: [false, false, false, false],
@@ -34,7 +34,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApplySessionParams {
-    /// The session whose worktree's changes to apply (best between its turns).
+    /// The session whose worktree's changes to apply. Best between its turns.
     pub session_id: String,
 }
 

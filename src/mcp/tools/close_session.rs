@@ -40,8 +40,8 @@ pub struct CloseSessionParams {
     /// Also delete Codex's own thread files (`codex delete`).
     #[serde(default)]
     pub delete_thread: Option<bool>,
-    /// A session with its own worktree: remove it even though it holds changes that were not
-    /// applied (they are lost). Without it such a close is refused, naming the files.
+    /// Remove a worktree with changes not applied (they are lost). Without it such a close is
+    /// refused, naming the files.
     #[serde(default)]
     pub drop_changes: Option<bool>,
 }

@@ -84,13 +84,11 @@ pub struct CodexParams {
     /// time limit and restart.
     #[serde(default)]
     pub background: Option<bool>,
-    /// A new session only: work in a git worktree of its own (a new branch
-    /// `codex-bridge/<sessionId>` of the repository holding the working directory, outside
-    /// it), so that parallel sessions on one repository never collide. Its changes: `diff`;
-    /// landed on the checkout: `apply`; removed by `closeSession`.
+    /// New session in a git worktree of its own. On branch `codex-bridge/<sessionId>`,
+    /// parallel sessions never collide. See `diffSession`, `applySession`, `closeSession`.
     #[serde(default)]
     pub worktree: Option<bool>,
-    /// With `worktree`: the ref the worktree starts from (default the repository's `HEAD`).
+    /// With `worktree`: the ref it starts from. Default `HEAD`.
     #[serde(default)]
     pub base: Option<String>,
 }

@@ -28,10 +28,10 @@ pub const DIFF_PAGE_BYTES: usize = 256 * 1024;
 pub(super) const TOOL: ToolEntry = ToolEntry {
     name: "diffSession",
     title: "Diff session",
-    description: "Show what a session changed in its own worktree (started with `codex` and \
-                  worktree: true) against its base commit, as a unified diff: tracked, new \
-                  and deleted files; binary files named, not shown. Large changes come a \
-                  page of files at a time: pass nextOffset as offset.",
+    description: "Show a worktree session's changes against its base as a unified diff. \
+                  Tracked, new and deleted files (of a session started with `codex` and \
+                  worktree: true); binary files named, not shown. Large changes come a page \
+                  of files at a time: pass nextOffset as offset.",
     hints: [true, false, true, false],
     input: schema::<DiffSessionParams>,
     output: schema::<DiffResult>,
@@ -45,11 +45,11 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct DiffSessionParams {
     /// The session whose worktree's changes to show.
     pub session_id: String,
-    /// The first file to show (its index in `files`; default 0): a previous page's
-    /// `nextOffset`.
+    /// The first file to show: a previous page's `nextOffset`. Its index in `files`; default
+    /// 0.
     #[serde(default)]
     pub offset: Option<u64>,
-    /// Most files on this page (1 to 200, default 50); a page also ends before 256 KiB of
+    /// Most files on this page: 1 to 200, default 50. A page also ends before 256 KiB of
     /// diff text.
     #[serde(default)]
     pub limit: Option<u32>,
