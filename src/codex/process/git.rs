@@ -420,6 +420,20 @@ fn repo_lock(common_dir: &Path) -> Arc<tokio::sync::Mutex<()>> {
     map.entry(common_dir.to_path_buf()).or_default().clone()
 }
 
+/// A copy of the index at `from`, with its modification time: git reads an entry whose file
+/// changed in the same second as the index was written ("racily clean") by its content, and
+/// knows which entries those are only by the index file's own time. A copy dated now made a
+/// file edited within a second of the checkout, at the same size, read as unchanged, and its
+/// change was missing from the diff and the apply.
+fn copy_index(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::copy(from, to)?;
+    let written = std::fs::metadata(from)?.modified()?;
+    std::fs::File::options()
+        .write(true)
+        .open(to)?
+        .set_modified(written)
+}
+
 fn path_of(stdout: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
     let s = stdout.strip_suffix(b"\n").unwrap_or(stdout);
@@ -814,7 +828,7 @@ impl Git {
             .await?;
         let own = path_of(&own);
         if own.is_file() {
-            std::fs::copy(&own, scratch.path().join("index")).map_err(|source| GitError::Io {
+            copy_index(&own, &scratch.path().join("index")).map_err(|source| GitError::Io {
                 what: "copy the worktree's index",
                 source,
             })?;
@@ -1200,6 +1214,60 @@ mod tests {
         std::fs::remove_file(wt.join("b.txt")).unwrap();
         std::fs::write(wt.join("new.txt"), "fresh\n").unwrap();
         std::fs::write(wt.join("bin.dat"), [0u8, 9, 9, 255, 0]).unwrap();
+    }
+
+    /// The seconds of a file's modification time.
+    fn mtime_secs(path: &Path) -> u64 {
+        let t = std::fs::metadata(path).unwrap().modified().unwrap();
+        t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    /// A file edited in the second its worktree was checked out, at the same size, is a change
+    /// (its stat data matches the index's; only the index file's own time tells git to read
+    /// it): read a second later, the diff shows it and the apply lands it. With the scratch
+    /// index dated when copied, the edit was missing from both (seen as a flake under load).
+    #[tokio::test]
+    async fn an_edit_in_the_checkouts_second_at_the_same_size_is_a_change() {
+        let git = git();
+        for _ in 0..10 {
+            let tmp = tempfile::tempdir().unwrap();
+            let r = repo(tmp.path());
+            let repo = git.discover("cwd", &r).await.unwrap();
+            let base = git.resolve_commit("base", &repo, "HEAD").await.unwrap();
+            // start at the beginning of a second, so that checkout and edit share it
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            tokio::time::sleep(std::time::Duration::from_nanos(
+                1_000_000_000 - u64::from(now.subsec_nanos()),
+            ))
+            .await;
+            let wt = tmp.path().join("wt");
+            git.add_worktree(&repo, &wt, "codex-bridge/racy", &base)
+                .await
+                .unwrap();
+            std::fs::write(wt.join("a.txt"), "one\nTWO\nthree\n").unwrap();
+            let index = wt.join(".git");
+            let gitdir = std::fs::read_to_string(&index).unwrap();
+            let index = PathBuf::from(gitdir.trim().trim_start_matches("gitdir: ")).join("index");
+            if mtime_secs(&wt.join("a.txt")) != mtime_secs(&index) {
+                continue; // the second turned between checkout and edit: again
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+            let changes = git.changes(&repo, &wt, &base).await.unwrap();
+            let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(paths, ["a.txt"], "{changes:?}");
+            assert!(matches!(
+                git.apply(&repo, &base, &changes).await.unwrap(),
+                Applied::Landed(_)
+            ));
+            assert_eq!(
+                std::fs::read_to_string(r.join("a.txt")).unwrap(),
+                "one\nTWO\nthree\n"
+            );
+            return;
+        }
+        panic!("the checkout and the edit never shared a second in 10 tries");
     }
 
     #[tokio::test]
