@@ -22,7 +22,7 @@ pub struct Settings {
     pub store: Option<PathBuf>,
 
     /// Where sessions that ask for their own git worktree get it (default: beside the store,
-    /// `<store>-worktrees`). Never inside the store or the config file's directory.
+    /// `<store>-worktrees`). Never inside the store, never holding it or a config file.
     #[arg(long, env = "CODEX_BRIDGE_WORKTREES", value_name = "DIR")]
     pub worktrees: Option<PathBuf>,
 
