@@ -884,17 +884,23 @@ async fn a_dead_hosts_plain_call_leaves_nothing_a_second_later() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // the record follows the kill (the actor folds the ended turn in): read until it settles
     let again = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    let v = settled_session(&again, "dies").await;
+    assert_eq!(v["session"]["lastStatus"], "cancelled", "{v}");
+}
+
+/// `getSession` of `id` once its record no longer says `running` (10 s at most): the record
+/// follows a turn's end (the session actor folds the ended turn in) just after its processes
+/// are gone, which is what the tests above wait for.
+async fn settled_session(s: &Server, id: &str) -> Value {
     let settled = Instant::now() + Duration::from_secs(10);
-    let v = loop {
-        let v = structured(&again.call("getSession", json!({"sessionId": "dies"})).await);
+    loop {
+        let v = structured(&s.call("getSession", json!({"sessionId": id})).await);
         if v["session"]["lastStatus"] != "running" || Instant::now() > settled {
-            break v;
+            return v;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(v["session"]["lastStatus"], "cancelled", "{v}");
+    }
 }
 
 /// Issue 43: every request a client wrote before it closed its input is answered before the
@@ -1171,7 +1177,7 @@ async fn a_background_turn_keeps_its_hosts_key_until_it_ends() {
         "A's key went before the background turn ended"
     );
     // the turn completed (the rule cut nothing short) and no spare came back with A's key
-    let g = structured(&b.call("getSession", json!({"sessionId": "bg"})).await);
+    let g = settled_session(&b, "bg").await;
     assert_eq!(g["session"]["lastStatus"], "completed", "{g}");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(holding_key(owner, KEY_A).is_empty(), "a spare with A's key");
