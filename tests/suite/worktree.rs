@@ -370,3 +370,194 @@ async fn four_worktree_sessions_on_one_repository_edit_apply_and_close_without_c
     assert_eq!(git(&repo, &["branch", "--list", "codex-bridge/*"]), "");
     assert!(!Path::new(&wt1).exists());
 }
+
+/// Every program the hostile repository below configures: hooks, filters (one only through
+/// `includeIf` on the worktree's branch), fsmonitor, the diff drivers and external diff.
+const HOSTILE_PROGRAMS: &[&str] = &[
+    "post-checkout",
+    "reference-transaction",
+    "post-index-change",
+    "filter-clean",
+    "filter-smudge",
+    "branch-clean",
+    "branch-smudge",
+    "fsmonitor",
+    "diff-external",
+    "diff-command",
+    "textconv",
+];
+
+/// A repository whose configuration names a program for each of [`HOSTILE_PROGRAMS`]; each
+/// appends to `marks/<name>` the name of the first process above it that is not git (who ran
+/// the git that ran it) and passes its input through, as a filter must.
+fn hostile_repository(repo: &Path, marks: &Path) {
+    std::fs::create_dir_all(marks).unwrap();
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(repo.join("c.br"), "branch\n").unwrap();
+    std::fs::write(
+        repo.join(".gitattributes"),
+        "*.txt filter=evil diff=evil\n*.br filter=br\n",
+    )
+    .unwrap();
+    // committed before any program is configured
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", "base"]);
+    let bin = repo.join(".git").join("evil");
+    std::fs::create_dir_all(&bin).unwrap();
+    for p in HOSTILE_PROGRAMS {
+        let script = bin.join(p);
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n\
+                 p=$PPID\n\
+                 while [ \"$(cat /proc/$p/comm 2>/dev/null)\" = git ]; do\n\
+                 \x20 p=$(sed 's/.*) [^ ]* //; s/ .*//' /proc/$p/stat)\n\
+                 done\n\
+                 echo \"$(cat /proc/$p/comm 2>/dev/null)\" >> '{}/{p}'\n\
+                 cat\n",
+                marks.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for h in [
+        "post-checkout",
+        "reference-transaction",
+        "post-index-change",
+    ] {
+        std::os::unix::fs::symlink(bin.join(h), repo.join(".git").join("hooks").join(h)).unwrap();
+    }
+    let e = |p: &str| bin.join(p).display().to_string();
+    std::fs::write(
+        repo.join(".git").join("branch.cfg"),
+        format!(
+            "[filter \"br\"]\n\tclean = {}\n\tsmudge = {}\n",
+            e("branch-clean"),
+            e("branch-smudge")
+        ),
+    )
+    .unwrap();
+    let mut config = std::fs::read_to_string(repo.join(".git").join("config")).unwrap();
+    config.push_str(&format!(
+        "[filter \"evil\"]\n\tclean = {}\n\tsmudge = {}\n\trequired = true\n\
+         [core]\n\tfsmonitor = {}\n\
+         [diff]\n\texternal = {}\n\
+         [diff \"evil\"]\n\tcommand = {}\n\ttextconv = {}\n\
+         [includeIf \"onbranch:codex-bridge/**\"]\n\tpath = branch.cfg\n",
+        e("filter-clean"),
+        e("filter-smudge"),
+        e("fsmonitor"),
+        e("diff-external"),
+        e("diff-command"),
+        e("textconv"),
+    ));
+    std::fs::write(repo.join(".git").join("config"), config).unwrap();
+}
+
+/// Who ran each program of the hostile repository: `(program, the process above its git)`.
+fn programs_run(marks: &Path) -> Vec<(String, String)> {
+    let mut ran = Vec::new();
+    for p in HOSTILE_PROGRAMS {
+        if let Ok(who) = std::fs::read_to_string(marks.join(p)) {
+            ran.extend(who.lines().map(|w| (p.to_string(), w.to_owned())));
+        }
+    }
+    ran
+}
+
+/// The server's own git runs none of a repository's programs while it makes a session's
+/// worktree, shows its changes, applies them and removes it, against the real codex (whose
+/// own git may run the repository's filters during a turn: those runs name codex, not this
+/// server, as the process above their git). The negative control: plain `git worktree add` of
+/// the same repository runs its hook, its filter and the filter `includeIf` adds on the
+/// worktree's branch.
+#[tokio::test]
+async fn a_hostile_repository_runs_none_of_its_programs_through_the_worktree_tools() {
+    let env = TestEnv::new();
+    let repo = env.work().join("hostile");
+    std::fs::create_dir(&repo).unwrap();
+    let marks = env.root().join("marks");
+    hostile_repository(&repo, &marks);
+    // the control: git the ordinary way runs them
+    let control = env.root().join("control-wt");
+    let control_s = control.display().to_string();
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "codex-bridge/control",
+            &control_s,
+        ],
+    );
+    let ran = programs_run(&marks);
+    for p in ["post-checkout", "filter-smudge", "branch-smudge"] {
+        assert!(
+            ran.iter().any(|(q, _)| q == p),
+            "plain git ran no {p}: {ran:?}"
+        );
+    }
+    git(&repo, &["worktree", "remove", "--force", &control_s]);
+    git(&repo, &["branch", "-D", "codex-bridge/control"]);
+    std::fs::remove_dir_all(&marks).unwrap();
+    std::fs::create_dir_all(&marks).unwrap();
+
+    let mock = MockApi::start().await;
+    let s = connect_with(&server_env(&env, &mock), env.root(), Protocol::Legacy).await;
+    mock.push_for_user_text(
+        "hostile-edit",
+        Reply::exec_command("printf 'one\\nTWO\\nthree\\n' > a.txt && echo new > new.txt"),
+    );
+    mock.push_for_user_text("hostile-edit", Reply::message("edited"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "hostile-edit", "model": MODEL, "sessionId": "hostile",
+                   "workingDirectory": repo, "sandbox": "workspace-write", "worktree": true}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let r = s.call("diffSession", json!({"sessionId": "hostile"})).await;
+    let diff = value(&r)["diff"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        diff.contains("+TWO") && diff.contains("+new"),
+        "{}",
+        text(&r)
+    );
+    let r = s.call("getSession", json!({"sessionId": "hostile"})).await;
+    assert!(
+        value(&r)["session"]["worktree"]["files"].is_array(),
+        "{}",
+        text(&r)
+    );
+    let r = s
+        .call("applySession", json!({"sessionId": "hostile"}))
+        .await;
+    assert_eq!(value(&r)["applied"], true, "{}", text(&r));
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
+    let r = s
+        .call("closeSession", json!({"sessionId": "hostile"}))
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let list = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(list.matches("worktree ").count(), 1, "{list}");
+
+    let ours: Vec<_> = programs_run(&marks)
+        .into_iter()
+        .filter(|(_, who)| who.starts_with("codex-mcp-brid"))
+        .collect();
+    assert_eq!(
+        ours,
+        Vec::<(String, String)>::new(),
+        "the server's git ran them"
+    );
+}
