@@ -56,7 +56,8 @@ impl Shared {
             queue_timeout: config.queue_timeout,
             fault_injection: false,
             credentials: HeldCredentials::new(Credentials::of_env(&common.env)),
-            git: Git::find(&std::env::var("PATH").unwrap_or_default()),
+            git: Git::find(&std::env::var("PATH").unwrap_or_default())
+                .map(|git| git.with_scratch(config.store_dir.join("git-scratch"))),
             common,
             codex_home,
             store,

@@ -326,6 +326,24 @@ fn gone(id: &SessionId, wt: &WorktreeRecord) -> Error {
     )
 }
 
+/// The header of one file's part of a patch: `diff --git`, its mode lines (a file made
+/// executable says so, binary or not) and `index`, up to its content (git quotes a path that
+/// is not plain, so the header is text).
+fn header_of(part: &[u8]) -> String {
+    let mut header = String::new();
+    for line in part.split_inclusive(|b| *b == b'\n') {
+        if line.starts_with(b"--- ")
+            || line.starts_with(b"@@")
+            || line.starts_with(b"Binary files ")
+            || line.starts_with(b"GIT binary patch")
+        {
+            break;
+        }
+        header.push_str(&String::from_utf8_lossy(line));
+    }
+    header
+}
+
 /// Session `id`'s changes against its base, file by file (a binary file's part names it).
 pub(crate) async fn diff(
     shared: &Shared,
@@ -338,15 +356,16 @@ pub(crate) async fn diff(
     };
     let files = changed_files(&c);
     let parts = c
-        .per_file()
+        .shown_per_file()
         .iter()
         .zip(&files)
         .map(|(part, f)| {
             if f.binary {
                 format!(
-                    "diff --git a/{p} b/{p}\nBinary file {p} {} (not shown)\n",
-                    f.status,
-                    p = f.path
+                    "{}Binary file {} {} (not shown)\n",
+                    header_of(part),
+                    f.path,
+                    f.status
                 )
             } else {
                 String::from_utf8_lossy(part).into_owned()

