@@ -178,8 +178,6 @@ async fn bad_arguments_get_field_named_errors_and_the_server_stays_up_under(prot
 
 #[tokio::test]
 async fn ping_says_whether_codex_is_supported_newer_than_tested_or_older_than_supported() {
-    let env = TestEnv::new();
-    let mock = MockApi::start().await;
     for (version, support, says) in [
         ("0.171.0", "supported", "(supported)"),
         (
@@ -193,6 +191,10 @@ async fn ping_says_whether_codex_is_supported_newer_than_tested_or_older_than_su
             "ERROR: older than the oldest supported, 0.145.0",
         ),
     ] {
+        // a store of its own each: the last server, still on its way out, would own a shared
+        // one and answer with its codex
+        let env = TestEnv::new();
+        let mock = MockApi::start().await;
         let fake = super::cli::fake_codex_answering(env.root(), version);
         let mut vars = server_env(&env, &mock);
         vars.retain(|(k, _)| k != "CODEX_BIN");
