@@ -63,7 +63,10 @@ pub(super) async fn close(
         let _ = reply.send(Err(Error::invalid(
             "sessionId",
             format!(
-                "session {} runs a turn (or has one queued) that another host started: only                  a client of that host (its client name, CODEX_HOME and roots; over HTTP, its                  HTTP session) can end it; nothing was cancelled. Close the session once its                  turn has ended",
+                "session {} runs a turn (or has one queued) that another host started: only \
+                 a client of that host (its client name, CODEX_HOME and roots; over HTTP, its \
+                 HTTP session) can end it; nothing was cancelled. Close the session once its \
+                 turn has ended",
                 st.id
             ),
         )));
