@@ -45,30 +45,24 @@ fn lookup(path: &Path) -> Lookup {
     Lookup::Found { canonical, what }
 }
 
-/// Whether `dir` (canonical) lies in a session's own worktree under `place` (the operator's
-/// worktrees directory): the component of `dir` right under `place` holds a `.git` file
-/// naming a git directory whose `HEAD` is on one of this server's branches
-/// ([`crate::security::worktree::is_session_head`]). A session's commands cannot change that
-/// `HEAD`: it lies in the repository's own `.git`, outside the worktree.
-pub fn in_session_worktree(dir: &Path, place: &Path) -> bool {
-    let place = std::fs::canonicalize(place).unwrap_or_else(|_| place.to_path_buf());
-    let Some(first) = dir
-        .strip_prefix(&place)
-        .ok()
-        .and_then(|rest| rest.components().next())
-    else {
-        return false;
-    };
-    let top = place.join(first);
-    let Ok(link) = std::fs::read_to_string(top.join(".git")) else {
-        return false;
-    };
-    let Some(gitdir) = link.trim_end().strip_prefix("gitdir: ") else {
-        return false;
-    };
-    let gitdir = top.join(gitdir);
-    std::fs::read_to_string(gitdir.join("HEAD"))
-        .is_ok_and(|head| crate::security::worktree::is_session_head(&head))
+/// Whether `dir` (canonical) lies in a session's own worktree, wherever that lies (not only
+/// under the worktrees directory of this process's settings: a relay's, or an earlier
+/// `--worktrees`, may differ from the one its owner made it under): `dir` or one of its
+/// ancestors holds a `.git` file (a linked worktree) naming a git directory whose `HEAD` is on
+/// one of this server's branches ([`crate::security::worktree::is_session_head`]). A
+/// session's commands cannot change that `HEAD`: it lies in the repository's own `.git`,
+/// outside the worktree.
+pub fn in_session_worktree(dir: &Path) -> bool {
+    dir.ancestors().any(|top| {
+        let Ok(link) = std::fs::read_to_string(top.join(".git")) else {
+            return false;
+        };
+        let Some(gitdir) = link.trim_end().strip_prefix("gitdir: ") else {
+            return false;
+        };
+        std::fs::read_to_string(top.join(gitdir).join("HEAD"))
+            .is_ok_and(|head| crate::security::worktree::is_session_head(&head))
+    })
 }
 
 /// Repeat the confinement check on an already resolved path, right before spawning: the path
@@ -140,6 +134,34 @@ pub const CODEX_TEMP_DIR: &str = "/tmp";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_worktree_is_known_by_its_head_wherever_it_lies() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().canonicalize().unwrap();
+        // a linked worktree (a `.git` file) anywhere, not under any worktrees directory
+        let linked = |name: &str, head: &str| {
+            let wt = base.join(name);
+            let gitdir = base.join("repo.git/worktrees").join(name);
+            std::fs::create_dir_all(wt.join("deep/er")).unwrap();
+            std::fs::create_dir_all(&gitdir).unwrap();
+            std::fs::write(gitdir.join("HEAD"), head).unwrap();
+            std::fs::write(wt.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+            wt
+        };
+        let session = linked("s1", "ref: refs/heads/codex-bridge/s1\n");
+        assert!(in_session_worktree(&session));
+        assert!(in_session_worktree(&session.join("deep/er")));
+        // a relative gitdir too
+        std::fs::write(session.join(".git"), "gitdir: ../repo.git/worktrees/s1\n").unwrap();
+        assert!(in_session_worktree(&session.join("deep")));
+        // a person's own linked worktree, a detached one, and no worktree at all
+        let own = linked("mine", "ref: refs/heads/feature\n");
+        assert!(!in_session_worktree(&own.join("deep")));
+        let detached = linked("det", "0123456789abcdef0123456789abcdef01234567\n");
+        assert!(!in_session_worktree(&detached));
+        assert!(!in_session_worktree(&base));
+    }
 
     fn tree() -> (tempfile::TempDir, PathBuf, PathBuf) {
         let t = tempfile::tempdir().unwrap();

@@ -203,6 +203,8 @@ pub struct SessionDiff {
     pub worktree: WorktreeView,
     pub files: Vec<ChangedFile>,
     pub parts: Vec<String>,
+    /// The SHA-256 (hex) of the whole patch an apply would land now.
+    pub digest: String,
 }
 
 /// What `apply` did to the checkout a session came from.

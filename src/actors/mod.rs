@@ -433,17 +433,30 @@ impl Bridge {
         view
     }
 
-    /// Session `id`'s changes in its own worktree against its base, file by file.
-    pub async fn session_diff(&self, id: &SessionId) -> Result<SessionDiff> {
-        let rec = self.stored(id)?;
+    /// Session `id`'s changes in its own worktree against its base, file by file, with the
+    /// digest of the patch an apply would land now. A session of another `CODEX_HOME` than
+    /// `client`'s is refused exactly as one that does not exist.
+    pub async fn session_diff(
+        &self,
+        id: &SessionId,
+        client: &ClientContext,
+    ) -> Result<SessionDiff> {
+        let rec = self.stored_for(id, client)?;
         worktree::diff(&self.shared, id, rec.worktree.as_ref()).await
     }
 
     /// Apply session `id`'s changes onto the checkout it came from: all or nothing, never
     /// staged or committed. Refused, naming `sessionId`, while the session runs a turn (its
-    /// changes are half made).
-    pub async fn apply_session(&self, id: &SessionId) -> Result<ApplyOutcome> {
-        let rec = self.stored(id)?;
+    /// changes are half made), and exactly as an unknown session for a `client` of another
+    /// `CODEX_HOME`; with `digest` (a `diffSession`'s), refused naming `digest` when the
+    /// changes are no longer the ones it was taken of.
+    pub async fn apply_session(
+        &self,
+        id: &SessionId,
+        client: &ClientContext,
+        digest: Option<&str>,
+    ) -> Result<ApplyOutcome> {
+        let rec = self.stored_for(id, client)?;
         if rec.last_status == Some(TurnStatus::Running) {
             return Err(Error::invalid(
                 "sessionId",
@@ -453,17 +466,22 @@ impl Bridge {
                 ),
             ));
         }
-        worktree::apply(&self.shared, id, rec.worktree.as_ref()).await
+        worktree::apply(&self.shared, id, rec.worktree.as_ref(), digest).await
+    }
+
+    /// Session `id`'s record for `client`: one of another `CODEX_HOME` (which `client` may not
+    /// continue) is refused exactly as one that does not exist, naming `sessionId`.
+    fn stored_for(&self, id: &SessionId, client: &ClientContext) -> Result<SessionRecord> {
+        let rec = self.stored(id)?;
+        if client.check_codex_home(&rec).is_err() {
+            return Err(no_session(id));
+        }
+        Ok(rec)
     }
 
     /// Session `id`'s record, or a refusal naming `sessionId`.
     fn stored(&self, id: &SessionId) -> Result<SessionRecord> {
-        self.shared.store.get(id)?.ok_or_else(|| {
-            Error::invalid(
-                "sessionId",
-                format!("no session {id}; start one with the `codex` tool"),
-            )
-        })
+        self.shared.store.get(id)?.ok_or_else(|| no_session(id))
     }
 
     /// A session's record as stored (tests and the `sessions` command; the session tools go
@@ -658,4 +676,13 @@ pub async fn recover_interrupted(store: &Store) -> Result<()> {
         crate::actors::inflight::off_record(store, &id)?;
     }
     Ok(store.flush().await?)
+}
+
+/// The refusal for a session that does not exist (or, to a client of another `CODEX_HOME`,
+/// one that is not its to see), naming `sessionId`.
+fn no_session(id: &SessionId) -> Error {
+    Error::invalid(
+        "sessionId",
+        format!("no session {id}; start one with the `codex` tool"),
+    )
 }

@@ -378,20 +378,45 @@ pub(crate) async fn diff(
         worktree,
         files,
         parts,
+        digest: digest(&c),
     })
 }
 
+/// The digest of a worktree's changes: the SHA-256 (lowercase hex) of the whole patch an apply
+/// lands (binary files included), so that an apply can be bound to the diff a person read.
+pub(crate) fn digest(c: &Changes) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(&c.patch)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Apply session `id`'s changes onto the checkout it came from, all or nothing, never staged
-/// or committed.
+/// or committed. With `expected` (a digest `diffSession` gave), refused naming `digest`, and
+/// nothing landed, when the changes are no longer those ([`digest`]).
 pub(crate) async fn apply(
     shared: &Shared,
     id: &SessionId,
     wt: Option<&WorktreeRecord>,
+    expected: Option<&str>,
 ) -> Result<ApplyOutcome> {
     let wt = of_record(id, wt)?;
     let Some((repo, c)) = changes(shared, wt).await? else {
         return Err(gone(id, wt));
     };
+    if let Some(expected) = expected
+        && !expected.trim().eq_ignore_ascii_case(&digest(&c))
+    {
+        return Err(Error::invalid(
+            "digest",
+            format!(
+                "session {id}'s changes are no longer the ones this digest was taken of (they \
+                 changed since that diffSession); read them again with diffSession and pass its \
+                 digest (nothing was applied)"
+            ),
+        ));
+    }
     Ok(
         match git(shared)?.apply(&repo, &wt.base_commit, &c).await? {
             Applied::Landed(files) => ApplyOutcome::Landed(files),

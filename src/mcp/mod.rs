@@ -81,8 +81,9 @@ continue the same conversation later, even after the server restarts. The sandbo
 - `listSessions`, `getSession`, `closeSession` manage sessions; `ping` reports health.
 - Several sessions on one repository: start each with `worktree: true` (a new session only) \
 and it works in a git worktree of its own, so none overwrites another's files. \
-`diffSession` shows what it changed; `applySession` lands that on the checkout, all or \
-nothing; `closeSession` removes the worktree (`dropChanges: true` to drop changes not applied).
+`diffSession` shows what it changed, with a `digest`; `applySession` with that `digest` lands \
+exactly that on the checkout, all or nothing; `closeSession` removes the worktree \
+(`dropChanges: true` to drop changes not applied, or those of a turn still running).
 - A long `codex` or `review` turn: pass `background: true`, then call `wait` with the \
 returned `sessionId` (or `reviewId`) until its status is no longer `running`. It keeps running \
 if your call is cut off or your client restarts; `stop` stops it.

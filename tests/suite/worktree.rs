@@ -561,3 +561,161 @@ async fn a_hostile_repository_runs_none_of_its_programs_through_the_worktree_too
         "the server's git ran them"
     );
 }
+
+/// The worktree tools keep to the session's host and to what a person read: `applySession`
+/// with `diffSession`'s digest lands only those changes (a stale digest is refused naming
+/// `digest`, landing nothing); a client of another `CODEX_HOME` is told the session does not
+/// exist by `diffSession` and `applySession`, exactly as for an unknown one, and may not drop
+/// its changes; a server started with its own `--worktrees` still refuses a session's
+/// worktree as a `workingDirectory`; a close while the session's turn runs is refused without
+/// `dropChanges`; and a worktree that could not be removed is said, with its path and branch.
+#[tokio::test]
+async fn worktree_tools_keep_to_the_sessions_host_and_apply_only_what_was_read() {
+    let env = TestEnv::new();
+    let repo = env.work().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let mock = MockApi::start().await;
+    let vars = server_env(&env, &mock);
+    let s = connect_with(&vars, env.root(), Protocol::Legacy).await;
+    mock.push_for_user_text("wt-bound", Reply::exec_command("echo x > x.txt"));
+    mock.push_for_user_text("wt-bound", Reply::message("made x"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "wt-bound", "model": MODEL, "workingDirectory": repo,
+                   "sandbox": "workspace-write", "worktree": true}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    let id = value(&r)["sessionId"].as_str().unwrap().to_owned();
+    let r = s.call("getSession", json!({"sessionId": id})).await;
+    let wt = value(&r)["session"]["worktree"]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let branch = format!("codex-bridge/{id}");
+
+    // the digest binds the apply to the changes read: one made since is refused, nothing lands
+    let r = s.call("diffSession", json!({"sessionId": id})).await;
+    let read = value(&r)["digest"].as_str().unwrap().to_owned();
+    assert_eq!(read.len(), 64, "{}", text(&r));
+    std::fs::write(Path::new(&wt).join("y.txt"), "sneaked in\n").unwrap();
+    let r = s
+        .call("applySession", json!({"sessionId": id, "digest": read}))
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("`digest`"), "{}", text(&r));
+    assert!(!repo.join("x.txt").exists() && !repo.join("y.txt").exists());
+    let r = s.call("diffSession", json!({"sessionId": id})).await;
+    let now = value(&r)["digest"].as_str().unwrap().to_owned();
+    assert_ne!(now, read);
+
+    // another CODEX_HOME's client: no such session for the diff and the apply, no drop
+    let other = crate::support::mcp::connect_other_home(&env, &mock).await;
+    for tool in ["diffSession", "applySession"] {
+        let unknown = text(&s.call(tool, json!({"sessionId": "no-such-session"})).await)
+            .replace("no-such-session", &id);
+        let r = other.call(tool, json!({"sessionId": id})).await;
+        assert_eq!(r.is_error, Some(true), "{tool}: {}", text(&r));
+        assert_eq!(text(&r), unknown, "{tool}");
+    }
+    let r = other
+        .call(
+            "closeSession",
+            json!({"sessionId": id, "dropChanges": true}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(text(&r).contains("`sessionId`"), "{}", text(&r));
+    assert!(Path::new(&wt).is_dir());
+    assert!(!repo.join("x.txt").exists());
+
+    // a server with its own worktrees directory still keeps out of the session's worktree
+    let mut elsewhere = vars.clone();
+    elsewhere.push((
+        "CODEX_BRIDGE_WORKTREES".into(),
+        env.root().join("elsewhere-worktrees").display().to_string(),
+    ));
+    let relay = connect_with(&elsewhere, env.root(), Protocol::Legacy).await;
+    mock.push_for_user_text("wt-intruder", Reply::message("in"));
+    let r = relay
+        .call(
+            "codex",
+            json!({"prompt": "wt-intruder", "model": MODEL, "workingDirectory": wt}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("`workingDirectory`") && text(&r).contains("own worktree"),
+        "{}",
+        text(&r)
+    );
+
+    // the digest of what is there now lands it
+    let r = s
+        .call("applySession", json!({"sessionId": id, "digest": now}))
+        .await;
+    assert_eq!(value(&r)["applied"], true, "{}", text(&r));
+    assert!(repo.join("x.txt").is_file() && repo.join("y.txt").is_file());
+
+    // a close while the session's turn runs would lose what it writes: refused without
+    // dropChanges (every change so far is applied)
+    mock.push_for_user_text(
+        "wt-busy",
+        Reply::exec_command("echo z > z.txt").with_delay(std::time::Duration::from_millis(1500)),
+    );
+    mock.push_for_user_text("wt-busy", Reply::message("made z"));
+    let r = s
+        .call(
+            "codex",
+            json!({"prompt": "wt-busy", "model": MODEL, "sessionId": id,
+                   "sandbox": "workspace-write", "background": true}),
+        )
+        .await;
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    mock.wait_for_in_flight(|n| n >= 1, std::time::Duration::from_secs(30))
+        .await;
+    let r = s.call("closeSession", json!({"sessionId": id})).await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains("`dropChanges`") && text(&r).contains("still making changes"),
+        "{}",
+        text(&r)
+    );
+    let mut polls = 0;
+    let r = loop {
+        polls += 1;
+        let r = s
+            .call("wait", json!({"sessionId": id, "waitSeconds": 20}))
+            .await;
+        if value(&r)["status"] != "running" {
+            break r;
+        }
+        assert!(polls < 10, "never ended: {}", text(&r));
+    };
+    assert_eq!(value(&r)["status"], "completed", "{}", text(&r));
+    assert!(Path::new(&wt).join("z.txt").is_file());
+
+    // a worktree that cannot be removed (its checkout moved away) is said, path and branch
+    let away = env.work().join("repo-away");
+    std::fs::rename(&repo, &away).unwrap();
+    let r = s
+        .call(
+            "closeSession",
+            json!({"sessionId": id, "dropChanges": true}),
+        )
+        .await;
+    std::fs::rename(&away, &repo).unwrap();
+    assert_eq!(r.is_error, Some(true), "{}", text(&r));
+    assert!(
+        text(&r).contains(&wt) && text(&r).contains(&branch),
+        "{}",
+        text(&r)
+    );
+    git(&repo, &["worktree", "remove", "--force", &wt]);
+    git(&repo, &["branch", "-D", &branch]);
+}

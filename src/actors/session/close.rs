@@ -63,7 +63,10 @@ pub(super) async fn close(
         let _ = reply.send(Err(Error::invalid(
             "sessionId",
             format!(
-                "session {} runs a turn (or has one queued) that another host started: only                  a client of that host (its client name, CODEX_HOME and roots; over HTTP, its                  HTTP session) can end it; nothing was cancelled. Close the session once its                  turn has ended",
+                "session {} runs a turn (or has one queued) that another host started: only \
+                 a client of that host (its client name, CODEX_HOME and roots; over HTTP, its \
+                 HTTP session) can end it; nothing was cancelled. Close the session once its \
+                 turn has ended",
                 st.id
             ),
         )));
@@ -77,6 +80,14 @@ pub(super) async fn close(
         return;
     }
     let wt = st.record.as_ref().and_then(|r| r.worktree.clone());
+    if let Err(e) = others_worktree(st, &client, host.as_deref(), drop_changes).and(still_changing(
+        st,
+        wt.as_ref(),
+        drop_changes,
+    )) {
+        let _ = reply.send(Err(e));
+        return;
+    }
     if let Err(e) = keeps_changes(&st.shared, &st.id, wt, drop_changes).await {
         let _ = reply.send(Err(e));
         return;
@@ -97,18 +108,31 @@ pub(super) async fn close(
         let _ = r.send(Err(Error::Cancelled { partial: None }));
     }
     // the worktree and its branch go before the record: the store never points at a worktree
-    // that is gone (one removed by hand is pruned from git's list)
+    // that is gone (one removed by hand is pruned from git's list); one that could not be
+    // removed is said in the answer, with its path and branch, not silently forgotten
+    let mut left = None;
     if let Some(wt) = st.record.as_ref().and_then(|r| r.worktree.clone())
         && let Err(e) = crate::actors::worktree::remove(&st.shared, &wt).await
     {
         tracing::warn!(session = %st.id, error = %e, "could not remove the session's worktree");
+        left = Some(Error::SessionFailed(format!(
+            "session {} was closed, but its worktree {} and its branch {} could not be \
+             removed ({e}); they are left: remove them by hand (`git worktree remove --force`, \
+             `git branch -D`)",
+            st.id,
+            wt.path.display(),
+            wt.branch
+        )));
     }
-    let res = forget_stored(&st.shared, &st.id).await;
+    let mut res = forget_stored(&st.shared, &st.id).await;
     st.record = None;
     let thread = match (&res, delete_thread) {
         (Ok(Some(rec)), true) => rec.thread_id,
         _ => None,
     };
+    if let (Ok(_), Some(e)) = (&res, left) {
+        res = Err(e);
+    }
     match (thread, myself.try_get_supervisor()) {
         // `codex delete` may take up to 30 s: a one-shot actor under the registry runs it,
         // not this handler; the reply still comes once it is done
@@ -134,6 +158,54 @@ pub(super) async fn close(
     if myself.drain().is_err() {
         myself.stop(Some("closed".into()));
     }
+}
+
+/// Refuse, naming `sessionId`, a close that would drop the changes in the worktree of another
+/// `CODEX_HOME`'s session (one `client` may not continue): only a host that may continue a
+/// session drops its changes. The operator's close (`host` `None`) may.
+fn others_worktree(
+    st: &SessionState,
+    client: &ClientContext,
+    host: Option<&str>,
+    drop_changes: bool,
+) -> Result<()> {
+    let Some(rec) = st.record.as_ref().filter(|r| r.worktree.is_some()) else {
+        return Ok(());
+    };
+    if !drop_changes || host.is_none() || client.check_codex_home(rec).is_ok() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "sessionId",
+        format!(
+            "session {} was started by a client with another CODEX_HOME: only a client that may \
+             continue it may drop its worktree's changes; nothing was closed",
+            st.id
+        ),
+    ))
+}
+
+/// Refuse, naming `dropChanges`, the close of a worktree session whose turn runs or is queued
+/// unless told to drop its changes: what the turn writes after the check for changes not
+/// applied would be lost with the worktree.
+fn still_changing(
+    st: &SessionState,
+    wt: Option<&crate::store::WorktreeRecord>,
+    drop_changes: bool,
+) -> Result<()> {
+    let busy = matches!(st.phase, Phase::Turn { .. }) || !st.pending.is_empty();
+    if wt.is_none() || drop_changes || !busy {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "dropChanges",
+        format!(
+            "session {} runs a turn (or has one queued) that is still making changes in its \
+             worktree: stop it first (`stop`, or wait for it), or close with dropChanges: true \
+             to drop them; nothing was closed",
+            st.id
+        ),
+    ))
 }
 
 /// Refuse the close, naming `dropChanges`, when the session's worktree holds changes that are

@@ -22,7 +22,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     description: "Apply a worktree session's changes onto its checkout, all or nothing. \
                   If a file conflicts (the checkout changed it \
                   since the session's base, or another apply did) nothing lands and each \
-                  such file is named. Nothing is staged or committed.",
+                  such file is named. Nothing is staged or committed. Pass diffSession's \
+                  digest to apply only the changes that were read.",
     hints: [false, false, false, false],
     input: schema::<ApplySessionParams>,
     output: schema::<ApplyResult>,
@@ -36,6 +37,10 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
 pub struct ApplySessionParams {
     /// The session whose worktree's changes to apply. Best between its turns.
     pub session_id: String,
+    /// The digest diffSession gave with the changes read. If the changes differ now, nothing
+    /// lands.
+    #[serde(default)]
+    pub digest: Option<String>,
 }
 
 /// `applySession`.
@@ -57,7 +62,10 @@ impl McpServer {
         let run = async {
             let p: ApplySessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
-            let outcome = self.bridge.apply_session(&id).await?;
+            let outcome = self
+                .bridge
+                .apply_session(&id, &self.client, p.digest.as_deref())
+                .await?;
             Ok(match outcome {
                 ApplyOutcome::Landed(files) => {
                     let text = if files.is_empty() {

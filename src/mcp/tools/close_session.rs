@@ -40,8 +40,8 @@ pub struct CloseSessionParams {
     /// Also delete Codex's own thread files (`codex delete`).
     #[serde(default)]
     pub delete_thread: Option<bool>,
-    /// Remove a worktree with changes not applied (they are lost). Without it such a close is
-    /// refused, naming the files.
+    /// Remove a worktree with changes not applied (they are lost). Without it such a close, or
+    /// one while its turn still runs, is refused.
     #[serde(default)]
     pub drop_changes: Option<bool>,
 }

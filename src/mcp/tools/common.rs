@@ -190,8 +190,8 @@ impl McpServer {
 
     /// Resolve a caller's working directory inside the allowed roots (relative paths are
     /// relative to the first root).
-    /// A directory in a session's own worktree is refused: only the session that made it
-    /// works there (it names none: it continues where it is bound).
+    /// A directory in a session's own worktree, wherever it lies, is refused: only the session
+    /// that made it works there (it names none: it continues where it is bound).
     pub(crate) fn resolve_dir(&self, raw: &str) -> Result<Confined> {
         let dir = crate::confine::resolve(
             "workingDirectory",
@@ -200,7 +200,7 @@ impl McpServer {
             &self.client.config.roots,
             Kind::Dir,
         )?;
-        if crate::confine::in_session_worktree(dir.path(), &self.client.config.worktrees_dir) {
+        if crate::confine::in_session_worktree(dir.path()) {
             return Err(Error::invalid(
                 "workingDirectory",
                 "lies in a session's own worktree: only that session works there (continue it \

@@ -31,7 +31,8 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     description: "Show a worktree session's changes against its base as a unified diff. \
                   Tracked, new and deleted files (of a session started with `codex` and \
                   worktree: true); binary files named, not shown. Large changes come a page \
-                  of files at a time: pass nextOffset as offset.",
+                  of files at a time: pass nextOffset as offset. Its digest binds \
+                  applySession to these changes.",
     hints: [true, false, true, false],
     input: schema::<DiffSessionParams>,
     output: schema::<DiffResult>,
@@ -73,6 +74,9 @@ pub struct DiffResult {
     /// Files of this page whose diff was cut at the page's byte budget.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cut: Vec<String>,
+    /// SHA-256 (hex) of all the changes (every page), as an apply would land them: pass it to
+    /// `applySession` as `digest` to apply only what was read.
+    pub digest: String,
 }
 
 /// One page of a diff: from file `offset`, at most `limit` files and about `budget` bytes.
@@ -136,7 +140,7 @@ impl McpServer {
                     format!("must be between 1 and {MAX_DIFF_FILES}"),
                 ));
             }
-            let d = self.bridge.session_diff(&id).await?;
+            let d = self.bridge.session_diff(&id, &self.client).await?;
             let offset = p.offset.unwrap_or(0);
             if offset > 0 && offset >= d.files.len() as u64 {
                 return Err(Error::invalid(
@@ -173,6 +177,7 @@ impl McpServer {
                     shown: pg.shown as u64,
                     next_offset: pg.next.map(|n| n as u64),
                     cut: pg.cut,
+                    digest: d.digest,
                 },
             ))
         };
