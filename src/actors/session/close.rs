@@ -60,16 +60,7 @@ pub(super) async fn close(
     reply: oneshot::Sender<Result<Option<SessionRecord>>>,
 ) {
     if others_turn(st, host.as_deref()) {
-        let _ = reply.send(Err(Error::invalid(
-            "sessionId",
-            format!(
-                "session {} runs a turn (or has one queued) that another host started: only \
-                 a client of that host (its client name, CODEX_HOME and roots; over HTTP, its \
-                 HTTP session) can end it; nothing was cancelled. Close the session once its \
-                 turn has ended",
-                st.id
-            ),
-        )));
+        let _ = reply.send(Err(others_turn_refused(&st.id)));
         return;
     }
     if delete_thread
@@ -107,23 +98,7 @@ pub(super) async fn close(
     for (_, r, _) in st.pending.drain(..) {
         let _ = r.send(Err(Error::Cancelled { partial: None }));
     }
-    // the worktree and its branch go before the record: the store never points at a worktree
-    // that is gone (one removed by hand is pruned from git's list); one that could not be
-    // removed is said in the answer, with its path and branch, not silently forgotten
-    let mut left = None;
-    if let Some(wt) = st.record.as_ref().and_then(|r| r.worktree.clone())
-        && let Err(e) = crate::actors::worktree::remove(&st.shared, &wt).await
-    {
-        tracing::warn!(session = %st.id, error = %e, "could not remove the session's worktree");
-        left = Some(Error::SessionFailed(format!(
-            "session {} was closed, but its worktree {} and its branch {} could not be \
-             removed ({e}); they are left: remove them by hand (`git worktree remove --force`, \
-             `git branch -D`)",
-            st.id,
-            wt.path.display(),
-            wt.branch
-        )));
-    }
+    let left = remove_worktree(st).await;
     let mut res = forget_stored(&st.shared, &st.id).await;
     st.record = None;
     let thread = match (&res, delete_thread) {
@@ -158,6 +133,38 @@ pub(super) async fn close(
     if myself.drain().is_err() {
         myself.stop(Some("closed".into()));
     }
+}
+
+/// The refusal of a close while another host's turn runs or is queued: nothing is cancelled.
+fn others_turn_refused(id: &SessionId) -> Error {
+    Error::invalid(
+        "sessionId",
+        format!(
+            "session {id} runs a turn (or has one queued) that another host started: only a \
+             client of that host (its client name, CODEX_HOME and roots; over HTTP, its HTTP \
+             session) can end it; nothing was cancelled. Close the session once its turn has \
+             ended"
+        ),
+    )
+}
+
+/// Remove the session's worktree and its branch, before the record: the store never points at
+/// a worktree that is gone (one removed by hand is pruned from git's list). One that could not
+/// be removed is the error the close answers, with its path and branch, not silently forgotten.
+async fn remove_worktree(st: &mut SessionState) -> Option<Error> {
+    let wt = st.record.as_ref().and_then(|r| r.worktree.clone())?;
+    let e = crate::actors::worktree::remove(&st.shared, &wt)
+        .await
+        .err()?;
+    tracing::warn!(session = %st.id, error = %e, "could not remove the session's worktree");
+    Some(Error::SessionFailed(format!(
+        "session {} was closed, but its worktree {} and its branch {} could not be removed \
+         ({e}); they are left: remove them by hand (`git worktree remove --force`, \
+         `git branch -D`)",
+        st.id,
+        wt.path.display(),
+        wt.branch
+    )))
 }
 
 /// Refuse, naming `sessionId`, a close that would drop the changes in the worktree of another

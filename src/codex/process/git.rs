@@ -377,6 +377,27 @@ pub fn is_binary(part: &[u8]) -> bool {
     part.contains(&0) || std::str::from_utf8(part).is_err()
 }
 
+fn one_part_per_file() -> GitError {
+    GitError::Unexpected {
+        what: "diff",
+        detail: "the patch does not hold one part per file".into(),
+    }
+}
+
+/// Each file's lines counted from its part of the text patch `shown`, `None` for a file binary
+/// by its content: the repository's attributes decide nothing a person is shown (numstat says
+/// `-` for a `-diff` file).
+fn count_as_shown(files: &mut [FileChange], shown: &[u8]) -> Result<()> {
+    let parts = split_patch(shown);
+    if parts.len() != files.len() {
+        return Err(one_part_per_file());
+    }
+    for (file, part) in files.iter_mut().zip(parts) {
+        file.lines = (!is_binary(part)).then(|| counted(part));
+    }
+    Ok(())
+}
+
 /// Lines added and removed in one file's part of a text patch.
 fn counted(part: &[u8]) -> (u64, u64) {
     let mut in_hunks = false;
@@ -846,49 +867,34 @@ impl Git {
             .await?
             .ok("diff")?;
         let mut files = parse_changes(&numstat, &status)?;
-        let patch = match self
-            .run(with_index(
+        let patch = self
+            .patch(with_index(
                 "diff",
                 diff(&["--binary", "--full-index"]),
                 MAX_PATCH_BYTES,
             ))
-            .await
-        {
-            Err(GitError::TooLarge { .. }) => {
-                return Err(GitError::TooLarge {
-                    max: MAX_PATCH_BYTES,
-                });
-            }
-            other => other?.ok("diff")?,
-        };
-        let shown = match self
-            .run(with_index("diff", diff(&["--text"]), MAX_PATCH_BYTES))
-            .await
-        {
-            Err(GitError::TooLarge { .. }) => {
-                return Err(GitError::TooLarge {
-                    max: MAX_PATCH_BYTES,
-                });
-            }
-            other => other?.ok("diff")?,
-        };
-        let parts = split_patch(&shown);
-        if parts.len() != files.len() || split_patch(&patch).len() != files.len() {
-            return Err(GitError::Unexpected {
-                what: "diff",
-                detail: "the patch does not hold one part per file".into(),
-            });
+            .await?;
+        let shown = self
+            .patch(with_index("diff", diff(&["--text"]), MAX_PATCH_BYTES))
+            .await?;
+        if split_patch(&patch).len() != files.len() {
+            return Err(one_part_per_file());
         }
-        // binary by content alone, counted from the text patch (the repository's attributes
-        // decide nothing a person is shown: numstat says `-` for a `-diff` file)
-        for (file, part) in files.iter_mut().zip(parts) {
-            file.lines = (!is_binary(part)).then(|| counted(part));
-        }
+        count_as_shown(&mut files, &shown)?;
         Ok(Changes {
             files,
             patch,
             shown,
         })
+    }
+    /// A patch `call` prints (at most [`MAX_PATCH_BYTES`]: larger is [`GitError::TooLarge`]).
+    async fn patch(&self, call: Call<'_>) -> Result<Vec<u8>> {
+        match self.run(call).await {
+            Err(GitError::TooLarge { .. }) => Err(GitError::TooLarge {
+                max: MAX_PATCH_BYTES,
+            }),
+            other => other?.ok("diff"),
+        }
     }
 
     /// A directory of the server's own (0700, removed when dropped) holding `index`: a copy of
