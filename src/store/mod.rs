@@ -830,12 +830,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s")).unwrap();
         let mut with = rec("w", 10);
-        with.worktree = Some(WorktreeRecord {
+        let worktree = Some(WorktreeRecord {
             path: "/wt/r-w".into(),
             branch: "codex-bridge/w".into(),
             base_commit: "0123".into(),
             origin: "/r".into(),
         });
+        with.worktree = worktree.clone();
         store.put(&with).unwrap();
         store.put(&rec("plain", 11)).unwrap();
         assert_eq!(store.worktree_sessions().unwrap(), vec![id("w")]);
@@ -843,12 +844,7 @@ mod tests {
         with.worktree = None;
         store.put(&with).unwrap();
         assert!(store.worktree_sessions().unwrap().is_empty());
-        with.worktree = Some(WorktreeRecord {
-            path: "/wt/r-w".into(),
-            branch: "codex-bridge/w".into(),
-            base_commit: "0123".into(),
-            origin: "/r".into(),
-        });
+        with.worktree = worktree;
         store.put(&with).unwrap();
         store.remove(&id("w")).unwrap();
         assert!(store.worktree_sessions().unwrap().is_empty());
