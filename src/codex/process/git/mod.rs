@@ -35,6 +35,9 @@
 //! Every operation on one repository (by its common git directory) takes that repository's
 //! lock first: the server's own git calls on it are serialised, git's lock files never raced.
 
+mod changes;
+mod env;
+
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -45,6 +48,10 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+pub use changes::{Applied, Changes, FileChange, FileStatus, GitError, Removed, Repo, is_binary};
+use changes::{Result, count_as_shown, one_part_per_file, parse_changes, split_patch};
+use env::{Scratch, environment, os, program_pins};
 
 use super::kill::KillGuard;
 use super::read::read_head;
@@ -62,166 +69,6 @@ const LISTING_CAP: usize = 8 * 1024 * 1024;
 
 /// How long one git command may run before its group is killed.
 const TIME_LIMIT: Duration = Duration::from_secs(120);
-
-/// The `PATH` git runs with: it needs none of the caller's (every subcommand used here is
-/// built in).
-const GIT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// The pins every call carries, whatever the repository: each switches off a program a
-/// repository (or an include of it) may configure, or makes the output this module parses
-/// independent of the repository's taste.
-const PINS: &[(&str, &str)] = &[
-    ("core.hooksPath", "/dev/null"),
-    ("core.fsmonitor", "false"),
-    ("core.pager", "cat"),
-    ("core.editor", "false"),
-    ("sequence.editor", "false"),
-    ("core.sshCommand", "false"),
-    ("core.gitProxy", ""),
-    ("core.askPass", ""),
-    ("credential.helper", ""),
-    ("core.attributesFile", "/dev/null"),
-    ("diff.external", ""),
-    ("gpg.program", "false"),
-    ("gc.auto", "0"),
-    ("maintenance.auto", "false"),
-    ("submodule.recurse", "false"),
-    ("protocol.allow", "never"),
-    ("color.ui", "false"),
-    ("core.quotePath", "false"),
-    ("diff.noprefix", "false"),
-    ("diff.mnemonicPrefix", "false"),
-    ("diff.relative", "false"),
-    ("diff.renames", "false"),
-    ("apply.whitespace", "nowarn"),
-    ("advice.detachedHead", "false"),
-];
-
-/// What went wrong running git.
-#[derive(Debug, thiserror::Error)]
-pub enum GitError {
-    /// git could not be started (not installed, not executable, out of processes).
-    #[error("could not start git ({program}): {message}")]
-    Start { program: String, message: String },
-
-    /// The directory given is not inside a git repository's working tree.
-    #[error("`{field}`: {path} is not inside a git repository's working tree")]
-    NotARepository { field: &'static str, path: String },
-
-    /// A ref that names no commit of the repository.
-    #[error("`{field}`: `{rev}` names no commit of the repository")]
-    UnknownRevision { field: &'static str, rev: String },
-
-    /// git exited with an error.
-    #[error("git {what} failed ({status}): {stderr}")]
-    Failed {
-        what: &'static str,
-        status: String,
-        stderr: String,
-    },
-
-    /// git ran past its time limit; it and its process group were killed.
-    #[error("git {what} did not finish within {secs}s and was stopped")]
-    TimedOut { what: &'static str, secs: u64 },
-
-    /// The changes are larger than this server reads.
-    #[error("the changes are larger than {max} bytes as a patch: show or apply them with git")]
-    TooLarge { max: usize },
-
-    /// git printed something this module does not read as it expects (a bug, or a git
-    /// whose output changed).
-    #[error("git {what} printed output this server does not understand: {detail}")]
-    Unexpected { what: &'static str, detail: String },
-
-    /// A file of the server's own (the scratch index) could not be written or read.
-    #[error("could not {what}: {source}")]
-    Io {
-        what: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-type Result<T, E = GitError> = std::result::Result<T, E>;
-
-/// A repository, as git reports it for a directory inside its working tree.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Repo {
-    /// The top of the working tree holding the directory (the checkout).
-    pub toplevel: PathBuf,
-    /// The git directory every worktree of the repository shares: what its lock is keyed by.
-    pub common_dir: PathBuf,
-}
-
-/// How one file differs from the base.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileStatus {
-    Added,
-    Modified,
-    Deleted,
-    /// A type change (a file that became a link, ...).
-    TypeChanged,
-}
-
-/// One file of a worktree's changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileChange {
-    /// Relative to the top of the worktree, `/`-separated, as git names it.
-    pub path: String,
-    pub status: FileStatus,
-    /// Lines added and removed; `None` for a binary file.
-    pub lines: Option<(u64, u64)>,
-}
-
-/// A worktree's changes against its base: tracked, untracked (not ignored) and deleted files.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Changes {
-    /// The files, in git's order (by path).
-    pub files: Vec<FileChange>,
-    /// `git diff --binary` of them: a patch `git apply` takes, binary files included.
-    pub patch: Vec<u8>,
-    /// `git diff --text` of them, what a person is shown: every file as text whatever the
-    /// repository's attributes say (a `.gitattributes` of the session's own with `* -diff`
-    /// made every file "binary", its content hidden from the diff while the apply landed it);
-    /// a file is binary by its content (a NUL byte, or not UTF-8), and only then not shown.
-    pub shown: Vec<u8>,
-}
-
-impl Changes {
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
-    /// The patch cut into one piece per file, in the order of [`Changes::files`].
-    pub fn per_file(&self) -> Vec<&[u8]> {
-        split_patch(&self.patch)
-    }
-
-    /// [`Changes::shown`] cut into one piece per file, in the order of [`Changes::files`].
-    pub fn shown_per_file(&self) -> Vec<&[u8]> {
-        split_patch(&self.shown)
-    }
-}
-
-/// What an apply did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
-    /// Every change landed: the files written, in order.
-    Landed(Vec<String>),
-    /// Nothing landed: these files conflict (the checkout changed them since the base, or a
-    /// file to be created is already there, or git refuses the file's change).
-    Refused(Vec<String>),
-}
-
-/// What removing a worktree found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Removed {
-    /// It was there and was removed.
-    Removed,
-    /// Its directory was already gone (removed by hand): git's record of it was pruned.
-    WasGone,
-}
 
 /// The git runner: one program, the rules above.
 #[derive(Debug, Clone)]
@@ -241,16 +88,6 @@ struct Call<'a> {
     index: Option<Scratch<'a>>,
     stdin: Option<&'a [u8]>,
     cap: usize,
-}
-
-/// A call's scratch index, and the repository's object directory: the objects the call
-/// writes (`git add` of a worktree's files) go beside the scratch index, read from the
-/// repository as an alternate, so that reading a session's changes leaves nothing in the
-/// person's repository (a session rewriting large files filled its object store).
-#[derive(Clone, Copy)]
-struct Scratch<'a> {
-    index: &'a Path,
-    repository_objects: &'a Path,
 }
 
 /// One call's output.
@@ -279,211 +116,6 @@ impl Output {
             stderr: String::from_utf8_lossy(&self.stderr).trim().to_owned(),
         }
     }
-}
-
-fn os(s: impl Into<OsString>) -> OsString {
-    s.into()
-}
-
-/// The environment of every call: nothing of the server's, the fixed settings, the pins.
-fn environment(pins: &[(String, String)], scratch: Option<Scratch>) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = [
-        ("PATH", GIT_PATH),
-        ("LC_ALL", "C"),
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_CONFIG_GLOBAL", "/dev/null"),
-        ("GIT_ATTR_NOSYSTEM", "1"),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_OPTIONAL_LOCKS", "0"),
-        ("GIT_NO_REPLACE_OBJECTS", "1"),
-        ("GIT_LITERAL_PATHSPECS", "1"),
-    ]
-    .iter()
-    .map(|(k, v)| (os(*k), os(*v)))
-    .collect();
-    let all: Vec<(&str, &str)> = PINS
-        .iter()
-        .copied()
-        .chain(pins.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .collect();
-    env.push((os("GIT_CONFIG_COUNT"), os(all.len().to_string())));
-    for (i, (k, v)) in all.iter().enumerate() {
-        env.push((os(format!("GIT_CONFIG_KEY_{i}")), os(*k)));
-        env.push((os(format!("GIT_CONFIG_VALUE_{i}")), os(*v)));
-    }
-    if let Some(Scratch {
-        index,
-        repository_objects,
-    }) = scratch
-    {
-        env.push((os("GIT_INDEX_FILE"), index.as_os_str().to_owned()));
-        let objects = index.with_file_name("objects");
-        env.push((os("GIT_OBJECT_DIRECTORY"), objects.into_os_string()));
-        env.push((
-            os("GIT_ALTERNATE_OBJECT_DIRECTORIES"),
-            repository_objects.as_os_str().to_owned(),
-        ));
-    }
-    env
-}
-
-/// The pins that switch off each configured filter and hook named in `names` (the output of
-/// `git config --name-only -z --get-regexp`): `filter.<name>.*` and `hook.<name>.*`.
-fn program_pins(names: &[u8]) -> Vec<(String, String)> {
-    let mut filters: Vec<String> = Vec::new();
-    let mut hooks: Vec<String> = Vec::new();
-    for key in names.split(|b| *b == 0).filter(|k| !k.is_empty()) {
-        let key = String::from_utf8_lossy(key);
-        // `section.subsection.variable`: the subsection may hold dots, the variable may not
-        let Some((head, _variable)) = key.rsplit_once('.') else {
-            continue;
-        };
-        let Some((section, name)) = head.split_once('.') else {
-            continue;
-        };
-        let list = match section.to_ascii_lowercase().as_str() {
-            "filter" => &mut filters,
-            "hook" => &mut hooks,
-            _ => continue,
-        };
-        if !list.iter().any(|n| n == name) {
-            list.push(name.to_owned());
-        }
-    }
-    let mut pins = Vec::new();
-    for f in filters {
-        for (var, value) in [
-            ("clean", ""),
-            ("smudge", ""),
-            ("process", ""),
-            ("required", "false"),
-        ] {
-            pins.push((format!("filter.{f}.{var}"), value.to_owned()));
-        }
-    }
-    for h in hooks {
-        pins.push((format!("hook.{h}.enabled"), "false".to_owned()));
-        pins.push((format!("hook.{h}.command"), String::new()));
-    }
-    pins
-}
-
-/// Cut a patch made by [`Git::changes`] at each `diff --git ` line. No line of a hunk starts
-/// so (each starts with ` `, `+`, `-`, `\` or `@`), nor a line of a binary patch (base85 has
-/// no space).
-/// Whether a file's part of a `--text` patch is binary by its content: a NUL byte, or bytes
-/// that are not UTF-8.
-pub fn is_binary(part: &[u8]) -> bool {
-    part.contains(&0) || std::str::from_utf8(part).is_err()
-}
-
-fn one_part_per_file() -> GitError {
-    GitError::Unexpected {
-        what: "diff",
-        detail: "the patch does not hold one part per file".into(),
-    }
-}
-
-/// Each file's lines counted from its part of the text patch `shown`, `None` for a file binary
-/// by its content: the repository's attributes decide nothing a person is shown (numstat says
-/// `-` for a `-diff` file).
-fn count_as_shown(files: &mut [FileChange], shown: &[u8]) -> Result<()> {
-    let parts = split_patch(shown);
-    if parts.len() != files.len() {
-        return Err(one_part_per_file());
-    }
-    for (file, part) in files.iter_mut().zip(parts) {
-        file.lines = (!is_binary(part)).then(|| counted(part));
-    }
-    Ok(())
-}
-
-/// Lines added and removed in one file's part of a text patch.
-fn counted(part: &[u8]) -> (u64, u64) {
-    let mut in_hunks = false;
-    let (mut added, mut removed) = (0, 0);
-    for line in part.split(|b| *b == b'\n') {
-        if line.starts_with(b"@@") {
-            in_hunks = true;
-        } else if in_hunks && line.starts_with(b"+") {
-            added += 1;
-        } else if in_hunks && line.starts_with(b"-") {
-            removed += 1;
-        }
-    }
-    (added, removed)
-}
-
-fn split_patch(patch: &[u8]) -> Vec<&[u8]> {
-    const HEAD: &[u8] = b"diff --git ";
-    let mut starts: Vec<usize> = Vec::new();
-    let mut at = 0;
-    while at < patch.len() {
-        if patch[at..].starts_with(HEAD) {
-            starts.push(at);
-        }
-        match patch[at..].iter().position(|b| *b == b'\n') {
-            Some(nl) => at += nl + 1,
-            None => break,
-        }
-    }
-    starts
-        .iter()
-        .enumerate()
-        .map(|(i, s)| &patch[*s..starts.get(i + 1).copied().unwrap_or(patch.len())])
-        .collect()
-}
-
-/// Parse `--numstat -z` and `--name-status -z` of the same diff into files.
-fn parse_changes(numstat: &[u8], status: &[u8]) -> Result<Vec<FileChange>> {
-    let bad = |detail: &str| GitError::Unexpected {
-        what: "diff",
-        detail: detail.to_owned(),
-    };
-    // --name-status -z: STATUS NUL PATH NUL ...
-    let mut fields = status.split(|b| *b == 0).filter(|f| !f.is_empty());
-    let mut files = Vec::new();
-    while let Some(st) = fields.next() {
-        let path = fields
-            .next()
-            .ok_or_else(|| bad("a status without a path"))?;
-        let status = match st.first() {
-            Some(b'A') => FileStatus::Added,
-            Some(b'M') => FileStatus::Modified,
-            Some(b'D') => FileStatus::Deleted,
-            Some(b'T') => FileStatus::TypeChanged,
-            _ => return Err(bad("an unknown file status")),
-        };
-        files.push(FileChange {
-            path: String::from_utf8_lossy(path).into_owned(),
-            status,
-            lines: None,
-        });
-    }
-    // --numstat -z: ADDED TAB REMOVED TAB PATH NUL ("-" for a binary file)
-    let stats: Vec<&[u8]> = numstat
-        .split(|b| *b == 0)
-        .filter(|f| !f.is_empty())
-        .collect();
-    if stats.len() != files.len() {
-        return Err(bad("numstat and name-status disagree"));
-    }
-    for (file, line) in files.iter_mut().zip(stats) {
-        let line = String::from_utf8_lossy(line);
-        let mut parts = line.splitn(3, '\t');
-        let (a, r) = (parts.next(), parts.next());
-        if parts.next() != Some(file.path.as_str()) {
-            return Err(bad("numstat and name-status disagree"));
-        }
-        file.lines = match (
-            a.and_then(|a| a.parse().ok()),
-            r.and_then(|r| r.parse().ok()),
-        ) {
-            (Some(a), Some(r)) => Some((a, r)),
-            _ => None,
-        };
-    }
-    Ok(files)
 }
 
 /// The lock of each repository (by common git directory).
