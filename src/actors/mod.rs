@@ -31,6 +31,7 @@ pub mod structured;
 pub mod tasks;
 pub mod worktree;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,6 +65,8 @@ pub struct Bridge {
     live: Arc<registry::Live>,
     /// Each session whose turn ended ([`Bridge::turn_ends`]).
     turn_ended: tokio::sync::broadcast::Sender<SessionId>,
+    /// The `CODEX_HOME` of each session made or closed ([`Bridge::session_list_changes`]).
+    list_changed: tokio::sync::broadcast::Sender<PathBuf>,
 }
 
 /// How many ended turns a slow listener of [`Bridge::turn_ends`] may lag behind.
@@ -142,6 +145,7 @@ impl Bridge {
             own,
             live,
             turn_ended: tokio::sync::broadcast::channel(TURN_ENDS_BACKLOG).0,
+            list_changed: tokio::sync::broadcast::channel(TURN_ENDS_BACKLOG).0,
         })
     }
 
@@ -170,6 +174,7 @@ impl Bridge {
             call.client = Some(self.own.clone());
         }
         let named = call.session_id.clone();
+        let home = call.client.as_ref().map(|c| c.codex_home.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Turn {
@@ -194,7 +199,24 @@ impl Bridge {
         {
             let _ = self.turn_ended.send(id.clone());
         }
+        if named.is_none() && report.is_ok() {
+            self.list_changed_in(home);
+        }
         report
+    }
+
+    /// The `CODEX_HOME` of each session made (by a turn or a fork) or closed from now on, as
+    /// it happens (a listener lagging a few hundred behind misses the oldest). The MCP layer's
+    /// `notifications/resources/list_changed` listen here.
+    pub fn session_list_changes(&self) -> tokio::sync::broadcast::Receiver<PathBuf> {
+        self.list_changed.subscribe()
+    }
+
+    /// Tell [`Bridge::session_list_changes`]' listeners a session of `home` was made or closed.
+    fn list_changed_in(&self, home: Option<impl Into<PathBuf>>) {
+        if let Some(home) = home {
+            let _ = self.list_changed.send(home.into());
+        }
     }
 
     /// The sessions whose turn ended from now on, as each ends (a listener that lags more than
@@ -327,13 +349,18 @@ impl Bridge {
         client: Arc<ClientContext>,
         timeout: Duration,
     ) -> Result<SessionView> {
-        self.ask_registry(|reply| RegistryMessage::Fork {
-            id: id.clone(),
-            client,
-            timeout,
-            reply,
-        })
-        .await
+        let forked = self
+            .ask_registry(|reply| RegistryMessage::Fork {
+                id: id.clone(),
+                client,
+                timeout,
+                reply,
+            })
+            .await;
+        if let Ok(view) = &forked {
+            self.list_changed_in(view.codex_home.as_deref());
+        }
+        forked
     }
 
     /// Name a session (and its codex thread, where it has one), or drop its thread's last
@@ -545,8 +572,13 @@ impl Bridge {
                 reply: tx,
             })
             .map_err(|_| Error::Busy("the session registry is not running".into()))?;
-        rx.await
-            .unwrap_or_else(|_| Err(Error::SessionFailed("closing the session failed".into())))
+        let closed = rx
+            .await
+            .unwrap_or_else(|_| Err(Error::SessionFailed("closing the session failed".into())));
+        if let Ok(Some(rec)) = &closed {
+            self.list_changed_in(rec.codex_home.as_deref());
+        }
+        closed
     }
 
     /// Live counts.

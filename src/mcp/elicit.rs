@@ -32,7 +32,7 @@ pub use super::budget::Host;
 use super::budget::{self, Shows};
 use super::waiters::Waiters;
 use crate::actors::Progress;
-use crate::page::{Closed, PageDecision, PageError, PageQuestion, Pages};
+use crate::page::{Closed, PageDecision, PageError, PageQuestion, Pages, TurnPages};
 pub use crate::question::DecisionRecord;
 use crate::question::ask::{Asked, Asker};
 use crate::question::{Decision, Input, Question};
@@ -157,8 +157,11 @@ pub fn asker(
     timeout: Duration,
     progress: Option<Progress>,
 ) -> Asker {
+    // the turn's pages say it ended once this asker (held by the turn) is gone
+    let turn = Arc::new(TurnPages::new(pages()));
     Arc::new(move |asked: Asked| {
         let (channel, secrets, progress) = (channel.clone(), secrets.clone(), progress.clone());
+        let turn = turn.clone();
         Box::pin(async move {
             if let Some(p) = &progress {
                 p(format!(
@@ -170,8 +173,8 @@ pub fn asker(
             // resolve where they did when shown): the line does not say codex writes
             let change = matches!(asked.question, Question::FileChange { .. });
             let record = match &channel.route {
-                Route::Waiters(w) => answer_waiting(w, asked, &secrets, timeout).await,
-                _ => answer_on(&channel, asked, &secrets, timeout).await,
+                Route::Waiters(w) => answer_waiting(w, asked, &secrets, timeout, &turn).await,
+                _ => answer_of_turn(&channel, asked, &secrets, timeout, Some(&turn)).await,
             };
             if let Some(p) = &progress {
                 p(match (record.decision, record.by_person) {
@@ -213,6 +216,7 @@ async fn answer_waiting(
     asked: Asked,
     secrets: &ClientSecrets,
     timeout: Duration,
+    turn: &TurnPages,
 ) -> DecisionRecord {
     let until = Instant::now() + timeout.min(time_left(&asked));
     let Some((channel, _asking)) = waiters.current(until).await else {
@@ -222,7 +226,7 @@ async fn answer_waiting(
         return record;
     };
     let left = until.saturating_duration_since(Instant::now());
-    answer_on(&channel, asked, secrets, left).await
+    answer_of_turn(&channel, asked, secrets, left, Some(turn)).await
 }
 
 /// Withdraws a task's input request when dropped (answering it with nothing: the waiting side
@@ -256,7 +260,7 @@ pub async fn ask(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> Asking {
-    ask_on(&Channel::of_peer(peer), question, secrets, timeout).await
+    ask_on(&Channel::of_peer(peer), question, secrets, timeout, None).await
 }
 
 /// How a question is put to the person.
@@ -299,11 +303,13 @@ pub fn host_cannot_ask(reason: &str) -> bool {
 
 /// Ask `question` on `channel`, waiting at most `timeout`: checked ([`way`]), then asked as a
 /// form ([`ask_form`]) or on its page ([`ask_page`]); anything but an accept is a decline.
+/// A question asked on its page is one of `turn`'s when given ([`TurnPages`]).
 pub async fn ask_on(
     channel: &Channel,
     question: &Question,
     secrets: &ClientSecrets,
     timeout: Duration,
+    turn: Option<&TurnPages>,
 ) -> Asking {
     // what cannot be shown as it is is not asked, and its record holds it made visible
     if let Some(reason) = unshowable(question, secrets) {
@@ -320,7 +326,7 @@ pub async fn ask_on(
             record: DecisionRecord::unasked(question, secrets, reason),
         },
         Ok(Way::Form(params, shown)) => ask_form(channel, question, *params, shown, timeout).await,
-        Ok(Way::Page) => ask_page(channel, question, secrets, timeout).await,
+        Ok(Way::Page) => ask_page(channel, question, secrets, timeout, turn).await,
     }
 }
 
@@ -403,6 +409,7 @@ async fn ask_page(
     question: &Question,
     secrets: &ClientSecrets,
     timeout: Duration,
+    turn: Option<&TurnPages>,
 ) -> Asking {
     let shown = message(question, secrets);
     let until = tokio::time::Instant::now() + timeout;
@@ -413,6 +420,9 @@ async fn ask_page(
         Ok(page) => page,
         Err(e) => return not_opened(&shown, e),
     };
+    if let Some(turn) = turn {
+        turn.add(&page);
+    }
     let mut asked = 1;
     let closed = loop {
         let params = ElicitRequestParams::UrlElicitationParams {
@@ -706,21 +716,23 @@ pub async fn answer(
     secrets: &ClientSecrets,
     timeout: Duration,
 ) -> DecisionRecord {
-    answer_on(&Channel::of_peer(peer), asked, secrets, timeout).await
+    answer_of_turn(&Channel::of_peer(peer), asked, secrets, timeout, None).await
 }
 
-/// [`answer`] on `channel`.
-pub async fn answer_on(
+/// [`answer`] on `channel`, its page (if any) one of `turn`'s.
+async fn answer_of_turn(
     channel: &Channel,
     asked: Asked,
     secrets: &ClientSecrets,
     timeout: Duration,
+    turn: Option<&TurnPages>,
 ) -> DecisionRecord {
     let outcome = ask_on(
         channel,
         &asked.question,
         secrets,
         timeout.min(time_left(&asked)),
+        turn,
     )
     .await;
     let mut record = outcome.record;

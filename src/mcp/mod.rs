@@ -120,6 +120,7 @@ fn server_config() -> ServerConfig {
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .build(),
     )
     .with_server_info(
@@ -480,6 +481,7 @@ impl ServerHandler for McpServer {
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
         log_client(&context.peer);
+        self.listen_for_list_changes(context.peer.clone());
         let declares_roots = context
             .peer
             .peer_info()
@@ -584,6 +586,18 @@ impl ServerHandler for McpServer {
         self.read_session_resource(&request.uri)
             .await
             .map(Into::into)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(resources::accepted_filter(requested))
+    }
+
+    // the 2026-07-28 protocol's `subscriptions/listen`
+    async fn listen(&self, listen: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        self.listen_stream(listen).await
     }
 
     // the 2025-11-25 protocol's subscriptions, which the hosts speak

@@ -243,19 +243,26 @@ fn review(args: &Args) -> Result<String, InvalidArgument> {
 }
 
 /// What the model is told of a free-text value a host may have cut to its first word.
-const WHOLE_TEXT: &str = "A host may pass only the first word of a slash command's \
-    argument (Claude Code splits the command line at spaces): if the person's command line \
-    holds more words after the command than the value of `prompt` above, use all of them, as \
-    the person typed them, as `prompt`.";
+/// What the model is told of the words a host drops: `prompt` is all the words `after` (the
+/// command; the command and the session id).
+fn whole_text(after: &str) -> String {
+    format!(
+        "A host may pass only the first word of each argument (Claude Code splits the command \
+         line at spaces): if the person's command line holds more words after {after} than the \
+         value of `prompt` above, use all the words after {after}, as the person typed them, \
+         as `prompt`."
+    )
+}
 
 fn delegate(args: &Args) -> Result<String, InvalidArgument> {
     let task = args.text("task")?;
     let value = json!({ "prompt": task, "background": true });
     Ok(format!(
-        "{}\n\n{WHOLE_TEXT}\n\nAdd `workingDirectory` (the absolute path of the project you are working in) \
+        "{}\n\n{}\n\nAdd `workingDirectory` (the absolute path of the project you are working in) \
          when you know it. Codex works in the background: tell the person the returned \
          `sessionId`; `wait` with it returns the result once the turn ended.",
-        call("codex", value)
+        call("codex", value),
+        whole_text("the command")
     ))
 }
 
@@ -275,8 +282,9 @@ fn continue_session(args: &Args) -> Result<String, InvalidArgument> {
         .expect("a required argument is present");
     let prompt = args.text("prompt")?;
     Ok(format!(
-        "{}\n\n{WHOLE_TEXT}\n\nShow the person Codex's answer.",
-        call("codex", json!({ "sessionId": id, "prompt": prompt }))
+        "{}\n\n{}\n\nShow the person Codex's answer.",
+        call("codex", json!({ "sessionId": id, "prompt": prompt })),
+        whole_text("the command and the session id")
     ))
 }
 
@@ -371,6 +379,16 @@ mod tests {
         let text = get("continue", json!({"sessionId": "s1", "prompt": "go on"})).unwrap();
         assert!(text.contains("`codex`"));
         assert_eq!(call_args(&text)["sessionId"], "s1");
+        // the words a host cut are the prompt's, never the session id
+        assert!(
+            text.contains("use all the words after the command and the session id"),
+            "{text}"
+        );
+        let text = get("delegate", json!({"task": "add"})).unwrap();
+        assert!(
+            text.contains("use all the words after the command,"),
+            "{text}"
+        );
         assert!(matches!(
             get("nope", json!({})),
             Err(PromptError::Unknown(_))

@@ -11,17 +11,28 @@
 //! own set ([`crate::mcp::subscriptions::Subscriptions`], bounded); the first one starts a listener of the bridge's ended
 //! turns ([`crate::actors::Bridge::turn_ends`]) that sends `notifications/resources/updated`
 //! for a subscribed session, until the connection's input ends.
+//!
+//! The list: every connection hears `notifications/resources/list_changed` when a session of
+//! its own `CODEX_HOME` is made or closed ([`crate::actors::Bridge::session_list_changes`]), so
+//! a host's `@` mentions follow the sessions; another home's sessions change nothing it hears.
+//! A 2026-07-28 client hears both on its `subscriptions/listen` stream instead
+//! ([`McpServer::listen_stream`]): the list's changes, and the ends of turns of the sessions it
+//! names there that are its own (at most [`crate::mcp::subscriptions::MAX_SUBSCRIPTIONS`]).
 
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceResult,
-    Resource, ResourceContents, ResourceTemplate,
+    Resource, ResourceContents, ResourceListChangedNotification, ResourceTemplate,
+    ResourceUpdatedNotification, ResourceUpdatedNotificationParam, ServerNotification,
+    SubscriptionFilter,
 };
+use rmcp::service::SubscriptionContext;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::actors::SessionView;
 use crate::mcp::connection::McpServer;
 use crate::mcp::results::SessionInfo;
-pub use crate::mcp::subscriptions::{SCHEME, uri_of};
+pub use crate::mcp::subscriptions::{MAX_SUBSCRIPTIONS, SCHEME, uri_of};
 use crate::mcp::tools::common::session_info;
 use crate::security::ids::SessionId;
 
@@ -52,6 +63,23 @@ fn unknown_resource(uri: &str) -> McpError {
         ),
         None,
     )
+}
+
+/// What of a 2026-07-28 client's `subscriptions/listen` filter this server serves: the
+/// resource list's changes, and the ends of turns of the sessions named (well-formed session
+/// URIs, at most [`MAX_SUBSCRIPTIONS`]; whose they are is checked before each notice, so a
+/// named session of another home is never heard of).
+pub fn accepted_filter(requested: &SubscriptionFilter) -> SubscriptionFilter {
+    let mut accepted = SubscriptionFilter::new();
+    accepted.resources_list_changed = requested.resources_list_changed;
+    accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+        uris.iter()
+            .filter(|u| session_of(u).is_ok())
+            .take(MAX_SUBSCRIPTIONS)
+            .cloned()
+            .collect()
+    });
+    accepted
 }
 
 /// `resources/templates/list`: the one template of a session's resource.
@@ -173,6 +201,69 @@ impl McpServer {
     pub(super) fn unsubscribe_session(&self, uri: &str) {
         if let Ok(id) = session_of(uri) {
             self.subscriptions.remove(&id);
+        }
+    }
+
+    /// Send `notifications/resources/list_changed` to `peer` each time a session of this
+    /// connection's home is made or closed, until the connection's input ends or the peer is
+    /// gone (started once the client said `initialized`).
+    pub(super) fn listen_for_list_changes(&self, peer: Peer<RoleServer>) {
+        let mut changes = self.bridge.session_list_changes();
+        let (home, ended) = (self.client.codex_home.clone(), self.input_ended.clone());
+        tokio::spawn(async move {
+            loop {
+                let changed = tokio::select! {
+                    _ = ended.cancelled() => return,
+                    got = changes.recv() => match got {
+                        Ok(changed) => changed,
+                        // missed some: one notice covers them all
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => home.clone(),
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                };
+                if changed == home && peer.notify_resource_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// A 2026-07-28 client's `subscriptions/listen` stream (the filter is
+    /// [`accepted_filter`]'s): `notifications/resources/list_changed` when a session of this
+    /// connection's home is made or closed, `notifications/resources/updated` when a turn of a
+    /// named session of its own ends; until the client cancels it or the connection ends.
+    pub(super) async fn listen_stream(&self, listen: SubscriptionContext) -> Result<(), McpError> {
+        let accepted = listen.accepted().clone();
+        let named = accepted.resource_subscriptions.unwrap_or_default();
+        let (mut changes, mut ends) = (self.bridge.session_list_changes(), self.bridge.turn_ends());
+        let home = &self.client.codex_home;
+        loop {
+            let notice = tokio::select! {
+                _ = listen.cancelled() => return Ok(()),
+                _ = self.input_ended.cancelled() => return Ok(()),
+                changed = changes.recv(), if accepted.resources_list_changed == Some(true) => {
+                    match changed {
+                        Ok(h) if &h == home => ResourceListChangedNotification::default().into(),
+                        Err(RecvError::Lagged(_)) => ResourceListChangedNotification::default().into(),
+                        Err(RecvError::Closed) => return Ok(()),
+                        Ok(_) => continue,
+                    }
+                }
+                ended = ends.recv(), if !named.is_empty() => match ended {
+                    Ok(id) if named.contains(&uri_of(id.as_str())) => {
+                        if self.own_session(&uri_of(id.as_str())).await.is_err() {
+                            continue;
+                        }
+                        let update = ResourceUpdatedNotificationParam::new(uri_of(id.as_str()));
+                        ServerNotification::from(ResourceUpdatedNotification::new(update))
+                    }
+                    Err(RecvError::Closed) => return Ok(()),
+                    _ => continue,
+                },
+            };
+            if listen.sink().send(notice).await.is_err() {
+                return Ok(());
+            }
         }
     }
 

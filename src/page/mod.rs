@@ -169,6 +169,7 @@ impl Pages {
                     decided: Some(tx),
                     ended: ended.clone(),
                     ended_at: None,
+                    turn_ended: false,
                 },
             );
         }
@@ -222,6 +223,40 @@ async fn watch(table: Weak<Mutex<Table>>, id: String, expires: Instant, ended: A
         let mut t = lock(&t);
         if t.entries.get(&id).is_some_and(|e| e.state != State::Open) {
             t.entries.remove(&id);
+        }
+    }
+}
+
+/// The pages of one turn's questions: when the turn ends (this is dropped, with the turn's
+/// asker), each of them says so, so that a page read after the turn shows what became of it.
+pub struct TurnPages {
+    pages: Pages,
+    ids: Mutex<Vec<String>>,
+}
+
+impl TurnPages {
+    /// No page yet.
+    pub fn new(pages: &Pages) -> TurnPages {
+        TurnPages {
+            pages: pages.clone(),
+            ids: Mutex::default(),
+        }
+    }
+
+    /// `page` is a question of this turn.
+    pub fn add(&self, page: &OpenPage) {
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(page.id.clone());
+    }
+}
+
+impl Drop for TurnPages {
+    fn drop(&mut self) {
+        let ids = std::mem::take(&mut *self.ids.lock().unwrap_or_else(|e| e.into_inner()));
+        if !ids.is_empty() {
+            self.pages.shared.table().turn_ended(&ids);
         }
     }
 }

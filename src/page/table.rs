@@ -67,6 +67,8 @@ pub(super) struct Entry {
     pub(super) decided: Option<oneshot::Sender<PageDecision>>,
     pub(super) ended: Arc<Notify>,
     pub(super) ended_at: Option<Instant>,
+    /// The turn that asked it has ended ([`crate::page::TurnPages`]).
+    pub(super) turn_ended: bool,
 }
 
 #[derive(Default)]
@@ -110,7 +112,19 @@ pub(super) fn short(id: &str) -> &str {
 
 /// The heading and sentence of a question that ended. Each says what became of the question
 /// and only that, in the past tense: it stays true whatever codex and the turn did after.
-fn outcome(state: State) -> (&'static str, &'static str) {
+/// Once the turn that asked has ended, the sentence says that too.
+fn outcome(state: State, turn_ended: bool) -> (&'static str, String) {
+    let (heading, sentence) = outcome_of(state);
+    let sentence = match (turn_ended, state) {
+        (false, _) => sentence.to_owned(),
+        (true, State::Decided(PageDecision::Approve)) => "You approved this request on this page, and codex was told it may go on. Codex's turn has ended since: your host shows what it did. You can close this page.".to_owned(),
+        (true, State::Decided(PageDecision::Deny)) => "You denied this request on this page: codex was told not to do it. Codex's turn has ended since: your host shows how. You can close this page.".to_owned(),
+        (true, _) => format!("{sentence} Codex's turn has ended since."),
+    };
+    (heading, sentence)
+}
+
+fn outcome_of(state: State) -> (&'static str, &'static str) {
     match state {
         State::Decided(PageDecision::Approve) => (
             "Approved",
@@ -190,7 +204,7 @@ impl Table {
             );
         };
         if e.state != State::Open {
-            let (heading, sentence) = outcome(e.state);
+            let (heading, sentence) = outcome(e.state, e.turn_ended);
             return notice(410, heading, sentence);
         }
         let question = e.question.clone().unwrap_or_else(unreachable_question);
@@ -236,11 +250,11 @@ impl Table {
         match e.state {
             State::Open => {}
             State::Decided(_) | State::Closed(Closed::Decided) | State::WrongCodes => {
-                let (heading, sentence) = outcome(e.state);
+                let (heading, sentence) = outcome(e.state, e.turn_ended);
                 return notice(409, heading, sentence);
             }
             _ => {
-                let (heading, sentence) = outcome(e.state);
+                let (heading, sentence) = outcome(e.state, e.turn_ended);
                 return notice(410, heading, sentence);
             }
         }
@@ -298,8 +312,17 @@ impl Table {
             let _ = tx.send(d);
         }
         self.end(id, State::Decided(d));
-        let (heading, sentence) = outcome(State::Decided(d));
+        let (heading, sentence) = outcome(State::Decided(d), false);
         notice(200, heading, sentence)
+    }
+
+    /// The turn that asked `ids` ended: their pages say so from now on.
+    pub(super) fn turn_ended(&mut self, ids: &[String]) {
+        for id in ids {
+            if let Some(e) = self.entries.get_mut(id) {
+                e.turn_ended = true;
+            }
+        }
     }
 
     /// Forget the oldest ended questions until there is room for one more entry.

@@ -34,6 +34,7 @@ fn table_with(id: &str) -> (Table, oneshot::Receiver<PageDecision>, String) {
             decided: Some(tx),
             ended: Arc::new(Notify::new()),
             ended_at: None,
+            turn_ended: false,
         },
     );
     t.open_bytes = question().bytes();

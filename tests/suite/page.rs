@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use codex_mcp_bridge::page::{Closed, OpenPage, PageDecision, PageQuestion, Pages};
+use codex_mcp_bridge::page::{Closed, OpenPage, PageDecision, PageQuestion, Pages, TurnPages};
 
 use crate::support::browser::Browser;
 use crate::support::http1::{Reply, request};
@@ -507,6 +507,9 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
         .open(tricky_question(), Instant::now() + Duration::from_secs(120))
         .await
         .unwrap();
+    // the question of a turn that is still running
+    let turn = TurnPages::new(&pages);
+    turn.add(&page);
     browser.goto(&page.url).await;
     browser.find("#approve").await;
     let text = browser.text().await;
@@ -562,6 +565,7 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
         after.contains("You approved this request on this page"),
         "{after}"
     );
+    assert!(!after.contains("turn has ended since"), "{after}");
     browser.screenshot(&dir.join("approved.png")).await;
     keep_screenshot(&dir.join("approved.png"), "approved.png");
     assert_eq!(decided(&mut page).await, PageDecision::Approve);
@@ -584,14 +588,16 @@ async fn page_in_a_real_browser_shows_escapes_and_its_buttons_decide() {
         "{after}"
     );
     assert_eq!(decided(&mut second).await, PageDecision::Deny);
-    // the first page again in the same browser: it says what happened
+    // the first page again in the same browser, once its turn ended: it says what happened,
+    // the turn's end too
+    drop(turn);
     browser.goto(&page.url).await;
     browser.find("#outcome").await;
+    let later = browser.text().await;
     assert!(
-        browser
-            .text()
-            .await
-            .contains("approved this request on this page")
+        later.contains("approved this request on this page")
+            && later.contains("turn has ended since"),
+        "{later}"
     );
 
     // three wrong codes: the question is declined and its page has no Approve any more

@@ -203,7 +203,34 @@ async fn a_command_a_small_host_cannot_show_whole_is_approved_on_its_page_on_eve
         assert!(leaks.is_empty(), "{way:?}: {leaks:#?}");
         let log = std::fs::read_to_string(store.join("owner.log")).unwrap_or_default();
         assert!(log.contains("a question's page is open"), "{way:?}: {log}");
+        // the turn ended: its page, read again, says so
+        let said = page_once_the_turn_ended(&urls[0]).await;
+        assert!(
+            said.contains("You approved this request on this page")
+                && said.contains("turn has ended since"),
+            "{way:?}: {said}"
+        );
     }
+}
+
+/// What the page at `url` says (its outcome once ended) when it says the turn ended, or after
+/// 5 s.
+async fn page_once_the_turn_ended(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_at(rest.find('/').unwrap());
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    let mut said = String::new();
+    for _ in 0..100 {
+        let r =
+            crate::support::http1::request(addr, "GET", path, &[("Host", &addr.to_string())], b"")
+                .await;
+        said = r.body;
+        if said.contains("turn has ended since") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    said
 }
 
 #[tokio::test]

@@ -5,6 +5,9 @@
 //! exactly as for a session that does not exist (negative control: its `listSessions` does
 //! show the session, so the rule, not the store, hides it); a subscribed session sends
 //! `notifications/resources/updated` when its turn ends, an unsubscribed one does not.
+//! The list: a session made or closed sends `notifications/resources/list_changed` to the
+//! clients of its own home only; a 2026-07-28 client hears the same on `subscriptions/listen`,
+//! and the ends of turns of the sessions it names there, never of another home's.
 
 #![allow(deprecated)] // resources/subscribe: the 2025-11-25 protocol's, which hosts speak
 
@@ -15,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::support::mcp::{Protocol, Server, connect, connect_other_home, structured, text};
 use crate::support::{MockApi, Reply, TestEnv};
+use rmcp::model::{ServerNotification, SubscriptionFilter};
 
 /// A turn of session `id` (new when `None`); its session id.
 async fn turn(s: &Server, env: &TestEnv, mock: &MockApi, id: Option<&str>, says: &str) -> String {
@@ -132,4 +136,99 @@ async fn a_subscribed_session_tells_when_its_turn_ends() {
         1,
         "told after unsubscribing"
     );
+}
+
+/// `s`'s count of `notifications/resources/list_changed` once it reaches `at_least` (or 10 s).
+async fn listed(s: &Server, at_least: usize) -> usize {
+    let count = || s.listed.load(std::sync::atomic::Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while count() < at_least && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    count()
+}
+
+/// The next notice on a `subscriptions/listen` stream, bounded.
+async fn next_notice(sub: &mut rmcp::service::Subscription) -> Option<ServerNotification> {
+    tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .ok()
+        .and_then(|n| n.expect("the stream"))
+}
+
+#[tokio::test]
+async fn the_session_list_changes_are_told_to_their_own_home_only() {
+    let env = TestEnv::new();
+    let mock = MockApi::start().await;
+    let s = connect(&env, &mock, Protocol::Legacy).await;
+    let o = connect_other_home(&env, &mock).await;
+    let m = connect(&env, &mock, Protocol::Modern).await;
+    let mut filter = SubscriptionFilter::new();
+    filter.resources_list_changed = Some(true);
+    let mut listen = m.client.listen(filter.clone()).await.expect("listen");
+    assert_eq!(listen.acknowledged().resources_list_changed, Some(true));
+
+    let id = turn(&s, &env, &mock, None, "made").await;
+    assert_eq!(listed(&s, 1).await, 1, "the maker's list");
+    assert!(
+        matches!(
+            next_notice(&mut listen).await,
+            Some(ServerNotification::ResourceListChangedNotification(_))
+        ),
+        "a 2026-07-28 client of the same home hears it"
+    );
+    // a turn of an existing session changes no list
+    turn(&s, &env, &mock, Some(&id), "again").await;
+    let closed = s.call("closeSession", json!({"sessionId": id})).await;
+    assert_ne!(closed.is_error, Some(true), "{}", text(&closed));
+    assert_eq!(
+        listed(&s, 2).await,
+        2,
+        "the close is told, the second turn not"
+    );
+
+    // another home hears its own sessions and none of these (negative control: it hears)
+    assert_eq!(o.listed.load(std::sync::atomic::Ordering::SeqCst), 0);
+    mock.push(Reply::message("theirs"));
+    let args = json!({"prompt": "work", "workingDirectory": env.work()});
+    let theirs = o.call("codex", args).await;
+    assert_ne!(theirs.is_error, Some(true), "{}", text(&theirs));
+    let theirs = structured(&theirs)["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(listed(&o, 1).await, 1, "the other home's own session");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 2);
+
+    // `subscriptions/listen` naming sessions: its own is heard when its turn ends, another
+    // home's never
+    let mine = turn(&s, &env, &mock, None, "mine").await;
+    filter.resources_list_changed = None;
+    filter.resource_subscriptions = Some(vec![
+        format!("codex-session://{theirs}"),
+        format!("codex-session://{mine}"),
+        "file:///etc/passwd".into(),
+    ]);
+    let mut named = m.client.listen(filter).await.expect("listen");
+    assert_eq!(
+        named
+            .acknowledged()
+            .resource_subscriptions
+            .as_ref()
+            .map(Vec::len),
+        Some(2),
+        "a session URI is accepted, another URI not: {:?}",
+        named.acknowledged()
+    );
+    mock.push(Reply::message("theirs again"));
+    let args = json!({"prompt": "w", "workingDirectory": env.work(), "sessionId": theirs});
+    assert_ne!(o.call("codex", args).await.is_error, Some(true));
+    turn(&s, &env, &mock, Some(&mine), "mine again").await;
+    match next_notice(&mut named).await {
+        Some(ServerNotification::ResourceUpdatedNotification(n)) => {
+            assert_eq!(n.params.uri, format!("codex-session://{mine}"))
+        }
+        other => panic!("the own session's update first, another home's never: {other:?}"),
+    }
 }

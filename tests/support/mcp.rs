@@ -56,6 +56,8 @@ pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     /// The URIs of the `notifications/resources/updated` received, in order.
     pub updated: Arc<Mutex<Vec<String>>>,
+    /// How many `notifications/resources/list_changed` were received.
+    pub listed: Arc<std::sync::atomic::AtomicUsize>,
     pub roots: ClientRoots,
     pub person: Person,
     config: ClientConfig,
@@ -276,6 +278,10 @@ impl ClientHandler for Client {
     ) {
         self.updated.lock().unwrap().push(p.uri);
     }
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.listed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
     #[allow(deprecated)]
     async fn list_roots(
         &self,
@@ -333,6 +339,8 @@ pub struct Server {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     /// The URIs of the `notifications/resources/updated` received, in order.
     pub updated: Arc<Mutex<Vec<String>>>,
+    /// How many `notifications/resources/list_changed` were received.
+    pub listed: Arc<std::sync::atomic::AtomicUsize>,
     /// The person behind the client (asked only when it declares elicitation).
     pub person: Person,
     /// What the client lists as its roots (only asked when it declares the capability).
@@ -588,12 +596,14 @@ async fn connect_command(
     let pid = transport.id().expect("server pid");
     let progress = Arc::new(Mutex::new(vec![]));
     let updated = Arc::new(Mutex::new(vec![]));
+    let listed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let base = ClientConfig::new(capabilities, Implementation::new(person.client_name, "0"));
     let client = match protocol {
         Protocol::Legacy => {
             let c = Client {
                 progress: progress.clone(),
                 updated: updated.clone(),
+                listed: listed.clone(),
                 roots: roots.clone(),
                 person: person.clone(),
                 config: base.with_protocol_version(ProtocolVersion::V_2025_11_25),
@@ -607,6 +617,7 @@ async fn connect_command(
             let c = Client {
                 progress: progress.clone(),
                 updated: updated.clone(),
+                listed: listed.clone(),
                 roots: roots.clone(),
                 person: person.clone(),
                 config: base,
@@ -634,6 +645,7 @@ async fn connect_command(
         client,
         progress,
         updated,
+        listed,
         person,
         roots,
         pid,

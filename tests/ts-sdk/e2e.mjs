@@ -19,7 +19,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const warnings = [];
 for (const level of ['warn', 'error']) {
@@ -54,6 +54,10 @@ const summary = { tools: [], warnings, calls: [] };
 const updated = [];
 client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
     updated.push(n.params.uri);
+});
+let listChanged = 0;
+client.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
+    listChanged += 1;
 });
 
 // A request other than a tool call; what it threw is a failure, named by `what`.
@@ -171,7 +175,10 @@ try {
         (e) => String(e?.message ?? e),
     );
     check(badPrompt.includes('invalid argument `task`'), `getPrompt delegate with a control character: ${badPrompt}`);
-    // the session as a resource of this client's home: listed, read, subscribed
+    // the session as a resource of this client's home: its making changed the list (an `@`
+    // mention list follows), it is listed, read, subscribed
+    check(listChanged > 0, `no notifications/resources/list_changed after a session was made`);
+    summary.listChanged = listChanged;
     const uri = `codex-session://${sessionId}`;
     const resources = await request('listResources', () => client.listResources());
     check((resources?.resources ?? []).some((r) => r.uri === uri), `listResources: ${JSON.stringify(resources)}`);
