@@ -38,7 +38,7 @@ version="${1:-${known[-1]}}"
 [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "VERSION must look like 0.171.0, got '$version'"
 pin_dir="$pins/$version"
 [[ -d "$pin_dir" ]] \
-    || die "codex $version is not pinned (pinned: ${known[*]}); to add it see 'Adding a Codex CLI version' in README.md"
+    || die "codex $version is not pinned (pinned: ${known[*]}); to add it see 'Adding a Codex CLI version' in docs/operating.md"
 readonly want="codex-cli $version"
 dest="${2:-$repo_root/.codex-cli/$version}"
 

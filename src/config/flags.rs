@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn the_readme_settings_table_lists_every_setting() {
         use clap::Args;
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/settings.md");
         let cmd = Settings::augment_args(clap::Command::new("x"));
         for a in cmd.get_arguments() {
             let env = a
@@ -287,12 +287,12 @@ mod tests {
                 .expect("every setting has an environment variable");
             assert!(
                 readme.contains(&format!("`{env}`")),
-                "README.md lacks {env}"
+                "docs/settings.md lacks {env}"
             );
             let long = a.get_long().expect("every setting has a flag");
             assert!(
                 readme.contains(&format!("`--{long}`")),
-                "README.md lacks --{long}"
+                "docs/settings.md lacks --{long}"
             );
         }
     }

@@ -786,13 +786,14 @@ async fn the_config_file_sits_between_the_environment_and_the_defaults() {
     );
 }
 
-/// The text of README.md's `## {title}` section.
-fn readme_section(title: &str) -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let start = readme
+/// The text of the `## {title}` section of `file` (a path from the repository's root:
+/// `README.md`, or a reference page under `docs/`).
+fn doc_section(file: &str, title: &str) -> String {
+    let doc = std::fs::read_to_string(repo_root().join(file)).unwrap();
+    let start = doc
         .find(&format!("\n## {title}\n"))
-        .unwrap_or_else(|| panic!("README.md has no `## {title}`"));
-    let rest = &readme[start + 1..];
+        .unwrap_or_else(|| panic!("{file} has no `## {title}`"));
+    let rest = &doc[start + 1..];
     let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3);
     rest[..end].to_owned()
 }
@@ -823,7 +824,7 @@ fn the_host_snippets_in_the_readme_are_valid() {
         .to_str()
         .unwrap()
         .to_owned();
-    let section = readme_section("Wire it into a host");
+    let section = doc_section("README.md", "Wire it into a host");
 
     let jsons = code_blocks(&section, "json");
     assert!(!jsons.is_empty(), "no json snippet");
@@ -900,21 +901,22 @@ fn the_host_snippets_in_the_readme_are_valid() {
 
 #[test]
 fn the_config_file_example_in_the_readme_is_valid() {
-    let section = readme_section("Operator settings");
+    let section = doc_section("docs/settings.md", "Operator settings");
     let blocks = code_blocks(&section, "toml");
     assert_eq!(blocks.len(), 1, "one config file example");
-    let file = codex_mcp_bridge::config::parse_config_file(Path::new("README.md"), &blocks[0])
-        .unwrap_or_else(|e| panic!("{e}:\n{}", blocks[0]));
+    let file =
+        codex_mcp_bridge::config::parse_config_file(Path::new("docs/settings.md"), &blocks[0])
+            .unwrap_or_else(|e| panic!("{e}:\n{}", blocks[0]));
     assert!(file.settings.roots.is_some() && file.log_format.is_some());
     for o in &file.settings.codex_config {
         codex_mcp_bridge::security::overrides::parse_operator_override(o)
             .unwrap_or_else(|e| panic!("{o}: {e}"));
     }
-    // every key the file takes is listed in the README
+    // every key the file takes is listed in docs/settings.md
     for key in codex_mcp_bridge::config::CONFIG_FILE_KEYS {
         assert!(
             section.contains(&format!("`{key}`")),
-            "README lacks the key {key}"
+            "docs/settings.md lacks the key {key}"
         );
     }
 }
@@ -1128,7 +1130,7 @@ fn server_json_documents_every_environment_variable_with_its_default() {
 
 #[test]
 fn the_readme_prerequisites_match_the_toolchain_and_the_fetch_scripts() {
-    let section = readme_section("Prerequisites");
+    let section = doc_section("README.md", "Prerequisites");
     let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
     let rust = manifest
         .lines()

@@ -66,7 +66,7 @@ pub fn under_test() -> Codex {
         Codex::parse(&number).unwrap_or_else(|| {
             panic!(
                 "{VERSION_ENV}={number}: the suite records the behaviour of codex {:?} only \
-                 (to add a version see 'Adding a Codex CLI version' in README.md)",
+                 (to add a version see 'Adding a Codex CLI version' in docs/operating.md)",
                 Codex::ALL.map(Codex::number)
             )
         })

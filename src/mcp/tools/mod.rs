@@ -3,7 +3,7 @@
 //! tool returns it, its handler on [`McpServer`](crate::mcp::McpServer) and its entry in the
 //! table (a `ToolEntry`, `super::connection`'s). This file lists them (`TOOLS`, the one place
 //! the tools' order is written) and what is read from the list: a tool by name, the turn
-//! tools, `tools/list` ([`tool_list`]) and the README's table ([`tool_table`]). What the
+//! tools, `tools/list` ([`tool_list`]) and docs/tools.md's table ([`tool_table`]). What the
 //! handlers share is in `common.rs`.
 //!
 //! A handler parses its arguments (field-named errors), resolves the caller's paths, turns them
@@ -117,7 +117,7 @@ pub fn tool_list(allow_danger: bool) -> Vec<Tool> {
         .collect()
 }
 
-/// The README's tool table, generated from the real schemas (a test keeps README.md in sync).
+/// docs/tools.md's tool table, generated from the real schemas (a test keeps docs/tools.md in sync).
 pub fn tool_table(allow_danger: bool) -> String {
     let mut out = String::from("| tool | arguments (`*` required) | read-only |\n|---|---|---|\n");
     for t in tool_list(allow_danger) {
@@ -177,16 +177,16 @@ mod tests {
 
     #[test]
     fn the_readme_tool_table_matches_the_real_schemas() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/tools.md");
         let start = readme
             .find("<!-- tools:start -->\n")
-            .expect("README has the tools table markers")
+            .expect("docs/tools.md has the tools table markers")
             + 21;
         let end = readme.find("<!-- tools:end -->").expect("end marker");
         assert_eq!(
             &readme[start..end],
             tool_table(false),
-            "README.md's tool table is out of date; paste the output of mcp::tool_table(false)"
+            "docs/tools.md's tool table is out of date; paste the output of mcp::tool_table(false)"
         );
     }
 
