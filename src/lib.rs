@@ -3,6 +3,8 @@
 //! # Layout
 //! Every top-level module, one line each (ARCHITECTURE.md walks through them):
 //! - [`actors`]: the registry and session actors, the limiter, and the [`actors::Bridge`] handle.
+//! - [`approval`]: a question codex puts to a person: read, screened, asked (forms, rounds, the
+//!   page), decided and recorded, in one room.
 //! - [`cli`]: the command line: `serve` and the config file, `sessions`, `doctor`.
 //! - [`codex`]: the Codex CLI: argv, events, the app-server client; [`codex::process`] spawns.
 //! - [`config`]: operator settings (flags, environment, config file), validated once at start.
@@ -13,15 +15,14 @@
 //! - [`invalid`]: the refusal of one argument or setting, the pure layers' own error.
 //! - [`logging`]: tracing to stderr (stdout is the MCP channel), filtered, every line redacted.
 //! - [`mcp`]: the MCP surface (rmcp): tools, their arguments and results, progress, cancellation.
-//! - [`page`]: the loopback page where a person reads a whole question and decides it.
 //! - [`plan`]: what a caller asks of a turn in the bridge's terms: value sets, a review's target.
-//! - [`question`]: what a person is asked and may decide, below both `codex` and `mcp`.
 //! - [`security`]: pure rules: env allowlist, path confinement, ids, override denylist, redaction.
 //! - [`server`]: the library entry point [`server::run`]: election, relay, takeover, shutdown.
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 //! - [`usage`]: token usage as codex reports it, a leaf shared by events, store and results.
 
 pub mod actors;
+pub mod approval;
 pub mod cli;
 pub mod codex;
 pub mod config;
@@ -32,9 +33,7 @@ pub mod hub;
 pub mod invalid;
 pub mod logging;
 pub mod mcp;
-pub mod page;
 pub mod plan;
-pub mod question;
 pub mod security;
 pub mod server;
 pub mod store;

@@ -10,23 +10,30 @@
 //! 0. `usage`, `failure`, `invalid` (leaves: they name nothing of the crate), `security`,
 //!    `logging`.
 //! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`; and
-//!    `plan`: what a caller asks of a turn in the bridge's terms; `question`: what a person is
-//!    asked and may decide. `codex` and `mcp` both name them.
+//!    `plan`: what a caller asks of a turn in the bridge's terms; `approval` (its door, the
+//!    question, the answerer, the message and the rules that decline without asking): what a
+//!    person is asked and may decide. `codex` and `mcp` both name them.
 //! 2. `codex::process` (the one spawner), `codex::app_server`, `store` (the one owner of sled),
-//!    `page` (the loopback question page).
+//!    and the approval room's parts beside them: `approval::from_codex` (codex's requests read),
+//!    `approval::screen` (a turn's question screened), `approval::page` (the loopback page).
 //! 3. `config`: operator settings.
 //! 4. `error`: the crate error, which folds the error enums of the layers below it (each of
 //!    them returns its own); it is named only from above.
 //! 5. `actors`: the owners of sessions and processes.
-//! 6. `mcp`: the protocol layer.
+//! 6. `mcp`: the protocol layer; `approval::ask`: the channels that ask a person through it.
 //! 7. `hub`: many processes on one store (its own `HubError` carries the crate error).
 //! 8. `cli`, then `main` (the binary, which names the library as a crate).
 //!
 //! The other invariants:
-//! - pure: `security/*`, `plan/*`, `codex/argv/*`, `codex/events.rs` and `codex/applied.rs` name no `tokio`,
+//! - pure: `security/*`, `plan/*`, `codex/argv/*`, `codex/events.rs`, `codex/applied.rs`,
+//!   `approval/question.rs`, `approval/message.rs` and `approval/unasked.rs` name no `tokio`,
 //!   `std::process`, `std::fs`, `std::env` or `sled`;
 //! - spawn: only `codex/process*` names `std::process::Command` or `tokio::process`;
-//! - mcp: `mcp/*` names nothing of codex's argv or app-server protocol (`codex::argv`,
+//! - approval room: no file outside `approval/` names an elicitation of rmcp's (asking a person
+//!   is the room's: `ElicitRequest`, `ElicitRequestParams`, `ElicitResult`, `ElicitationAction`,
+//!   `CreateElicitationRequestParams`, `ElicitationSchema`) or declines a question without
+//!   asking (`DecisionRecord::unasked`, `unasked::`);
+//! - mcp: `mcp/*` and `approval/ask/*` name nothing of codex's argv or app-server protocol (`codex::argv`,
 //!   `codex::app_server`: it reads a call into `plan` and `question` types) and no process or
 //!   store type (`codex::process`, `SpawnSpec`,
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
@@ -69,19 +76,21 @@ const LAYERS: &[&[&str]] = &[
         "codex::home",
         "codex::rollout",
         "plan",
-        "question",
+        "approval",
     ],
     &[
         "codex::process",
         "codex::app_server",
         "store",
         "confine",
-        "page",
+        "approval::from_codex",
+        "approval::screen",
+        "approval::page",
     ],
     &["config"],
     &["error", "Error", "Result"],
     &["actors"],
-    &["mcp"],
+    &["mcp", "approval::ask"],
     &["hub"],
     &["cli", "server", "main"],
 ];
@@ -91,9 +100,20 @@ const LEAVES: &[&str] = &["usage", "failure", "invalid"];
 
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
 /// `codex::process`: `ProcessError`; `codex::app_server`: `ClientError`; `config`:
-/// `ConfigError`; `store`: `StoreError`; `page`: `PageError`), never the crate error.
+/// `ConfigError`; `store`: `StoreError`; `approval::page`: `PageError`), never the crate
+/// error.
 const OWN_ERRORS: &[&str] = &[
-    "security", "plan", "question", "store", "codex", "confine", "config", "page",
+    "security",
+    "plan",
+    "approval::question",
+    "approval::message",
+    "approval::unasked",
+    "approval::from_codex",
+    "approval::page",
+    "store",
+    "codex",
+    "confine",
+    "config",
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -426,9 +446,16 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         || starts_with(module, "plan")
         || starts_with(module, "codex::argv")
         || module == "codex::events"
-        || module == "codex::applied";
+        || module == "codex::applied"
+        || [
+            "approval::question",
+            "approval::message",
+            "approval::unasked",
+        ]
+        .contains(&module);
     let spawner = starts_with(module, "codex::process");
-    let in_mcp = starts_with(module, "mcp");
+    let in_mcp = starts_with(module, "mcp") || starts_with(module, "approval::ask");
+    let in_approval = starts_with(module, "approval");
     let in_store = starts_with(module, "store");
     let own_layer = layer_of(module);
     let own_errors = OWN_ERRORS.iter().any(|m| starts_with(module, m));
@@ -485,6 +512,31 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
                 flag(
                     if in_mcp { "mcp" } else { "calls" },
                     format!("names {name}"),
+                );
+            }
+        }
+        if !in_approval {
+            let segments: Vec<&str> = name.split("::").collect();
+            let asks = starts_with(name, "rmcp")
+                && [
+                    "ElicitRequest",
+                    "ElicitRequestParams",
+                    "ElicitResult",
+                    "ElicitationAction",
+                    "CreateElicitationRequestParams",
+                    "ElicitationSchema",
+                ]
+                .iter()
+                .any(|t| segments.contains(t));
+            let declines = name.contains("DecisionRecord::unasked")
+                || starts_with(name, "crate::approval::unasked")
+                || segments.first() == Some(&"unasked");
+            if asks || declines {
+                flag(
+                    "approval room",
+                    format!(
+                        "names {name} outside approval/ (asking a person, or declining without asking, is the room's)"
+                    ),
                 );
             }
         }
@@ -741,6 +793,32 @@ fn the_checker_sees_each_kind_of_violation() {
         ]),
         "an mcp module that spawns and names the store (a lower layer): {spawn:?}"
     );
+    // asking a person, or declining without asking, outside the approval room; inside, both
+    let outside = check_file(
+        "src/mcp/x.rs",
+        "mcp::x",
+        &names(&[
+            "rmcp::model::ElicitRequestParams",
+            "crate::approval::DecisionRecord::unasked",
+            "crate::approval::unasked::escalable",
+            "crate::approval::Decision",
+        ]),
+    );
+    assert_eq!(outside.len(), 3, "{outside:?}");
+    assert!(
+        outside.iter().all(|f| f.contains("approval room")),
+        "{outside:?}"
+    );
+    let inside = check_file(
+        "src/approval/ask/mod.rs",
+        "approval::ask",
+        &names(&[
+            "rmcp::model::ElicitRequestParams",
+            "crate::approval::DecisionRecord::unasked",
+            "crate::approval::unasked::unshowable",
+        ]),
+    );
+    assert!(inside.is_empty(), "{inside:?}");
     let own = check_file(
         "src/security/x.rs",
         "security::x",
@@ -962,8 +1040,8 @@ fn the_checker_sees_paths_in_macros_aliases_and_expressions() {
             "mcp: names crate::codex::argv::MAX_TITLE_LEN",
         ),
         (
-            "crate::codex::app_server::approval::parse",
-            "mcp: names crate::codex::app_server::approval::parse",
+            "crate::codex::app_server::protocol::parse",
+            "mcp: names crate::codex::app_server::protocol::parse",
         ),
     ];
     let cases = cases

@@ -118,7 +118,7 @@ pub struct Answer {
     /// Why the call failed, with this answer as its partial result; `None`: it succeeded.
     pub error: Option<Error>,
     /// Codex's questions during the turn and what was decided.
-    pub approvals: Vec<crate::question::DecisionRecord>,
+    pub approvals: Vec<crate::approval::DecisionRecord>,
     /// Messages that joined the running turn (`steer`).
     pub steered: Vec<String>,
 }
@@ -293,7 +293,7 @@ pub struct TurnCall {
     pub client: Option<Arc<ClientContext>>,
     /// Asks codex's questions of this turn of the person behind the connection that started it
     /// (`approvals = ask`, a client that can be asked); `None`: every question is declined.
-    pub asker: Option<crate::question::ask::Asker>,
+    pub asker: Option<crate::approval::Asker>,
     /// The host that made the call (the MCP layer's key of it, opaque here): a close by
     /// another host does not end it, running or queued ([`crate::actors::Bridge::close`]);
     /// `None`: the owning process's own call, which any close ends.

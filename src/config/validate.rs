@@ -376,7 +376,7 @@ fn queue_and_idle(s: &Settings) -> Result<(Duration, Duration)> {
 /// How long a person has to answer one of codex's questions.
 fn approval_timeout(s: &Settings) -> Result<Duration> {
     let t = Duration::from_millis(s.approval_timeout_ms.unwrap_or(120_000));
-    let longest = crate::question::LONGEST_WAIT;
+    let longest = crate::approval::LONGEST_WAIT;
     if t < Duration::from_secs(1) || t > longest {
         return Err(ConfigError::setting(
             "CODEX_BRIDGE_APPROVAL_TIMEOUT_MS (--approval-timeout-ms)",

@@ -13,7 +13,7 @@ use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::{Bridge, ClientContext};
-use crate::mcp::elicit;
+use crate::approval::ask;
 use crate::mcp::owner::{Scope, TaskOwner};
 use crate::mcp::progress::ProgressTarget;
 use crate::mcp::roots::ClientRoots;
@@ -157,9 +157,9 @@ pub(crate) struct TaskStart {
     /// A background call's handle (`session:<id>`, `review:<id>`).
     pub(super) handle: Option<String>,
     pub(super) roots: Option<rmcp::Peer<RoleServer>>,
-    pub(super) elicits: Option<elicit::Host>,
+    pub(super) elicits: Option<ask::Host>,
     /// A background call's: its questions go to the client waiting on it.
-    pub(super) waiters: Option<crate::mcp::waiters::Waiters<elicit::Channel>>,
+    pub(super) waiters: Option<crate::approval::ask::waiters::Waiters<ask::Channel>>,
     /// The name the starter's client gives itself.
     pub(super) client_name: String,
 }
@@ -197,7 +197,7 @@ pub(crate) struct CallCtx {
     /// The client to ask for its roots, when it declares the roots capability.
     pub roots: Option<Peer<RoleServer>>,
     /// Where the person behind the call can be asked (`approvals = ask`), when they can.
-    pub ask: Option<elicit::Channel>,
+    pub ask: Option<ask::Channel>,
     /// The name the caller's client gives itself (how its host is recognised, with its
     /// context).
     pub client_name: String,
@@ -230,7 +230,7 @@ impl CallCtx {
                     token,
                 }),
             roots: roots_peer(ctx),
-            ask: elicit::Channel::of_request(ctx),
+            ask: ask::Channel::of_request(ctx),
             client_name: client_name(ctx),
             http_session: crate::mcp::owner::http_session(ctx),
         }

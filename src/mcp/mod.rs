@@ -27,11 +27,8 @@
 
 pub(crate) mod answer;
 mod background;
-pub mod budget;
 mod checks;
 mod connection;
-pub mod elicit;
-pub mod form;
 pub mod framing;
 pub mod greeting;
 pub mod mrtr;
@@ -46,7 +43,6 @@ mod subscriptions;
 mod tasks;
 pub mod tools;
 pub mod unstarted;
-mod waiters;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -56,6 +52,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::ask;
 use crate::error::Error;
 use answer::{error_result, plain_error};
 use checks::checked_first;
@@ -191,9 +188,9 @@ impl McpServer {
                         progress: Some(ProgressTarget::Task(task.clone())),
                         roots,
                         ask: match waiters {
-                            Some(w) => Some(elicit::Channel::of_waiters(w)),
+                            Some(w) => Some(ask::Channel::of_waiters(w)),
                             None => elicits.map(|host| {
-                                elicit::Channel::of_task(
+                                ask::Channel::of_task(
                                     task.clone(),
                                     this.tasks.manager.clone(),
                                     host,
@@ -246,8 +243,7 @@ impl McpServer {
         if as_task {
             // a session-less HTTP task's `tasks/update` could come from any token holder: its
             // questions are asked of nobody
-            let elicits =
-                elicit::host_of(context).filter(|_| !matches!(owner, TaskOwner::Http(None)));
+            let elicits = ask::host_of(context).filter(|_| !matches!(owner, TaskOwner::Http(None)));
             let start = TaskStart {
                 owner,
                 host: self.host_key(context),
@@ -316,7 +312,7 @@ impl McpServer {
             .protocol_version()
             .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
         modern
-            && elicit::host_of(ctx).is_some()
+            && ask::host_of(ctx).is_some()
             && self.client.config.approvals == crate::config::ApprovalMode::Ask
             && tools::asks_in_its_answer(name)
             && !matches!(owner, TaskOwner::Http(None))
@@ -336,7 +332,7 @@ impl McpServer {
             return Ok(refused);
         }
         let mut ctx = CallCtx::of_request(context);
-        let host = elicit::host_of(context).unwrap_or_default();
+        let host = ask::host_of(context).unwrap_or_default();
         let call = mrtr::Call {
             client: owner,
             what: mrtr::CallDigest::of(&name, &args),
@@ -348,7 +344,7 @@ impl McpServer {
             .start(call, context.ct.clone(), move |asking, cancel, follow| {
                 // a plain call: it ends with its connection's input, between rounds too
                 ctx.ct = this.until_input_ends(&cancel);
-                ctx.ask = Some(elicit::Channel::of_rounds(asking, host));
+                ctx.ask = Some(ask::Channel::of_rounds(asking, host));
                 ctx.progress = Some(ProgressTarget::Follow(follow));
                 tracing::Instrument::instrument(
                     async move {

@@ -32,9 +32,8 @@ use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams, InputRequest,
-    InputRequests, InputRequiredResult, InputResponses, JsonObject, ListRootsRequest,
-    ListRootsResult,
+    CallToolResponse, CallToolResult, InputRequest, InputRequests, InputRequiredResult,
+    InputResponses, JsonObject, ListRootsRequest, ListRootsResult,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
@@ -100,7 +99,7 @@ impl RoundError {
 
 /// One question on its way to the client.
 struct Prompt {
-    params: ElicitRequestParams,
+    request: InputRequest,
     answer: oneshot::Sender<serde_json::Value>,
     /// When the turn stops waiting for the answer.
     deadline: Instant,
@@ -114,7 +113,7 @@ enum Event {
 
 /// How a call's turn asks: its questions go to the call's current round.
 #[derive(Clone)]
-pub struct Asking {
+pub struct RoundAsker {
     events: mpsc::Sender<Event>,
 }
 
@@ -122,19 +121,20 @@ pub struct Asking {
 #[derive(Debug)]
 pub struct Withdrawn;
 
-impl Asking {
-    /// Ask `params`, waiting at most `timeout` (the caller bounds the wait too); the client's
-    /// answer to it (any JSON: the caller checks it), once a retry brings it.
+impl RoundAsker {
+    /// Ask `request` (the approval room's), waiting at most `timeout` (the caller bounds the
+    /// wait too); the client's answer to it (any JSON: the caller checks it), once a retry
+    /// brings it.
     pub async fn ask(
         &self,
-        params: ElicitRequestParams,
+        request: InputRequest,
         timeout: Duration,
     ) -> Result<serde_json::Value, Withdrawn> {
         let (answer, rx) = oneshot::channel();
         let deadline = Instant::now() + timeout;
         self.events
             .send(Event::Ask(Prompt {
-                params,
+                request,
                 answer,
                 deadline,
             }))
@@ -404,14 +404,14 @@ impl Rounds {
         self.len() == 0
     }
 
-    /// Run a call whose questions are asked through MRTR: `run` gets the call's [`Asking`] and
+    /// Run a call whose questions are asked through MRTR: `run` gets the call's [`RoundAsker`] and
     /// the token that cancels it, and runs on a task of its own; the first request's answer is
     /// the call's result, or its first question.
     pub(crate) async fn start<F>(
         &self,
         call: Call,
         ct: CancellationToken,
-        run: impl FnOnce(Asking, CancellationToken, Follow) -> F,
+        run: impl FnOnce(RoundAsker, CancellationToken, Follow) -> F,
     ) -> Result<CallToolResponse, McpError>
     where
         F: std::future::Future<Output = Result<CallToolResult, McpError>> + Send + 'static,
@@ -425,7 +425,7 @@ impl Rounds {
             finished: CancellationToken::new(),
         });
         let fut = run(
-            Asking { events: tx.clone() },
+            RoundAsker { events: tx.clone() },
             pending.cancel.clone(),
             pending.progress.clone(),
         );
@@ -632,10 +632,7 @@ impl Rounds {
         };
         let handle = handle.as_deref().expect("set above");
         let mut requests = InputRequests::new();
-        requests.insert(
-            key_of(round),
-            InputRequest::Elicitation(ElicitRequest::new(prompt.params)),
-        );
+        requests.insert(key_of(round), prompt.request);
         tracing::info!(round, "a question goes to the client as input_required");
         Some(CallToolResponse::InputRequired(InputRequiredResult::new(
             Some(requests),
@@ -648,12 +645,15 @@ impl Rounds {
 mod tests {
     use super::*;
 
-    fn form() -> ElicitRequestParams {
-        ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: "allow?".into(),
-            requested_schema: rmcp::model::ElicitationSchema::builder().build_unchecked(),
-        }
+    fn form() -> InputRequest {
+        use rmcp::model::{ElicitRequest, ElicitRequestParams};
+        InputRequest::Elicitation(ElicitRequest::new(
+            ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: "allow?".into(),
+                requested_schema: rmcp::model::ElicitationSchema::builder().build_unchecked(),
+            },
+        ))
     }
 
     /// A call of `client` that asks once and answers whether its question got an answer.

@@ -24,12 +24,12 @@ use rmcp::model::{DetailedTask, JsonObject, Task, TaskPayload, TaskStatus};
 use rmcp::task_manager::TaskManager;
 use serde::{Deserialize, Serialize};
 
-use super::elicit::Channel;
 use super::mrtr::Rounds;
 use super::owner::TaskOwner;
-use super::waiters::Waiters;
 use crate::actors::Bridge;
 use crate::actors::tasks::StoredTask;
+use crate::approval::ask::Channel;
+use crate::approval::ask::waiters::Waiters;
 
 /// How a host is recognised across its restarts (see the module's doc): `None` for what is
 /// not kept past its connection (the HTTP listener's requests).

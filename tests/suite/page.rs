@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use codex_mcp_bridge::page::{Closed, OpenPage, PageDecision, PageQuestion, Pages, TurnPages};
+use codex_mcp_bridge::approval::page::{
+    Closed, OpenPage, PageDecision, PageQuestion, Pages, TurnPages,
+};
 
 use crate::support::browser::Browser;
 use crate::support::http1::{Reply, request};

@@ -16,17 +16,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use codex_mcp_bridge::codex::app_server::approval::Asking as Handed;
+use codex_mcp_bridge::approval::Asked;
+use codex_mcp_bridge::approval::ask::{self, APPROVE_FIELD};
+use codex_mcp_bridge::approval::from_codex::CodexQuestion as Handed;
+use codex_mcp_bridge::approval::{Decision, Question};
 use codex_mcp_bridge::codex::app_server::client::{
     Client, ClientError, DEFAULT_MAX_LINE_BYTES, Event,
 };
 use codex_mcp_bridge::codex::app_server::protocol::{
     self, Approvals, Item, ItemStatus, Notification, ThreadId, ThreadOpened, TurnParams, TurnStatus,
 };
-use codex_mcp_bridge::mcp::elicit::{self, APPROVE_FIELD};
 use codex_mcp_bridge::plan::values::SandboxLevel;
-use codex_mcp_bridge::question::ask::Asked;
-use codex_mcp_bridge::question::{Decision, Question};
 use codex_mcp_bridge::security::redact::ClientSecrets;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
@@ -194,7 +194,7 @@ async fn escalate(
         "{offered}"
     );
     for d in [Decision::AcceptOnce, Decision::Decline] {
-        let a = codex_mcp_bridge::codex::app_server::approval::AnswerLine::new(
+        let a = codex_mcp_bridge::approval::from_codex::AnswerLine::new(
             &handed.request,
             &handed.asked.question,
             d,
@@ -602,7 +602,7 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
         ),
     ];
     for (name, p, want, by_person) in cases {
-        let got = elicit::ask(&p.peer, &question(), &secrets, short).await;
+        let got = ask::ask(&p.peer, &question(), &secrets, short).await;
         assert_eq!(
             (got.decision, got.record.decision, got.record.by_person),
             (want, want, by_person),
@@ -623,14 +623,11 @@ async fn only_an_explicit_accept_of_a_person_is_an_accept() {
     // a cancel at once is a host that cannot ask anyone (the turn's answer tells the model what
     // to do instead); a later one is a question put aside
     for (delay, want) in [
-        (Duration::ZERO, elicit::HOST_CANNOT_ASK),
-        (
-            elicit::AT_ONCE + Duration::from_millis(300),
-            elicit::CANCELLED,
-        ),
+        (Duration::ZERO, ask::HOST_CANNOT_ASK),
+        (ask::AT_ONCE + Duration::from_millis(300), ask::CANCELLED),
     ] {
         let p = pair(true, delay, || ElicitResult::new(ElicitationAction::Cancel)).await;
-        let got = elicit::ask(&p.peer, &question(), &secrets, STEP).await;
+        let got = ask::ask(&p.peer, &question(), &secrets, STEP).await;
         assert_eq!(
             (got.decision, got.record.by_person, got.record.reason),
             (Decision::Decline, false, Some(want)),
@@ -652,7 +649,7 @@ async fn a_command_holding_a_secret_is_declined_without_asking() {
         workdir: None,
         cwd_resolves_outside: false,
     };
-    let got = elicit::ask(&p.peer, &q, &secrets(), STEP).await;
+    let got = ask::ask(&p.peer, &q, &secrets(), STEP).await;
     assert_eq!(got.decision, Decision::Decline);
     assert!(!got.record.by_person);
     assert!(!got.record.asked.contains(SECRET), "{:?}", got.record);
@@ -662,7 +659,7 @@ async fn a_command_holding_a_secret_is_declined_without_asking() {
 #[tokio::test]
 async fn a_client_without_the_capability_is_never_asked() {
     let p = pair(false, Duration::ZERO, accept(true)).await;
-    let got = elicit::ask(&p.peer, &question(), &secrets(), STEP).await;
+    let got = ask::ask(&p.peer, &question(), &secrets(), STEP).await;
     assert_eq!(got.decision, Decision::Decline);
     assert!(!got.record.by_person);
     assert_eq!(p.person.asked.load(Ordering::SeqCst), 0);
@@ -703,7 +700,7 @@ async fn an_escalation_is_written_only_when_a_person_accepts_through_elicitation
             .start_turn(&opened.thread, "please write", Approvals::OnRequest)
             .await;
         let asked = app.next_asked().await.asked;
-        let record = elicit::answer(&p.peer, asked, &none, Duration::from_secs(30)).await;
+        let record = ask::answer(&p.peer, asked, &none, Duration::from_secs(30)).await;
         let log = read_turn(&mut app.events, Some(turn.as_str())).await;
         assert_eq!(log.status, Some(TurnStatus::Completed), "{name}: {log:#?}");
         assert_eq!(target.exists(), written, "{name}: {record:?} {log:#?}");

@@ -13,9 +13,9 @@
 
 use std::path::{Path, PathBuf};
 
+use codex_mcp_bridge::approval::Decision;
 use codex_mcp_bridge::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use codex_mcp_bridge::codex::app_server::protocol::{self, Approvals, TurnParams};
-use codex_mcp_bridge::question::Decision;
 use rmcp::model::{CallToolResult, ClientCapabilities};
 use serde_json::{Value, json};
 

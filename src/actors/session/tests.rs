@@ -652,7 +652,7 @@ async fn a_turn_codex_recorded_under_another_policy_fails_closed_and_its_answer_
 }
 
 /// An asker that is never called (the fake asks no question): the call has a person behind it.
-fn a_person() -> crate::question::ask::Asker {
+fn a_person() -> crate::approval::Asker {
     Arc::new(|_| Box::pin(std::future::pending()))
 }
 

@@ -9,7 +9,7 @@
 //!   protocol's [`ServerRequest::decline`], before the event is passed on: an unanswered request
 //!   blocks the turn forever, so no consumer can forget one.
 //! - Opt-in ([`Client::with_answerer`]): a request a person may answer (see
-//!   [`approval::Question`]) is handed over as an [`Asking`] on a second stream instead; a task
+//!   [`approval::Question`]) is handed over as an [`CodexQuestion`] on a second stream instead; a task
 //!   of its own writes the answer, or the decline when the deadline passes or its `Asked` is
 //!   dropped, so it is still never left unanswered. Every other request is declined at once.
 //! - Notifications (and a record of each declined request) go to one event stream, in order.
@@ -31,12 +31,12 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::approval::{self, Asking, ChangeBook};
 use super::protocol::{
     self, Incoming, InitializeResponse, Message, Notification, ProtocolError, Request, RequestId,
     RpcError, ServerRequest, ThreadOpened, TurnParams, TurnRef,
 };
-use crate::question::Question;
+use crate::approval::Question;
+use crate::approval::from_codex::{self as approval, ChangeBook, CodexQuestion};
 
 /// Default cap on one line from codex. A `thread/resume` result carries the thread's whole
 /// history in one line, so this is generous; the exec path's cap is a separate setting.
@@ -77,7 +77,7 @@ pub enum Event {
 
 /// Where the reader hands the requests a person may answer, and how long they may take.
 struct Answerer {
-    asked: mpsc::UnboundedSender<Asking>,
+    asked: mpsc::UnboundedSender<CodexQuestion>,
     deadline: Duration,
     book: ChangeBook,
 }
@@ -112,7 +112,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
 
     /// [`Client::new`], and each request a person may answer (an approval, a question, a nested
     /// server's elicitation: whatever [`approval::parse`] reads) comes on the second stream as
-    /// an [`Asking`] instead of being declined at once. Codex gets the decline if no answer came
+    /// an [`CodexQuestion`] instead of being declined at once. Codex gets the decline if no answer came
     /// within `deadline`, if its `Asked` (or the stream) is dropped, or if the request is not
     /// a question. The consumer answers only a question of the turn it runs, from the client
     /// connection that started that turn.
@@ -124,7 +124,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Client<W> {
     ) -> (
         Self,
         mpsc::UnboundedReceiver<Event>,
-        mpsc::UnboundedReceiver<Asking>,
+        mpsc::UnboundedReceiver<CodexQuestion>,
     )
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -437,7 +437,7 @@ mod tests {
     type AnsweringPair = (
         Client<tokio::io::DuplexStream>,
         mpsc::UnboundedReceiver<Event>,
-        mpsc::UnboundedReceiver<Asking>,
+        mpsc::UnboundedReceiver<CodexQuestion>,
         tokio::io::Lines<BufReader<tokio::io::DuplexStream>>,
         tokio::io::DuplexStream,
     );
@@ -483,8 +483,8 @@ mod tests {
         let a = asked.recv().await.unwrap().asked;
         assert!(matches!(&a.question, Question::Command { command, .. } if command == "touch /x"));
         assert_eq!(
-            a.answer(crate::question::Decision::AcceptOnce, None),
-            crate::question::Decision::AcceptOnce
+            a.answer(crate::approval::Decision::AcceptOnce, None),
+            crate::approval::Decision::AcceptOnce
         );
         assert_eq!(
             from_client.next_line().await.unwrap().unwrap(),
@@ -536,7 +536,7 @@ mod tests {
                 .collect::<Vec<_>>(),
             [("/w/a.txt", "hi\n")]
         );
-        a.answer(crate::question::Decision::Decline, None);
+        a.answer(crate::approval::Decision::Decline, None);
         assert_eq!(
             from_client.next_line().await.unwrap().unwrap(),
             r#"{"id":0,"result":{"decision":"decline"}}"#
@@ -585,8 +585,8 @@ mod tests {
         );
         // too late: the decline already went
         assert_eq!(
-            kept.answer(crate::question::Decision::AcceptOnce, None),
-            crate::question::Decision::Decline
+            kept.answer(crate::approval::Decision::AcceptOnce, None),
+            crate::approval::Decision::Decline
         );
         // nobody reads the handed stream any more: declined all the same
         drop(asked);

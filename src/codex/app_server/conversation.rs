@@ -14,19 +14,19 @@ use futures::stream::FuturesUnordered;
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 
-use super::approval::Asking;
 use super::client::{Client, ClientError, Event};
 use super::protocol::{
     self, Approvals, Notification, PolicyWatch, ThreadOpened, TurnParams, TurnRef,
 };
 use super::translate;
+use crate::approval::Asker;
+use crate::approval::DecisionRecord;
+use crate::approval::from_codex::CodexQuestion;
 use crate::codex::argv::WarmTurn;
 use crate::codex::events::{self, Transcript, describe};
 use crate::codex::process::turn::RunOptions;
 use crate::confine;
 use crate::plan::values::SandboxLevel;
-use crate::question::DecisionRecord;
-use crate::question::ask::Asker;
 use crate::security::ids::{SessionName, ThreadId};
 
 /// How long a request that ends a turn or lets go of a thread may take (`turn/interrupt`,
@@ -85,7 +85,7 @@ struct Loaded {
 /// the `fileChange` items codex reports done are announced.
 pub type Screen = dyn Fn(
         Asker,
-        Asking,
+        CodexQuestion,
         Option<PathBuf>,
         tokio::sync::broadcast::Sender<String>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = DecisionRecord> + Send>>
@@ -99,7 +99,7 @@ pub struct Conversation<W> {
     events: UnboundedReceiver<Event>,
     /// Codex's questions (approvals, input, nested servers' forms): answered only by the
     /// running turn's asker, else declined.
-    asked: UnboundedReceiver<Asking>,
+    asked: UnboundedReceiver<CodexQuestion>,
     loaded: Option<Loaded>,
     /// Whether codex accepted the last turn (`turn/start` answered).
     accepted: bool,
@@ -113,7 +113,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
     pub fn new(
         client: Client<W>,
         events: UnboundedReceiver<Event>,
-        asked: UnboundedReceiver<Asking>,
+        asked: UnboundedReceiver<CodexQuestion>,
     ) -> Self {
         Conversation {
             client: Some(client),
@@ -1007,7 +1007,7 @@ mod tests {
                 asking.asked.decline();
                 DecisionRecord {
                     asked: String::new(),
-                    decision: crate::question::Decision::Decline,
+                    decision: crate::approval::Decision::Decline,
                     by_person: false,
                     reason: None,
                 }

@@ -28,7 +28,7 @@ use super::signal::{descendants, signal_pid};
 
 /// Held for writing through a freeze's whole window (which also makes freezes one at a time),
 /// for reading by every spawn: no process of this server starts while one is frozen.
-pub(super) static WINDOW: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+pub(crate) static WINDOW: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// How long the stops may take to land (a process in an uninterruptible call stops when it
 /// returns) before the freeze goes on without that one.

@@ -24,13 +24,12 @@
 mod cgroup;
 mod command;
 pub mod error;
-mod freeze;
+pub(crate) mod freeze;
 pub mod git;
 mod holders;
 mod kill;
 mod outcome;
 mod read;
-mod screen;
 mod server;
 mod signal;
 mod spawn;

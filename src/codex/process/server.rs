@@ -25,11 +25,12 @@ use super::cgroup::{TurnCgroup, move_into_cgroup};
 use super::error::ProcessError;
 use super::kill::{KillGuard, argv_hash, kill_tree, start_ticks};
 use super::outcome::{finish, judge_warm};
-use super::screen;
 use super::signal::{descendants, signal_pid};
 use super::spawn;
 use super::turn::{Ending, RunOptions, SpawnHook, SpawnInfo, TurnOutcome};
+use crate::approval::screen;
 
+use crate::approval::LONGEST_WAIT;
 use crate::codex::app_server::client::{Client, DEFAULT_MAX_LINE_BYTES};
 use crate::codex::app_server::conversation::{
     Asks, Conversation, Screen, Stop, ThreadOpFailed, ThreadWanted, TurnControl,
@@ -38,7 +39,6 @@ use crate::codex::argv::{PathKind, SpawnSpec, WarmTurn};
 use crate::codex::events::{self, FailureKind, Transcript};
 use crate::confine;
 use crate::invalid::InvalidArgument;
-use crate::question::LONGEST_WAIT;
 use crate::security::ids::ThreadId;
 
 /// What the process layer returns: its own error, never the crate's.

@@ -135,7 +135,7 @@ pub struct TurnOutput {
     pub containment: Containment,
     /// Codex's questions during the turn and what was decided (warm turns whose caller can be
     /// asked; otherwise none are asked).
-    pub approvals: Vec<crate::question::DecisionRecord>,
+    pub approvals: Vec<crate::approval::DecisionRecord>,
     /// The messages that joined the running turn (`steer`), redacted.
     pub steered: Vec<String>,
 }

@@ -10,11 +10,11 @@ use serde::Deserialize;
 
 use super::common::{check_model, finish, shape};
 use crate::actors::{TurnCall, WorkDir};
+use crate::approval::ask;
 use crate::config::ApprovalMode;
 use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, parse_args};
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
-use crate::mcp::elicit;
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
@@ -128,7 +128,7 @@ impl McpServer {
         };
         let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let asker = match (&self.client.config.approvals, &ctx.ask) {
-            (ApprovalMode::Ask, Some(channel)) => Some(elicit::asker(
+            (ApprovalMode::Ask, Some(channel)) => Some(ask::asker(
                 channel.clone(),
                 self.client.secrets.clone(),
                 self.client.config.approval_timeout,

@@ -10,15 +10,15 @@ use std::time::Duration;
 use rmcp::model::CallToolResult;
 
 use crate::actors::{Answer, ClientContext, OneShot, OneShotCall, SessionView};
+use crate::approval::Decision;
+use crate::approval::ask;
 use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, ok_result};
 use crate::mcp::connection::{CallCtx, McpServer};
-use crate::mcp::elicit;
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::{
     ApprovalReport, CommandReport, Finding, SessionInfo, TurnResult, UsageReport,
 };
-use crate::question::Decision;
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
 
@@ -128,7 +128,7 @@ pub(super) fn finish(value: TurnResult, error: Option<Error>) -> CallToolResult 
 }
 
 /// What the model is told after the answer when codex's request was declined because the host
-/// behind the call cannot ask a person ([`elicit::host_cannot_ask`]): that, and what to do
+/// behind the call cannot ask a person ([`ask::host_cannot_ask`]): that, and what to do
 /// instead, in the text it reads (the `approvals` list says it too).
 fn cannot_ask_note(value: &TurnResult) -> Option<String> {
     let reason = value
@@ -136,7 +136,7 @@ fn cannot_ask_note(value: &TurnResult) -> Option<String> {
         .iter()
         .flatten()
         .filter_map(|a| a.reason.as_deref())
-        .find(|r| elicit::host_cannot_ask(r))?;
+        .find(|r| ask::host_cannot_ask(r))?;
     Some(format!(
         "\n\n[codex-mcp-bridge: codex asked for an approval, declined without a person: {reason}]"
     ))
@@ -278,7 +278,7 @@ mod tests {
             approvals: Some(vec![declined(reason)]),
             ..Default::default()
         };
-        for reason in [elicit::HOST_CANNOT_ASK, elicit::NO_ELICITATION] {
+        for reason in [ask::HOST_CANNOT_ASK, ask::NO_ELICITATION] {
             let t = text(&finish(value(reason), None)).to_owned();
             assert!(t.starts_with("I could not create the file.\n\n[codex-mcp-bridge:"));
             assert!(
@@ -294,10 +294,10 @@ mod tests {
             assert!(t.contains("cannot ask a person"), "{t}");
         }
         // a question put aside, or a person's decline: the answer alone
-        let r = finish(value(elicit::CANCELLED), None);
+        let r = finish(value(ask::CANCELLED), None);
         assert_eq!(text(&r), "I could not create the file.");
         // a `structured` answer's text stays its JSON
-        let mut v = value(elicit::HOST_CANNOT_ASK);
+        let mut v = value(ask::HOST_CANNOT_ASK);
         v.data = Some(serde_json::json!({"a": 1}));
         let t = text(&finish(v, None)).to_owned();
         assert!(serde_json::from_str::<serde_json::Value>(&t).is_ok(), "{t}");

@@ -6,11 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::freeze;
-use crate::codex::app_server::approval::{self, Asking};
+use crate::approval::from_codex::CodexQuestion;
+use crate::approval::unasked;
+use crate::approval::{Asked, Asker};
+use crate::approval::{Decision, DecisionRecord, Question};
+use crate::codex::process::freeze;
 use crate::codex::rollout::{self, ModelCall};
-use crate::question::ask::{Asked, Asker};
-use crate::question::{Decision, DecisionRecord, Question};
 
 /// How long codex may take to record the model's call in its rollout after asking about it
 /// (it writes the call before it runs the tool; measured within milliseconds).
@@ -30,20 +31,20 @@ const MOVED: &str =
 /// What an accepted file change needs to be applied as it was shown: the asking app-server
 /// (kept running while everything else of the server is frozen) and the `fileChange` items
 /// codex reports done.
-pub(super) struct Writes {
-    pub(super) app_server: i32,
-    pub(super) applied: tokio::sync::broadcast::Sender<String>,
+pub struct Writes {
+    pub app_server: i32,
+    pub applied: tokio::sync::broadcast::Sender<String>,
 }
 
 /// A question on its way to the person, screened first: the turn's working directory given to
 /// a file-change or command question (a path or a command directory that resolves outside it
 /// marked so); declined without asking, with its record, when it cannot be shown as it is
 /// (`Question::unreadable`), or when it is an escalation whose model call asked for a terminal
-/// or cannot be read from codex's rollout ([`approval::escalable`]). A file change is asked
+/// or cannot be read from codex's rollout ([`unasked::in_turn`]). A file change is asked
 /// with its answer held back ([`bound_to_shown`]).
-pub(super) fn screened(
+pub fn screened(
     ask: Asker,
-    Asking { request, mut asked }: Asking,
+    CodexQuestion { request, mut asked }: CodexQuestion,
     cwd: std::path::PathBuf,
     (rollout, writes): (Option<std::path::PathBuf>, Writes),
     secrets: crate::security::redact::ClientSecrets,
@@ -51,23 +52,19 @@ pub(super) fn screened(
     Box::pin(async move {
         asked.question.set_workdir(&cwd);
         let shown = mark_outside(&mut asked.question, &cwd);
-        let mut refused = asked.question.unreadable().map(|why| why.reason());
-        if refused.is_none()
-            && let Question::Command { command, .. } = &asked.question
-            && !command.is_empty()
-        {
-            // an escalation names its model call (the item); one that names none is not asked
-            let item = request
-                .head
-                .as_ref()
-                .ok()
-                .and_then(|h| h.item_id.as_deref());
-            let calls = match (rollout, item) {
-                (Some(path), Some(item)) => recorded_calls(&path, item).await,
-                _ => Vec::new(),
-            };
-            refused = approval::escalable(&calls).err();
-        }
+        // an escalation names its model call (the item); one that names none is not asked
+        let calls = match (
+            unasked::needs_model_call(&asked.question),
+            rollout,
+            &request.head,
+        ) {
+            (true, Some(path), Ok(head)) => match head.item_id.as_deref() {
+                Some(item) => recorded_calls(&path, item).await,
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        let refused = unasked::in_turn(&asked.question, &calls);
         match refused {
             Some(reason) => {
                 let record = DecisionRecord::unasked(&asked.question, &secrets, reason);
@@ -309,7 +306,7 @@ mod tests {
         std::fs::create_dir_all(work.join("kept")).unwrap();
         let outside = root.join("outside");
         std::fs::create_dir_all(&outside).unwrap();
-        let file = |path: &str| crate::question::FileSummary {
+        let file = |path: &str| crate::approval::FileSummary {
             path: work.join(path).display().to_string(),
             kind: "add".into(),
             move_to: None,

@@ -79,9 +79,9 @@ impl<C> Drop for Waiting<C> {
 }
 
 /// A question being asked of a waiter: counted while it lives.
-pub struct Asking(Arc<AtomicUsize>);
+pub struct BeingAsked(Arc<AtomicUsize>);
 
-impl Drop for Asking {
+impl Drop for BeingAsked {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
@@ -120,7 +120,7 @@ impl<C: Clone> Waiters<C> {
 
     /// The latest waiter's channel, waiting for one until `until`; while the returned guard
     /// lives, the question counts as being asked.
-    pub async fn current(&self, until: Instant) -> Option<(C, Asking)> {
+    pub async fn current(&self, until: Instant) -> Option<(C, BeingAsked)> {
         loop {
             let changed = self.inner.changed.notified();
             let host = self
@@ -141,7 +141,7 @@ impl<C: Clone> Waiters<C> {
             });
             if let Some((c, asking)) = latest {
                 asking.fetch_add(1, Ordering::SeqCst);
-                return Some((c, Asking(asking)));
+                return Some((c, BeingAsked(asking)));
             }
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() || tokio::time::timeout(left, changed).await.is_err() {

@@ -28,24 +28,30 @@ use rmcp::task_manager::{TaskContext, TaskManager};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value};
 
-pub use super::budget::Host;
-use super::budget::{self, Shows};
-use super::waiters::Waiters;
+pub mod budget;
+pub mod form;
+pub mod waiters;
+
 use crate::actors::Progress;
-use crate::page::{Closed, PageDecision, PageError, PageQuestion, Pages, TurnPages};
-pub use crate::question::DecisionRecord;
-use crate::question::ask::{Asked, Asker};
-use crate::question::{Decision, Input, Question};
+pub use crate::approval::DecisionRecord;
+use crate::approval::page::{Closed, PageDecision, PageError, PageQuestion, Pages, TurnPages};
+use crate::approval::{Asked, Asker};
+use crate::approval::{Decision, Input, Question};
 use crate::security::redact::ClientSecrets;
+pub use budget::Host;
+use budget::Shows;
+use waiters::Waiters;
 
 /// How long a person has to answer, unless the setting says otherwise: long enough to read a
 /// command, short enough that a forgotten question does not hold a turn for long.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-pub use super::budget::APPROVE_FIELD;
-use super::form::cut;
-pub use super::form::{GUTTER, MAX_MESSAGE_CHARS, form, message, unshowable};
+pub use crate::approval::message::{GUTTER, MAX_MESSAGE_CHARS, message};
+pub use crate::approval::unasked::unshowable;
+pub use budget::APPROVE_FIELD;
+use form::cut;
+pub use form::form;
 /// Longest `asked` text kept in a [`DecisionRecord`].
-pub const MAX_RECORD_CHARS: usize = crate::question::MAX_RECORD_CHARS;
+pub const MAX_RECORD_CHARS: usize = crate::approval::MAX_RECORD_CHARS;
 
 /// What the client behind `ctx` shows and can open, `None` when it declared no elicitation.
 pub fn host_of(ctx: &RequestContext<RoleServer>) -> Option<Host> {
@@ -88,7 +94,7 @@ enum Route {
     Task(TaskContext, TaskManager, Arc<AtomicU64>),
     /// The call's answer on protocol 2026-07-28: an `InputRequiredResult` with the form in
     /// `inputRequests`; the client's retry of the call answers it ([`super::mrtr`]).
-    Mrtr(super::mrtr::Asking),
+    Mrtr(crate::mcp::mrtr::RoundAsker),
     /// A background turn: whoever waits on it (`wait`), resolved per question
     /// ([`super::waiters`]).
     Waiters(Waiters<Channel>),
@@ -118,7 +124,7 @@ impl Channel {
     }
 
     /// The channel of a 2026-07-28 call whose questions are its answers (MRTR).
-    pub fn of_rounds(asking: super::mrtr::Asking, host: Host) -> Channel {
+    pub fn of_rounds(asking: crate::mcp::mrtr::RoundAsker, host: Host) -> Channel {
         Channel {
             route: Route::Mrtr(asking),
             host,
@@ -666,7 +672,15 @@ async fn wait_for(
         // resolved to a waiter's channel before it gets here
         Route::Waiters(_) => return Err("nobody was waiting on the background turn"),
         Route::Mrtr(asking) => {
-            match tokio::time::timeout(timeout, asking.ask(params, timeout)).await {
+            match tokio::time::timeout(
+                timeout,
+                asking.ask(
+                    InputRequest::Elicitation(ElicitRequest::new(params)),
+                    timeout,
+                ),
+            )
+            .await
+            {
                 Err(_) => return Err("no answer in time"),
                 Ok(Err(_)) => return Err("the question was withdrawn"),
                 Ok(Ok(v)) => v,
@@ -754,7 +768,7 @@ async fn answer_of_turn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::question::InputQuestion;
+    use crate::approval::InputQuestion;
 
     fn command() -> Question {
         Question::Command {

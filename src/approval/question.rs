@@ -9,9 +9,7 @@
 //!   sees it); [`Question::unreadable`] says whether every text passes [`shown::check`].
 //! - [`Decision`] has two values, accept once and decline; [`DecisionRecord`] is what was asked
 //!   and decided, for the turn's result and the log.
-//! - [`ask::Asked`] is a question handed to an answerer with a deadline ([`ask`]).
-
-pub mod ask;
+//! - [`crate::approval::Asked`] is a question handed to an answerer with a deadline.
 
 use std::collections::BTreeMap;
 

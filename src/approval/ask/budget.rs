@@ -22,7 +22,7 @@
 use rmcp::model::{ElicitRequestParams, ElicitationSchema};
 use serde_json::Value;
 
-use crate::question::Question;
+use crate::approval::Question;
 use crate::security::redact::ClientSecrets;
 
 /// The field of an approval form: the yes/no `approve` (default no).

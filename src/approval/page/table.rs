@@ -67,7 +67,7 @@ pub(super) struct Entry {
     pub(super) decided: Option<oneshot::Sender<PageDecision>>,
     pub(super) ended: Arc<Notify>,
     pub(super) ended_at: Option<Instant>,
-    /// The turn that asked it has ended ([`crate::page::TurnPages`]).
+    /// The turn that asked it has ended ([`crate::approval::page::TurnPages`]).
     pub(super) turn_ended: bool,
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-use super::{Decision, DecisionRecord, Input, Question};
+use super::question::{Decision, DecisionRecord, Input, Question};
 
 /// Who answers the questions of one turn: the person behind the client connection that started
 /// it (built by the MCP layer). It answers through the [`Asked`] and resolves to the record of

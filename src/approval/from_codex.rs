@@ -1,4 +1,4 @@
-//! Codex's questions read, and codex answered: the codex side of [`crate::question`]. Pure:
+//! Codex's questions read, and codex answered: the codex side of [`crate::approval::Question`]. Pure:
 //! serde and a oneshot, no IO.
 //!
 //! - [`parse`] reads codex's requests that a person may answer:
@@ -10,9 +10,6 @@
 //!   MCP server's form). Field names are those of 0.145.0 and 0.171.0 (checked against
 //!   `codex app-server generate-json-schema` of both). Nothing here is redacted: the MCP side
 //!   redacts every string before a person sees it ([`Question::lines`]).
-//! - [`escalable`]: whether a command's model call may be put to a person at all (not when it
-//!   asked for a terminal, which the approval request itself does not say: on both versions
-//!   only the model's call, in codex's rollout, carries `tty`).
 //! - An [`AnswerLine`] is built only from a [`Decision`] (or a person's typed input), by the
 //!   protocol's typed answers ([`ServerRequest::accept_once`], [`ServerRequest::grant_for_turn`],
 //!   [`ServerRequest::answer_input`], [`ServerRequest::accept_form`], [`ServerRequest::decline`]),
@@ -21,7 +18,7 @@
 //!   permission grant, or `cancel`.
 //! - The params are read typed ([`ServerRequest::question_params`]): a missing or mistyped
 //!   field declines the request ([`NotAQuestion::Malformed`]), never asks a person with blanks.
-//! - [`ask`] hands a question over as an [`Asking`]: every way its [`Asked`] can end answers
+//! - [`ask`] hands a question over as a [`CodexQuestion`]: every way its [`Asked`] can end answers
 //!   codex: an answer, [`Asked::decline`], a drop, or the deadline (the client's task then
 //!   sends the decline).
 
@@ -31,16 +28,15 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::protocol::{
+use crate::approval::{Asked, Reply};
+use crate::approval::{
+    Decision, FileSummary, Input, InputQuestion, MAX_DIFF_CHARS, MAX_ENTRIES, MAX_FIELD_CHARS,
+    Question, capped, whole,
+};
+use crate::codex::app_server::protocol::{
     AnnouncedChange, CommandApprovalParams, CommandKind, ElicitationRequest, Item, Notification,
     PermissionsApprovalParams, QuestionParams, RequestedPermissions, ServerRequest,
     UserInputParams,
-};
-use crate::codex::rollout::ModelCall;
-use crate::question::ask::{Asked, Reply};
-use crate::question::{
-    Decision, FileSummary, Input, InputQuestion, MAX_DIFF_CHARS, MAX_ENTRIES, MAX_FIELD_CHARS,
-    Question, capped, whole,
 };
 
 /// A change as codex announced it (each field required, [`AnnouncedChange`]), `None` when
@@ -379,34 +375,6 @@ pub fn parse(req: &ServerRequest, book: &ChangeBook) -> Result<Question, NotAQue
     }
 }
 
-/// Tools whose calls run one command to its end, with no terminal the model can type into
-/// afterwards (`exec_command` only with `tty` false or absent).
-const ONE_SHOT_TOOLS: &[&str] = &["exec_command", "shell", "shell_command", "local_shell_call"];
-
-/// Whether a person may be asked to run, outside the sandbox, the command of the model's call
-/// as codex recorded it (`calls`: every record under the approval's item id). Not when it asked
-/// for a terminal (`tty: true`): the process would stay for the model to type into after the
-/// approval, unsandboxed (codex 0.145.0 then runs every later `write_stdin` without asking).
-/// Not either when the call cannot be told apart: none recorded, more than one, or a tool not
-/// known to run one command to its end.
-pub fn escalable(calls: &[ModelCall]) -> Result<(), &'static str> {
-    match calls {
-        [] => Err(
-            "not asked: codex's record of the model's call could not be read, so whether it opens a terminal is not known",
-        ),
-        [call] if call.tty == Some(true) => Err(
-            "not asked: the command asks for a terminal (tty), which would stay open for the model to type into, outside the sandbox, after the approval",
-        ),
-        [call] if ONE_SHOT_TOOLS.contains(&call.name.as_str()) => Ok(()),
-        [_] => Err(
-            "not asked: the command comes from a tool that may leave a process running for the model after the approval",
-        ),
-        _ => Err(
-            "not asked: codex recorded more than one call under this request's id, so what runs is not known",
-        ),
-    }
-}
-
 /// One answer line for codex, built only from a [`Decision`] (and [`Input`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnswerLine {
@@ -477,12 +445,12 @@ impl AnswerLine {
 /// A question codex asked, as the codex side keeps it: the request (to place it in its thread
 /// and turn, and to log it) and the [`Asked`] handed to the answerer.
 #[derive(Debug)]
-pub struct Asking {
+pub struct CodexQuestion {
     pub request: ServerRequest,
     pub asked: Asked,
 }
 
-/// Hand `question` (read from `req`) over until `deadline`: the [`Asking`], and where codex's
+/// Hand `question` (read from `req`) over until `deadline`: the [`CodexQuestion`], and where codex's
 /// answer line comes from. A decision reaches codex only as an [`AnswerLine`] built from `req`
 /// ([`AnswerLine::new`]); a dropped [`Asked`] closes the receiver, which the caller answers with
 /// the decline.
@@ -490,7 +458,7 @@ pub fn ask(
     req: ServerRequest,
     question: Question,
     deadline: Instant,
-) -> (Asking, oneshot::Receiver<AnswerLine>) {
+) -> (CodexQuestion, oneshot::Receiver<AnswerLine>) {
     let (tx, rx) = oneshot::channel();
     let request = req.clone();
     let reply: Reply = Box::new(move |question, decision, input| {
@@ -503,7 +471,7 @@ pub fn ask(
     });
     let asked = Asked::new(question, deadline, reply);
     (
-        Asking {
+        CodexQuestion {
             request: req,
             asked,
         },
@@ -514,8 +482,10 @@ pub fn ask(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::unasked::escalable;
+    use crate::approval::{CHANGE_LABEL, DecisionRecord};
     use crate::codex::app_server::protocol::{Incoming, ProtocolError, parse_line};
-    use crate::question::{CHANGE_LABEL, DecisionRecord};
+    use crate::codex::rollout::ModelCall;
     use crate::security::redact::ClientSecrets;
     use crate::security::shown::{self, Unreadable};
     use serde_json::{Map, json};
