@@ -18,6 +18,7 @@
 //! - [`plan`]: what a caller asks of a turn in the bridge's terms: value sets, a review's target.
 //! - [`security`]: pure rules: env allowlist, path confinement, ids, override denylist, redaction.
 //! - [`server`]: the library entry point [`server::run`]: election, relay, takeover, shutdown.
+//! - [`status`]: how a session's last turn ended, a leaf shared by the store and the answers.
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
 //! - [`usage`]: token usage as codex reports it, a leaf shared by events, store and results.
 
@@ -36,6 +37,7 @@ pub mod mcp;
 pub mod plan;
 pub mod security;
 pub mod server;
+pub mod status;
 pub mod store;
 pub mod usage;
 

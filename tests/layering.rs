@@ -7,7 +7,7 @@
 //! The layers, lowest first (ARCHITECTURE.md, "Layers"); a module may name its own layer and
 //! those below, never one above:
 //!
-//! 0. `usage`, `failure`, `invalid` (leaves: they name nothing of the crate), `security`,
+//! 0. `usage`, `failure`, `invalid`, `status` (leaves: they name nothing of the crate), `security`,
 //!    `logging`.
 //! 1. `codex` (pure): `codex::argv`, `codex::events`, `codex::home`, `codex::rollout`; and
 //!    `plan`: what a caller asks of a turn in the bridge's terms; `approval` (its door, the
@@ -44,7 +44,7 @@
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
 //! - inflight: only `actors/inflight.rs` (and `store/*`) writes an `inflight` record
 //!   (`.put_inflight()`, `.clear_inflight()`, `.mark_inflight_client_closed()`);
-//! - leaves: `usage`, `failure` and `invalid` name nothing of the crate;
+//! - leaves: `usage`, `failure`, `invalid` and `status` name nothing of the crate;
 //! - glob: no file imports every name of a module of the crate (`use super::x::*`), and none
 //!   names the whole crate at once (`use crate::*`), which would hide what it
 //!   names from every other rule;
@@ -67,7 +67,9 @@ use syn::visit::Visit;
 
 /// The layers, lowest first: module path prefixes.
 const LAYERS: &[&[&str]] = &[
-    &["failure", "invalid", "usage", "security", "logging"],
+    &[
+        "failure", "invalid", "usage", "status", "security", "logging",
+    ],
     &[
         "codex",
         "codex::applied",
@@ -96,7 +98,7 @@ const LAYERS: &[&[&str]] = &[
 ];
 
 /// The leaves: modules that name nothing of the crate (the types every layer shares).
-const LEAVES: &[&str] = &["usage", "failure", "invalid"];
+const LEAVES: &[&str] = &["usage", "failure", "invalid", "status"];
 
 /// Layers that return their own errors (`security`, `codex::argv` and `confine`: `invalid`'s;
 /// `codex::process`: `ProcessError`; `codex::app_server`: `ClientError`; `config`:

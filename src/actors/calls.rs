@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::client::{ClientContext, Progress};
-use crate::actors::schema::Plan;
+use crate::actors::schema::SchemaUse;
 use crate::codex::events::{CommandRun, Usage};
 use crate::codex::rollout::TurnContext;
 use crate::config::CodexSupport;
@@ -66,7 +66,7 @@ pub enum OneShot {
         prompt: Prompt,
         /// Attached inside `cwd`.
         files: Vec<String>,
-        plan: Box<Plan>,
+        plan: Box<SchemaUse>,
         model: Option<String>,
         cwd: Confined,
     },
@@ -83,11 +83,15 @@ pub struct OneShotCall {
     pub client: Arc<ClientContext>,
 }
 
-/// A review finding: `[P1] title — path:lines`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One review finding: `[P1] title — path:lines` (the `review` tool's answer shows it as it
+/// is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Finding {
+    /// `P0` (most severe) to `P3`.
     pub priority: String,
     pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
 }
 
@@ -134,7 +138,7 @@ pub struct SessionView {
     pub last_used_ms: u64,
     pub turn_count: u64,
     pub usage: Usage,
-    pub last_status: Option<SessionStatus>,
+    pub last_status: Option<TurnStatus>,
     pub last_error: Option<String>,
     /// The last turn's answer (redacted, cut).
     pub last_response: Option<String>,
@@ -216,18 +220,7 @@ pub enum ApplyOutcome {
     Refused(Vec<String>),
 }
 
-/// How a session's last turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionStatus {
-    Running,
-    Completed,
-    Failed,
-    TimedOut,
-    Cancelled,
-    // the server stopped while the turn ran (a doc comment here would split the schema's enum)
-    Interrupted,
-}
+pub use crate::status::TurnStatus;
 
 /// A page of sessions, newest first.
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ pub mod schema;
 pub mod session;
 pub mod shared;
 pub mod structured;
-pub mod tasks;
+pub mod task_records;
 pub mod worktree;
 
 use std::path::PathBuf;
@@ -44,8 +44,7 @@ use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
 pub use calls::{
     Answer, ApplyOutcome, BackendStatus, ChangedFile, Counts, Finding, OneShot, OneShotCall,
-    SessionDiff, SessionPage, SessionStatus, SessionView, Status, ThreadOp, TurnCall, WorkDir,
-    WorktreeView,
+    SessionDiff, SessionPage, SessionView, Status, ThreadOp, TurnCall, WorkDir, WorktreeView,
 };
 pub use client::{ClientContext, ClientId, Progress};
 pub use limiter::Limiter;

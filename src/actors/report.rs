@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use crate::actors::calls::{Answer, SessionStatus, SessionView};
+use crate::actors::calls::{Answer, SessionView};
 use crate::codex::process::{Ending, TurnOutcome};
 use crate::codex::rollout::TurnContext;
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::SessionId;
-use crate::store::{SessionRecord, TurnStatus};
+use crate::store::SessionRecord;
 
 /// What a session's turn did: its outcome, and the session's record after it.
 #[derive(Debug, Clone)]
@@ -107,7 +107,7 @@ impl SessionView {
             last_used_ms: rec.last_used_ms,
             turn_count: rec.turn_count,
             usage: rec.usage,
-            last_status: rec.last_status.map(SessionStatus::from),
+            last_status: rec.last_status,
             last_error: rec.last_error.clone(),
             last_response: rec.last_response.clone(),
             name: rec.name.as_ref().map(|n| n.as_str().to_owned()),
@@ -117,19 +117,6 @@ impl SessionView {
             codex_home: rec.codex_home.clone(),
             live,
             worktree: rec.worktree.as_ref().map(crate::actors::worktree::view_of),
-        }
-    }
-}
-
-impl From<TurnStatus> for SessionStatus {
-    fn from(s: TurnStatus) -> Self {
-        match s {
-            TurnStatus::Running => SessionStatus::Running,
-            TurnStatus::Completed => SessionStatus::Completed,
-            TurnStatus::Failed => SessionStatus::Failed,
-            TurnStatus::TimedOut => SessionStatus::TimedOut,
-            TurnStatus::Cancelled => SessionStatus::Cancelled,
-            TurnStatus::Interrupted => SessionStatus::Interrupted,
         }
     }
 }

@@ -36,7 +36,7 @@ const STRICT_KEYWORDS: &[&str] = &[
 ];
 
 /// How a schema is used.
-pub struct Plan {
+pub struct SchemaUse {
     /// The schema given to `--output-schema`, when the schema fits the strict subset.
     pub native_schema: Option<Value>,
     /// Appended to the prompt (the schema itself, when it does not go native).
@@ -101,7 +101,7 @@ fn leaves(e: &boon::ValidationError<'_, '_>, out: &mut Vec<String>) {
 }
 
 /// Check a caller's schema (an object, or a string holding one) and decide how to use it.
-pub fn plan(raw: &Value) -> Result<Plan> {
+pub fn plan(raw: &Value) -> Result<SchemaUse> {
     let schema = match raw {
         Value::String(s) => serde_json::from_str::<Value>(s)
             .map_err(|e| Error::invalid("schema", format!("is a string but not JSON: {e}")))?,
@@ -136,7 +136,7 @@ pub fn plan(raw: &Value) -> Result<Plan> {
             }
             (w, true)
         };
-        Ok(Plan {
+        Ok(SchemaUse {
             native_schema: Some(native),
             prompt_suffix: String::new(),
             wrapped,
@@ -148,7 +148,7 @@ pub fn plan(raw: &Value) -> Result<Plan> {
             "\n\nAnswer with only a JSON value (no prose, no code fence) that validates against this JSON Schema:\n{}",
             serde_json::to_string_pretty(&schema).unwrap_or_default()
         );
-        Ok(Plan {
+        Ok(SchemaUse {
             native_schema: None,
             prompt_suffix: suffix,
             wrapped: false,
@@ -158,7 +158,7 @@ pub fn plan(raw: &Value) -> Result<Plan> {
     }
 }
 
-impl Plan {
+impl SchemaUse {
     /// Parse and validate an answer; `Err` lists the validation errors (for the re-ask).
     pub fn check(&self, text: &str) -> std::result::Result<Value, String> {
         let mut value = extract_json(text).ok_or_else(|| "the answer is not JSON".to_owned())?;

@@ -11,7 +11,7 @@ use crate::actors::backend::{CodexBackend, Invocation, Source};
 use crate::actors::calls::Answer;
 use crate::actors::pool::warm::Serves;
 use crate::actors::runner::Runner;
-use crate::actors::schema::Plan;
+use crate::actors::schema::SchemaUse;
 use crate::codex::argv::{Common, SpawnSpec, TurnRequest, WarmTurn, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};
@@ -26,7 +26,7 @@ use crate::security::prompt::Prompt;
 pub(crate) struct Ask {
     /// The caller's prompt with its attached files' text.
     pub prompt: Prompt,
-    pub plan: Plan,
+    pub plan: SchemaUse,
     pub model: Option<String>,
     pub cwd: Confined,
     pub images: Vec<Confined>,
@@ -52,7 +52,7 @@ fn request(model: &Option<String>, cwd: &Confined, prompt: Prompt) -> TurnReques
 
 /// The first attempt's prompt: the caller's, with the plan's instructions appended (counted
 /// against the prompt's limit like all the bridge adds).
-fn first_prompt(mut prompt: Prompt, plan: &Plan) -> Result<Option<Prompt>> {
+fn first_prompt(mut prompt: Prompt, plan: &SchemaUse) -> Result<Option<Prompt>> {
     prompt.append(&plan.prompt_suffix)?;
     Ok(Some(prompt))
 }
@@ -65,7 +65,7 @@ struct Files {
 }
 
 impl Files {
-    fn new(plan: &Plan) -> Result<Files> {
+    fn new(plan: &SchemaUse) -> Result<Files> {
         let dir = tempfile::Builder::new()
             .prefix("codex-mcp-bridge-structured-")
             .tempdir()
@@ -114,7 +114,7 @@ pub(crate) async fn answer(runner: &Runner<'_>, ask: Ask) -> Result<Answer> {
 /// route's files and the turn's model, directory and images.
 struct Target<'a> {
     common: &'a Common,
-    plan: &'a Plan,
+    plan: &'a SchemaUse,
     files: &'a Files,
     model: &'a Option<String>,
     cwd: &'a Confined,

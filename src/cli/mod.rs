@@ -7,6 +7,7 @@
 //! they are given; the server's stdout is the MCP channel and nothing here touches it.
 
 pub mod doctor;
+pub mod entry;
 pub mod sessions;
 pub mod startup;
 

@@ -4,7 +4,7 @@
 //! app-server backend maps its typed items and notifications (`app_server::translate`, the
 //! warm driver), every field from what codex sent: an event carries only what both backends
 //! report, an item's state is an [`ItemStatus`], a retry is [`Event::Retrying`], a turn codex
-//! did not complete is [`Event::TurnFailed`] with a [`TurnEnd`] (and codex's message when it
+//! did not complete is [`Event::TurnFailed`] with a [`Unfinished`] (and codex's message when it
 //! gave one). Pure: no IO.
 //!
 //! Unknown event or item types are counted, never fatal: codex adds types between releases.
@@ -33,7 +33,7 @@ pub enum Event {
     /// when it gave one (the bridge writes none in).
     TurnFailed {
         message: Option<String>,
-        reason: TurnEnd,
+        reason: Unfinished,
     },
     ItemStarted {
         item: Item,
@@ -59,7 +59,7 @@ pub enum Event {
 
 /// How codex ended a turn it did not complete, as its backend reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnEnd {
+pub enum Unfinished {
     /// It failed (exec's `turn.failed`, the app-server's status `failed`).
     Failed,
     /// It was interrupted (the app-server's status `interrupted`).
@@ -332,7 +332,7 @@ pub struct Transcript {
     /// Codex's own failure message, from `turn.failed` or a terminal `error`.
     pub failure: Option<String>,
     /// How codex ended the turn when it did not complete it ([`Event::TurnFailed`]).
-    pub ended: Option<TurnEnd>,
+    pub ended: Option<Unfinished>,
     pub turn_completed: bool,
     /// Lines with an unknown type.
     pub unknown_events: u64,
@@ -414,7 +414,7 @@ impl Transcript {
 mod exec_wire {
     use serde::Deserialize;
 
-    use super::{Event, FileChange, Item, ItemStatus, TodoItem, TurnEnd, Usage};
+    use super::{Event, FileChange, Item, ItemStatus, TodoItem, Unfinished, Usage};
     use crate::security::ids::ThreadId;
 
     /// One line of `codex exec --json` output.
@@ -542,7 +542,7 @@ mod exec_wire {
                 Line::TurnCompleted { usage } => Event::TurnCompleted { usage },
                 Line::TurnFailed { error } => Event::TurnFailed {
                     message: error.and_then(|e| e.message),
-                    reason: TurnEnd::Failed,
+                    reason: Unfinished::Failed,
                 },
                 Line::ItemStarted { item } => Event::ItemStarted { item: item.into() },
                 Line::ItemUpdated { item } => Event::ItemUpdated { item: item.into() },
@@ -793,14 +793,14 @@ mod tests {
             failed,
             Event::TurnFailed {
                 message: Some("quota exceeded".into()),
-                reason: TurnEnd::Failed
+                reason: Unfinished::Failed
             }
         );
         let mut t = Transcript::default();
         t.apply_event(&failed);
         assert_eq!(
             (t.failure.as_deref(), t.ended),
-            (Some("quota exceeded"), Some(TurnEnd::Failed))
+            (Some("quota exceeded"), Some(Unfinished::Failed))
         );
         // no message from codex: none is made up, the ending is still typed
         for line in [
@@ -811,16 +811,16 @@ mod tests {
             t.apply(&parse_line(line));
             assert_eq!(
                 (t.failure, t.ended),
-                (None, Some(TurnEnd::Failed)),
+                (None, Some(Unfinished::Failed)),
                 "{line}"
             );
         }
         let mut t = Transcript::default();
         t.apply_event(&Event::TurnFailed {
             message: None,
-            reason: TurnEnd::Interrupted,
+            reason: Unfinished::Interrupted,
         });
-        assert_eq!((t.failure, t.ended), (None, Some(TurnEnd::Interrupted)));
+        assert_eq!((t.failure, t.ended), (None, Some(Unfinished::Interrupted)));
         assert!(!t.turn_completed);
     }
 

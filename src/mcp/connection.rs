@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::{Bridge, ClientContext};
 use crate::approval::ask;
-use crate::mcp::owner::{Scope, TaskOwner};
 use crate::mcp::progress::ProgressTarget;
 use crate::mcp::roots::ClientRoots;
+use crate::mcp::task_owner::{Scope, TaskOwner};
 use crate::mcp::tasks::HostKey;
 use crate::mcp::tasks::Tasks;
 
@@ -232,7 +232,7 @@ impl CallCtx {
             roots: roots_peer(ctx),
             ask: ask::Channel::of_request(ctx),
             client_name: client_name(ctx),
-            http_session: crate::mcp::owner::http_session(ctx),
+            http_session: crate::mcp::task_owner::http_session(ctx),
         }
     }
 }

@@ -32,7 +32,6 @@ mod connection;
 pub mod framing;
 pub mod greeting;
 pub mod mrtr;
-mod owner;
 pub(crate) mod progress;
 pub mod prompts;
 pub mod resources;
@@ -40,6 +39,7 @@ pub mod results;
 pub mod roots;
 mod schemas;
 mod subscriptions;
+mod task_owner;
 mod tasks;
 pub mod tools;
 pub mod unstarted;
@@ -58,9 +58,9 @@ use answer::{error_result, plain_error};
 use checks::checked_first;
 use connection::{CallCtx, TaskStart, client_name, roots_peer};
 pub use connection::{McpServer, TASK_POLL_MS, TASK_RESULT_GRACE};
-use owner::TaskOwner;
 use progress::ProgressTarget;
 pub use schemas::STANDARD_FORMATS;
+use task_owner::TaskOwner;
 pub use tasks::Tasks;
 use tasks::{HostKey, Seen};
 use tools::{is_turn_tool, tool_named};
@@ -429,7 +429,7 @@ impl McpServer {
 
     /// This connection closed: its tasks go on, for its host's next connection.
     pub fn connection_closed(&self) {
-        if let owner::Scope::Connection(n) = self.scope {
+        if let task_owner::Scope::Connection(n) = self.scope {
             self.tasks.connection_closed(n);
         }
     }

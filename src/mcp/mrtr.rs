@@ -40,8 +40,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::owner::TaskOwner;
 use super::progress::{Follow, ProgressTarget};
+use super::task_owner::TaskOwner;
 
 /// Most calls waiting on a question (or holding a result for their retry) at once: sixteen
 /// clients' shares, so that a few busy clients leave room for the others.

@@ -112,16 +112,7 @@ pub struct CommandReport {
     pub status: String,
 }
 
-/// One review finding: `[P1] title — path:lines`.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Finding {
-    /// `P0` (most severe) to `P3`.
-    pub priority: String,
-    pub title: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
-}
+pub use crate::actors::Finding;
 
 /// An error's kind and message (redacted).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -168,7 +159,7 @@ pub struct SessionInfo {
     pub turn_count: u64,
     pub usage: Usage,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_status: Option<SessionStatus>,
+    pub last_status: Option<TurnStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// The last turn's answer (redacted; its first 4000 characters).
@@ -206,7 +197,8 @@ pub struct SessionInfo {
     pub worktree: Option<WorktreeView>,
 }
 
-pub use crate::actors::{ChangedFile, SessionStatus, WorktreeView};
+pub use crate::actors::{ChangedFile, WorktreeView};
+pub use crate::status::TurnStatus;
 
 /// `getSession` and `closeSession`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]

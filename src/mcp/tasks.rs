@@ -25,9 +25,9 @@ use rmcp::task_manager::TaskManager;
 use serde::{Deserialize, Serialize};
 
 use super::mrtr::Rounds;
-use super::owner::TaskOwner;
+use super::task_owner::TaskOwner;
 use crate::actors::Bridge;
-use crate::actors::tasks::StoredTask;
+use crate::actors::task_records::StoredTask;
 use crate::approval::ask::Channel;
 use crate::approval::ask::waiters::Waiters;
 

@@ -8,18 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::security::ids::{SessionId, SessionName, ThreadId};
 use crate::usage::Usage;
 
-/// How the last turn of a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
-    Running,
-    Completed,
-    Failed,
-    TimedOut,
-    Cancelled,
-    /// The server died while the turn ran.
-    Interrupted,
-}
+pub use crate::status::TurnStatus;
 
 /// What the store keeps of one conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

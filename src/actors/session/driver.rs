@@ -1,7 +1,7 @@
 //! The seam between the session actor and codex: the [`SessionBackend`] each session holds
-//! (made by the registry's [`TurnDriver`]), which runs a prepared turn's [`Plan`] with one
+//! (made by the registry's [`TurnDriver`]), which runs a prepared turn's [`TurnPlan`] with one
 //! call, and the driver's forks. The real backend is the one turn path's
-//! ([`crate::actors::backend::CodexBackend`], see `backend.rs`); the unit tests put a fake one
+//! ([`crate::actors::backend::CodexBackend`], see `codex_driver.rs`); the unit tests put a fake one
 //! in its place, which reads the plan as it is.
 
 use futures::future::BoxFuture;
@@ -26,7 +26,7 @@ pub(super) use crate::actors::backend::TurnEnv;
 /// backend it asks for (chosen in one place, when the call was prepared; the backend may
 /// still run a warm plan with `codex exec`). The driver turns it into
 /// codex's invocation ([`Invocation`]); a fake driver reads it as it is.
-pub(super) struct Plan {
+pub(super) struct TurnPlan {
     pub(super) turn: CheckedTurn,
     /// The thread it continues (`None`: a new one).
     pub(super) resume: Option<ThreadId>,
@@ -37,7 +37,7 @@ pub(super) struct Plan {
     pub(super) reload: bool,
 }
 
-impl Plan {
+impl TurnPlan {
     /// Whether it runs on the warm app-server: chosen so, and a turn an app-server can run
     /// (the only backend that can ask a person or take a steer).
     pub(super) fn on_app_server(&self) -> bool {
@@ -48,7 +48,7 @@ impl Plan {
     /// app-server can take it), or an exec spec, both assembled from the turn checked once
     /// (the prompt moves into it).
     pub(super) fn invocation(self, common: &Common) -> Invocation {
-        let Plan {
+        let TurnPlan {
             turn, resume, warm, ..
         } = self;
         if !warm {
@@ -74,7 +74,7 @@ pub(super) trait SessionBackend: Send + 'static {
         &'a mut self,
         env: &'a TurnEnv<'a>,
         control: &'a mut TurnControl,
-        plan: Plan,
+        plan: TurnPlan,
     ) -> BoxFuture<'a, TurnRun>;
 
     /// Whether it holds a process between turns (on record under the session while it does).

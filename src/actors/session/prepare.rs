@@ -1,9 +1,9 @@
 //! A call made ready to run: the session's directory binding checked, the files attached, the
 //! turn checked once and the backend it asks for chosen (in one place, [`warm_backend`]) into a
-//! [`Plan`], and only then the record marked running. The backend still runs a warm plan with
+//! [`TurnPlan`], and only then the record marked running. The backend still runs a warm plan with
 //! `codex exec` when the pool has no room for it (`max_warm`) or no app-server starts.
 
-use super::driver::Plan;
+use super::driver::TurnPlan;
 use super::message::CallMeta;
 use super::state::SessionState;
 use crate::actors::calls::{TurnCall, WorkDir};
@@ -174,7 +174,7 @@ async fn prepare_in(
         },
     )?;
     let warm = warm_backend(st, checked.has_images());
-    let plan = Plan {
+    let plan = TurnPlan {
         turn: checked,
         resume,
         warm,
@@ -270,7 +270,7 @@ async fn mark_running(
 /// A turn ready to run: its plan and what the actor needs when it ends.
 pub(super) struct Prepared {
     pub(super) client: Arc<ClientContext>,
-    pub(super) plan: Plan,
+    pub(super) plan: TurnPlan,
     pub(super) meta: CallMeta,
     pub(super) prior_usage: Usage,
 }

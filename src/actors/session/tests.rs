@@ -71,7 +71,7 @@ impl SessionBackend for FakeBackend {
         &'a mut self,
         env: &'a TurnEnv<'a>,
         _control: &'a mut TurnControl,
-        plan: Plan,
+        plan: TurnPlan,
     ) -> futures::future::BoxFuture<'a, TurnRun> {
         let fake = self.0.clone();
         Box::pin(async move { fake.run(env, plan).await })
@@ -122,7 +122,7 @@ impl Driver for FakeDriver {
 
 impl Fake {
     /// One turn of `plan` (see [`Fake`]).
-    async fn run(&self, env: &TurnEnv<'_>, plan: Plan) -> TurnRun {
+    async fn run(&self, env: &TurnEnv<'_>, plan: TurnPlan) -> TurnRun {
         {
             // the plan as the actor made it: its prompt, the thread it resumes, the backend
             // chosen. A warm turn whose prompt says `fallback` runs as the real driver runs one

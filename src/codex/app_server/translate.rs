@@ -6,7 +6,7 @@
 #[cfg(test)]
 use super::protocol::{AnnouncedChange, AnnouncedKind, ItemStatus, UnreadableChange};
 use super::protocol::{Item, TokenUsage, TurnStatus};
-use crate::codex::events::{self, Event, TurnEnd, Usage};
+use crate::codex::events::{self, Event, Unfinished, Usage};
 
 /// The bridge's item of an app-server item; `None` for items the bridge does not report (user
 /// messages, and kinds it does not read).
@@ -66,14 +66,14 @@ pub fn usage(t: &TokenUsage) -> Usage {
 }
 
 /// `turn/completed` as the turn's last event: [`Event::TurnCompleted`] with the thread's
-/// `usage` for status `completed`, else [`Event::TurnFailed`] with the status as a [`TurnEnd`]
+/// `usage` for status `completed`, else [`Event::TurnFailed`] with the status as a [`Unfinished`]
 /// and codex's own error text, when it gave one.
 pub fn turn_completed(status: TurnStatus, error: Option<&str>, usage: Usage) -> Event {
     let reason = match status {
         TurnStatus::Completed => return Event::TurnCompleted { usage },
-        TurnStatus::Failed => TurnEnd::Failed,
-        TurnStatus::Interrupted => TurnEnd::Interrupted,
-        TurnStatus::InProgress | TurnStatus::Unknown => TurnEnd::Unknown,
+        TurnStatus::Failed => Unfinished::Failed,
+        TurnStatus::Interrupted => Unfinished::Interrupted,
+        TurnStatus::InProgress | TurnStatus::Unknown => Unfinished::Unknown,
     };
     Event::TurnFailed {
         message: error.map(str::to_owned),
@@ -186,10 +186,10 @@ mod tests {
             Event::TurnCompleted { usage }
         );
         for (status, reason) in [
-            (TurnStatus::Failed, TurnEnd::Failed),
-            (TurnStatus::Interrupted, TurnEnd::Interrupted),
-            (TurnStatus::InProgress, TurnEnd::Unknown),
-            (TurnStatus::Unknown, TurnEnd::Unknown),
+            (TurnStatus::Failed, Unfinished::Failed),
+            (TurnStatus::Interrupted, Unfinished::Interrupted),
+            (TurnStatus::InProgress, Unfinished::Unknown),
+            (TurnStatus::Unknown, Unfinished::Unknown),
         ] {
             assert_eq!(
                 turn_completed(status, None, usage),
@@ -203,7 +203,7 @@ mod tests {
             turn_completed(TurnStatus::Failed, Some("401 Unauthorized"), usage),
             Event::TurnFailed {
                 message: Some("401 Unauthorized".into()),
-                reason: TurnEnd::Failed
+                reason: Unfinished::Failed
             }
         );
     }

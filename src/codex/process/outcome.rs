@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::turn::{Containment, Ending, ExecExit, RunOptions, TurnOutput};
-use crate::codex::events::{CommandRun, FailureKind, Transcript, TurnEnd, classify};
+use crate::codex::events::{CommandRun, FailureKind, Transcript, Unfinished, classify};
 use crate::security::redact::ClientSecrets;
 
 /// The failure codex itself reported during the turn: its own message, redacted and
@@ -20,9 +20,9 @@ fn reported_failure(t: &Transcript, secrets: &ClientSecrets) -> Option<Ending> {
     t.ended.map(|end| Ending::Failed {
         kind: FailureKind::TurnFailed,
         message: match end {
-            TurnEnd::Failed => "codex ended the turn as failed and gave no reason",
-            TurnEnd::Interrupted => "codex ended the turn as interrupted",
-            TurnEnd::Unknown => "codex ended the turn in a state this bridge does not know",
+            Unfinished::Failed => "codex ended the turn as failed and gave no reason",
+            Unfinished::Interrupted => "codex ended the turn as interrupted",
+            Unfinished::Unknown => "codex ended the turn in a state this bridge does not know",
         }
         .into(),
     })
@@ -193,9 +193,9 @@ mod tests {
         use crate::codex::events::Event;
         let none = ClientSecrets::default();
         for (reason, says) in [
-            (TurnEnd::Interrupted, "interrupted"),
-            (TurnEnd::Failed, "failed"),
-            (TurnEnd::Unknown, "does not know"),
+            (Unfinished::Interrupted, "interrupted"),
+            (Unfinished::Failed, "failed"),
+            (Unfinished::Unknown, "does not know"),
         ] {
             let mut t = Transcript::default();
             t.apply_event(&Event::TurnFailed {
@@ -222,7 +222,7 @@ mod tests {
         let mut t = Transcript::default();
         t.apply_event(&Event::TurnFailed {
             message: Some("429 Too Many Requests".into()),
-            reason: TurnEnd::Interrupted,
+            reason: Unfinished::Interrupted,
         });
         assert!(matches!(
             judge_warm(&t, &none),

@@ -16,9 +16,7 @@ use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, ok_result};
 use crate::mcp::connection::{CallCtx, McpServer};
 use crate::mcp::progress::progress_for;
-use crate::mcp::results::{
-    ApprovalReport, CommandReport, Finding, SessionInfo, TurnResult, UsageReport,
-};
+use crate::mcp::results::{ApprovalReport, CommandReport, SessionInfo, TurnResult, UsageReport};
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
 
@@ -65,15 +63,7 @@ pub(super) fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<
         policy_verified: a.recorded.is_some(),
         truncated,
         model: a.model,
-        findings: a.findings.map(|f| {
-            f.into_iter()
-                .map(|f| Finding {
-                    priority: f.priority,
-                    title: f.title,
-                    location: f.location,
-                })
-                .collect()
-        }),
+        findings: a.findings,
         data: a.data,
         approvals: (!a.approvals.is_empty()).then(|| {
             a.approvals

@@ -1,7 +1,7 @@
 //! The real session backend: the one turn path ([`CodexBackend`]) with the session's own
 //! warm app-server as its source ([`SessionSource`]); a fork on a one-off app-server.
 //!
-//! The actor prepares a turn (checked once, its backend chosen once: a [`Plan`]) and hands it
+//! The actor prepares a turn (checked once, its backend chosen once: a [`TurnPlan`]) and hands it
 //! to its [`SessionBackend`] in the turn's task; the backend runs it to its end and keeps, on
 //! the app-server backend, the warm process when it may serve the next turn. The unit tests
 //! put a fake one in its place, so the actor's queue, cancel, close and fork are tested
@@ -9,7 +9,7 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::{Driver, ForkSpec, OpSpec, Plan, SessionBackend, TurnDriver, TurnEnv};
+use super::driver::{Driver, ForkSpec, OpSpec, SessionBackend, TurnDriver, TurnEnv, TurnPlan};
 use crate::actors::backend::source::SessionSource;
 use crate::actors::backend::{CodexBackend, Source, TurnRun};
 use crate::actors::calls::ThreadOp;
@@ -28,7 +28,7 @@ impl SessionBackend for CodexBackend {
         &'a mut self,
         env: &'a TurnEnv<'a>,
         control: &'a mut TurnControl,
-        plan: Plan,
+        plan: TurnPlan,
     ) -> BoxFuture<'a, TurnRun> {
         Box::pin(async move {
             if plan.reload && CodexBackend::holds_process(self) {
