@@ -18,14 +18,11 @@ use super::tasks::{review_handle, session_handle};
 use crate::error::Error;
 use crate::security::ids::SessionId;
 
-/// The tools that take `background`.
-const BACKGROUND_TOOLS: [&str; 2] = ["codex", "review"];
-
 /// `background` taken out of a call's `args`: whether it asks to run in the background (a
 /// value that is not a boolean is refused, naming it). Other tools keep it, and refuse it as
 /// an unknown field.
 pub(super) fn take(name: &str, args: &mut JsonObject) -> Result<bool, Error> {
-    if !BACKGROUND_TOOLS.contains(&name) {
+    if !super::tools::tool_named(name).is_some_and(|t| t.is.background) {
         return Ok(false);
     }
     match args.remove("background") {

@@ -169,14 +169,60 @@ pub const TASK_POLL_MS: u64 = 1_000;
 /// How long a task's result stays available after the longest possible call ended.
 pub const TASK_RESULT_GRACE: Duration = Duration::from_secs(300);
 
-/// A tool's run: parsed arguments in, a tool result out (argument errors are `isError` results).
-pub(super) type Handler = for<'a> fn(
-    &'a McpServer,
-    rmcp::model::JsonObject,
-    &'a CallCtx,
-) -> futures::future::BoxFuture<'a, CallToolResult>;
+/// A tool's run: its arguments in, its result or the error that refused or ended it out (the
+/// dispatch shapes an error as the tool's [`Traits::turn_errors`] say).
+pub(super) type Handler =
+    for<'a> fn(
+        &'a McpServer,
+        rmcp::model::JsonObject,
+        &'a CallCtx,
+    ) -> futures::future::BoxFuture<'a, Result<CallToolResult, crate::error::Error>>;
 
-/// One tool: its name, definition and handler.
+/// A tool's arguments checked before any state of its call is kept (a 2026-07-28 call's, a
+/// background start's): the tool's own checks, without taking the arguments.
+pub(super) type Precheck = fn(&rmcp::model::JsonObject) -> Result<(), crate::error::Error>;
+
+/// What a tool is, beyond its schemas: every fact the server reads by a tool's name lives here,
+/// in the tool's own entry.
+#[derive(Clone, Copy)]
+pub(super) struct Traits {
+    /// Runs as an MCP task for clients that declare the tasks extension (the long tools).
+    pub(super) task: bool,
+    /// Its errors are a turn's result ([`crate::mcp::results::TurnResult`] with its `error`:
+    /// a turn tool's, and `wait`'s and `stop`'s, which answer a background turn); the others'
+    /// carry the text only ([`crate::mcp::answer::plain_error`]).
+    pub(super) turn_errors: bool,
+    /// Takes `background` (runs in the background when asked; `wait` brings its answer).
+    pub(super) background: bool,
+    /// Picks its working directory by the client's roots when the call names none (a
+    /// 2026-07-28 client is asked its roots first).
+    pub(super) roots_first: bool,
+    /// Its answer may carry a person's question (a 2026-07-28 client's rounds): a task tool's,
+    /// and `wait`'s (its background turn's).
+    pub(super) asks: bool,
+    /// Its arguments checked before any state of a call is kept.
+    pub(super) precheck: Option<Precheck>,
+}
+
+impl Traits {
+    /// A tool that runs no turn and answers at once (the session tools, `ping`).
+    pub(super) const PLAIN: Traits = Traits {
+        task: false,
+        turn_errors: false,
+        background: false,
+        roots_first: false,
+        asks: false,
+        precheck: None,
+    };
+    /// A tool that runs a codex turn (`codex`, `query`, `search`, `structured`, `review`):
+    /// its answers, errors included, are a turn's result.
+    pub(super) const TURN: Traits = Traits {
+        turn_errors: true,
+        ..Traits::PLAIN
+    };
+}
+
+/// One tool: its name, definition, traits and handler.
 pub(super) struct ToolEntry {
     pub(super) name: &'static str,
     pub(super) title: &'static str,
@@ -185,8 +231,7 @@ pub(super) struct ToolEntry {
     pub(super) hints: [bool; 4],
     pub(super) input: fn() -> Arc<rmcp::model::JsonObject>,
     pub(super) output: fn() -> Arc<rmcp::model::JsonObject>,
-    /// Run as an MCP task for clients that declare the tasks extension (the long tools).
-    pub(super) task: bool,
+    pub(super) is: Traits,
     pub(super) run: Handler,
 }
 

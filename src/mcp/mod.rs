@@ -63,7 +63,7 @@ pub use schemas::STANDARD_FORMATS;
 use task_owner::TaskOwner;
 pub use tasks::Tasks;
 use tasks::{HostKey, Seen};
-use tools::{is_turn_tool, tool_named};
+use tools::tool_named;
 pub use tools::{tool_list, tool_table};
 
 /// What hosts read before using the tools.
@@ -136,7 +136,11 @@ impl McpServer {
         ctx: &CallCtx,
     ) -> Result<CallToolResult, McpError> {
         match tool_named(name) {
-            Some(tool) => Ok((tool.run)(self, args, ctx).await),
+            Some(tool) => Ok(match (tool.run)(self, args, ctx).await {
+                Ok(result) => result,
+                Err(e) if tool.is.turn_errors => error_result(&e, None),
+                Err(e) => plain_error(&e),
+            }),
             None => Err(answer::unknown_tool(name)),
         }
     }
@@ -236,7 +240,7 @@ impl McpServer {
             Ok(false) => {}
             Err(e) => return Ok(CallToolResponse::Complete(error_result(&e, None))),
         }
-        let as_task = tool_named(&name).is_some_and(|t| t.task)
+        let as_task = tool_named(&name).is_some_and(|t| t.is.task)
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks());
@@ -292,7 +296,7 @@ impl McpServer {
             .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
         modern
             && ctx.client_capabilities().is_some_and(|c| c.roots.is_some())
-            && ["codex", "structured"].contains(&name)
+            && tool_named(name).is_some_and(|t| t.is.roots_first)
             && !args.contains_key("workingDirectory")
             && !matches!(owner, TaskOwner::Http(None))
             && self.client_roots.offered().is_none()
@@ -398,7 +402,8 @@ impl McpServer {
             Err(refused) => {
                 tracing::info!(reason = %refused, "a retry of a call was refused");
                 let e = Error::invalid(refused.field(), refused.to_string());
-                Ok(CallToolResponse::Complete(if is_turn_tool(&name) {
+                let turn_errors = tool_named(&name).is_some_and(|t| t.is.turn_errors);
+                Ok(CallToolResponse::Complete(if turn_errors {
                     error_result(&e, None)
                 } else {
                     plain_error(&e)

@@ -24,7 +24,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::results::{ErrorKind, ErrorReport, TurnResult};
-use super::tools::{is_turn_tool, tool_named};
+use super::tools::tool_named;
 use super::{answer, server_config};
 
 /// The handler of a server that did not start: the problem.
@@ -57,7 +57,7 @@ impl Unstarted {
     /// only, as every other error of theirs does ([`answer::plain_error`]).
     pub fn tool_error(&self, tool: &str) -> rmcp::model::CallToolResult {
         let message = crate::security::redact::redact(&self.problem).into_owned();
-        if !is_turn_tool(tool) {
+        if !tool_named(tool).is_some_and(|t| t.is.turn_errors) {
             return rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
                 message,
             )]);
@@ -176,7 +176,11 @@ mod tests {
             assert_eq!(text, problem, "{}", t.name);
             match &r.structured_content {
                 Some(v) => {
-                    assert!(is_turn_tool(&t.name), "{}", t.name);
+                    assert!(
+                        tool_named(&t.name).is_some_and(|e| e.is.turn_errors),
+                        "{}",
+                        t.name
+                    );
                     let schema =
                         serde_json::Value::Object((*t.output_schema.clone().unwrap()).clone());
                     let validator = jsonschema::validator_for(&schema).unwrap();
@@ -184,7 +188,11 @@ mod tests {
                     assert_eq!(v["error"]["message"], problem);
                     assert_eq!(v["error"]["kind"], "store");
                 }
-                None => assert!(!is_turn_tool(&t.name), "{}", t.name),
+                None => assert!(
+                    !tool_named(&t.name).is_some_and(|e| e.is.turn_errors),
+                    "{}",
+                    t.name
+                ),
             }
         }
         let info = u.get_info();

@@ -9,9 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::actors::ApplyOutcome;
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
 
@@ -27,7 +26,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, false, false, false],
     input: schema::<ApplySessionParams>,
     output: schema::<ApplyResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.apply_session(args)),
 };
 
@@ -58,7 +57,7 @@ pub struct ApplyResult {
 }
 
 impl McpServer {
-    async fn apply_session(&self, args: JsonObject) -> CallToolResult {
+    async fn apply_session(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: ApplySessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -107,6 +106,6 @@ impl McpServer {
                 }
             })
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

@@ -9,9 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::common::session_info;
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::results::SessionResult;
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
@@ -27,7 +26,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, true, true, false],
     input: schema::<CloseSessionParams>,
     output: schema::<SessionResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, ctx| Box::pin(s.close_session(args, ctx)),
 };
 
@@ -47,7 +46,11 @@ pub struct CloseSessionParams {
 }
 
 impl McpServer {
-    async fn close_session(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+    async fn close_session(
+        &self,
+        args: JsonObject,
+        ctx: &CallCtx,
+    ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: CloseSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -76,6 +79,6 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

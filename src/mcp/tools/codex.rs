@@ -12,9 +12,9 @@ use super::common::{check_model, finish, shape};
 use crate::actors::{TurnCall, WorkDir};
 use crate::approval::ask;
 use crate::config::ApprovalMode;
-use crate::error::{Error, Result};
-use crate::mcp::answer::{error_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::error::Error;
+use crate::mcp::answer::parse_args;
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
@@ -33,7 +33,14 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, true, false, true],
     input: schema::<CodexParams>,
     output: schema::<TurnResult>,
-    task: true,
+    is: Traits {
+        task: true,
+        background: true,
+        roots_first: true,
+        asks: true,
+        precheck: Some(precheck),
+        ..Traits::TURN
+    },
     run: |s, args, ctx| Box::pin(s.codex(args, ctx)),
 };
 
@@ -93,15 +100,21 @@ pub struct CodexParams {
     pub base: Option<String>,
 }
 
-impl McpServer {
-    async fn codex(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
-        match self.codex_inner(args, ctx).await {
-            Ok(r) => r,
-            Err(e) => error_result(&e, None),
-        }
+/// `codex`'s arguments checked before any state of its call is kept: each field's type, no
+/// unknown field, the model id, the session id, how many files, the prompt.
+fn precheck(args: &JsonObject) -> crate::error::Result<()> {
+    let p: CodexParams = crate::mcp::answer::parse_args_ref(args)?;
+    check_model(p.model.as_deref())?;
+    if let Some(s) = &p.session_id {
+        crate::security::ids::SessionId::parse("sessionId", s)?;
     }
+    super::common::check_files(&p.files)?;
+    crate::security::prompt::Prompt::parse("prompt", p.prompt)?;
+    Ok(())
+}
 
-    async fn codex_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
+impl McpServer {
+    async fn codex(&self, args: JsonObject, ctx: &CallCtx) -> crate::error::Result<CallToolResult> {
         let p: CodexParams = parse_args(args)?;
         check_model(p.model.as_deref())?;
         let session_id = p

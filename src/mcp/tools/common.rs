@@ -22,6 +22,17 @@ use crate::security::redact::redact;
 
 /// A caller's model id, checked once, before anything is queued or spawned, by the same rule on
 /// both backends (the invocation builders check it again).
+/// At most [`crate::actors::files::MAX_FILES`] files per call, naming `files`.
+pub(super) fn check_files(files: &Option<Vec<String>>) -> Result<()> {
+    match files {
+        Some(f) if f.len() > crate::actors::files::MAX_FILES => Err(Error::invalid(
+            "files",
+            format!("at most {} files per call", crate::actors::files::MAX_FILES),
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn check_model(model: Option<&str>) -> Result<()> {
     model.map_or(Ok(()), |m| {
         Ok(crate::security::ids::check_model("model", m)?)
@@ -227,7 +238,7 @@ impl McpServer {
         request: OneShot,
         timeout: Duration,
         ctx: &CallCtx,
-    ) -> Result<CallToolResult> {
+    ) -> crate::error::Result<CallToolResult> {
         let (progress, _guard) = progress_for(&ctx.progress, self.client.config.heartbeat);
         let answer = self
             .bridge

@@ -9,9 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::common::session_info;
 use crate::actors::ThreadOp;
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::SessionInfo;
 use crate::mcp::schemas::schema;
@@ -27,7 +26,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, false, false, true],
     input: schema::<CompactSessionParams>,
     output: schema::<CompactResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, ctx| Box::pin(s.compact_session(args, ctx)),
 };
 
@@ -48,7 +47,11 @@ pub struct CompactResult {
 }
 
 impl McpServer {
-    async fn compact_session(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+    async fn compact_session(
+        &self,
+        args: JsonObject,
+        ctx: &CallCtx,
+    ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: CompactSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -77,6 +80,6 @@ impl McpServer {
                 CompactResult { session },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

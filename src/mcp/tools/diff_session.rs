@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::results::{ChangedFile, WorktreeView};
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
@@ -36,7 +36,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, true, false],
     input: schema::<DiffSessionParams>,
     output: schema::<DiffResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.diff_session(args)),
 };
 
@@ -129,7 +129,7 @@ fn page(
 }
 
 impl McpServer {
-    async fn diff_session(&self, args: JsonObject) -> CallToolResult {
+    async fn diff_session(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: DiffSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -181,7 +181,7 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }
 

@@ -7,9 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::session_info;
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::results::SessionInfo;
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
@@ -24,7 +23,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, false, false, false],
     input: schema::<ForkSessionParams>,
     output: schema::<ForkResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.fork_session(args)),
 };
 
@@ -49,7 +48,7 @@ pub struct ForkResult {
 }
 
 impl McpServer {
-    async fn fork_session(&self, args: JsonObject) -> CallToolResult {
+    async fn fork_session(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: ForkSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -72,6 +71,6 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

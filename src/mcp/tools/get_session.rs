@@ -6,9 +6,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::common::session_info;
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::results::SessionResult;
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
@@ -25,7 +24,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, true, false],
     input: schema::<GetSessionParams>,
     output: schema::<SessionResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.get_session(args)),
 };
 
@@ -43,7 +42,7 @@ pub struct GetSessionParams {
 }
 
 impl McpServer {
-    async fn get_session(&self, args: JsonObject) -> CallToolResult {
+    async fn get_session(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: GetSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -67,6 +66,6 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::common::session_info;
 use crate::error::{Error, Result};
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::results::SessionInfo;
 use crate::mcp::schemas::schema;
 
@@ -25,7 +25,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, true, false],
     input: schema::<ListSessionsParams>,
     output: schema::<SessionList>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.list_sessions(args)),
 };
 
@@ -52,7 +52,7 @@ pub struct SessionList {
 }
 
 impl McpServer {
-    async fn list_sessions(&self, args: JsonObject) -> CallToolResult {
+    async fn list_sessions(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async || -> Result<CallToolResult> {
             let p: ListSessionsParams = parse_args(args)?;
             let limit = p.limit.unwrap_or(DEFAULT_PAGE);
@@ -90,6 +90,6 @@ impl McpServer {
                 },
             ))
         };
-        run().await.unwrap_or_else(|e| plain_error(&e))
+        run().await
     }
 }

@@ -71,19 +71,10 @@ pub(super) fn tool_named(name: &str) -> Option<&'static ToolEntry> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
-/// Whether a 2026-07-28 call of `name` carries a person's question in its answer (MRTR): a
-/// turn tool that runs as a task, and `wait`, which carries its background turn's questions.
+/// Whether a 2026-07-28 call of `name` carries a person's question in its answer (MRTR): its
+/// entry says so (a turn tool that runs as a task, and `wait`).
 pub(super) fn asks_in_its_answer(name: &str) -> bool {
-    tool_named(name).is_some_and(|t| t.task) || name == wait::TOOL.name
-}
-
-/// The tools whose result is a turn's ([`crate::mcp::results::TurnResult`], errors included);
-/// the others' errors carry no structured content ([`crate::mcp::answer::plain_error`]).
-const TURN_TOOLS: [&str; 5] = ["codex", "query", "search", "structured", "review"];
-
-/// Whether `name` is a turn tool ([`TURN_TOOLS`]).
-pub(super) fn is_turn_tool(name: &str) -> bool {
-    TURN_TOOLS.contains(&name)
+    tool_named(name).is_some_and(|t| t.is.asks)
 }
 
 /// Every tool, with its schemas and annotations. Without `allow_danger`, `danger-full-access`
@@ -380,7 +371,7 @@ mod tests {
         let tools = tool_list(false);
         for t in &tools {
             // `wait` and `stop` answer a background turn's result, errors included
-            if is_turn_tool(&t.name) || t.name == "wait" || t.name == "stop" {
+            if tool_named(&t.name).is_some_and(|e| e.is.turn_errors) {
                 for (e, r) in [
                     (&invalid, error_result(&invalid, None)),
                     (&timed_out, error_result(&timed_out, Some(partial.clone()))),

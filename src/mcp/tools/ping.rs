@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::codex::home::nested_servers;
 use crate::config::{CodexSupport, NEWEST_TESTED_CODEX_VERSION, OLDEST_SUPPORTED_CODEX_VERSION};
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::schemas::schema;
 
 /// The `ping` tool.
@@ -22,7 +22,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, true, false],
     input: schema::<PingParams>,
     output: schema::<PingResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.ping(args)),
 };
 
@@ -85,10 +85,8 @@ pub struct NestedServer {
 }
 
 impl McpServer {
-    async fn ping(&self, args: JsonObject) -> CallToolResult {
-        if let Err(e) = parse_args::<PingParams>(args) {
-            return plain_error(&e);
-        }
+    async fn ping(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
+        parse_args::<PingParams>(args)?;
         let status = self.bridge.status(&self.client).await;
         let (version, support, counts) =
             (status.codex_version, status.codex_support, status.counts);
@@ -150,6 +148,6 @@ impl McpServer {
             result.active_turns,
             result.queued_turns
         );
-        ok_result(text, result)
+        Ok(ok_result(text, result))
     }
 }

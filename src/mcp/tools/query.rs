@@ -10,8 +10,8 @@ use serde::Deserialize;
 use super::common::check_model;
 use crate::actors::OneShot;
 use crate::error::Error;
-use crate::mcp::answer::{error_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::parse_args;
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 use crate::plan::values::ReasoningEffort;
@@ -28,7 +28,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, false, true],
     input: schema::<QueryParams>,
     output: schema::<TurnResult>,
-    task: false,
+    is: Traits::TURN,
     run: |s, args, ctx| Box::pin(s.query(args, ctx)),
 };
 
@@ -53,7 +53,7 @@ pub struct QueryParams {
 }
 
 impl McpServer {
-    async fn query(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+    async fn query(&self, args: JsonObject, ctx: &CallCtx) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: QueryParams = parse_args(args)?;
             check_model(p.model.as_deref())?;
@@ -76,6 +76,6 @@ impl McpServer {
             };
             self.one_shot(request, timeout, ctx).await
         };
-        run.await.unwrap_or_else(|e| error_result(&e, None))
+        run.await
     }
 }

@@ -8,9 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::common::session_info;
 use crate::actors::ThreadOp;
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::results::SessionInfo;
 use crate::mcp::schemas::schema;
 use crate::security::ids::{SessionId, SessionName};
@@ -25,7 +24,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, false, true, false],
     input: schema::<RenameSessionParams>,
     output: schema::<RenameResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.rename_session(args)),
 };
 
@@ -48,7 +47,7 @@ pub struct RenameResult {
 }
 
 impl McpServer {
-    async fn rename_session(&self, args: JsonObject) -> CallToolResult {
+    async fn rename_session(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: RenameSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -69,6 +68,6 @@ impl McpServer {
                 RenameResult { session },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

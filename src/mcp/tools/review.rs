@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::common::check_model;
 use crate::actors::OneShot;
-use crate::mcp::answer::{error_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::parse_args;
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 use crate::plan::review::review_target;
@@ -29,7 +29,13 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, false, false, true],
     input: schema::<ReviewParams>,
     output: schema::<TurnResult>,
-    task: true,
+    is: Traits {
+        task: true,
+        background: true,
+        asks: true,
+        precheck: Some(precheck),
+        ..Traits::TURN
+    },
     run: |s, args, ctx| Box::pin(s.review(args, ctx)),
 };
 
@@ -64,8 +70,19 @@ pub struct ReviewParams {
     pub background: Option<bool>,
 }
 
+/// `review`'s arguments checked before any state of its call is kept: each field's type, no
+/// unknown field, the model id.
+fn precheck(args: &JsonObject) -> crate::error::Result<()> {
+    let p: ReviewParams = crate::mcp::answer::parse_args_ref(args)?;
+    check_model(p.model.as_deref())
+}
+
 impl McpServer {
-    async fn review(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+    async fn review(
+        &self,
+        args: JsonObject,
+        ctx: &CallCtx,
+    ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: ReviewParams = parse_args(args)?;
             check_model(p.model.as_deref())?;
@@ -83,6 +100,6 @@ impl McpServer {
             };
             self.one_shot(request, timeout, ctx).await
         };
-        run.await.unwrap_or_else(|e| error_result(&e, None))
+        run.await
     }
 }

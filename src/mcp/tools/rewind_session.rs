@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use super::common::session_info;
 use crate::actors::ThreadOp;
 use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::results::SessionInfo;
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
@@ -27,7 +27,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, true, false, false],
     input: schema::<RewindSessionParams>,
     output: schema::<RewindResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.rewind_session(args)),
 };
 
@@ -53,7 +53,7 @@ pub struct RewindResult {
 }
 
 impl McpServer {
-    async fn rewind_session(&self, args: JsonObject) -> CallToolResult {
+    async fn rewind_session(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: RewindSessionParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -83,6 +83,6 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::common::check_model;
 use crate::actors::OneShot;
-use crate::mcp::answer::{error_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::parse_args;
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 use crate::security::prompt::Prompt;
@@ -22,7 +22,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, false, true],
     input: schema::<SearchParams>,
     output: schema::<TurnResult>,
-    task: false,
+    is: Traits::TURN,
     run: |s, args, ctx| Box::pin(s.search(args, ctx)),
 };
 
@@ -41,7 +41,11 @@ pub struct SearchParams {
 }
 
 impl McpServer {
-    async fn search(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+    async fn search(
+        &self,
+        args: JsonObject,
+        ctx: &CallCtx,
+    ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: SearchParams = parse_args(args)?;
             check_model(p.model.as_deref())?;
@@ -52,6 +56,6 @@ impl McpServer {
             };
             self.one_shot(request, timeout, ctx).await
         };
-        run.await.unwrap_or_else(|e| error_result(&e, None))
+        run.await
     }
 }

@@ -6,9 +6,8 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
-use crate::mcp::answer::{ok_result, parse_args, plain_error};
-use crate::mcp::connection::{McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{McpServer, ToolEntry, Traits};
 use crate::mcp::schemas::schema;
 use crate::security::ids::SessionId;
 use crate::security::prompt::Prompt;
@@ -23,7 +22,7 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, false, false, false],
     input: schema::<SteerParams>,
     output: schema::<SteerResult>,
-    task: false,
+    is: Traits::PLAIN,
     run: |s, args, _| Box::pin(s.steer(args)),
 };
 
@@ -47,7 +46,7 @@ pub struct SteerResult {
 }
 
 impl McpServer {
-    async fn steer(&self, args: JsonObject) -> CallToolResult {
+    async fn steer(&self, args: JsonObject) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: SteerParams = parse_args(args)?;
             let id = SessionId::parse("sessionId", &p.session_id)?;
@@ -61,6 +60,6 @@ impl McpServer {
                 },
             ))
         };
-        run.await.unwrap_or_else(|e: Error| plain_error(&e))
+        run.await
     }
 }

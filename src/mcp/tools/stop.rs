@@ -7,9 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::wait::answer_of;
-use crate::error::Result;
-use crate::mcp::answer::{error_result, ok_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::{ok_result, parse_args};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 
@@ -29,7 +28,10 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [false, true, true, false],
     input: schema::<StopParams>,
     output: schema::<TurnResult>,
-    task: false,
+    is: Traits {
+        turn_errors: true,
+        ..Traits::PLAIN
+    },
     run: |s, args, ctx| Box::pin(s.stop(args, ctx)),
 };
 
@@ -46,14 +48,7 @@ pub struct StopParams {
 }
 
 impl McpServer {
-    async fn stop(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
-        match self.stop_inner(args, ctx).await {
-            Ok(r) => r,
-            Err(e) => error_result(&e, None),
-        }
-    }
-
-    async fn stop_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
+    async fn stop(&self, args: JsonObject, ctx: &CallCtx) -> crate::error::Result<CallToolResult> {
         let p: StopParams = parse_args(args)?;
         let named = self.named_turn(&p.session_id, &p.review_id, ctx)?;
         // as `tasks/cancel`: the turn is cancelled and its processes end. A turn that already

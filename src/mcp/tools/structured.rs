@@ -10,8 +10,8 @@ use serde::Deserialize;
 
 use super::common::check_model;
 use crate::actors::OneShot;
-use crate::mcp::answer::{error_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::answer::parse_args;
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
 use crate::security::prompt::Prompt;
@@ -25,7 +25,13 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, false, true],
     input: schema::<StructuredParams>,
     output: schema::<TurnResult>,
-    task: true,
+    is: Traits {
+        task: true,
+        roots_first: true,
+        asks: true,
+        precheck: Some(precheck),
+        ..Traits::TURN
+    },
     run: |s, args, ctx| Box::pin(s.structured(args, ctx)),
 };
 
@@ -51,8 +57,23 @@ pub struct StructuredParams {
     pub timeout: Option<u64>,
 }
 
+/// `structured`'s arguments checked before any state of its call is kept: each field's type,
+/// no unknown field, the model id, how many files, the schema, the prompt.
+fn precheck(args: &JsonObject) -> crate::error::Result<()> {
+    let p: StructuredParams = crate::mcp::answer::parse_args_ref(args)?;
+    check_model(p.model.as_deref())?;
+    super::common::check_files(&p.files)?;
+    crate::actors::schema::plan(&p.schema)?;
+    crate::security::prompt::Prompt::parse("prompt", p.prompt)?;
+    Ok(())
+}
+
 impl McpServer {
-    async fn structured(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
+    async fn structured(
+        &self,
+        args: JsonObject,
+        ctx: &CallCtx,
+    ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: StructuredParams = parse_args(args)?;
             check_model(p.model.as_deref())?;
@@ -71,6 +92,6 @@ impl McpServer {
             };
             self.one_shot(request, timeout, ctx).await
         };
-        run.await.unwrap_or_else(|e| error_result(&e, None))
+        run.await
     }
 }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::mcp::answer::{error_result, ok_result, parse_args};
-use crate::mcp::connection::{CallCtx, McpServer, ToolEntry};
+use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::TurnResult;
 use crate::mcp::schemas::schema;
@@ -36,7 +36,12 @@ pub(super) const TOOL: ToolEntry = ToolEntry {
     hints: [true, false, true, false],
     input: schema::<WaitParams>,
     output: schema::<TurnResult>,
-    task: false,
+    is: Traits {
+        turn_errors: true,
+        asks: true,
+        precheck: Some(precheck),
+        ..Traits::PLAIN
+    },
     run: |s, args, ctx| Box::pin(s.wait(args, ctx)),
 };
 
@@ -104,15 +109,15 @@ fn handle_of(
     Ok((handle, value))
 }
 
-impl McpServer {
-    async fn wait(&self, args: JsonObject, ctx: &CallCtx) -> CallToolResult {
-        match self.wait_inner(args, ctx).await {
-            Ok(r) => r,
-            Err(e) => error_result(&e, None),
-        }
-    }
+/// `wait`'s arguments checked before any state of its call is kept (it carries its background
+/// turn's questions): each field's type, no unknown field.
+fn precheck(args: &JsonObject) -> crate::error::Result<()> {
+    let _: WaitParams = crate::mcp::answer::parse_args_ref(args)?;
+    Ok(())
+}
 
-    async fn wait_inner(&self, args: JsonObject, ctx: &CallCtx) -> Result<CallToolResult> {
+impl McpServer {
+    async fn wait(&self, args: JsonObject, ctx: &CallCtx) -> crate::error::Result<CallToolResult> {
         let p: WaitParams = parse_args(args)?;
         let seconds = match p.wait_seconds {
             None => DEFAULT_WAIT_SECONDS,
