@@ -1224,3 +1224,151 @@ fn the_long_function_check_sees_one_and_its_reason() {
         "test code is not looked at"
     );
 }
+
+/// Every file path under the checkout that ARCHITECTURE.md may name (sources, tests, benches,
+/// fuzz targets, migrations, scripts), relative to it, with each of their folders.
+fn checkout_paths(root: &Path) -> BTreeSet<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let path = e.expect("a directory entry").path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if name.starts_with('.') || name == "target" || name == "node_modules" {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                out.insert(format!("{rel}/"));
+                walk(root, &path, out);
+            } else {
+                out.insert(rel);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The identifiers the sources define or name (every word of `src/`, `tests/` and
+/// `migrations/` that could be an item's name).
+fn source_words(root: &Path) -> BTreeSet<String> {
+    let mut files = sources(root);
+    rust_files(&root.join("tests"), &mut files);
+    let mut words = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for w in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if !w.is_empty() {
+                words.insert(w.to_owned());
+            }
+        }
+    }
+    words
+}
+
+/// Whether ARCHITECTURE.md's span `s` (one name in backticks) is true of the checkout: a path
+/// names a file or folder that exists; a module path (`a::b::C`) walks modules that exist to
+/// an item the sources name (a function ends it; a type may have an associated name after
+/// it); an identifier is named by the sources. Spans that are no name (a phrase, a command
+/// line, a URI, a protocol method) pass.
+fn names_what_exists(s: &str, paths: &BTreeSet<String>, words: &BTreeSet<String>) -> bool {
+    let is_ident = |w: &str| {
+        !w.is_empty()
+            && w.chars().all(|c| c.is_alphanumeric() || c == '_')
+            && !w.starts_with(|c: char| c.is_ascii_digit())
+    };
+    let folder = |f: &str| {
+        paths
+            .iter()
+            .any(|p| p == &format!("{f}/") || p.ends_with(&format!("/{f}/")))
+    };
+    if s.contains('/') || [".rs", ".md", ".json"].iter().any(|x| s.ends_with(x)) {
+        if s.contains(' ') || s.contains(':') || s.contains('*') {
+            return true;
+        }
+        let first = s.split('/').next().unwrap_or_default();
+        let a_path = s.ends_with('/') || s.contains('.') || folder(first);
+        if !a_path {
+            return true; // a protocol method (`turn/start`)
+        }
+        let s = s.trim_end_matches('/');
+        return paths.iter().any(|p| {
+            let p = p.trim_end_matches('/');
+            p == s || p.ends_with(&format!("/{s}"))
+        });
+    }
+    let segments: Vec<&str> = s.split("::").collect();
+    if !segments.iter().all(|w| is_ident(w)) {
+        return true;
+    }
+    if segments.len() == 1 {
+        // a single lower-case word may be a word of the text (a tool, a setting, a rule)
+        return s.chars().all(|c| !c.is_uppercase()) || words.contains(s);
+    }
+    let first = segments[0];
+    let external = !first.starts_with(|c: char| c.is_uppercase())
+        && !paths.contains(&format!("src/{first}.rs"))
+        && !paths.contains(&format!("src/{first}/"));
+    if external {
+        return ["std", "tokio", "rmcp", "sled", "serde", "ractor"].contains(&first);
+    }
+    let mut dir = String::from("src");
+    for (i, seg) in segments.iter().enumerate() {
+        if seg.starts_with(|c: char| c.is_uppercase()) {
+            return segments[i..].iter().all(|w| words.contains(*w));
+        }
+        if paths.contains(&format!("{dir}/{seg}.rs")) || paths.contains(&format!("{dir}/{seg}/")) {
+            dir = format!("{dir}/{seg}");
+            continue;
+        }
+        // not a module: a function (or a constant), which ends the path
+        return i + 1 == segments.len() && words.contains(*seg);
+    }
+    true
+}
+
+#[test]
+fn the_architecture_names_what_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    assert!(
+        text.len() <= 15 * 1024,
+        "ARCHITECTURE.md is {} bytes: at most 15 KB, a map a newcomer reads",
+        text.len()
+    );
+    let (paths, words) = (checkout_paths(root), source_words(root));
+    let spans: Vec<&str> = text.split('`').skip(1).step_by(2).collect();
+    assert!(
+        spans.len() > 200,
+        "the spans were not read: {}",
+        spans.len()
+    );
+    let stale: Vec<&str> = spans
+        .iter()
+        .copied()
+        .filter(|s| !names_what_exists(s, &paths, &words))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "ARCHITECTURE.md names what the checkout does not hold: {stale:?}"
+    );
+    // the check can fail: a removed file, a renamed type and a stale module path are seen
+    for gone in [
+        "session/task.rs",
+        "codex::app_server::approval::Asking",
+        "mcp::owner::TaskOwner",
+        "page::Pages",
+        "actors::tasks::StoredTask",
+        // (written in two halves: this file's own words count as the sources')
+        &format!("{}{}", "NoSuchType", "Anywhere"),
+    ] {
+        assert!(!names_what_exists(gone, &paths, &words), "{gone} passed");
+    }
+}
