@@ -73,6 +73,29 @@ impl Limiter {
         }
     }
 
+    /// A turn's wait for a slot (every caller's: a session's turn, a session-less call's): up
+    /// to `timeout`, ended by `cancel`; `progress` hears once how many turns are ahead when it
+    /// has to wait. The slot and the time spent queued.
+    pub async fn queue_turn(
+        &self,
+        timeout: Duration,
+        cancel: &CancellationToken,
+        progress: Option<&crate::actors::client::Progress>,
+    ) -> Result<(Slot, Duration)> {
+        let since = std::time::Instant::now();
+        let slot = self
+            .acquire(timeout, cancel, |ahead| {
+                if let Some(p) = progress {
+                    p(format!(
+                        "queued behind {} turn(s) waiting for a codex slot",
+                        ahead + self.active()
+                    ));
+                }
+            })
+            .await?;
+        Ok((slot, since.elapsed()))
+    }
+
     /// Turns running now.
     pub fn active(&self) -> usize {
         self.max - self.sem.available_permits()

@@ -64,8 +64,6 @@ pub struct Bridge {
     live: Arc<registry::Live>,
     /// Each session whose turn ended ([`Bridge::turn_ends`]).
     turn_ended: tokio::sync::broadcast::Sender<SessionId>,
-    /// The `CODEX_HOME` of each session made or closed ([`Bridge::session_list_changes`]).
-    list_changed: tokio::sync::broadcast::Sender<PathBuf>,
 }
 
 /// How many ended turns a slow listener of [`Bridge::turn_ends`] may lag behind.
@@ -144,7 +142,6 @@ impl Bridge {
             own,
             live,
             turn_ended: tokio::sync::broadcast::channel(TURN_ENDS_BACKLOG).0,
-            list_changed: tokio::sync::broadcast::channel(TURN_ENDS_BACKLOG).0,
         })
     }
 
@@ -173,7 +170,6 @@ impl Bridge {
             call.client = Some(self.own.clone());
         }
         let named = call.session_id.clone();
-        let home = call.client.as_ref().map(|c| c.codex_home.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Turn {
@@ -198,23 +194,21 @@ impl Bridge {
         {
             let _ = self.turn_ended.send(id.clone());
         }
-        if named.is_none() && report.is_ok() {
-            self.list_changed_in(home);
-        }
         report
     }
 
-    /// The `CODEX_HOME` of each session made (by a turn or a fork) or closed from now on, as
-    /// it happens (a listener lagging a few hundred behind misses the oldest). The MCP layer's
+    /// The `CODEX_HOME` of each session made (its record stored by its first turn's
+    /// preparation, or by a fork) or closed from now on, as it happens (a listener lagging a
+    /// few hundred behind misses the oldest). The MCP layer's
     /// `notifications/resources/list_changed` listen here.
     pub fn session_list_changes(&self) -> tokio::sync::broadcast::Receiver<PathBuf> {
-        self.list_changed.subscribe()
+        self.shared.list_changed.subscribe()
     }
 
     /// Tell [`Bridge::session_list_changes`]' listeners a session of `home` was made or closed.
     fn list_changed_in(&self, home: Option<impl Into<PathBuf>>) {
         if let Some(home) = home {
-            let _ = self.list_changed.send(home.into());
+            let _ = self.shared.list_changed.send(home.into());
         }
     }
 

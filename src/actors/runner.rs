@@ -4,7 +4,7 @@
 //! ([`CodexBackend::run`]); the backends a call used are finished (their warm processes given
 //! back to the pool, or killed) before it answers.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -41,24 +41,6 @@ type BuildOneShot =
     fn(&Common, OneShotRequest) -> std::result::Result<SpawnSpec, crate::invalid::InvalidArgument>;
 
 impl Runner<'_> {
-    /// Wait for a global slot (progress says how many are ahead); the slot and the wait.
-    async fn queue(&self) -> Result<(crate::actors::limiter::Slot, Duration)> {
-        let (shared, progress) = (self.shared, self.progress.clone());
-        let since = Instant::now();
-        let slot = shared
-            .limiter
-            .acquire(shared.queue_timeout, self.cancel, |ahead| {
-                if let Some(p) = &progress {
-                    p(format!(
-                        "queued behind {} turn(s) waiting for a codex slot",
-                        ahead + shared.limiter.active()
-                    ));
-                }
-            })
-            .await?;
-        Ok((slot, since.elapsed()))
-    }
-
     /// Run one turn of the call on `backend` under the global limit, with the client's codex
     /// invocation `common`; how it ended (and where it ran) and the time spent queued.
     pub(crate) async fn turn(
@@ -68,7 +50,15 @@ impl Runner<'_> {
         invocation: Invocation,
         timeout: Duration,
     ) -> Result<(TurnEnd, Duration)> {
-        let (slot, queued) = self.queue().await?;
+        let (slot, queued) = self
+            .shared
+            .limiter
+            .queue_turn(
+                self.shared.queue_timeout,
+                self.cancel,
+                self.progress.as_ref(),
+            )
+            .await?;
         let sink = Sink::progress(
             self.hook.clone(),
             self.progress.clone(),

@@ -43,13 +43,20 @@ pub struct Shared {
     /// The git this server runs for sessions' own worktrees (`None`: no git on the server's
     /// `PATH`; a session asking for a worktree is refused).
     pub(crate) git: Option<Git>,
+    /// The `CODEX_HOME` of each session made or closed ([`crate::actors::Bridge::session_list_changes`]):
+    /// a new session's is sent once its record is stored, a closed one's once it is gone.
+    pub(crate) list_changed: tokio::sync::broadcast::Sender<PathBuf>,
 }
+
+/// How many made or closed sessions a slow listener of [`Shared::list_changed`] may lag behind.
+const LIST_CHANGES_BACKLOG: usize = 256;
 
 impl Shared {
     /// The state for a process whose own client has `config`, `common` and `codex_home`, over
     /// `store`: limits, timeouts and the warm cap from `config`, no fault injection.
     pub fn new(config: Arc<Config>, common: Common, codex_home: PathBuf, store: Store) -> Shared {
         Shared {
+            list_changed: tokio::sync::broadcast::channel(LIST_CHANGES_BACKLOG).0,
             limiter: Limiter::new(config.max_concurrent),
             warm: WarmPool::new(config.max_warm),
             idle_timeout: config.idle_timeout,

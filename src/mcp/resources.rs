@@ -208,6 +208,9 @@ impl McpServer {
     /// connection's home is made or closed, until the connection's input ends or the peer is
     /// gone (started once the client said `initialized`).
     pub(super) fn listen_for_list_changes(&self, peer: Peer<RoleServer>) {
+        if !self.subscriptions.start_listing() {
+            return;
+        }
         let mut changes = self.bridge.session_list_changes();
         let (home, ended) = (self.client.codex_home.clone(), self.input_ended.clone());
         tokio::spawn(async move {
@@ -216,9 +219,10 @@ impl McpServer {
                     _ = ended.cancelled() => return,
                     got = changes.recv() => match got {
                         Ok(changed) => changed,
-                        // missed some: one notice covers them all
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => home.clone(),
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        // missed some, whose homes are not known: nothing is told (a notice
+                        // would tell of other homes' sessions)
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => return,
                     },
                 };
                 if changed == home && peer.notify_resource_list_changed().await.is_err() {
@@ -233,9 +237,17 @@ impl McpServer {
     /// connection's home is made or closed, `notifications/resources/updated` when a turn of a
     /// named session of its own ends; until the client cancels it or the connection ends.
     pub(super) async fn listen_stream(&self, listen: SubscriptionContext) -> Result<(), McpError> {
+        let _open = self.subscriptions.open_stream()?;
         let accepted = listen.accepted().clone();
-        let named = accepted.resource_subscriptions.unwrap_or_default();
         let (mut changes, mut ends) = (self.bridge.session_list_changes(), self.bridge.turn_ends());
+        // the named sessions of this connection's home, read once (a session's home never
+        // changes): another home's is never heard of, nor costs anything as its turns end
+        let mut named = std::collections::HashSet::new();
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            if let Ok((id, _)) = self.own_session(uri).await {
+                named.insert(id);
+            }
+        }
         let home = &self.client.codex_home;
         loop {
             let notice = tokio::select! {
@@ -244,16 +256,13 @@ impl McpServer {
                 changed = changes.recv(), if accepted.resources_list_changed == Some(true) => {
                     match changed {
                         Ok(h) if &h == home => ResourceListChangedNotification::default().into(),
-                        Err(RecvError::Lagged(_)) => ResourceListChangedNotification::default().into(),
                         Err(RecvError::Closed) => return Ok(()),
-                        Ok(_) => continue,
+                        // another home's, or missed ones whose homes are not known
+                        Ok(_) | Err(RecvError::Lagged(_)) => continue,
                     }
                 }
                 ended = ends.recv(), if !named.is_empty() => match ended {
-                    Ok(id) if named.contains(&uri_of(id.as_str())) => {
-                        if self.own_session(&uri_of(id.as_str())).await.is_err() {
-                            continue;
-                        }
+                    Ok(id) if named.contains(&id) => {
                         let update = ResourceUpdatedNotificationParam::new(uri_of(id.as_str()));
                         ServerNotification::from(ResourceUpdatedNotification::new(update))
                     }

@@ -179,13 +179,21 @@ async fn the_session_list_changes_are_told_to_their_own_home_only() {
     );
     // a turn of an existing session changes no list
     turn(&s, &env, &mock, Some(&id), "again").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // a session whose first turn fails is made all the same (its record is listed): told
+    mock.push(Reply::http_error(400, "no such model"));
+    let failed = s
+        .call(
+            "codex",
+            json!({"prompt": "work", "workingDirectory": env.work()}),
+        )
+        .await;
+    assert_eq!(failed.is_error, Some(true), "{}", text(&failed));
+    assert_eq!(listed(&s, 2).await, 2, "a session whose turn failed");
     let closed = s.call("closeSession", json!({"sessionId": id})).await;
     assert_ne!(closed.is_error, Some(true), "{}", text(&closed));
-    assert_eq!(
-        listed(&s, 2).await,
-        2,
-        "the close is told, the second turn not"
-    );
+    assert_eq!(listed(&s, 3).await, 3, "the close is told");
 
     // another home hears its own sessions and none of these (negative control: it hears)
     assert_eq!(o.listed.load(std::sync::atomic::Ordering::SeqCst), 0);
@@ -199,7 +207,7 @@ async fn the_session_list_changes_are_told_to_their_own_home_only() {
         .to_owned();
     assert_eq!(listed(&o, 1).await, 1, "the other home's own session");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 3);
 
     // `subscriptions/listen` naming sessions: its own is heard when its turn ends, another
     // home's never

@@ -49,18 +49,14 @@ pub(super) fn launch(
                 meta,
                 prior_usage,
             } = prepared;
-            let slot = shared
-                .limiter
-                .acquire(shared.queue_timeout, &task_cancel, |ahead| {
-                    if let Some(p) = &progress {
-                        p(format!(
-                            "queued behind {} turn(s) waiting for a codex slot",
-                            ahead + shared.limiter.active()
-                        ));
-                    }
-                })
-                .await;
-            let queued = since.elapsed();
+            let queue =
+                shared
+                    .limiter
+                    .queue_turn(shared.queue_timeout, &task_cancel, progress.as_ref());
+            let (slot, queued) = match queue.await {
+                Ok((slot, _)) => (Ok(slot), since.elapsed()),
+                Err(e) => (Err(e), since.elapsed()),
+            };
             let sink = sink_of(&me, client.secrets.clone(), progress);
             let common = client.common_for(false);
             let env = TurnEnv {

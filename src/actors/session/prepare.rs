@@ -264,6 +264,10 @@ async fn mark_running(
     let stored = st.shared.store.put(record);
     let flushed = st.shared.store.flush().await;
     stored.and(flushed)?;
+    if created {
+        // listed from now on: whoever lists this home's sessions hears it
+        let _ = st.shared.list_changed.send(client.codex_home.clone());
+    }
     Ok((created, prior_usage))
 }
 
