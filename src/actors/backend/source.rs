@@ -12,7 +12,6 @@ use crate::actors::pool::warm::{Admission, Closer, OneShotServer, Serves};
 use crate::actors::shared::Shared;
 use crate::codex::argv::{SpawnSpec, WarmTurn, build_one_shot_server};
 use crate::codex::process::{WarmKey, WarmProcess, key_of};
-use crate::config::Backend;
 use crate::error::Result;
 use crate::security::ids::SessionId;
 use crate::security::paths::Confined;
@@ -125,15 +124,10 @@ impl Source {
         match self {
             Source::Exec => false,
             Source::Session(s) => {
-                let shared = &s.shared;
-                shared.config.backend == Backend::AppServer
-                    && shared.warm.unusable().is_none()
-                    && matches!(shared.warm.acquire(&s.id, &s.closer), Admission::Granted)
+                s.shared.warm_refused().is_none()
+                    && matches!(s.shared.warm.acquire(&s.id, &s.closer), Admission::Granted)
             }
-            Source::OneShot(_) => {
-                env.shared.config.backend == Backend::AppServer
-                    && env.shared.warm.unusable().is_none()
-            }
+            Source::OneShot(_) => env.shared.warm_refused().is_none(),
         }
     }
 
@@ -350,10 +344,7 @@ impl OneShotSource {
     /// app-server, or no place came free in time).
     async fn obtain(&mut self, env: &TurnEnv<'_>) -> Result<bool> {
         let shared = env.shared;
-        if shared.config.backend != Backend::AppServer {
-            return Ok(false);
-        }
-        if let Some(why) = shared.warm.unusable() {
+        if let Some(why) = shared.warm_refused() {
             tracing::debug!("{why}: this one-shot call runs with codex exec");
             return Ok(false);
         }

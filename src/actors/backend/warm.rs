@@ -12,12 +12,8 @@ use super::source::NextWarm;
 use super::source::Source;
 use crate::codex::argv::WarmTurn;
 use crate::codex::events::FailureKind;
-use crate::codex::process::{Ending, ThreadWanted, TurnControl};
+use crate::codex::process::{APP_SERVER_REPLACEMENTS, Ending, ThreadWanted, TurnControl};
 use crate::config::Backend;
-
-/// How many times a turn's warm process may be replaced because it had ended before the turn
-/// reached it (killed from outside, the OOM killer, a crash at start-up).
-pub(crate) const REPLACEMENTS: usize = 3;
 
 /// Run a warm turn with `codex exec` instead (on the same thread), within what is left of the
 /// turn's time since `started`: its invocation is the caller's `fallback`, from the turn as it
@@ -106,7 +102,7 @@ async fn on_app_server(
                     ..
                 }
             );
-        if ended_unreached && attempt < REPLACEMENTS && !env.cancel.is_cancelled() {
+        if ended_unreached && attempt < APP_SERVER_REPLACEMENTS && !env.cancel.is_cancelled() {
             // it had ended (killed, crashed) before codex accepted the turn: nothing of the
             // turn ran there, and a new one runs it on the same thread
             attempt += 1;

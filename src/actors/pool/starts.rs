@@ -10,13 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actors::shared::Shared;
 use crate::codex::argv::SpawnSpec;
-use crate::codex::process::{ProcessError, SpawnHook, WarmProcess};
+use crate::codex::process::{APP_SERVER_REPLACEMENTS, ProcessError, SpawnHook, WarmProcess};
 use crate::error::{Error, Result};
 use crate::security::redact::{ClientSecrets, redact};
-
-/// How many times a start killed before it answered `initialize` (from outside, the OOM
-/// killer) is tried again.
-pub(crate) const KILLED_STARTS: usize = 3;
 
 /// How long a start waits for a place under `max_warm` (processes still closing, a fork's
 /// one-off) before its call runs with `codex exec` instead.
@@ -113,7 +109,7 @@ pub(crate) async fn start_warm(
             }
             // killed from outside during the handshake: another start
             Err(Error::Process(ProcessError::KilledAtStart { signal }))
-                if killed < KILLED_STARTS =>
+                if killed < APP_SERVER_REPLACEMENTS =>
             {
                 forget();
                 killed += 1;

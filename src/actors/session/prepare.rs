@@ -12,7 +12,6 @@ use crate::actors::shared::Shared;
 use crate::actors::worktree;
 use crate::codex::argv::{TurnRequest, check_turn};
 use crate::codex::events::Usage;
-use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::SessionId;
@@ -231,9 +230,7 @@ fn handed_back(st: &SessionState, thread: &ThreadId) -> Result<bool> {
 /// with `codex exec` when the pool has no room for it: `max_warm`); else `codex exec` (after
 /// the session's own warm process, if any, is closed: one writer per thread).
 fn warm_backend(st: &SessionState, has_images: bool) -> bool {
-    st.shared.config.backend == Backend::AppServer
-        && !has_images
-        && st.shared.warm.unusable().is_none()
+    !has_images && st.shared.warm_refused().is_none()
 }
 
 /// Mark the session's record running (a new session's record made, bound to `dir`, the

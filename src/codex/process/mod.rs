@@ -47,7 +47,7 @@ pub use command::{CodexCommand, CommandOutput, codex_version, run_command};
 pub use error::ProcessError;
 pub use holders::app_holding;
 pub use kill::{argv_hash, kill_leftover, start_ticks};
-pub use server::{WarmKey, WarmProcess, key_of};
+pub use server::{APP_SERVER_REPLACEMENTS, WarmKey, WarmProcess, key_of};
 pub use signal::descendants;
 pub use spawn::{Detached, keep_memory_private, start_detached};
 pub use turn::{

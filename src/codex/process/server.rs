@@ -48,8 +48,12 @@ type Result<T, E = ProcessError> = std::result::Result<T, E>;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a closing app-server may take to exit after EOF before it is killed.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
-/// How often a start-up that could not open codex's state is retried.
-const START_RETRIES: u64 = 3;
+/// The one replacement policy for an app-server that ended before codex accepted a turn: at
+/// each stage it is seen (its start could not open codex's state, here; it was killed during
+/// its handshake, `actors::pool::starts`; it had ended before the turn reached it,
+/// `actors::backend::warm`) a new one is started, at most this many times; then the call fails
+/// with the last reason.
+pub const APP_SERVER_REPLACEMENTS: usize = 3;
 /// The tail of stderr kept for error messages.
 const STDERR_TAIL: usize = 16 * 1024;
 /// How long a question may stay with its answerer before the client's task declines it:
@@ -122,14 +126,14 @@ impl WarmProcess {
             };
             match started {
                 Err(ProcessError::Codex { message, .. })
-                    if attempt < START_RETRIES && message.contains("state runtime") =>
+                    if attempt < APP_SERVER_REPLACEMENTS && message.contains("state runtime") =>
                 {
                     attempt += 1;
                     tracing::info!(
                         attempt,
                         "codex app-server could not open its state; retrying"
                     );
-                    tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+                    tokio::time::sleep(Duration::from_millis(100 * attempt as u64)).await;
                 }
                 other => return other,
             }
