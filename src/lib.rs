@@ -20,6 +20,8 @@
 //! - [`server`]: the library entry point [`server::run`]: election, relay, takeover, shutdown.
 //! - [`status`]: how a session's last turn ended, a leaf shared by the store and the answers.
 //! - [`store`]: the sled session store and its migrations; the only module that names sled.
+//! - [`turn`]: one codex turn, whoever asks: the one turn path, the global limit, a
+//!   session-less call's turns.
 //! - [`usage`]: token usage as codex reports it, a leaf shared by events, store and results.
 
 pub mod actors;
@@ -39,6 +41,7 @@ pub mod security;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod turn;
 pub mod usage;
 
 pub use error::{Error, Result};

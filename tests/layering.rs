@@ -19,7 +19,7 @@
 //! 3. `config`: operator settings.
 //! 4. `error`: the crate error, which folds the error enums of the layers below it (each of
 //!    them returns its own); it is named only from above.
-//! 5. `actors`: the owners of sessions and processes.
+//! 5. `actors`: the owners of sessions and processes; `turn`: one codex turn, whoever asks.
 //! 6. `mcp`: the protocol layer; `approval::ask`: the channels that ask a person through it.
 //! 7. `hub`: many processes on one store (its own `HubError` carries the crate error).
 //! 8. `cli`, then `main` (the binary, which names the library as a crate).
@@ -91,7 +91,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["config"],
     &["error", "Error", "Result"],
-    &["actors"],
+    &["actors", "turn"],
     &["mcp", "approval::ask"],
     &["hub"],
     &["cli", "server", "main"],
@@ -1284,19 +1284,13 @@ fn names_what_exists(s: &str, paths: &BTreeSet<String>, words: &BTreeSet<String>
             && w.chars().all(|c| c.is_alphanumeric() || c == '_')
             && !w.starts_with(|c: char| c.is_ascii_digit())
     };
-    let folder = |f: &str| {
-        paths
-            .iter()
-            .any(|p| p == &format!("{f}/") || p.ends_with(&format!("/{f}/")))
-    };
     if s.contains('/') || [".rs", ".md", ".json"].iter().any(|x| s.ends_with(x)) {
         if s.contains(' ') || s.contains(':') || s.contains('*') {
             return true;
         }
-        let first = s.split('/').next().unwrap_or_default();
-        let a_path = s.ends_with('/') || s.contains('.') || folder(first);
-        if !a_path {
-            return true; // a protocol method (`turn/start`)
+        // a path ends with `/` (a folder) or has an extension; `turn/start` is a protocol method
+        if !(s.ends_with('/') || s.contains('.')) {
+            return true;
         }
         let s = s.trim_end_matches('/');
         return paths.iter().any(|p| {

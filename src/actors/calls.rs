@@ -11,7 +11,6 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::client::{ClientContext, Progress};
-use crate::actors::schema::SchemaUse;
 use crate::codex::events::{CommandRun, Usage};
 use crate::codex::rollout::TurnContext;
 use crate::config::CodexSupport;
@@ -21,6 +20,7 @@ use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
 use crate::security::prompt::Prompt;
+use crate::turn::schema::SchemaUse;
 
 /// The working directory of a session turn.
 #[derive(Debug, Clone)]

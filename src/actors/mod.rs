@@ -12,22 +12,16 @@
 //! one; `listSessions` reads the store's index, which the actors keep current (they flush
 //! every change).
 
-pub mod backend;
 pub mod calls;
 pub mod client;
 pub mod credentials;
-pub mod files;
 pub mod inflight;
-pub mod limiter;
 pub mod oneshot;
 pub mod pool;
 pub mod registry;
 pub mod report;
-pub mod runner;
-pub mod schema;
 pub mod session;
 pub mod shared;
-pub mod structured;
 pub mod task_records;
 pub mod worktree;
 
@@ -42,12 +36,12 @@ use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
+pub use crate::turn::limiter::Limiter;
 pub use calls::{
     Answer, ApplyOutcome, BackendStatus, ChangedFile, Counts, Finding, OneShot, OneShotCall,
     SessionDiff, SessionPage, SessionView, Status, ThreadOp, TurnCall, WorkDir, WorktreeView,
 };
 pub use client::{ClientContext, ClientId, Progress};
-pub use limiter::Limiter;
 use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};
 pub use report::TurnReport;

@@ -12,7 +12,7 @@
 //!
 //! On the app-server backend, `query`, `search` and `structured` (without images) run as
 //! ephemeral threads on a warm `codex app-server` of the calling client context
-//! (the call's backend, [`crate::actors::backend::Source::OneShot`]): the call's task takes the process whole from the warm pool (so this
+//! (the call's backend, [`crate::turn::backend::Source::OneShot`]): the call's task takes the process whole from the warm pool (so this
 //! actor's cancel or stop kills it, as a session turn's), runs its turn from the fixed
 //! templates (read-only, approval `never`, a new thread per call, `query`'s in a fresh empty
 //! directory), and gives it back only after a completed turn whose thread it let go of
@@ -29,15 +29,15 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::backend::CodexBackend;
 use crate::actors::calls::{Answer, Finding, OneShot, OneShotCall};
 use crate::actors::client::ClientContext;
-use crate::actors::runner::Runner;
 use crate::actors::shared::Shared;
 use crate::codex::argv::{PathKind, ReviewRequest, build_query, build_review, build_search};
 use crate::codex::process::{CodexCommand, SpawnHook, SpawnInfo, run_command};
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
+use crate::turn::backend::CodexBackend;
+use crate::turn::runner::Runner;
 
 /// What a one-shot actor runs: given the hook that records codex's process and the token that
 /// stops it, a future that answers its caller itself.
@@ -314,8 +314,8 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
             model,
             cwd,
         } => {
-            let (prompt, images) = crate::actors::files::compose(prompt, &files, &cwd)?;
-            let ask = super::structured::Ask {
+            let (prompt, images) = crate::turn::files::compose(prompt, &files, &cwd)?;
+            let ask = crate::turn::structured::Ask {
                 prompt,
                 plan: *plan,
                 model,
@@ -323,7 +323,7 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
                 images,
                 timeout,
             };
-            super::structured::answer(runner, ask).await
+            crate::turn::structured::answer(runner, ask).await
         }
     }
 }

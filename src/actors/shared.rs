@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use crate::actors::client::{ClientContext, ClientId};
 use crate::actors::credentials::{Credentials, HeldCredentials};
-use crate::actors::limiter::Limiter;
 use crate::actors::pool::warm::WarmPool;
 use crate::codex::argv::Common;
 use crate::codex::process::git::Git;
 use crate::config::Config;
 use crate::security::redact::ClientSecrets;
 use crate::store::Store;
+use crate::turn::limiter::Limiter;
 
 /// Everything the actors share; read-only after start. `config`, `common` and `codex_home`
 /// are the owning process's own client context ([`crate::actors::Bridge::own_context`]); the

@@ -598,7 +598,7 @@ pub async fn probe(
     slot: Option<Slot>,
     store: Option<crate::store::Store>,
 ) -> std::result::Result<(), String> {
-    let (_dir, cwd) = crate::actors::files::scratch_dir().map_err(|e| e.to_string())?;
+    let (_dir, cwd) = crate::turn::files::scratch_dir().map_err(|e| e.to_string())?;
     let spec = crate::codex::argv::build_app_server(common, cwd).map_err(|e| e.to_string())?;
     fn redacted(e: impl std::fmt::Display) -> String {
         crate::security::redact::redact(&e.to_string()).into_owned()

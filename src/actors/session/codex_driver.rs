@@ -10,8 +10,6 @@
 use futures::future::BoxFuture;
 
 use super::driver::{Driver, ForkSpec, OpSpec, SessionBackend, TurnDriver, TurnEnv, TurnPlan};
-use crate::actors::backend::source::SessionSource;
-use crate::actors::backend::{CodexBackend, Source, TurnRun};
 use crate::actors::calls::ThreadOp;
 use crate::actors::credentials::Credentials;
 use crate::actors::pool::warm::Closer;
@@ -19,6 +17,8 @@ use crate::actors::shared::Shared;
 use crate::codex::process::TurnControl;
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
+use crate::turn::backend::source::SessionSource;
+use crate::turn::backend::{CodexBackend, Source, TurnRun};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -147,7 +147,7 @@ async fn one_off(
     what: &str,
 ) -> Result<(
     crate::actors::inflight::Recorded,
-    crate::actors::limiter::Slot,
+    crate::turn::limiter::Slot,
 )> {
     let cancel = CancellationToken::new();
     let slot = shared

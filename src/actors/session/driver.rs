@@ -1,12 +1,11 @@
 //! The seam between the session actor and codex: the [`SessionBackend`] each session holds
 //! (made by the registry's [`TurnDriver`]), which runs a prepared turn's [`TurnPlan`] with one
 //! call, and the driver's forks. The real backend is the one turn path's
-//! ([`crate::actors::backend::CodexBackend`], see `codex_driver.rs`); the unit tests put a fake one
+//! ([`crate::turn::backend::CodexBackend`], see `codex_driver.rs`); the unit tests put a fake one
 //! in its place, which reads the plan as it is.
 
 use futures::future::BoxFuture;
 
-use crate::actors::backend::{Invocation, TurnRun};
 use crate::actors::calls::ThreadOp;
 use crate::actors::credentials::Credentials;
 use crate::actors::pool::warm::Closer;
@@ -16,10 +15,11 @@ use crate::codex::process::{ThreadWanted, TurnControl};
 use crate::error::Result;
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
+use crate::turn::backend::{Invocation, TurnRun};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(super) use crate::actors::backend::TurnEnv;
+pub(super) use crate::turn::backend::TurnEnv;
 
 /// A session turn planned once, in no backend's terms: the turn checked once (what codex is
 /// asked, where, at which sandbox level, with which files), the thread it continues, and the

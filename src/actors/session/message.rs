@@ -128,4 +128,4 @@ pub(super) struct CallMeta {
     pub(super) may_ask: bool,
 }
 
-pub(super) use crate::actors::backend::{TurnEnd, TurnRun};
+pub(super) use crate::turn::backend::{TurnEnd, TurnRun};

@@ -154,7 +154,7 @@ async fn prepare_in(
         .prompt
         .take()
         .ok_or_else(|| Error::invalid("prompt", "was already used by a turn"))?;
-    let (prompt, images) = crate::actors::files::compose(prompt, &call.files, &cwd)?;
+    let (prompt, images) = crate::turn::files::compose(prompt, &call.files, &cwd)?;
     let dir = cwd.path().to_path_buf();
     let common = client.common_for(false);
     // checked once: what runs it (below, or a fallback to exec) is assembled from checked values

@@ -22,12 +22,12 @@ use crate::security::redact::redact;
 
 /// A caller's model id, checked once, before anything is queued or spawned, by the same rule on
 /// both backends (the invocation builders check it again).
-/// At most [`crate::actors::files::MAX_FILES`] files per call, naming `files`.
+/// At most [`crate::turn::files::MAX_FILES`] files per call, naming `files`.
 pub(super) fn check_files(files: &Option<Vec<String>>) -> Result<()> {
     match files {
-        Some(f) if f.len() > crate::actors::files::MAX_FILES => Err(Error::invalid(
+        Some(f) if f.len() > crate::turn::files::MAX_FILES => Err(Error::invalid(
             "files",
-            format!("at most {} files per call", crate::actors::files::MAX_FILES),
+            format!("at most {} files per call", crate::turn::files::MAX_FILES),
         )),
         _ => Ok(()),
     }

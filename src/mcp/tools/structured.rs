@@ -63,7 +63,7 @@ fn precheck(args: &JsonObject) -> crate::error::Result<()> {
     let p: StructuredParams = crate::mcp::answer::parse_args_ref(args)?;
     check_model(p.model.as_deref())?;
     super::common::check_files(&p.files)?;
-    crate::actors::schema::plan(&p.schema)?;
+    crate::turn::schema::plan(&p.schema)?;
     crate::security::prompt::Prompt::parse("prompt", p.prompt)?;
     Ok(())
 }
@@ -78,7 +78,7 @@ impl McpServer {
             let p: StructuredParams = parse_args(args)?;
             check_model(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
-            let plan = crate::actors::schema::plan(&p.schema)?;
+            let plan = crate::turn::schema::plan(&p.schema)?;
             let cwd = match &p.working_directory {
                 Some(d) => self.resolve_dir(d)?,
                 None => self.default_dir(ctx).await?,

@@ -6,12 +6,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::actors::backend::source::OneShotSource;
-use crate::actors::backend::{CodexBackend, Invocation, Source};
 use crate::actors::calls::Answer;
 use crate::actors::pool::warm::Serves;
-use crate::actors::runner::Runner;
-use crate::actors::schema::SchemaUse;
 use crate::codex::argv::{Common, SpawnSpec, TurnRequest, WarmTurn, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};
@@ -21,6 +17,10 @@ use crate::plan::values::SandboxLevel;
 use crate::security::ids::ThreadId;
 use crate::security::paths::Confined;
 use crate::security::prompt::Prompt;
+use crate::turn::backend::source::OneShotSource;
+use crate::turn::backend::{CodexBackend, Invocation, Source};
+use crate::turn::runner::Runner;
+use crate::turn::schema::SchemaUse;
 
 /// A `structured` call, validated.
 pub(crate) struct Ask {

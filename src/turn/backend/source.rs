@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use crate::actors::files::scratch_dir;
 use crate::actors::pool::starts::{StartFor, WarmStart, start_warm};
 use crate::actors::pool::warm::{Admission, Closer, OneShotServer, Serves};
 use crate::actors::shared::Shared;
@@ -15,6 +14,7 @@ use crate::codex::process::{WarmKey, WarmProcess, key_of};
 use crate::error::Result;
 use crate::security::ids::SessionId;
 use crate::security::paths::Confined;
+use crate::turn::files::scratch_dir;
 
 use super::env::TurnEnv;
 

@@ -118,7 +118,7 @@ pub(crate) fn compose(
     files: &[String],
     cwd: &Confined,
 ) -> Result<(Prompt, Vec<Confined>)> {
-    let att = crate::actors::files::attach(files, cwd)?;
+    let att = crate::turn::files::attach(files, cwd)?;
     prompt.append(&att.text)?;
     Ok((prompt, att.images))
 }

@@ -8,11 +8,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::backend::source::OneShotSource;
-use crate::actors::backend::{CodexBackend, Invocation, Sink, Source, TurnEnd, TurnEnv};
 use crate::actors::calls::Answer;
 use crate::actors::client::{ClientContext, Progress};
-use crate::actors::files::scratch_dir;
 use crate::actors::pool::warm::Serves;
 use crate::actors::shared::Shared;
 use crate::codex::argv::{
@@ -22,6 +19,9 @@ use crate::codex::process::{SpawnHook, ThreadWanted, TurnControl, TurnOutcome};
 use crate::error::Result;
 use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::prompt::Prompt;
+use crate::turn::backend::source::OneShotSource;
+use crate::turn::backend::{CodexBackend, Invocation, Sink, Source, TurnEnd, TurnEnv};
+use crate::turn::files::scratch_dir;
 
 /// What every codex run of one call shares: where it runs, whose it is, how it is watched.
 pub(crate) struct Runner<'a> {
