@@ -265,7 +265,7 @@ pub(crate) async fn answer_then(
 ) {
     let (answer, backends) = answer(shared.clone(), call, hook, cancel).await;
     for backend in backends {
-        backend.finish(&shared).await;
+        backend.give_back(&shared).await;
     }
     let _ = reply.send(answer);
 }

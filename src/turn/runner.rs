@@ -1,8 +1,8 @@
 //! What every codex turn of one session-less call shares ([`Runner`]: where it runs, whose it
 //! is, how it is watched, the global slot), used by the one-shot actor's calls and by
 //! `structured`'s re-asking loop. Each turn is one call of the one turn path
-//! ([`CodexBackend::run`]); the backends a call used are finished (their warm processes given
-//! back to the pool, or killed) before it answers.
+//! ([`CodexBackend::run`]); the backends a call used are given back (their warm processes to
+//! the pool, or killed) before it answers ([`CodexBackend::give_back`]).
 
 use std::time::Duration;
 

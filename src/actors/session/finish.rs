@@ -62,7 +62,7 @@ pub fn check_recorded(
 }
 
 /// Fold a finished turn into the record, store it (flushed), and answer the caller.
-pub(super) async fn finish(
+pub(super) async fn fold_turn(
     st: &mut SessionState,
     f: Finished,
     reply: Option<oneshot::Sender<Result<TurnReport>>>,

@@ -13,17 +13,17 @@
 //! state is dropped, because ractor skips `post_stop` when an actor panics or is killed.
 //!
 //! The turn itself is run by the session's backend ([`driver::SessionBackend`], made by the
-//! registry's `TurnDriver`: the one turn path, `backend.rs`, or in the unit tests of `tests` a
-//! fake that runs no process) with one call. Files: `prepare` (a call made ready, the backend
-//! chosen once), `task` (the turn's task), `finish` (the record after a turn), `queue`,
-//! `steer`, `fork`, `close`.
+//! registry's `TurnDriver`: the one turn path, `codex_driver.rs`, or in the unit tests of
+//! `tests` a fake that runs no process) with one call. Files: `prepare` (a call made ready,
+//! warm or exec chosen), `launch` (the turn's task), `finish` (the record after a turn:
+//! `fold_turn`), `queue`, `steer`, `fork`, `close`.
 
 use crate::actors::calls::TurnCall;
 use crate::actors::report::TurnReport;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use close::{close, close_unheld, close_warm, closed};
-use finish::finish;
+use finish::fold_turn;
 use fork::{fork, op_done, thread_op};
 use launch::launch;
 use prepare::prepare;
@@ -152,7 +152,7 @@ impl Actor for SessionActor {
                         None
                     }
                 };
-                finish(st, *finished, reply).await;
+                fold_turn(st, *finished, reply).await;
                 // a task's or background turn kept its process past its host: let go now
                 close_unheld(st).await;
                 start_next(&myself, st).await;

@@ -93,10 +93,10 @@ enum Route {
     /// question is open; the connection that started the task answers with `tasks/update`.
     Task(TaskContext, TaskManager, Arc<AtomicU64>),
     /// The call's answer on protocol 2026-07-28: an `InputRequiredResult` with the form in
-    /// `inputRequests`; the client's retry of the call answers it ([`super::mrtr`]).
+    /// `inputRequests`; the client's retry of the call answers it ([`crate::mcp::mrtr`]).
     Mrtr(crate::mcp::mrtr::RoundAsker),
     /// A background turn: whoever waits on it (`wait`), resolved per question
-    /// ([`super::waiters`]).
+    /// ([`waiters`]).
     Waiters(Waiters<Channel>),
 }
 

@@ -6,7 +6,7 @@ pub struct PageQuestion {
     /// The heading, e.g. "Codex asks to run a command outside its sandbox".
     pub title: String,
     /// (label, text) in order: already redacted, not escaped (the page escapes). A field whose
-    /// label starts with [`DIFF_LABEL`] is shown as a diff.
+    /// label starts with [`DIFF_LABEL`](crate::approval::page::DIFF_LABEL) is shown as a diff.
     pub fields: Vec<(String, String)>,
     /// What Approve grants.
     pub grants: String,
@@ -39,7 +39,7 @@ pub enum Closed {
     DeclinedInHost,
     /// No decision before the approval timeout.
     TimedOut,
-    /// The turn or the connection that asked it ended (and an [`OpenPage`] dropped).
+    /// The turn or the connection that asked it ended (and an [`OpenPage`](crate::approval::page::OpenPage) dropped).
     Withdrawn,
     /// Decided (on the page).
     Decided,

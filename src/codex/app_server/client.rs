@@ -9,7 +9,7 @@
 //!   protocol's [`ServerRequest::decline`], before the event is passed on: an unanswered request
 //!   blocks the turn forever, so no consumer can forget one.
 //! - Opt-in ([`Client::with_answerer`]): a request a person may answer (see
-//!   [`approval::Question`]) is handed over as an [`CodexQuestion`] on a second stream instead; a task
+//!   [`crate::approval::Question`]) is handed over as a [`CodexQuestion`] on a second stream instead; a task
 //!   of its own writes the answer, or the decline when the deadline passes or its `Asked` is
 //!   dropped, so it is still never left unanswered. Every other request is declined at once.
 //! - Notifications (and a record of each declined request) go to one event stream, in order.

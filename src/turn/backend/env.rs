@@ -37,7 +37,7 @@ pub(crate) type Fallback = Box<dyn FnOnce(WarmTurn, &Common) -> Result<SpawnSpec
 pub(crate) enum Invocation {
     /// A `codex exec` process for this turn.
     Exec(SpawnSpec),
-    /// A turn on a warm app-server (the backend's own, or one its [`Source`] gives), on the
+    /// A turn on a warm app-server (the backend's own, or one its [`Source`](super::Source) gives), on the
     /// thread `wanted`; `fallback` when none can take it.
     Warm {
         turn: WarmTurn,

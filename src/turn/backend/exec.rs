@@ -9,7 +9,7 @@ use crate::config::Backend;
 
 /// Run `spec` to its end within `timeout`: its process reported by the sink's spawn hook as it
 /// starts, its events as progress; then, when `read_record`, what codex recorded of the turn.
-pub(crate) async fn run(
+pub(crate) async fn run_exec(
     env: &TurnEnv<'_>,
     spec: SpawnSpec,
     read_record: bool,

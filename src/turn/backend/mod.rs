@@ -44,13 +44,13 @@ impl CodexBackend {
             Invocation::Exec(spec) => {
                 // one writer per thread: the warm process lets go of it first
                 self.source.let_go().await;
-                exec::run(env, spec, self.source.reads_record(), env.timeout).await
+                exec::run_exec(env, spec, self.source.reads_record(), env.timeout).await
             }
             Invocation::Warm {
                 turn,
                 wanted,
                 fallback,
-            } => warm::run(&mut self.source, env, control, (turn, wanted, fallback)).await,
+            } => warm::run_warm(&mut self.source, env, control, (turn, wanted, fallback)).await,
         }
     }
 
@@ -66,7 +66,7 @@ impl CodexBackend {
 
     /// Close a session's warm process between turns (EOF first), giving its place under
     /// `max_warm` back; a one-shot call's is kept for the call's next turn (see
-    /// [`CodexBackend::finish`]).
+    /// [`CodexBackend::give_back`]).
     pub(crate) async fn close(&mut self) {
         self.source.let_go().await;
     }
@@ -74,7 +74,7 @@ impl CodexBackend {
     /// The call is over: a one-shot call's warm process goes back to the pool for its
     /// client's next call when every turn completed and it let go of the call's thread, else
     /// it is killed; a session's is closed.
-    pub(crate) async fn finish(self, shared: &Shared) {
-        self.source.finish(shared).await;
+    pub(crate) async fn give_back(self, shared: &Shared) {
+        self.source.give_back(shared).await;
     }
 }

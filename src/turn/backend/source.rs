@@ -259,11 +259,11 @@ impl Source {
 
     /// The call is over: a one-shot call's process goes back to the pool or is killed, a
     /// session's is closed.
-    pub(crate) async fn finish(mut self, shared: &Shared) {
+    pub(crate) async fn give_back(mut self, shared: &Shared) {
         match &mut self {
             Source::Exec => {}
             Source::Session(_) => self.let_go().await,
-            Source::OneShot(o) => o.finish(shared).await,
+            Source::OneShot(o) => o.give_back(shared).await,
         }
     }
 }
@@ -391,7 +391,7 @@ impl OneShotSource {
 
     /// Give the process back for the next call of its client (after it let go of this call's
     /// thread), or kill it (a turn that did not complete: never used again).
-    async fn finish(&mut self, shared: &Shared) {
+    async fn give_back(&mut self, shared: &Shared) {
         let Some(mut server) = self.server.take() else {
             return;
         };

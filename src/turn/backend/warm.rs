@@ -31,12 +31,12 @@ async fn exec_instead(
         .timeout
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(1));
-    super::exec::run(env, spec, source.reads_record(), left).await
+    super::exec::run_exec(env, spec, source.reads_record(), left).await
 }
 
 /// Run a warm turn (see the module); the source's place in the pool is settled once it ended,
 /// whichever way.
-pub(crate) async fn run(
+pub(crate) async fn run_warm(
     source: &mut Source,
     env: &TurnEnv<'_>,
     control: &mut TurnControl,

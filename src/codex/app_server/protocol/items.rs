@@ -52,7 +52,7 @@ pub enum Item {
     },
     /// The one reading of a `fileChange` item: which files it changes (what a turn reports)
     /// and what it writes to each (what a file-change approval shows a person, see
-    /// [`ChangeBook`](super::super::approval::ChangeBook)).
+    /// [`ChangeBook`](crate::approval::from_codex::ChangeBook)).
     FileChange {
         id: String,
         status: ItemStatus,
@@ -149,7 +149,7 @@ impl Item {
 }
 
 /// One change of a `fileChange` item, every field required: what it writes is shown whole to a
-/// person ([`ChangeBook`](super::super::approval::ChangeBook)), or the change is not asked.
+/// person ([`ChangeBook`](crate::approval::from_codex::ChangeBook)), or the change is not asked.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct AnnouncedChange {
     pub path: String,

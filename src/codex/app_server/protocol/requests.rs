@@ -302,7 +302,7 @@ pub struct CommandApprovalParams {
 }
 
 /// The params of `item/fileChange/requestApproval` (the files come from the item codex
-/// announced, [`ChangeBook`](super::super::approval::ChangeBook)).
+/// announced, [`ChangeBook`](crate::approval::from_codex::ChangeBook)).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FileChangeApprovalParams {
