@@ -164,6 +164,8 @@ impl Bridge {
             call.client = Some(self.own.clone());
         }
         let named = call.session_id.clone();
+        // the caller's own home: a session of another is never continued (`check_codex_home`)
+        let home = call.client.as_ref().map(|c| c.codex_home.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.registry
             .cast(RegistryMessage::Turn {
@@ -188,12 +190,15 @@ impl Bridge {
         {
             let _ = self.turn_ended.send(id.clone());
         }
+        // the session's entry in its home's list changed (its turn count, its last status)
+        self.list_changed_in(home);
         report
     }
 
     /// The `CODEX_HOME` of each session made (its record stored by its first turn's
-    /// preparation, or by a fork) or closed from now on, as it happens (a listener lagging a
-    /// few hundred behind misses the oldest). The MCP layer's
+    /// preparation, or by a fork), whose turn ended (its entry's turn count and status), or
+    /// closed, from now on, as it happens (a listener lagging a few hundred behind misses the
+    /// oldest). The MCP layer's
     /// `notifications/resources/list_changed` listen here.
     pub fn session_list_changes(&self) -> tokio::sync::broadcast::Receiver<PathBuf> {
         self.shared.list_changed.subscribe()

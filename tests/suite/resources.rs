@@ -169,7 +169,8 @@ async fn the_session_list_changes_are_told_to_their_own_home_only() {
     assert_eq!(listen.acknowledged().resources_list_changed, Some(true));
 
     let id = turn(&s, &env, &mock, None, "made").await;
-    assert_eq!(listed(&s, 1).await, 1, "the maker's list");
+    // made as its turn starts, and its entry changed as its turn ended
+    assert_eq!(listed(&s, 2).await, 2, "the maker's list");
     assert!(
         matches!(
             next_notice(&mut listen).await,
@@ -177,10 +178,11 @@ async fn the_session_list_changes_are_told_to_their_own_home_only() {
         ),
         "a 2026-07-28 client of the same home hears it"
     );
-    // a turn of an existing session changes no list
+    // a turn of an existing session changes its entry (turn count, status): told once
     turn(&s, &env, &mock, Some(&id), "again").await;
+    assert_eq!(listed(&s, 3).await, 3, "a turn's end");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 3);
     // a session whose first turn fails is made all the same (its record is listed): told
     mock.push(Reply::http_error(400, "no such model"));
     let failed = s
@@ -190,10 +192,10 @@ async fn the_session_list_changes_are_told_to_their_own_home_only() {
         )
         .await;
     assert_eq!(failed.is_error, Some(true), "{}", text(&failed));
-    assert_eq!(listed(&s, 2).await, 2, "a session whose turn failed");
+    assert_eq!(listed(&s, 5).await, 5, "a session whose turn failed");
     let closed = s.call("closeSession", json!({"sessionId": id})).await;
     assert_ne!(closed.is_error, Some(true), "{}", text(&closed));
-    assert_eq!(listed(&s, 3).await, 3, "the close is told");
+    assert_eq!(listed(&s, 6).await, 6, "the close is told");
 
     // another home hears its own sessions and none of these (negative control: it hears)
     assert_eq!(o.listed.load(std::sync::atomic::Ordering::SeqCst), 0);
@@ -205,9 +207,9 @@ async fn the_session_list_changes_are_told_to_their_own_home_only() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(listed(&o, 1).await, 1, "the other home's own session");
+    assert_eq!(listed(&o, 2).await, 2, "the other home's own session");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(s.listed.load(std::sync::atomic::Ordering::SeqCst), 6);
 
     // `subscriptions/listen` naming sessions: its own is heard when its turn ends, another
     // home's never
