@@ -13,7 +13,7 @@
 //! for a subscribed session, until the connection's input ends.
 //!
 //! The list: every connection hears `notifications/resources/list_changed` when a session of
-//! its own `CODEX_HOME` is made or closed ([`crate::actors::Bridge::session_list_changes`]), so
+//! its own `CODEX_HOME` is made, ends a turn or is closed ([`crate::actors::Bridge::session_list_changes`]), so
 //! a host's `@` mentions follow the sessions; another home's sessions change nothing it hears.
 //! A 2026-07-28 client hears both on its `subscriptions/listen` stream instead
 //! ([`McpServer::listen_stream`]): the list's changes, and the ends of turns of the sessions it
@@ -205,7 +205,7 @@ impl McpServer {
     }
 
     /// Send `notifications/resources/list_changed` to `peer` each time a session of this
-    /// connection's home is made or closed, until the connection's input ends or the peer is
+    /// connection's home is made, ends a turn or is closed, until the connection's input ends or the peer is
     /// gone (started once the client said `initialized`).
     pub(super) fn listen_for_list_changes(&self, peer: Peer<RoleServer>) {
         if !self.subscriptions.start_listing() {
@@ -234,7 +234,7 @@ impl McpServer {
 
     /// A 2026-07-28 client's `subscriptions/listen` stream (the filter is
     /// [`accepted_filter`]'s): `notifications/resources/list_changed` when a session of this
-    /// connection's home is made or closed, `notifications/resources/updated` when a turn of a
+    /// connection's home is made, ends a turn or is closed, `notifications/resources/updated` when a turn of a
     /// named session of its own ends; until the client cancels it or the connection ends.
     pub(super) async fn listen_stream(&self, listen: SubscriptionContext) -> Result<(), McpError> {
         let _open = self.subscriptions.open_stream()?;
