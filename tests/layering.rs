@@ -41,6 +41,9 @@
 //! - calls: `actors/calls.rs`, the requests and answers the MCP layer exchanges with the
 //!   actors, holds to the mcp rule too (a turn's outcome and a session's record become its
 //!   answers in `actors/report.rs`);
+//! - stdout: it is the MCP channel; only `cli/entry.rs` names `std::io::stdout` or `print!`/
+//!   `println!` (the `sessions` and `doctor` subcommands' output: the server's stdout is tokio's,
+//!   handed to `server::run` as its channel);
 //! - sled: only `store/*` (with `migrations/`) names `sled`;
 //! - inflight: only `actors/inflight.rs` (and `store/*`) writes an `inflight` record
 //!   (`.put_inflight()`, `.clear_inflight()`, `.mark_inflight_client_closed()`);
@@ -553,6 +556,11 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         {
             flag("inflight", format!("writes an inflight record: {name}"));
         }
+        if module != "cli::entry"
+            && (starts_with(name, "std::io::stdout") || name == "println" || name == "print")
+        {
+            flag("stdout", format!("names {name}: stdout is the MCP channel"));
+        }
         if !in_store && starts_with(name, "sled") {
             flag("sled", format!("names {name}"));
         }
@@ -794,6 +802,21 @@ fn the_checker_sees_each_kind_of_violation() {
             "src/mcp/x.rs: spawn: names std::process::Command",
         ]),
         "an mcp module that spawns and names the store (a lower layer): {spawn:?}"
+    );
+    // stdout outside the subcommands' entry
+    let out = check_file(
+        "src/mcp/x.rs",
+        "mcp::x",
+        &names(&["std::io::stdout", "println", "tokio::io::stdout"]),
+    );
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        check_file(
+            "src/cli/entry.rs",
+            "cli::entry",
+            &names(&["std::io::stdout"])
+        )
+        .is_empty()
     );
     // asking a person, or declining without asking, outside the approval room; inside, both
     let outside = check_file(
