@@ -204,7 +204,7 @@ impl Bridge {
         self.shared.list_changed.subscribe()
     }
 
-    /// Tell [`Bridge::session_list_changes`]' listeners a session of `home` was made or closed.
+    /// Tell [`Bridge::session_list_changes`]' listeners that `home`'s session list changed.
     fn list_changed_in(&self, home: Option<impl Into<PathBuf>>) {
         if let Some(home) = home {
             let _ = self.shared.list_changed.send(home.into());

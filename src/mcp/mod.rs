@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::ask;
 use crate::error::Error;
-use answer::{error_result, plain_error};
+use answer::error_result;
 use checks::checked_first;
 use connection::{CallCtx, TaskStart, client_name, roots_peer};
 pub use connection::{McpServer, TASK_POLL_MS, TASK_RESULT_GRACE};
@@ -136,11 +136,9 @@ impl McpServer {
         ctx: &CallCtx,
     ) -> Result<CallToolResult, McpError> {
         match tool_named(name) {
-            Some(tool) => Ok(match (tool.run)(self, args, ctx).await {
-                Ok(result) => result,
-                Err(e) if tool.is.turn_errors => error_result(&e, None),
-                Err(e) => plain_error(&e),
-            }),
+            Some(tool) => Ok((tool.run)(self, args, ctx)
+                .await
+                .unwrap_or_else(|e| tools::error_of(name, &e))),
             None => Err(answer::unknown_tool(name)),
         }
     }
@@ -402,12 +400,7 @@ impl McpServer {
             Err(refused) => {
                 tracing::info!(reason = %refused, "a retry of a call was refused");
                 let e = Error::invalid(refused.field(), refused.to_string());
-                let turn_errors = tool_named(&name).is_some_and(|t| t.is.turn_errors);
-                Ok(CallToolResponse::Complete(if turn_errors {
-                    error_result(&e, None)
-                } else {
-                    plain_error(&e)
-                }))
+                Ok(CallToolResponse::Complete(tools::error_of(&name, &e)))
             }
         }
     }

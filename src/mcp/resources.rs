@@ -67,8 +67,8 @@ fn unknown_resource(uri: &str) -> McpError {
 
 /// What of a 2026-07-28 client's `subscriptions/listen` filter this server serves: the
 /// resource list's changes, and the ends of turns of the sessions named (well-formed session
-/// URIs, at most [`MAX_SUBSCRIPTIONS`]; whose they are is checked before each notice, so a
-/// named session of another home is never heard of).
+/// URIs, at most [`MAX_SUBSCRIPTIONS`]; whose they are is checked as the stream opens,
+/// [`McpServer::listen_stream`], so a named session of another home is never heard of).
 pub fn accepted_filter(requested: &SubscriptionFilter) -> SubscriptionFilter {
     let mut accepted = SubscriptionFilter::new();
     accepted.resources_list_changed = requested.resources_list_changed;
@@ -80,6 +80,18 @@ pub fn accepted_filter(requested: &SubscriptionFilter) -> SubscriptionFilter {
             .collect()
     });
     accepted
+}
+
+/// Whether a change of the session list (`got`, the home whose list changed) is told to a
+/// connection of `home`: `Some(true)` when it is its own home's; `Some(false)` when it is
+/// another's, or changes were missed whose homes are not known (a notice would tell of other
+/// homes' sessions); `None` when no more changes come. The one rule of both listeners.
+fn told(got: Result<std::path::PathBuf, RecvError>, home: &std::path::Path) -> Option<bool> {
+    match got {
+        Ok(changed) => Some(changed == home),
+        Err(RecvError::Lagged(_)) => Some(false),
+        Err(RecvError::Closed) => None,
+    }
 }
 
 /// `resources/templates/list`: the one template of a session's resource.
@@ -215,17 +227,14 @@ impl McpServer {
         let (home, ended) = (self.client.codex_home.clone(), self.input_ended.clone());
         tokio::spawn(async move {
             loop {
-                let changed = tokio::select! {
+                let tell = tokio::select! {
                     _ = ended.cancelled() => return,
-                    got = changes.recv() => match got {
-                        Ok(changed) => changed,
-                        // missed some, whose homes are not known: nothing is told (a notice
-                        // would tell of other homes' sessions)
-                        Err(RecvError::Lagged(_)) => continue,
-                        Err(RecvError::Closed) => return,
+                    got = changes.recv() => match told(got, &home) {
+                        Some(tell) => tell,
+                        None => return,
                     },
                 };
-                if changed == home && peer.notify_resource_list_changed().await.is_err() {
+                if tell && peer.notify_resource_list_changed().await.is_err() {
                     return;
                 }
             }
@@ -254,11 +263,10 @@ impl McpServer {
                 _ = listen.cancelled() => return Ok(()),
                 _ = self.input_ended.cancelled() => return Ok(()),
                 changed = changes.recv(), if accepted.resources_list_changed == Some(true) => {
-                    match changed {
-                        Ok(h) if &h == home => ResourceListChangedNotification::default().into(),
-                        Err(RecvError::Closed) => return Ok(()),
-                        // another home's, or missed ones whose homes are not known
-                        Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                    match told(changed, home) {
+                        Some(true) => ResourceListChangedNotification::default().into(),
+                        Some(false) => continue,
+                        None => return Ok(()),
                     }
                 }
                 ended = ends.recv(), if !named.is_empty() => match ended {
@@ -310,6 +318,15 @@ impl McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_own_homes_changes_are_told_and_missed_ones_never() {
+        let home = std::path::Path::new("/h/a");
+        assert_eq!(told(Ok("/h/a".into()), home), Some(true));
+        assert_eq!(told(Ok("/h/b".into()), home), Some(false));
+        assert_eq!(told(Err(RecvError::Lagged(3)), home), Some(false));
+        assert_eq!(told(Err(RecvError::Closed), home), None);
+    }
 
     #[test]
     fn a_uri_names_one_session_or_none() {

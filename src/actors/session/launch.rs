@@ -49,14 +49,13 @@ pub(super) fn launch(
                 meta,
                 prior_usage,
             } = prepared;
-            let queue =
-                shared
-                    .limiter
-                    .queue_turn(shared.queue_timeout, &task_cancel, progress.as_ref());
-            let (slot, queued) = match queue.await {
-                Ok((slot, _)) => (Ok(slot), since.elapsed()),
-                Err(e) => (Err(e), since.elapsed()),
-            };
+            // the time queued counts from the call's arrival (the session's queue too)
+            let slot = shared
+                .limiter
+                .queue_turn(shared.queue_timeout, &task_cancel, progress.as_ref())
+                .await
+                .map(|(slot, _)| slot);
+            let queued = since.elapsed();
             let sink = sink_of(&me, client.secrets.clone(), progress);
             let common = client.common_for(false);
             let env = TurnEnv {

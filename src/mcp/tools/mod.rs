@@ -71,6 +71,17 @@ pub(super) fn tool_named(name: &str) -> Option<&'static ToolEntry> {
     TOOLS.iter().find(|t| t.name == name)
 }
 
+/// The `isError` result of tool `name`'s error `e`, shaped as its entry says: a turn's result
+/// with the error ([`Traits::turn_errors`](crate::mcp::connection::Traits)), else the text
+/// only. The one place a tool's error becomes its answer.
+pub(super) fn error_of(name: &str, e: &crate::error::Error) -> rmcp::model::CallToolResult {
+    if tool_named(name).is_some_and(|t| t.is.turn_errors) {
+        crate::mcp::answer::error_result(e, None)
+    } else {
+        crate::mcp::answer::plain_error(e)
+    }
+}
+
 /// Whether a 2026-07-28 call of `name` carries a person's question in its answer (MRTR): its
 /// entry says so (a turn tool that runs as a task, and `wait`).
 pub(super) fn asks_in_its_answer(name: &str) -> bool {
