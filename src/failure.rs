@@ -16,6 +16,18 @@ pub enum FailureKind {
     PolicyMismatch,
 }
 
+impl FailureKind {
+    /// Every kind.
+    pub const ALL: [FailureKind; 6] = [
+        FailureKind::Auth,
+        FailureKind::RateLimit,
+        FailureKind::ContextLength,
+        FailureKind::TurnFailed,
+        FailureKind::Crashed,
+        FailureKind::PolicyMismatch,
+    ];
+}
+
 impl fmt::Display for FailureKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

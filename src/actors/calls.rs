@@ -95,9 +95,17 @@ pub struct Finding {
     pub location: Option<String>,
 }
 
-/// What a turn (session or one-shot) answered, for the MCP layer to shape.
+/// What a turn (session or one-shot) answered, for the MCP layer to shape: the one answer
+/// between codex's turn ([`crate::codex::process::TurnOutcome`], made into it once in
+/// `report.rs`) and the tool's result.
 #[derive(Debug, Default)]
 pub struct Answer {
+    /// The session the turn was of (`codex`'s turns only).
+    pub session_id: Option<SessionId>,
+    /// The session existed with a thread, and this turn continued it.
+    pub resumed: bool,
+    /// The session's record was created by this call.
+    pub created: bool,
     /// Codex's final message (on a timeout or a cancellation: the partial one).
     pub response: String,
     pub thread_id: Option<ThreadId>,

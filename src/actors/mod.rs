@@ -44,7 +44,6 @@ pub use calls::{
 pub use client::{ClientContext, ClientId, Progress};
 use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};
-pub use report::TurnReport;
 use session::SessionMessage;
 pub use shared::Shared;
 
@@ -159,7 +158,7 @@ impl Bridge {
     /// Run one turn; resolves when it ended (or failed to start). A call without a client is
     /// this process's own ([`Bridge::own_context`]), as a steer without one is: the same
     /// caller turn after turn (its spare, its one-shot processes), not a new one each time.
-    pub async fn turn(&self, mut call: TurnCall) -> Result<TurnReport> {
+    pub async fn turn(&self, mut call: TurnCall) -> Result<Answer> {
         if call.client.is_none() {
             call.client = Some(self.own.clone());
         }
@@ -185,7 +184,7 @@ impl Bridge {
         if let Some(id) = report
             .as_ref()
             .ok()
-            .map(|r| &r.session_id)
+            .and_then(|r| r.session_id.as_ref())
             .or(named.as_ref())
         {
             let _ = self.turn_ended.send(id.clone());

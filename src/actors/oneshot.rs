@@ -300,10 +300,11 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
         }
         OneShot::Review { target, model, cwd } => {
             let req = ReviewRequest { target, model, cwd };
-            let spec = build_review(&client.common_for(false), &req)?;
+            let common = client.common_for(false);
+            let spec = build_review(&common, &req)?;
             let sandbox = spec.sandbox();
-            let (outcome, queued) = runner.exec(spec, timeout).await?;
-            let mut a = Answer::of(outcome, queued, sandbox, None, req.model);
+            let (outcome, queued) = runner.exec((spec, common), timeout).await?;
+            let mut a = Answer::of(outcome, queued, sandbox, req.model);
             a.findings = Some(parse_findings(&a.response));
             Ok(a)
         }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
+use crate::actors::calls::Answer;
 use crate::actors::calls::TurnCall;
-use crate::actors::report::TurnReport;
 use crate::actors::session::{SessionActor, SessionArgs, SessionMessage, TurnDriver};
 use crate::actors::shared::Shared;
 use crate::error::{Error, Result};
@@ -28,7 +28,7 @@ pub enum RegistryMessage {
     /// Route a turn to its session.
     Turn {
         call: Box<TurnCall>,
-        reply: oneshot::Sender<Result<TurnReport>>,
+        reply: oneshot::Sender<Result<Answer>>,
     },
     /// A session's record as the session tools show it: asked of its actor when it is live
     /// (the record is its actor's), else read from the store.
@@ -251,7 +251,7 @@ impl RegistryActor {
         myself: &ActorRef<RegistryMessage>,
         shared: &Arc<Shared>,
         mut call: Box<TurnCall>,
-        reply: oneshot::Sender<Result<TurnReport>>,
+        reply: oneshot::Sender<Result<Answer>>,
     ) {
         let id = call
             .session_id

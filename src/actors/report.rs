@@ -1,58 +1,21 @@
 //! How a turn's outcome and a session's record become what the MCP layer gets
-//! ([`crate::actors::calls`]): a turn's [`Answer`], a session's [`SessionView`], and the
-//! session's [`TurnReport`] (which tests read whole). The calls file names no process or store
-//! type; this one makes its answers from them.
+//! ([`crate::actors::calls`]): a turn's [`Answer`] and a session's [`SessionView`]. The calls
+//! file names no process or store type; this one makes its answers from them.
 
 use std::time::Duration;
 
 use crate::actors::calls::{Answer, SessionView};
 use crate::codex::process::{Ending, TurnOutcome};
-use crate::codex::rollout::TurnContext;
 use crate::plan::values::SandboxLevel;
-use crate::security::ids::SessionId;
 use crate::store::SessionRecord;
 
-/// What a session's turn did: its outcome, and the session's record after it.
-#[derive(Debug, Clone)]
-pub struct TurnReport {
-    pub session_id: SessionId,
-    /// The session existed with a thread, and this turn continued it.
-    pub resumed: bool,
-    /// The session record was created by this call.
-    pub created: bool,
-    pub outcome: TurnOutcome,
-    /// Time spent waiting for the session and for a slot.
-    pub queued: Duration,
-    /// The level asked for (after defaulting).
-    pub sandbox: SandboxLevel,
-    /// What codex recorded for the turn (approval, reviewer, sandbox), when it keeps a rollout.
-    pub recorded: Option<TurnContext>,
-    /// The model codex recorded it ran with, else the one asked for.
-    pub model: Option<String>,
-    /// The session's record after the turn.
-    pub record: Option<SessionRecord>,
-}
-
-impl TurnReport {
-    /// The answer of this turn, for the MCP layer to shape.
-    pub fn into_answer(self) -> Answer {
-        Answer::of(
-            self.outcome,
-            self.queued,
-            self.sandbox,
-            self.recorded,
-            self.model,
-        )
-    }
-}
-
 impl Answer {
-    /// The answer of a finished codex run.
+    /// The answer of a finished codex run (a one-shot call's; a session's turn adds its
+    /// session's part).
     pub(crate) fn of(
         outcome: TurnOutcome,
         queued: Duration,
         sandbox: SandboxLevel,
-        recorded: Option<TurnContext>,
         model: Option<String>,
     ) -> Answer {
         let timed_out = matches!(outcome.ending, Ending::TimedOut { .. });
@@ -70,7 +33,7 @@ impl Answer {
             approvals: o.approvals.clone(),
             steered: o.steered.clone(),
             sandbox: Some(sandbox),
-            recorded,
+            recorded: o.recorded.clone(),
             model,
             ..Default::default()
         };

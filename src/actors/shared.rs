@@ -95,18 +95,6 @@ impl Shared {
         &self.store
     }
 
-    /// The one rule of whether a turn may run on a warm app-server at all: the bridge is set to
-    /// the app-server backend and codex has a usable one; else why not (the turn runs with
-    /// `codex exec`). Read where a session's turn is planned, where a backend admits a warm
-    /// turn, and again before each new app-server of a one-shot call (a failed start may have
-    /// found codex's unusable since).
-    pub(crate) fn warm_refused(&self) -> Option<String> {
-        if self.config.backend != crate::config::Backend::AppServer {
-            return Some("the exec backend is set".into());
-        }
-        self.warm.unusable()
-    }
-
     /// The warm app-server pool (its cap; the spare through its keeper).
     pub fn warm_pool(&self) -> &WarmPool {
         &self.warm

@@ -139,7 +139,6 @@ pub(crate) fn plain_error(e: &Error) -> CallToolResult {
 }
 
 fn error_kind(e: &Error) -> results::ErrorKind {
-    use crate::failure::FailureKind;
     use results::ErrorKind as K;
     match e {
         Error::InvalidArgument { .. } => K::InvalidArgument,
@@ -148,14 +147,7 @@ fn error_kind(e: &Error) -> results::ErrorKind {
         Error::Process(_) => K::Io,
         Error::TimedOut { .. } => K::TimedOut,
         Error::Cancelled { .. } => K::Cancelled,
-        Error::Codex { kind, .. } => match kind {
-            FailureKind::Auth => K::Auth,
-            FailureKind::RateLimit => K::RateLimit,
-            FailureKind::ContextLength => K::ContextLength,
-            FailureKind::TurnFailed => K::TurnFailed,
-            FailureKind::Crashed => K::Crashed,
-            FailureKind::PolicyMismatch => K::PolicyMismatch,
-        },
+        Error::Codex { kind, .. } => K::Codex(*kind),
         Error::OutputCap { .. } => K::OutputCap,
         Error::Busy(_) => K::Busy,
         Error::SessionFailed(_) => K::SessionFailed,

@@ -8,6 +8,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::failure::FailureKind;
 use crate::usage::Usage;
 
 /// The result of a codex turn (`codex`, `query`, `search`, `structured`, `review`).
@@ -122,8 +123,10 @@ pub struct ErrorReport {
     pub message: String,
 }
 
-/// What kind of error ended a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+/// What kind of error ended a call: the bridge's own kinds, or why codex failed the turn
+/// (a [`FailureKind`], shown by its own name: `auth`, `rate_limit`, …). Its schema is one
+/// list of names, the two kinds together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     InvalidArgument,
@@ -131,17 +134,54 @@ pub enum ErrorKind {
     CodexNotFound,
     TimedOut,
     Cancelled,
-    Auth,
-    RateLimit,
-    ContextLength,
-    TurnFailed,
-    Crashed,
-    PolicyMismatch,
     OutputCap,
     Busy,
     SessionFailed,
     Store,
     Io,
+    /// Codex failed the turn, and why.
+    #[serde(untagged)]
+    Codex(FailureKind),
+}
+
+impl ErrorKind {
+    /// The bridge's own kinds (the others are codex's, [`FailureKind::ALL`]).
+    const OWN: [ErrorKind; 10] = [
+        ErrorKind::InvalidArgument,
+        ErrorKind::InvalidSetting,
+        ErrorKind::CodexNotFound,
+        ErrorKind::TimedOut,
+        ErrorKind::Cancelled,
+        ErrorKind::OutputCap,
+        ErrorKind::Busy,
+        ErrorKind::SessionFailed,
+        ErrorKind::Store,
+        ErrorKind::Io,
+    ];
+
+    /// Every kind, as a result names it.
+    fn names() -> Vec<serde_json::Value> {
+        let codex = FailureKind::ALL.map(ErrorKind::Codex);
+        ErrorKind::OWN
+            .iter()
+            .chain(codex.iter())
+            .map(|k| serde_json::to_value(k).unwrap_or_default())
+            .collect()
+    }
+}
+
+impl JsonSchema for ErrorKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "What kind of error ended a call.",
+            "type": "string",
+            "enum": ErrorKind::names(),
+        })
+    }
 }
 
 /// One stored session, as the session tools show it.
@@ -223,4 +263,49 @@ fn is_zero(n: &u64) -> bool {
 pub struct Compaction {
     pub tokens_before: u64,
     pub tokens_after: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where a kind sits in the schema's list: every variant must be named (a kind added to
+    /// the enum and not to `OWN` fails here).
+    fn slot(k: ErrorKind) -> usize {
+        match k {
+            ErrorKind::InvalidArgument => 0,
+            ErrorKind::InvalidSetting => 1,
+            ErrorKind::CodexNotFound => 2,
+            ErrorKind::TimedOut => 3,
+            ErrorKind::Cancelled => 4,
+            ErrorKind::OutputCap => 5,
+            ErrorKind::Busy => 6,
+            ErrorKind::SessionFailed => 7,
+            ErrorKind::Store => 8,
+            ErrorKind::Io => 9,
+            ErrorKind::Codex(f) => 10 + FailureKind::ALL.iter().position(|k| *k == f).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_schema_names_every_kind_once_each_as_a_result_shows_it() {
+        let names = ErrorKind::names();
+        assert_eq!(names.len(), ErrorKind::OWN.len() + FailureKind::ALL.len());
+        let own: Vec<usize> = ErrorKind::OWN.iter().map(|k| slot(*k)).collect();
+        assert_eq!(own, (0..10).collect::<Vec<_>>());
+        for (i, f) in FailureKind::ALL.iter().enumerate() {
+            let k = ErrorKind::Codex(*f);
+            assert_eq!(slot(k), 10 + i);
+            // a codex failure is shown by its own name, not nested
+            assert_eq!(
+                serde_json::to_value(k).unwrap(),
+                serde_json::to_value(f).unwrap()
+            );
+        }
+        let mut unique = names.clone();
+        unique.dedup();
+        assert_eq!(unique, names);
+        assert!(names.contains(&serde_json::json!("policy_mismatch")));
+        assert!(names.contains(&serde_json::json!("timed_out")));
+    }
 }

@@ -20,7 +20,9 @@ use crate::error::Result;
 use crate::plan::values::{ReasoningEffort, SandboxLevel};
 use crate::security::prompt::Prompt;
 use crate::turn::backend::source::OneShotSource;
-use crate::turn::backend::{CodexBackend, Invocation, Sink, Source, TurnEnd, TurnEnv};
+use crate::turn::backend::{
+    CodexBackend, Invocation, SinkHooks, Source, TurnAsk, TurnEnv, warm_chosen,
+};
 use crate::turn::files::scratch_dir;
 
 /// What every codex run of one call shares: where it runs, whose it is, how it is watched.
@@ -41,58 +43,40 @@ type BuildOneShot =
     fn(&Common, OneShotRequest) -> std::result::Result<SpawnSpec, crate::invalid::InvalidArgument>;
 
 impl Runner<'_> {
-    /// Run one turn of the call on `backend` under the global limit, with the client's codex
-    /// invocation `common`; how it ended (and where it ran) and the time spent queued.
+    /// Run one turn of the call on `backend`, entered as every turn is ([`TurnEnv::enter`]),
+    /// with the client's codex invocation `common` the turn's `invocation` was built with;
+    /// how it ended and the time spent queued.
     pub(crate) async fn turn(
         &self,
         backend: &mut CodexBackend,
-        common: &Common,
+        common: Common,
         invocation: Invocation,
         timeout: Duration,
-    ) -> Result<(TurnEnd, Duration)> {
-        let (slot, queued) = self
-            .shared
-            .limiter
-            .queue_turn(
-                self.shared.queue_timeout,
-                self.cancel,
-                self.progress.as_ref(),
-            )
-            .await?;
-        let sink = Sink::progress(
-            self.hook.clone(),
-            self.progress.clone(),
-            self.client.secrets.clone(),
-        );
-        let env = TurnEnv {
-            shared: self.shared,
-            client: self.client,
+    ) -> Result<(TurnOutcome, Duration)> {
+        let ask = TurnAsk {
             common,
             timeout,
             prior_usage: Default::default(),
-            cancel: self.cancel,
-            sink: &sink,
+            progress: self.progress.clone(),
+            hooks: SinkHooks::spawns(self.hook.clone()),
         };
-        let end = backend
+        let (env, queued) = TurnEnv::enter(self.shared, self.client, self.cancel, ask).await?;
+        let outcome = backend
             .run(&env, &mut TurnControl::default(), invocation)
             .await?;
-        drop(slot);
-        Ok((end, queued))
+        Ok((outcome, queued))
     }
 
-    /// Run `spec` with `codex exec` under the global limit; the outcome and the time spent
-    /// queued.
+    /// Run `spec`, built with the client's codex invocation `common`, with `codex exec`; the
+    /// outcome and the time spent queued.
     pub(crate) async fn exec(
         &self,
-        spec: SpawnSpec,
+        (spec, common): (SpawnSpec, Common),
         timeout: Duration,
     ) -> Result<(TurnOutcome, Duration)> {
         let mut backend = CodexBackend::new(Source::Exec);
-        let common = self.client.common_for(false);
-        let (end, queued) = self
-            .turn(&mut backend, &common, Invocation::Exec(spec), timeout)
-            .await?;
-        Ok((end.outcome, queued))
+        self.turn(&mut backend, common, Invocation::Exec(spec), timeout)
+            .await
     }
 
     /// Keep `backend` until the call's answer is ready (then it is finished).
@@ -114,22 +98,23 @@ impl Runner<'_> {
     ) -> Result<Answer> {
         let (_dir, cwd) = scratch_dir()?;
         let common = self.client.common_for(true);
-        let turn = build_warm_one_shot(
-            &common,
-            OneShotRequest {
-                prompt,
-                model: model.clone(),
-                reasoning_effort,
-                cwd,
-            },
-        )?;
-        let invocation = Invocation::Warm {
-            turn,
-            wanted: ThreadWanted::Start,
-            // the prompt moves into the exec spec (see `build_turn`)
-            fallback: Box::new(move |t: WarmTurn, common: &Common| {
-                Ok(build(common, OneShotRequest::from(t))?)
-            }),
+        let request = OneShotRequest {
+            prompt,
+            model: model.clone(),
+            reasoning_effort,
+            cwd,
+        };
+        let invocation = if warm_chosen(self.shared, true) {
+            Invocation::Warm {
+                turn: build_warm_one_shot(&common, request)?,
+                wanted: ThreadWanted::Start,
+                // the prompt moves into the exec spec (see `build_turn`)
+                fallback: Box::new(move |t: WarmTurn, common: &Common| {
+                    Ok(build(common, OneShotRequest::from(t))?)
+                }),
+            }
+        } else {
+            Invocation::Exec(build(&common, request)?)
         };
         let serves = Serves::Scratch {
             search: kind == PathKind::Search,
@@ -139,15 +124,9 @@ impl Runner<'_> {
             serves,
             None,
         )));
-        let ran = self.turn(&mut backend, &common, invocation, timeout).await;
+        let ran = self.turn(&mut backend, common, invocation, timeout).await;
         self.keep(backend);
-        let (end, queued) = ran?;
-        Ok(Answer::of(
-            end.outcome,
-            queued,
-            SandboxLevel::ReadOnly,
-            None,
-            model,
-        ))
+        let (outcome, queued) = ran?;
+        Ok(Answer::of(outcome, queued, SandboxLevel::ReadOnly, model))
     }
 }

@@ -119,6 +119,9 @@ struct Target<'a> {
     model: &'a Option<String>,
     cwd: &'a Confined,
     images: &'a [Confined],
+    /// The first attempt's backend, chosen once ([`crate::turn::backend::warm_chosen`]); the
+    /// re-ask runs where the first attempt ran.
+    warm_first: bool,
 }
 
 /// One attempt's outcome, time queued, codex's answer (unchecked) and where it ran.
@@ -148,7 +151,10 @@ impl Target<'_> {
         (prompt, thread): (Prompt, Option<(ThreadId, Backend)>),
     ) -> Result<(Invocation, SandboxLevel)> {
         let req = request(self.model, self.cwd, prompt);
-        let warm = self.images.is_empty() && !matches!(thread, Some((_, Backend::Exec)));
+        let warm = match thread {
+            None => self.warm_first,
+            Some((_, on)) => matches!(on, Backend::AppServer),
+        };
         let resume = thread.map(|(t, _)| t);
         let exec = self.exec_files();
         if !warm {
@@ -210,16 +216,21 @@ async fn attempt(
 ) -> Result<(Attempt, SandboxLevel)> {
     let _ = std::fs::remove_file(&target.files.answer);
     let (invocation, sandbox) = target.invocation(ask)?;
-    let (end, queued) = runner
-        .turn(backend, target.common, invocation, remaining)
+    let (outcome, queued) = runner
+        .turn(backend, target.common.clone(), invocation, remaining)
         .await?;
-    let text = match end.on {
+    let on = if outcome.ran_with_exec() {
+        Backend::Exec
+    } else {
+        Backend::AppServer
+    };
+    let text = match on {
         Backend::Exec => std::fs::read_to_string(&target.files.answer).ok(),
         Backend::AppServer => None,
     }
-    .or_else(|| end.outcome.output.message.clone())
+    .or_else(|| outcome.output.message.clone())
     .unwrap_or_default();
-    Ok(((end.outcome, queued, text, end.on), sandbox))
+    Ok(((outcome, queued, text, on), sandbox))
 }
 
 /// The one loop of a `structured` call on `backend`: ask, check the answer against the plan
@@ -245,6 +256,7 @@ async fn answer_on(runner: &Runner<'_>, backend: &mut CodexBackend, ask: Ask) ->
         model: &model,
         cwd: &cwd,
         images: &images,
+        warm_first: crate::turn::backend::warm_chosen(runner.shared, images.is_empty()),
     };
     let mut next = first_prompt(prompt, &plan)?;
     let mut thread: Option<(ThreadId, Backend)> = None;
@@ -258,10 +270,10 @@ async fn answer_on(runner: &Runner<'_>, backend: &mut CodexBackend, ask: Ask) ->
             attempt(runner, backend, &target, (prompt, thread), remaining).await?;
         total_queued += queued;
         if !matches!(outcome.ending, Ending::Completed) {
-            return Ok(Answer::of(outcome, total_queued, sandbox, None, model));
+            return Ok(Answer::of(outcome, total_queued, sandbox, model));
         }
         let ran_on = outcome.output.thread_id;
-        let mut a = Answer::of(outcome, total_queued, sandbox, None, model.clone());
+        let mut a = Answer::of(outcome, total_queued, sandbox, model.clone());
         match plan.check(&text) {
             Ok(mut data) => {
                 runner.client.secrets.redact_json(&mut data);

@@ -1119,7 +1119,6 @@ async fn a_full_session_queue_refuses_the_next_call_naming_the_limit_and_loses_n
 #[tokio::test]
 async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     use crate::support::bridge::call;
-    use codex_mcp_bridge::codex::process::Ending;
     let env = TestEnv::new();
     let mock = MockApi::start().await;
     mock.set_default(Reply::message("ok"));
@@ -1146,7 +1145,7 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     };
     // both calls without a client: the bridge's own, whose spare the second session takes
     let first = bridge.turn(call(&env, Some("s1"), "one")).await.unwrap();
-    assert_eq!(first.outcome.ending, Ending::Completed);
+    assert!(first.error.is_none(), "{:?}", first.error);
     // the spare for this directory starts in the background, on record from its spawn (and
     // still once it waits in the pool)
     let spare_waits = || async { bridge.shared().warm_pool().spare_pid().await.is_some() };
@@ -1174,7 +1173,7 @@ async fn the_spare_is_on_record_while_it_waits_and_its_record_goes_with_it() {
     assert!(rec.iter().any(|(_, k)| k == "s1"), "{rec:?}");
     // a second session in the same directory takes the spare: on record as that session's now
     let second = bridge.turn(call(&env, Some("s2"), "two")).await.unwrap();
-    assert_eq!(second.outcome.ending, Ending::Completed);
+    assert!(second.error.is_none(), "{:?}", second.error);
     assert!(
         wait_until(Duration::from_secs(10), || {
             let rec = recorded();

@@ -39,7 +39,7 @@ impl SessionBackend for CodexBackend {
                 CodexBackend::close(self).await;
             }
             // codex's invocation, assembled from the turn checked once (the prompt moves)
-            let invocation = plan.invocation(env.common);
+            let invocation = plan.invocation(&env.common);
             CodexBackend::run(self, env, control, invocation).await
         })
     }

@@ -30,7 +30,8 @@ pub(super) struct TurnPlan {
     pub(super) turn: CheckedTurn,
     /// The thread it continues (`None`: a new one).
     pub(super) resume: Option<ThreadId>,
-    /// Whether it goes to the session's warm app-server (else `codex exec`).
+    /// Whether it goes to the session's warm app-server (else `codex exec`), chosen once
+    /// ([`crate::turn::backend::warm_chosen`]).
     pub(super) warm: bool,
     /// Whether the thread is read again from codex's record first (someone else wrote it
     /// since the session's last turn): a warm process that has it loaded is closed.
@@ -38,10 +39,10 @@ pub(super) struct TurnPlan {
 }
 
 impl TurnPlan {
-    /// Whether it runs on the warm app-server: chosen so, and a turn an app-server can run
-    /// (the only backend that can ask a person or take a steer).
+    /// Whether it runs on the warm app-server (the only backend that can ask a person or take
+    /// a steer): as chosen when it was planned.
     pub(super) fn on_app_server(&self) -> bool {
-        self.warm && self.turn.runs_warm()
+        self.warm
     }
 
     /// Codex's invocation of the plan: a warm turn (`codex exec` on the same thread when no

@@ -2,13 +2,12 @@
 //! codex recorded of it is checked against what was asked ([`check_recorded`]: a mismatch fails
 //! the turn closed), flushed before the caller is answered.
 
-use super::message::{CallMeta, Finished, TurnEnd};
+use super::message::{CallMeta, Finished};
 use super::state::{RolloutMark, SessionState};
-use crate::actors::report::TurnReport;
+use crate::actors::calls::Answer;
 use crate::codex::events::FailureKind;
-use crate::codex::process::Ending;
+use crate::codex::process::{Ending, TurnOutcome};
 use crate::codex::rollout::TurnContext;
-use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
 use crate::security::ids::SessionId;
@@ -65,7 +64,7 @@ pub fn check_recorded(
 pub(super) async fn fold_turn(
     st: &mut SessionState,
     f: Finished,
-    reply: Option<oneshot::Sender<Result<TurnReport>>>,
+    reply: Option<oneshot::Sender<Result<Answer>>>,
 ) {
     let store = &st.shared.store;
     // the warm app-server stays on record (for the crash sweep) while the backend keeps it
@@ -101,12 +100,8 @@ pub(super) async fn fold_turn(
         .thread_id
         .and_then(|t| mark_after(rec.codex_home.as_deref(), &t, st.rollout.take()));
     let saved = store.put(rec).and(store.flush().await);
-    let record = rec.clone();
     let answer = match (report, saved) {
-        (Ok(mut r), Ok(())) => {
-            r.record = Some(record);
-            Ok(r)
-        }
+        (Ok(a), Ok(())) => Ok(a),
         (Ok(_), Err(e)) => Err(e.into()),
         (Err(e), _) => Err(e),
     };
@@ -136,17 +131,12 @@ pub(super) fn fold(
     id: &SessionId,
     call: &CallMeta,
     queued: Duration,
-    ran: TurnEnd,
-) -> TurnReport {
-    let TurnEnd {
-        mut outcome,
-        recorded,
-        on,
-    } = ran;
+    mut outcome: TurnOutcome,
+) -> Answer {
     // a person could be asked only on the app-server: a turn the warm backend handed to
     // `codex exec` is held to `never`, whatever was planned
-    let may_ask = call.may_ask && on == Backend::AppServer;
-    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &recorded)
+    let may_ask = call.may_ask && !outcome.ran_with_exec();
+    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &outcome.output.recorded)
         && let Err(msg) = check_recorded(call.sandbox, ctx, may_ask)
     {
         tracing::error!(session = %id, "{msg}");
@@ -171,7 +161,9 @@ pub(super) fn fold(
     }
     // the model codex ran with, as it recorded it (an operator override or codex's own
     // config may have chosen it), else the one asked for
-    let model = recorded
+    let model = outcome
+        .output
+        .recorded
         .as_ref()
         .and_then(|r| r.model.clone())
         .or_else(|| call.model.clone());
@@ -194,15 +186,10 @@ pub(super) fn fold(
         Ending::Failed { message, .. } => Some(message.chars().take(500).collect()),
         other => Some(other.to_string()),
     };
-    TurnReport {
-        session_id: id.clone(),
+    Answer {
+        session_id: Some(id.clone()),
         resumed: call.resumed,
         created: call.created,
-        outcome,
-        queued,
-        sandbox: call.sandbox,
-        recorded,
-        model,
-        record: None,
+        ..Answer::of(outcome, queued, call.sandbox, model)
     }
 }

@@ -1,18 +1,17 @@
-//! A prepared turn's task: a global slot, then the driver's one call, then `TurnFinished`. The
+//! A prepared turn's task: the turn entered (a global slot, its environment and sink:
+//! [`TurnEnv::enter`]), then the driver's one call, then `TurnFinished`. The
 //! actor keeps the caller's reply ([`TurnGuard`]); the task never answers it.
 
-use super::driver::TurnEnv;
 use super::message::{Finished, SessionMessage};
 use super::prepare::Prepared;
 use super::state::{Phase, SessionState, SteerInbox, TurnGuard};
+use crate::actors::calls::Answer;
 use crate::actors::calls::TurnCall;
-use crate::actors::client::Progress;
-use crate::actors::report::TurnReport;
 use crate::codex::events::Event;
 use crate::codex::process::TurnControl;
 use crate::codex::process::{SpawnHook, SpawnInfo};
 use crate::error::{Error, Result};
-use crate::turn::backend::{OnEvent, Sink};
+use crate::turn::backend::{OnEvent, SinkHooks, TurnAsk, TurnEnv};
 use ractor::ActorRef;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,7 +27,7 @@ pub(super) fn launch(
     st: &mut SessionState,
     call: &TurnCall,
     prepared: Prepared,
-    reply: oneshot::Sender<Result<TurnReport>>,
+    reply: oneshot::Sender<Result<Answer>>,
     since: Instant,
 ) {
     let cancel = call.cancel.child_token();
@@ -49,25 +48,17 @@ pub(super) fn launch(
                 meta,
                 prior_usage,
             } = prepared;
-            // the time queued counts from the call's arrival (the session's queue too)
-            let slot = shared
-                .limiter
-                .queue_turn(shared.queue_timeout, &task_cancel, progress.as_ref())
-                .await
-                .map(|(slot, _)| slot);
-            let queued = since.elapsed();
-            let sink = sink_of(&me, client.secrets.clone(), progress);
-            let common = client.common_for(false);
-            let env = TurnEnv {
-                shared: &shared,
-                client: &client,
-                common: &common,
+            let ask = TurnAsk {
+                common: client.common_for(false),
                 timeout,
                 prior_usage,
-                cancel: &task_cancel,
-                sink: &sink,
+                progress,
+                hooks: hooks_of(&me),
             };
-            let (result, backend) = match (slot, backend) {
+            let entered = TurnEnv::enter(&shared, &client, &task_cancel, ask).await;
+            // the time queued counts from the call's arrival (the session's queue too)
+            let queued = since.elapsed();
+            let (result, backend) = match (entered, backend) {
                 (Err(e), backend) => (Err(e), backend),
                 // the backend is the state's between turns, and the actor runs one turn at a
                 // time: never missing (a session that lost it cannot run a turn)
@@ -77,9 +68,9 @@ pub(super) fn launch(
                     )),
                     None,
                 ),
-                (Ok(slot), Some(mut backend)) => {
+                (Ok((env, _)), Some(mut backend)) => {
                     let result = backend.run(&env, &mut control, plan).await;
-                    drop(slot);
+                    drop(env);
                     (result, Some(backend))
                 }
             };
@@ -124,15 +115,11 @@ fn control_of(call: &TurnCall, prepared: &Prepared) -> (TurnControl, Option<Stee
     (control, Some(inbox))
 }
 
-/// The sink of a session turn's events ([`Sink`]): a process spawned and a thread started go
-/// to the session's actor (on record, stored at once), the turn's start opens it to steers, a
-/// warm turn that runs with `codex exec` after all closes it to them, and each event's
-/// description goes to the caller's progress, redacted.
-pub(super) fn sink_of(
-    me: &ActorRef<SessionMessage>,
-    secrets: crate::security::redact::ClientSecrets,
-    progress: Option<Progress>,
-) -> Sink {
+/// Who hears of a session turn's events besides its progress ([`SinkHooks`]): a process
+/// spawned and a thread started go to the session's actor (on record, stored at once), the
+/// turn's start opens it to steers, and a warm turn that runs with `codex exec` after all
+/// closes it to them.
+pub(super) fn hooks_of(me: &ActorRef<SessionMessage>) -> SinkHooks {
     let spawned = me.clone();
     let on_spawn: SpawnHook = Arc::new(move |info: &SpawnInfo| {
         let _ = spawned.cast(SessionMessage::Spawned { info: info.clone() });
@@ -147,10 +134,8 @@ pub(super) fn sink_of(
         }
     });
     let exec = me.clone();
-    Sink {
+    SinkHooks {
         on_spawn,
-        progress,
-        secrets,
         on_event: Some(on_event),
         on_exec: Some(Arc::new(move || {
             let _ = exec.cast(SessionMessage::RunsWithExec);

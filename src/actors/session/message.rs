@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::actors::calls::Answer;
 use crate::actors::calls::{SessionView, ThreadOp, TurnCall};
 use crate::actors::client::ClientContext;
-use crate::actors::report::TurnReport;
 use crate::codex::process::SpawnInfo;
 use crate::error::Result;
 use crate::plan::values::SandboxLevel;
@@ -22,7 +22,7 @@ pub enum SessionMessage {
     /// Run a turn (or queue it behind the current one).
     StartTurn {
         call: Box<TurnCall>,
-        reply: oneshot::Sender<Result<TurnReport>>,
+        reply: oneshot::Sender<Result<Answer>>,
     },
     /// Codex reported the thread id (mid-turn); stored at once so a crash can still resume.
     ThreadStarted { thread: ThreadId },
@@ -107,7 +107,8 @@ pub struct Probe {
     pub steerable: bool,
 }
 
-/// What a turn task sends back.
+/// What a turn's task sends back: what its run ended with (the turn path's answer, as it is),
+/// and beside it the session's backend, the time queued and what the actor needs of the call.
 pub struct Finished {
     pub(super) result: TurnRun,
     /// The session's backend, handed back (with its warm process when it may serve the next
@@ -128,4 +129,4 @@ pub(super) struct CallMeta {
     pub(super) may_ask: bool,
 }
 
-pub(super) use crate::turn::backend::{TurnEnd, TurnRun};
+pub(super) use crate::turn::backend::TurnRun;

@@ -18,8 +18,8 @@
 //! warm or exec chosen), `launch` (the turn's task), `finish` (the record after a turn:
 //! `fold_turn`), `queue`, `steer`, `fork`, `close`.
 
+use crate::actors::calls::Answer;
 use crate::actors::calls::TurnCall;
-use crate::actors::report::TurnReport;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use close::{close, close_unheld, close_warm, closed};
@@ -244,7 +244,7 @@ async fn turn_asked(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
     call: Box<TurnCall>,
-    reply: oneshot::Sender<Result<TurnReport>>,
+    reply: oneshot::Sender<Result<Answer>>,
 ) {
     if st.shared.fault_injection && call.prompt.as_deref() == Some(PANIC_PROMPT) {
         panic!("fault injection: session actor panics");
@@ -313,7 +313,7 @@ async fn start(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
     mut call: Box<TurnCall>,
-    reply: oneshot::Sender<Result<TurnReport>>,
+    reply: oneshot::Sender<Result<Answer>>,
     since: Instant,
 ) {
     match prepare(st, &mut call).await {

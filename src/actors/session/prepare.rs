@@ -1,5 +1,6 @@
 //! A call made ready to run: the session's directory binding checked, the files attached, the
-//! turn checked once and the backend it asks for chosen (in one place, [`warm_backend`]) into a
+//! turn checked once and the backend it asks for chosen (where every turn's is:
+//! [`crate::turn::backend::warm_chosen`]) into a
 //! [`TurnPlan`], and only then the record marked running. The backend still runs a warm plan with
 //! `codex exec` when the pool has no room for it (`max_warm`) or no app-server starts.
 
@@ -172,7 +173,7 @@ async fn prepare_in(
             output_last_message: None,
         },
     )?;
-    let warm = warm_backend(st, checked.has_images());
+    let warm = crate::turn::backend::warm_chosen(&st.shared, checked.runs_warm());
     let plan = TurnPlan {
         turn: checked,
         resume,
@@ -223,14 +224,6 @@ fn handed_back(st: &SessionState, thread: &ThreadId) -> Result<bool> {
     }
     // written by another since this session's last turn: read again
     Ok(st.rollout.is_some())
-}
-
-/// The one place a session turn's backend is chosen: the warm app-server when the bridge is
-/// set to it, codex has a usable one and the turn has no images (the backend still runs it
-/// with `codex exec` when the pool has no room for it: `max_warm`); else `codex exec` (after
-/// the session's own warm process, if any, is closed: one writer per thread).
-fn warm_backend(st: &SessionState, has_images: bool) -> bool {
-    !has_images && st.shared.warm_refused().is_none()
 }
 
 /// Mark the session's record running (a new session's record made, bound to `dir`, the

@@ -2,8 +2,8 @@
 //! `max_queued_prompt_bytes`, and callers that gave up answered and dropped.
 
 use super::state::SessionState;
+use crate::actors::calls::Answer;
 use crate::actors::calls::TurnCall;
-use crate::actors::report::TurnReport;
 use crate::error::{Error, Result};
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 pub(super) fn queue(
     st: &mut SessionState,
     call: Box<TurnCall>,
-    reply: oneshot::Sender<Result<TurnReport>>,
+    reply: oneshot::Sender<Result<Answer>>,
 ) {
     if call.wait_if_busy {
         // calls whose callers gave up are answered and dropped now, prompts and all: a caller

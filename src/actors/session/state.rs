@@ -2,9 +2,9 @@
 //! the warm turn's steer inbox.
 
 use super::driver::{SessionBackend, TurnDriver};
+use crate::actors::calls::Answer;
 use crate::actors::calls::TurnCall;
 use crate::actors::client::ClientContext;
-use crate::actors::report::TurnReport;
 use crate::actors::shared::Shared;
 use crate::codex::process::Steer;
 use crate::error::{Error, Result};
@@ -35,7 +35,7 @@ pub(super) struct TurnGuard {
     pub(super) task: JoinHandle<()>,
     /// The turn's caller, answered by the actor (when the task reports back, or when a close
     /// ends the turn), never by the task.
-    pub(super) reply: Option<oneshot::Sender<Result<TurnReport>>>,
+    pub(super) reply: Option<oneshot::Sender<Result<Answer>>>,
     /// The host that made the call ([`TurnCall::host`]).
     pub(super) host: Option<String>,
 }
@@ -55,7 +55,7 @@ pub struct SessionState {
     pub(super) record: Option<SessionRecord>,
     /// What the session is doing: nothing, a turn, a fork, or it was closed.
     pub(super) phase: Phase,
-    pub(super) pending: VecDeque<(Box<TurnCall>, oneshot::Sender<Result<TurnReport>>, Instant)>,
+    pub(super) pending: VecDeque<(Box<TurnCall>, oneshot::Sender<Result<Answer>>, Instant)>,
     pub(super) last_activity: Instant,
     pub(super) idle_timer: Option<JoinHandle<()>>,
     /// The session's backend between turns (during a turn its task holds it), with its warm

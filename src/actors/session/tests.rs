@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Semaphore;
 
 use super::driver::*;
-use super::message::{Probe, TurnEnd, TurnRun};
+use super::message::{Probe, TurnRun};
 use super::*;
 use std::path::PathBuf;
 
@@ -153,14 +153,16 @@ impl Fake {
             } else {
                 Ending::Completed
             };
-            let output = TurnOutput {
+            let mut output = TurnOutput {
                 thread_id: Some(thread),
                 message: Some(format!("done: {prompt}")),
+                // an exec turn's process exit is known; a warm turn has none
+                exec: (on == Backend::Exec).then(Default::default),
                 ..Default::default()
             };
             // what codex recorded of the turn: as asked (`recorded`), or with the approval
             // policy widened (`widened`), as a config layer that beat the pins would leave it
-            let recorded = ["recorded", "widened"]
+            output.recorded = ["recorded", "widened"]
                 .into_iter()
                 .find(|p| prompt.starts_with(p))
                 .map(|p| crate::codex::rollout::TurnContext {
@@ -174,12 +176,7 @@ impl Fake {
                     sandbox: "read-only".into(),
                     model: None,
                 });
-            let ran = TurnEnd {
-                outcome: TurnOutcome { ending, output },
-                recorded,
-                on,
-            };
-            Ok(ran)
+            Ok(TurnOutcome { ending, output })
         }
     }
 
@@ -270,7 +267,7 @@ impl Setup {
     }
 
     /// Start a turn in a task of its own.
-    fn spawn_turn(&self, call: TurnCall) -> JoinHandle<Result<TurnReport>> {
+    fn spawn_turn(&self, call: TurnCall) -> JoinHandle<Result<Answer>> {
         let b = self.bridge.clone();
         tokio::spawn(async move { b.turn(call).await })
     }
@@ -355,7 +352,7 @@ async fn waiting_calls_run_one_at_a_time_in_arrival_order() {
     assert_eq!(s.fake.runs(), ["hold first"], "the others wait");
     s.fake.release.add_permits(1);
     let r = answer(first).await.unwrap();
-    assert_eq!(r.outcome.ending, Ending::Completed);
+    assert!(r.error.is_none(), "{:?}", r.error);
     for w in waiting {
         let r = answer(w).await.unwrap();
         assert!(r.resumed, "each later turn continues the session's thread");
@@ -403,9 +400,13 @@ async fn cancelling_the_running_call_ends_its_turn_and_the_next_one_starts() {
     s.wait_queued("cr", 1).await;
     token.cancel();
     let r = answer(running).await.unwrap();
-    assert_eq!(r.outcome.ending, Ending::Cancelled);
+    assert!(
+        matches!(r.error, Some(Error::Cancelled { .. })),
+        "{:?}",
+        r.error
+    );
     let n = answer(next).await.unwrap();
-    assert_eq!(n.outcome.ending, Ending::Completed);
+    assert!(n.error.is_none(), "{:?}", n.error);
     assert_eq!(s.fake.runs(), ["hold running", "next"]);
     let rec = s.bridge.get(&sid("cr")).unwrap().unwrap();
     assert_eq!(rec.last_status, Some(TurnStatus::Completed));
@@ -536,7 +537,7 @@ async fn a_turn_racing_the_close_of_a_stored_session_never_revives_it() {
         let s = setup(16, Duration::from_millis(200)).await;
         let id = format!("stored-{round}");
         let first = answer(s.spawn_turn(s.call(&id, "first"))).await.unwrap();
-        let old_thread = first.outcome.output.thread_id.unwrap();
+        let old_thread = first.thread_id.unwrap();
         s.wait_not_live(&id).await;
         // the close is sent first, the turn right behind it
         let session = sid(&id);
@@ -551,7 +552,7 @@ async fn a_turn_racing_the_close_of_a_stored_session_never_revives_it() {
                 "refused, naming the session: {e}"
             ),
             Ok(r) => assert!(
-                r.created && !r.resumed && r.outcome.output.thread_id != Some(old_thread),
+                r.created && !r.resumed && r.thread_id != Some(old_thread),
                 "a turn after the close starts a new session, never the closed one's thread"
             ),
         }
@@ -575,7 +576,7 @@ async fn a_turn_racing_the_close_of_a_stored_session_never_revives_it() {
 async fn a_fork_makes_a_new_session_and_turns_wait_for_it() {
     let s = setup(16, Duration::from_secs(60)).await;
     let first = answer(s.spawn_turn(s.call("f", "first"))).await.unwrap();
-    let parent_thread = first.outcome.output.thread_id.unwrap();
+    let parent_thread = first.thread_id.unwrap();
     let b = s.bridge.clone();
     let own = b.own_context().clone();
     let fork = tokio::spawn(async move { b.fork(&sid("f"), own, Duration::from_secs(30)).await });
@@ -615,7 +616,7 @@ async fn a_fork_makes_a_new_session_and_turns_wait_for_it() {
     assert_eq!(forked.thread_id, Some(fork_thread));
     let r = answer(during).await.unwrap();
     assert!(r.resumed);
-    assert_eq!(r.outcome.output.thread_id, Some(parent_thread));
+    assert_eq!(r.thread_id, Some(parent_thread));
     s.bridge.shutdown().await;
 }
 
@@ -626,21 +627,18 @@ async fn a_turn_codex_recorded_under_another_policy_fails_closed_and_its_answer_
     let r = answer(s.spawn_turn(s.call("p", "recorded as asked")))
         .await
         .unwrap();
-    assert_eq!(r.outcome.ending, Ending::Completed);
-    assert_eq!(r.into_answer().response, "done: recorded as asked");
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.response, "done: recorded as asked");
     // recorded with `on-request` for a turn whose caller cannot be asked
     let r = answer(s.spawn_turn(s.call("p", "widened approvals")))
         .await
         .unwrap();
-    let Ending::Failed { kind, message } = &r.outcome.ending else {
-        panic!(
-            "a widened policy must fail the turn: {:?}",
-            r.outcome.ending
-        );
+    let Some(Error::Codex { kind, message }) = &r.error else {
+        panic!("a widened policy must fail the turn: {:?}", r.error);
     };
     assert_eq!(*kind, FailureKind::PolicyMismatch);
     assert!(message.contains("approval `on-request`"), "{message}");
-    let a = r.into_answer();
+    let a = r;
     assert_eq!(
         a.response, "",
         "the answer of a turn under another policy is withheld"
@@ -664,22 +662,22 @@ async fn a_turn_handed_from_the_app_server_to_exec_is_held_to_never_though_a_per
     let mut call = s.call("p", "widened on the app-server");
     call.asker = Some(a_person());
     let r = answer(s.spawn_turn(call)).await.unwrap();
-    assert_eq!(r.outcome.ending, Ending::Completed);
-    assert_eq!(r.into_answer().response, "done: widened on the app-server");
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.response, "done: widened on the app-server");
     // planned on the app-server, run with `codex exec` (no app-server could take it): no
     // person was reachable there, so `on-request` is not what was asked
     let mut call = s.call("p", "widened, run by the fallback");
     call.asker = Some(a_person());
     let r = answer(s.spawn_turn(call)).await.unwrap();
-    let Ending::Failed { kind, message } = &r.outcome.ending else {
+    let Some(Error::Codex { kind, message }) = &r.error else {
         panic!(
             "a fallback turn recorded with `on-request` must fail closed: {:?}",
-            r.outcome.ending
+            r.error
         );
     };
     assert_eq!(*kind, FailureKind::PolicyMismatch);
     assert!(message.contains("approval `on-request`"), "{message}");
-    assert_eq!(r.into_answer().response, "");
+    assert_eq!(r.response, "");
     assert_eq!(
         s.fake.runs(),
         ["widened on the app-server", "widened, run by the fallback"]
@@ -737,7 +735,7 @@ async fn the_expiry_sweep_never_forgets_a_session_a_turn_brings_back() {
         let s = setup(16, Duration::from_millis(200)).await;
         let id = format!("expiring-{round}");
         let first = answer(s.spawn_turn(s.call(&id, "first"))).await.unwrap();
-        let thread = first.outcome.output.thread_id.unwrap();
+        let thread = first.thread_id.unwrap();
         s.wait_not_live(&id).await;
         // the stored record aged past any time-to-live
         let store = s.bridge.shared().store();
@@ -773,7 +771,7 @@ async fn the_expiry_sweep_never_forgets_a_session_a_turn_brings_back() {
                     expired, 1,
                     "a turn started a new session though none expired"
                 );
-                assert!(r.created && r.outcome.output.thread_id != Some(thread));
+                assert!(r.created && r.thread_id != Some(thread));
             }
             Err(e) => {
                 forgotten += 1;

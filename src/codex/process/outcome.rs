@@ -134,6 +134,7 @@ pub(super) fn finish(
         containment,
         approvals: Vec::new(),
         steered: Vec::new(),
+        recorded: None,
     }
 }
 

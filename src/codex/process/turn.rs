@@ -138,6 +138,9 @@ pub struct TurnOutput {
     pub approvals: Vec<crate::approval::DecisionRecord>,
     /// The messages that joined the running turn (`steer`), redacted.
     pub steered: Vec<String>,
+    /// What codex recorded of the turn in its rollout (approval, reviewer, sandbox, model),
+    /// read by the turn path once the turn ended (a session's turns only).
+    pub recorded: Option<crate::codex::rollout::TurnContext>,
 }
 
 /// What only an exec turn's process tells: its exit status and the redacted tail of its
@@ -160,9 +163,18 @@ pub enum Containment {
     ProcessGroup,
 }
 
-/// The result of [`run`](super::run).
+/// How a turn ended and what it produced: the result of [`run`](super::run) and of a warm
+/// process's turn, the one turn path's answer.
 #[derive(Debug, Clone)]
 pub struct TurnOutcome {
     pub ending: Ending,
     pub output: TurnOutput,
+}
+
+impl TurnOutcome {
+    /// Whether `codex exec` ran it (its process's exit is known), not a warm app-server: what
+    /// codex may have recorded of it is judged by that (exec never asks a person).
+    pub fn ran_with_exec(&self) -> bool {
+        self.output.exec.is_some()
+    }
 }

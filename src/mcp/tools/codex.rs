@@ -168,11 +168,8 @@ impl McpServer {
             host: self.caller_host(ctx),
             worktree,
         };
-        let report = self.bridge.turn(call).await?;
-        let (session_id, resumed) = (report.session_id.to_string(), report.resumed);
-        let (mut value, error) = shape(report.into_answer(), p.max_response_length);
-        value.session_id = Some(session_id);
-        value.resumed = Some(resumed);
+        let answer = self.bridge.turn(call).await?;
+        let (value, error) = shape(answer, p.max_response_length);
         Ok(finish(value, error))
     }
 }

@@ -49,6 +49,9 @@ pub(super) fn shape(mut a: Answer, max_len: Option<u64>) -> (TurnResult, Option<
         truncated = true;
     }
     let value = TurnResult {
+        // a session's turn (`codex`): the session to continue, and whether it continued one
+        resumed: a.session_id.as_ref().map(|_| a.resumed),
+        session_id: a.session_id.map(|s| s.to_string()),
         response: a.response,
         thread_id: a.thread_id.map(|t| t.to_string()),
         usage: UsageReport {

@@ -1,5 +1,7 @@
 //! What one turn runs with, on either backend: codex's invocation of it ([`Invocation`]), its
-//! environment and event sink ([`TurnEnv`], [`Sink`]), and how it ended ([`TurnEnd`]).
+//! environment and event sink ([`TurnEnv`], [`Sink`]), and how it ended ([`TurnRun`]). Every
+//! caller (a session's turn, each turn of a session-less call) enters a turn the same way,
+//! [`TurnEnv::enter`]: the global slot, then the environment and the sink, built once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,23 +13,13 @@ use crate::actors::shared::Shared;
 use crate::codex::argv::{Common, SpawnSpec, WarmTurn};
 use crate::codex::events::{Event, Usage};
 use crate::codex::process::{RunOptions, SpawnHook, ThreadWanted, TurnOutcome};
-use crate::codex::rollout::TurnContext;
-use crate::config::Backend;
 use crate::error::Result;
 use crate::security::redact::ClientSecrets;
+use crate::turn::limiter::Slot;
 
-/// A turn codex ran: its outcome, what codex recorded of it (a session's turns only), and
-/// where it ran.
-pub(crate) struct TurnEnd {
-    pub(crate) outcome: TurnOutcome,
-    pub(crate) recorded: Option<TurnContext>,
-    /// Which backend ran it: the one asked for, or `codex exec` when the warm backend handed
-    /// the turn on (no app-server could run it). What codex may have recorded is judged by it.
-    pub(crate) on: Backend,
-}
-
-/// What a turn's run ended with, or why it could not run.
-pub(crate) type TurnRun = Result<TurnEnd>;
+/// What a turn's run ended with (how codex ended it, what it produced and recorded, and
+/// whether `codex exec` ran it: [`TurnOutcome::ran_with_exec`]), or why it could not run.
+pub(crate) type TurnRun = Result<TurnOutcome>;
 
 /// How a warm turn runs with `codex exec` when no app-server can take it: its exec invocation,
 /// assembled from the turn as it was checked (the prompt moves on) with the call's `Common`.
@@ -61,19 +53,52 @@ impl Invocation {
     }
 }
 
-/// What a turn runs with besides its invocation and control: whose it is (the client, its
-/// codex invocation `common`), its time and cancel, codex's running total of the thread it
-/// continues, and its one event sink.
+/// What a turn runs with besides its invocation and control: its global slot (held while the
+/// environment lives), whose it is (the client, its codex invocation `common`), its time and
+/// cancel, codex's running total of the thread it continues, and its one event sink. Made
+/// only by [`TurnEnv::enter`].
 pub(crate) struct TurnEnv<'a> {
     pub(crate) shared: &'a Shared,
     pub(crate) client: &'a ClientContext,
     /// The client's codex invocation for this call (nested MCP servers off for `query` and
     /// `search`).
-    pub(crate) common: &'a Common,
+    pub(crate) common: Common,
     pub(crate) timeout: Duration,
     pub(crate) prior_usage: Usage,
     pub(crate) cancel: &'a CancellationToken,
-    pub(crate) sink: &'a Sink,
+    pub(crate) sink: Sink,
+    _slot: Slot,
+}
+
+/// What a caller says of the turn it enters ([`TurnEnv::enter`]): the codex invocation it
+/// built the turn's invocation with, its time, the thread's running total, where its progress
+/// goes and who else hears of its events.
+pub(crate) struct TurnAsk {
+    pub(crate) common: Common,
+    pub(crate) timeout: Duration,
+    pub(crate) prior_usage: Usage,
+    pub(crate) progress: Option<Progress>,
+    pub(crate) hooks: SinkHooks,
+}
+
+/// Who hears of a turn's events besides its progress: its spawned processes (on record for
+/// the crash sweep), each event (a session's actor), and the news that a warm turn runs with
+/// `codex exec` after all.
+pub(crate) struct SinkHooks {
+    pub(crate) on_spawn: SpawnHook,
+    pub(crate) on_event: Option<OnEvent>,
+    pub(crate) on_exec: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl SinkHooks {
+    /// Only the spawns go on record (a session-less call's turn).
+    pub(crate) fn spawns(on_spawn: SpawnHook) -> SinkHooks {
+        SinkHooks {
+            on_spawn,
+            on_event: None,
+            on_exec: None,
+        }
+    }
 }
 
 /// Something told of a turn's events besides its progress (a session's actor).
@@ -91,21 +116,6 @@ pub(crate) struct Sink {
 }
 
 impl Sink {
-    /// A sink that only records spawns and reports progress.
-    pub(crate) fn progress(
-        on_spawn: SpawnHook,
-        progress: Option<Progress>,
-        secrets: ClientSecrets,
-    ) -> Sink {
-        Sink {
-            on_spawn,
-            progress,
-            secrets,
-            on_event: None,
-            on_exec: None,
-        }
-    }
-
     /// The turn goes to `codex exec` after all (a session refuses steers from now on).
     pub(crate) fn runs_with_exec(&self) {
         if let Some(f) = &self.on_exec {
@@ -126,7 +136,49 @@ impl Sink {
     }
 }
 
-impl TurnEnv<'_> {
+impl<'a> TurnEnv<'a> {
+    /// Enter a turn, the one way every caller does: wait for a global slot (up to the
+    /// server's queue timeout, ended by `cancel`; the progress hears once how many turns are
+    /// ahead when it has to wait), then the turn's environment and its one sink, the client's
+    /// progress redacted with its secrets. The environment and the time spent queued; the
+    /// slot is given back when the environment is dropped.
+    pub(crate) async fn enter(
+        shared: &'a Shared,
+        client: &'a ClientContext,
+        cancel: &'a CancellationToken,
+        ask: TurnAsk,
+    ) -> Result<(TurnEnv<'a>, Duration)> {
+        let TurnAsk {
+            common,
+            timeout,
+            prior_usage,
+            progress,
+            hooks,
+        } = ask;
+        let (slot, queued) = shared
+            .limiter
+            .queue_turn(shared.queue_timeout, cancel, progress.as_ref())
+            .await?;
+        let sink = Sink {
+            on_spawn: hooks.on_spawn,
+            progress,
+            secrets: client.secrets.clone(),
+            on_event: hooks.on_event,
+            on_exec: hooks.on_exec,
+        };
+        let env = TurnEnv {
+            shared,
+            client,
+            common,
+            timeout,
+            prior_usage,
+            cancel,
+            sink,
+            _slot: slot,
+        };
+        Ok((env, queued))
+    }
+
     /// The options of the turn's run: its deadline, cancel, limits, secrets, the thread's
     /// running total, and the hook that records its process.
     pub(crate) fn options(&self) -> RunOptions {

@@ -1,11 +1,10 @@
 //! A turn on `codex exec`: one process, its events into the turn's sink, and (for a session's
 //! turn) what codex recorded of it.
 
-use super::env::{TurnEnd, TurnEnv, TurnRun};
+use super::env::{TurnEnv, TurnRun};
 use crate::codex::argv::SpawnSpec;
 use crate::codex::process::{TurnOutcome, run as run_process};
 use crate::codex::rollout::last_turn_context;
-use crate::config::Backend;
 
 /// Run `spec` to its end within `timeout`: its process reported by the sink's spawn hook as it
 /// starts, its events as progress; then, when `read_record`, what codex recorded of the turn.
@@ -17,17 +16,13 @@ pub(crate) async fn run_exec(
 ) -> TurnRun {
     let mut opts = env.options();
     opts.timeout = timeout;
-    let outcome = run_process(spec, opts, env.sink.events()).await?;
+    let mut outcome = run_process(spec, opts, env.sink.events()).await?;
     log_finished(&outcome);
-    let recorded = match outcome.output.thread_id {
+    outcome.output.recorded = match outcome.output.thread_id {
         Some(t) if read_record => last_turn_context(&env.client.codex_home, &t),
         _ => None,
     };
-    Ok(TurnEnd {
-        outcome,
-        recorded,
-        on: Backend::Exec,
-    })
+    Ok(outcome)
 }
 
 /// One log line per finished turn, on either backend.

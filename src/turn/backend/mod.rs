@@ -6,8 +6,9 @@
 //! it owns between turns and falls back to `codex exec` inside itself when no app-server can
 //! take the turn ([`warm`]); where its app-server comes from is its [`Source`].
 //!
-//! Callers own what is theirs around the call: the global slot (the limiter), and what the
-//! answer becomes (a session's record, a one-shot call's answer).
+//! Every caller enters its turn the same way ([`TurnEnv::enter`]: the global slot, the
+//! environment, the sink) and owns what the answer becomes (a session's record, a one-shot
+//! call's answer).
 
 pub(crate) mod env;
 pub(crate) mod exec;
@@ -17,8 +18,32 @@ pub(crate) mod warm;
 use crate::actors::shared::Shared;
 use crate::codex::process::TurnControl;
 
-pub(crate) use env::{Invocation, OnEvent, Sink, TurnEnd, TurnEnv, TurnRun};
+pub(crate) use env::{Invocation, OnEvent, SinkHooks, TurnAsk, TurnEnv, TurnRun};
 pub(crate) use source::Source;
+
+/// The one place a turn's backend is chosen, for every caller (a session's turn when it is
+/// planned, a `query` or `search`, the first attempt of a `structured` call): a warm
+/// app-server when the turn can run on one (`can_run_warm`: no images, no output files of
+/// `codex exec`), the bridge is set to the app-server backend and codex has a usable one; else
+/// `codex exec`. A warm turn may still run with `codex exec` when no app-server can take it
+/// when it runs (no place under `max_warm` in time, a start that failed): the backend's
+/// fallback, not another choice.
+pub(crate) fn warm_chosen(shared: &Shared, can_run_warm: bool) -> bool {
+    if !can_run_warm {
+        return false;
+    }
+    if shared.config.backend != crate::config::Backend::AppServer {
+        tracing::debug!("the exec backend is set: the turn runs with codex exec");
+        return false;
+    }
+    match shared.warm.unusable() {
+        Some(why) => {
+            tracing::debug!("{why}: the turn runs with codex exec");
+            false
+        }
+        None => true,
+    }
+}
 
 /// The one turn path (see the module): `codex exec`, or a warm app-server from its
 /// [`Source`], owned between turns.

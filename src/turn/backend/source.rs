@@ -116,18 +116,18 @@ impl Source {
         }
     }
 
-    /// Whether a warm turn may run here at all: the bridge is set to the app-server, this codex
-    /// has a usable one, and (a session's) the pool admits one more (`max_warm`; the least
-    /// recently used idle holder may be asked to close its own). A session admitted counts as
-    /// busy until [`Source::settle`].
-    pub(crate) fn admit(&mut self, env: &TurnEnv<'_>) -> bool {
+    /// Whether the warm turn chosen ([`super::warm_chosen`]) may run here now: a one-shot
+    /// call's always (its process comes in [`Source::keep_fitting`] and the start), a
+    /// session's when the pool admits one more (`max_warm`; the least recently used idle
+    /// holder may be asked to close its own). A session admitted counts as busy until
+    /// [`Source::settle`].
+    pub(crate) fn admit(&mut self) -> bool {
         match self {
             Source::Exec => false,
             Source::Session(s) => {
-                s.shared.warm_refused().is_none()
-                    && matches!(s.shared.warm.acquire(&s.id, &s.closer), Admission::Granted)
+                matches!(s.shared.warm.acquire(&s.id, &s.closer), Admission::Granted)
             }
-            Source::OneShot(_) => env.shared.warm_refused().is_none(),
+            Source::OneShot(_) => true,
         }
     }
 
@@ -137,7 +137,7 @@ impl Source {
         match self {
             Source::Exec => {}
             Source::Session(s) => {
-                let key = key_of(&turn.app_server(env.common));
+                let key = key_of(&turn.app_server(&env.common));
                 if let Some(mut w) = s.process.take() {
                     if w.reusable() && w.key() == &key && !w.exited() {
                         s.process = Some(w);
@@ -206,7 +206,7 @@ impl Source {
         if let Source::Session(s) = self
             && s.shared.credentials.held_by(&env.common.env)
         {
-            s.shared.warm.refill(turn.app_server(env.common));
+            s.shared.warm.refill(turn.app_server(&env.common));
         }
     }
 
@@ -274,7 +274,7 @@ impl SessionSource {
     /// ([`start_warm`]), reported to the sink (on record under the session) as it spawns.
     /// `Ok(false)`: the turn runs with `codex exec`.
     async fn obtain(&mut self, env: &TurnEnv<'_>, turn: &WarmTurn) -> Result<bool> {
-        let server = turn.app_server(env.common);
+        let server = turn.app_server(&env.common);
         let key: WarmKey = key_of(&server);
         if let Some(w) = self.shared.warm.take_spare(&key, &self.id).await {
             (env.sink.on_spawn)(w.info());
@@ -322,7 +322,7 @@ impl OneShotSource {
     /// The app-server invocation for this call in `cwd`.
     fn spec_in(&self, env: &TurnEnv<'_>, cwd: Confined) -> Result<SpawnSpec> {
         let search = self.serves == Serves::Scratch { search: true };
-        Ok(build_one_shot_server(env.common, cwd, search)?)
+        Ok(build_one_shot_server(&env.common, cwd, search)?)
     }
 
     /// Whether `server` is the one this call would start now (same key) and is alive.
@@ -340,11 +340,13 @@ impl OneShotSource {
 
     /// A new app-server for this call's client (in the call's directory, or a fresh one of its
     /// own), on record under a key of its own from its spawn for the crash sweep. `Ok(false)`:
-    /// the call runs with `codex exec` (the exec backend is set, codex has no usable
-    /// app-server, or no place came free in time).
+    /// the call runs with `codex exec` (codex's app-server was found unusable, or no place
+    /// came free in time).
     async fn obtain(&mut self, env: &TurnEnv<'_>) -> Result<bool> {
         let shared = env.shared;
-        if let Some(why) = shared.warm_refused() {
+        // a start that failed since the turn was planned may have found codex's app-server
+        // unusable: no other start is tried
+        if let Some(why) = shared.warm.unusable() {
             tracing::debug!("{why}: this one-shot call runs with codex exec");
             return Ok(false);
         }

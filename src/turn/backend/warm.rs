@@ -6,14 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use super::env::{Fallback, TurnEnd, TurnEnv, TurnRun};
+use super::env::{Fallback, TurnEnv, TurnRun};
 use super::exec::log_finished;
 use super::source::NextWarm;
 use super::source::Source;
 use crate::codex::argv::WarmTurn;
 use crate::codex::events::FailureKind;
 use crate::codex::process::{APP_SERVER_REPLACEMENTS, Ending, ThreadWanted, TurnControl};
-use crate::config::Backend;
 
 /// Run a warm turn with `codex exec` instead (on the same thread), within what is left of the
 /// turn's time since `started`: its invocation is the caller's `fallback`, from the turn as it
@@ -26,7 +25,7 @@ async fn exec_instead(
 ) -> TurnRun {
     env.sink.runs_with_exec();
     source.let_go().await;
-    let spec = fallback(turn, env.common)?;
+    let spec = fallback(turn, &env.common)?;
     let left = env
         .timeout
         .saturating_sub(started.elapsed())
@@ -45,7 +44,7 @@ pub(crate) async fn run_warm(
     let started = Instant::now();
     let ran = if source.pinned(&wanted) {
         in_place(source, env, control, (turn, wanted)).await
-    } else if source.admit(env) {
+    } else if source.admit() {
         on_app_server(source, env, control, (turn, wanted, fallback), started).await
     } else {
         exec_instead(source, env, (turn, fallback), started).await
@@ -90,7 +89,7 @@ async fn on_app_server(
                 "the warm codex app-server is gone".into(),
             ));
         };
-        let outcome = process
+        let mut outcome = process
             .run_turn(wanted, &turn, &opts, control, env.sink.events())
             .await;
         let ended_unreached = !process.reusable()
@@ -115,7 +114,7 @@ async fn on_app_server(
         }
         // read from the rollout codex reported for the thread (no walk of the sessions
         // directory)
-        let recorded = match outcome.output.thread_id {
+        outcome.output.recorded = match outcome.output.thread_id {
             Some(t) if reads_record => crate::codex::rollout::turn_context_of(
                 &env.client.codex_home,
                 &t,
@@ -130,11 +129,7 @@ async fn on_app_server(
         }
         log_finished(&outcome);
         source.after_turn(matches!(outcome.ending, Ending::Completed));
-        return Ok(TurnEnd {
-            outcome,
-            recorded,
-            on: Backend::AppServer,
-        });
+        return Ok(outcome);
     }
 }
 
@@ -157,9 +152,5 @@ async fn in_place(
         .await;
     log_finished(&outcome);
     source.after_turn(matches!(outcome.ending, Ending::Completed));
-    Ok(TurnEnd {
-        outcome,
-        recorded: None,
-        on: Backend::AppServer,
-    })
+    Ok(outcome)
 }
