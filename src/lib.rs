@@ -5,6 +5,8 @@
 //! - [`actors`]: the registry and session actors, the limiter, and the [`actors::Bridge`] handle.
 //! - [`approval`]: a question codex puts to a person: read, screened, asked (forms, rounds, the
 //!   page), decided and recorded, in one room.
+//! - [`calls`]: what the MCP layer and the actors exchange: a call's request, a turn's answer,
+//!   a session as the tools show it (no process or store type).
 //! - [`cli`]: the command line: `serve` and the config file, `sessions`, `doctor`.
 //! - [`codex`]: the Codex CLI: argv, events, the app-server client; [`codex::process`] spawns.
 //! - [`config`]: operator settings (flags, environment, config file), validated once at start.
@@ -26,6 +28,7 @@
 
 pub mod actors;
 pub mod approval;
+pub mod calls;
 pub mod cli;
 pub mod codex;
 pub mod config;

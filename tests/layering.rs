@@ -19,7 +19,8 @@
 //! 3. `config`: operator settings.
 //! 4. `error`: the crate error, which folds the error enums of the layers below it (each of
 //!    them returns its own); it is named only from above.
-//! 5. `actors`: the owners of sessions and processes; `turn`: one codex turn, whoever asks.
+//! 5. `actors`: the owners of sessions and processes; `turn`: one codex turn, whoever asks;
+//!    `calls`: what the MCP layer and the actors exchange.
 //! 6. `mcp`: the protocol layer; `approval::ask`: the channels that ask a person through it.
 //! 7. `hub`: many processes on one store (its own `HubError` carries the crate error).
 //! 8. `cli`, then `main` (the binary, which names the library as a crate).
@@ -38,9 +39,9 @@
 //!   store type (`codex::process`, `SpawnSpec`,
 //!   `TurnOutcome`, `store::`, `SessionRecord`, `Store`) and reads no `.store` field (the
 //!   store behind a handle such as `bridge.shared()`);
-//! - calls: `actors/calls.rs`, the requests and answers the MCP layer exchanges with the
+//! - calls: `calls/mod.rs`, the requests and answers the MCP layer exchanges with the
 //!   actors, holds to the mcp rule too (a turn's outcome and a session's record become its
-//!   answers in `actors/report.rs`);
+//!   answers in `calls/report.rs`);
 //! - stdout: it is the MCP channel; only `cli/entry.rs` names `std::io::stdout` or `print!`/
 //!   `println!` (the `sessions` and `doctor` subcommands' output: the server's stdout is tokio's,
 //!   handed to `server::run` as its channel);
@@ -94,7 +95,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["config"],
     &["error", "Error", "Result"],
-    &["actors", "turn"],
+    &["actors", "turn", "calls"],
     &["mcp", "approval::ask"],
     &["hub"],
     &["cli", "server", "main"],
@@ -501,7 +502,7 @@ fn check_file(display: &str, module: &str, names: &BTreeSet<String>) -> BTreeSet
         {
             flag("spawn", format!("names {name}"));
         }
-        if in_mcp || module == "actors::calls" {
+        if in_mcp || module == "calls" {
             let segments: Vec<&str> = name.split("::").collect();
             let crate_path = segments.first() == Some(&"crate");
             let named = |t: &str| segments.contains(&t) && (crate_path || segments.len() == 1);
@@ -924,11 +925,11 @@ fn the_checker_sees_each_kind_of_violation() {
     );
     assert_eq!(
         check_file(
-            "src/actors/calls.rs",
-            "actors::calls",
+            "src/calls/mod.rs",
+            "calls",
             &names(&["crate::store::SessionRecord", "crate::codex::events::Usage"])
         ),
-        names(&["src/actors/calls.rs: calls: names crate::store::SessionRecord"]),
+        names(&["src/calls/mod.rs: calls: names crate::store::SessionRecord"]),
         "the MCP layer's contract names no store or process type"
     );
     let sled = check_file("src/actors/x.rs", "actors::x", &names(&["sled::Db"]));

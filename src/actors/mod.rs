@@ -12,14 +12,12 @@
 //! one; `listSessions` reads the store's index, which the actors keep current (they flush
 //! every change).
 
-pub mod calls;
 pub mod client;
 pub mod credentials;
 pub mod inflight;
 pub mod oneshot;
 pub mod pool;
 pub mod registry;
-pub mod report;
 pub mod session;
 pub mod shared;
 pub mod task_records;
@@ -36,11 +34,11 @@ use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::{Page, SessionRecord, Store, TurnStatus};
 
-pub use crate::turn::limiter::Limiter;
-pub use calls::{
+pub use crate::calls::{
     Answer, ApplyOutcome, BackendStatus, ChangedFile, Counts, Finding, OneShot, OneShotCall,
     SessionDiff, SessionPage, SessionView, Status, ThreadOp, TurnCall, WorkDir, WorktreeView,
 };
+pub use crate::turn::limiter::Limiter;
 pub use client::{ClientContext, ClientId, Progress};
 use oneshot::Job;
 use registry::{RegistryActor, RegistryMessage};

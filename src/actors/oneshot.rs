@@ -29,9 +29,9 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::calls::{Answer, Finding, OneShot, OneShotCall};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
+use crate::calls::{Answer, Finding, OneShot, OneShotCall};
 use crate::codex::argv::{PathKind, ReviewRequest, build_query, build_review, build_search};
 use crate::codex::process::{CodexCommand, SpawnHook, SpawnInfo, run_command};
 use crate::error::{Error, Result};

@@ -12,16 +12,16 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
-use crate::actors::calls::Answer;
-use crate::actors::calls::TurnCall;
 use crate::actors::session::{SessionActor, SessionArgs, SessionMessage, TurnDriver};
 use crate::actors::shared::Shared;
+use crate::calls::Answer;
+use crate::calls::TurnCall;
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;
 use crate::store::SessionRecord;
 
 /// Where a session's view goes (`forkSession`, `renameSession`, `rewindSession`).
-type ViewReply = oneshot::Sender<Result<crate::actors::calls::SessionView>>;
+type ViewReply = oneshot::Sender<Result<crate::calls::SessionView>>;
 
 /// Messages to the registry.
 pub enum RegistryMessage {
@@ -36,7 +36,7 @@ pub enum RegistryMessage {
         id: SessionId,
         /// The session lets go of its thread first (its warm process closes between turns).
         let_go: bool,
-        reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
+        reply: oneshot::Sender<Result<Option<crate::calls::SessionView>>>,
     },
     /// Close a session (live or stored).
     Close {
@@ -62,16 +62,16 @@ pub enum RegistryMessage {
         id: SessionId,
         client: Arc<crate::actors::client::ClientContext>,
         timeout: std::time::Duration,
-        reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+        reply: oneshot::Sender<Result<crate::calls::SessionView>>,
     },
     /// Name a session, or drop its thread's last turns (its actor is started from the store
     /// when it is not live).
     ThreadOp {
         id: SessionId,
-        op: crate::actors::calls::ThreadOp,
+        op: crate::calls::ThreadOp,
         client: Arc<crate::actors::client::ClientContext>,
         timeout: std::time::Duration,
-        reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+        reply: oneshot::Sender<Result<crate::calls::SessionView>>,
     },
     /// Forget stored sessions unused for longer than `ttl`, never one with a live actor: one
     /// batch per message (the registry's other messages are handled between batches), each
@@ -424,7 +424,7 @@ fn get(
     shared: &Arc<Shared>,
     live: &Live,
     (id, let_go): (SessionId, bool),
-    reply: oneshot::Sender<Result<Option<crate::actors::calls::SessionView>>>,
+    reply: oneshot::Sender<Result<Option<crate::calls::SessionView>>>,
 ) {
     let existing = live.get(&id);
     if let (true, Some(actor)) = (let_go, &existing) {
@@ -445,7 +445,7 @@ fn get(
         None => reply,
     };
     let stored = shared.store.get(&id).map_err(Error::from);
-    let _ = reply.send(stored.map(|r| r.map(|r| crate::actors::calls::SessionView::of(&r, false))));
+    let _ = reply.send(stored.map(|r| r.map(|r| crate::calls::SessionView::of(&r, false))));
 }
 
 /// Close a session, always through its actor (a stored session's is started from its record

@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::actors::calls::{ApplyOutcome, ChangedFile, SessionDiff, WorktreeView};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
+use crate::calls::{ApplyOutcome, ChangedFile, SessionDiff, WorktreeView};
 use crate::codex::process::git::{Applied, Changes, FileStatus, Git, Repo};
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::actors::calls::Answer;
 use crate::actors::client::{ClientContext, Progress};
 use crate::actors::pool::warm::Serves;
 use crate::actors::shared::Shared;
+use crate::calls::Answer;
 use crate::codex::argv::{
     Common, OneShotRequest, PathKind, SpawnSpec, WarmTurn, build_warm_one_shot,
 };

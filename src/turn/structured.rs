@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::actors::calls::Answer;
 use crate::actors::pool::warm::Serves;
+use crate::calls::Answer;
 use crate::codex::argv::{Common, SpawnSpec, TurnRequest, WarmTurn, build_turn, build_warm_turn};
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};

@@ -10,10 +10,10 @@
 use futures::future::BoxFuture;
 
 use super::driver::{Driver, ForkSpec, OpSpec, SessionBackend, TurnDriver, TurnEnv, TurnPlan};
-use crate::actors::calls::ThreadOp;
 use crate::actors::credentials::Credentials;
 use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
+use crate::calls::ThreadOp;
 use crate::codex::process::TurnControl;
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};

@@ -6,10 +6,10 @@
 
 use futures::future::BoxFuture;
 
-use crate::actors::calls::ThreadOp;
 use crate::actors::credentials::Credentials;
 use crate::actors::pool::warm::Closer;
 use crate::actors::shared::Shared;
+use crate::calls::ThreadOp;
 use crate::codex::argv::{CheckedTurn, Common, SpawnSpec};
 use crate::codex::process::{ThreadWanted, TurnControl};
 use crate::error::Result;

@@ -4,7 +4,7 @@
 
 use super::message::{CallMeta, Finished};
 use super::state::{RolloutMark, SessionState};
-use crate::actors::calls::Answer;
+use crate::calls::Answer;
 use crate::codex::events::FailureKind;
 use crate::codex::process::{Ending, TurnOutcome};
 use crate::codex::rollout::TurnContext;

@@ -8,8 +8,8 @@ use super::driver::{ForkSpec, OpSpec};
 use super::message::SessionMessage;
 use super::prepare::record_dir;
 use super::state::{Phase, SessionState};
-use crate::actors::calls::ThreadOp;
 use crate::actors::client::ClientContext;
+use crate::calls::ThreadOp;
 use crate::codex::argv::{SpawnSpec, build_app_server};
 use crate::error::{Error, Result};
 use crate::security::ids::{SessionId, ThreadId};
@@ -30,7 +30,7 @@ pub(super) fn fork(
     st: &mut SessionState,
     client: Arc<ClientContext>,
     timeout: Duration,
-    reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+    reply: oneshot::Sender<Result<crate::calls::SessionView>>,
 ) {
     let prepared = fork_checked(st, &client);
     let (parent, thread, cwd, server) = match prepared {
@@ -80,7 +80,7 @@ pub(super) fn fork(
                 shared.store.put(&rec)?;
                 shared.store.flush().await?;
                 tracing::info!(from = %thread, to = %forked, new_session = %rec.session_id, "forked");
-                Ok(crate::actors::calls::SessionView::of(&rec, false))
+                Ok(crate::calls::SessionView::of(&rec, false))
             };
             let forked = forked.await;
             let _ = me.cast(SessionMessage::OneOffDone);
@@ -123,7 +123,7 @@ pub(super) async fn thread_op(
     myself: &ActorRef<SessionMessage>,
     st: &mut SessionState,
     (op, client, timeout): (ThreadOp, Arc<ClientContext>, Duration),
-    reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+    reply: oneshot::Sender<Result<crate::calls::SessionView>>,
 ) {
     let what = op.verb();
     let checked = thread_op_checked(st, &client, what).and_then(|c| match (c, &op) {
@@ -187,7 +187,7 @@ pub(super) async fn thread_op(
 pub(super) async fn op_done(
     st: &mut SessionState,
     done: Result<ThreadOp>,
-    reply: oneshot::Sender<Result<crate::actors::calls::SessionView>>,
+    reply: oneshot::Sender<Result<crate::calls::SessionView>>,
 ) {
     let answer = async {
         let done = done?;
@@ -209,7 +209,7 @@ pub(super) async fn op_done(
         st.shared.store.put(rec)?;
         st.shared.store.flush().await?;
         tracing::info!(session = %st.id, "the session's thread changed");
-        Ok(crate::actors::calls::SessionView::of(rec, true))
+        Ok(crate::calls::SessionView::of(rec, true))
     };
     let _ = reply.send(answer.await);
 }

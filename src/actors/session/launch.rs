@@ -5,8 +5,8 @@
 use super::message::{Finished, SessionMessage};
 use super::prepare::Prepared;
 use super::state::{Phase, SessionState, SteerInbox, TurnGuard};
-use crate::actors::calls::Answer;
-use crate::actors::calls::TurnCall;
+use crate::calls::Answer;
+use crate::calls::TurnCall;
 use crate::codex::events::Event;
 use crate::codex::process::TurnControl;
 use crate::codex::process::{SpawnHook, SpawnInfo};

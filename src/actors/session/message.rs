@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::actors::calls::Answer;
-use crate::actors::calls::{SessionView, ThreadOp, TurnCall};
 use crate::actors::client::ClientContext;
+use crate::calls::Answer;
+use crate::calls::{SessionView, ThreadOp, TurnCall};
 use crate::codex::process::SpawnInfo;
 use crate::error::Result;
 use crate::plan::values::SandboxLevel;

@@ -18,8 +18,8 @@
 //! warm or exec chosen), `launch` (the turn's task), `finish` (the record after a turn:
 //! `fold_turn`), `queue`, `steer`, `fork`, `close`.
 
-use crate::actors::calls::Answer;
-use crate::actors::calls::TurnCall;
+use crate::calls::Answer;
+use crate::calls::TurnCall;
 use crate::error::{Error, Result};
 use crate::security::ids::ThreadId;
 use close::{close, close_unheld, close_warm, closed};
@@ -171,7 +171,7 @@ impl Actor for SessionActor {
                 let view = st
                     .record
                     .as_ref()
-                    .map(|r| crate::actors::calls::SessionView::of(r, true));
+                    .map(|r| crate::calls::SessionView::of(r, true));
                 let _ = reply.send(Ok(view));
             }
             SessionMessage::CloseWarm => {

@@ -7,10 +7,10 @@
 use super::driver::TurnPlan;
 use super::message::CallMeta;
 use super::state::SessionState;
-use crate::actors::calls::{TurnCall, WorkDir};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::actors::worktree;
+use crate::calls::{TurnCall, WorkDir};
 use crate::codex::argv::{TurnRequest, check_turn};
 use crate::codex::events::Usage;
 use crate::error::{Error, Result};

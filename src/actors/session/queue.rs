@@ -2,8 +2,8 @@
 //! `max_queued_prompt_bytes`, and callers that gave up answered and dropped.
 
 use super::state::SessionState;
-use crate::actors::calls::Answer;
-use crate::actors::calls::TurnCall;
+use crate::calls::Answer;
+use crate::calls::TurnCall;
 use crate::error::{Error, Result};
 use std::time::Instant;
 use tokio::sync::oneshot;

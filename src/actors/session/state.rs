@@ -2,10 +2,10 @@
 //! the warm turn's steer inbox.
 
 use super::driver::{SessionBackend, TurnDriver};
-use crate::actors::calls::Answer;
-use crate::actors::calls::TurnCall;
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
+use crate::calls::Answer;
+use crate::calls::TurnCall;
 use crate::codex::process::Steer;
 use crate::error::{Error, Result};
 use crate::security::ids::SessionId;

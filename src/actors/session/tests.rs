@@ -16,9 +16,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::actors::Bridge;
-use crate::actors::calls::{ThreadOp, WorkDir};
 use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
+use crate::calls::{ThreadOp, WorkDir};
 use crate::codex::events::{Event, FailureKind};
 use crate::codex::process::{Ending, TurnControl, TurnOutcome, TurnOutput};
 use crate::config::{Backend, Config, Settings};

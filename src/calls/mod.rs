@@ -1,6 +1,9 @@
-//! The typed requests the MCP layer hands to [`super::Bridge`] and the answers it gets back.
-//! They name no process or store type: the MCP layer shapes an [`Answer`] or a [`SessionView`]
-//! without knowing how codex ran or where a session is kept.
+//! What the MCP layer and the actors exchange: the typed requests the MCP layer hands to
+//! [`crate::actors::Bridge`] and the answers it gets back. They name no process or store type:
+//! the MCP layer shapes an [`Answer`] or a [`SessionView`] without knowing how codex ran or
+//! where a session is kept; `report.rs` makes them from a turn's outcome and a record.
+
+mod report;
 
 use std::sync::Arc;
 use std::time::Duration;

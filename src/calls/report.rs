@@ -1,10 +1,10 @@
 //! How a turn's outcome and a session's record become what the MCP layer gets
-//! ([`crate::actors::calls`]): a turn's [`Answer`] and a session's [`SessionView`]. The calls
+//! ([`crate::calls`]): a turn's [`Answer`] and a session's [`SessionView`]. The calls
 //! file names no process or store type; this one makes its answers from them.
 
 use std::time::Duration;
 
-use crate::actors::calls::{Answer, SessionView};
+use crate::calls::{Answer, SessionView};
 use crate::codex::process::{Ending, TurnOutcome};
 use crate::plan::values::SandboxLevel;
 use crate::store::SessionRecord;
