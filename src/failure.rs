@@ -3,40 +3,38 @@
 
 use std::fmt;
 
-/// Why a turn failed, classified from codex's own messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    Auth,
-    RateLimit,
-    ContextLength,
-    TurnFailed,
-    Crashed,
+/// The kinds and their words, one list: the enum, [`FailureKind::ALL`] and the words a
+/// message says are made from it, so none can miss a kind.
+macro_rules! failure_kinds {
+    ($($(#[$doc:meta])* $kind:ident => $words:literal,)*) => {
+        /// Why a turn failed, classified from codex's own messages.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum FailureKind {
+            $($(#[$doc])* $kind,)*
+        }
+
+        impl FailureKind {
+            /// Every kind, in order.
+            pub const ALL: &'static [FailureKind] = &[$(FailureKind::$kind),*];
+        }
+
+        impl fmt::Display for FailureKind {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $(FailureKind::$kind => $words,)*
+                })
+            }
+        }
+    };
+}
+
+failure_kinds! {
+    Auth => "authentication failed",
+    RateLimit => "rate limit or quota exceeded",
+    ContextLength => "context length exceeded",
+    TurnFailed => "codex turn failed",
+    Crashed => "codex exited with an error",
     /// Codex recorded another sandbox level or approval mode than the bridge asked for.
-    PolicyMismatch,
-}
-
-impl FailureKind {
-    /// Every kind.
-    pub const ALL: [FailureKind; 6] = [
-        FailureKind::Auth,
-        FailureKind::RateLimit,
-        FailureKind::ContextLength,
-        FailureKind::TurnFailed,
-        FailureKind::Crashed,
-        FailureKind::PolicyMismatch,
-    ];
-}
-
-impl fmt::Display for FailureKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FailureKind::Auth => "authentication failed",
-            FailureKind::RateLimit => "rate limit or quota exceeded",
-            FailureKind::ContextLength => "context length exceeded",
-            FailureKind::TurnFailed => "codex turn failed",
-            FailureKind::Crashed => "codex exited with an error",
-            FailureKind::PolicyMismatch => "sandbox or approval mismatch",
-        })
-    }
+    PolicyMismatch => "sandbox or approval mismatch",
 }

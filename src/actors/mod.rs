@@ -3,7 +3,7 @@
 //! store; each session actor owns the codex subprocess of its current turn. Every session-less
 //! codex process (`query`, `search`, `review`, `structured`, the version probe, `codex delete`) is owned by a
 //! [`oneshot::OneShotActor`] linked under the registry. [`Bridge`] is the typed handle the MCP
-//! layer uses: it takes the requests of [`calls`] and answers with its views; callers never
+//! layer uses: it takes the requests of [`crate::calls`] and answers with its views; callers never
 //! build messages, reply ports or codex invocations, and never see the store.
 //!
 //! Who owns what: a session's record is written by its session actor only (see

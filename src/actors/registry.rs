@@ -501,8 +501,9 @@ async fn close(
 
 /// One batch of the expiry sweep, run by the registry ([`RegistryMessage::Expire`]): forget
 /// up to [`EXPIRY_BATCH`] stored sessions unused for longer than `ttl` that have no live
-/// actor; how many were forgotten (0: none left). Not flushed: the sweep flushes once at its
-/// end.
+/// actor; how many were forgotten (0: none left). Each `CODEX_HOME` that lost a session is
+/// told its list changed ([`Shared::list_changed`]: a host's `@` menu drops them at once).
+/// Not flushed: the sweep flushes once at its end.
 async fn expire_batch(shared: &Shared, live: &Live, ttl: std::time::Duration) -> Result<usize> {
     let cutoff = crate::store::now_ms().saturating_sub(ttl.as_millis() as u64);
     // sled's calls block: each batch runs on the blocking pool, so a large aged store never
@@ -524,11 +525,20 @@ async fn expire_batch(shared: &Shared, live: &Live, ttl: std::time::Duration) ->
     let n = batch.len();
     if n > 0 {
         let store = shared.store.clone();
-        tokio::task::spawn_blocking(move || {
-            batch.iter().try_for_each(|id| store.remove(id).map(drop))
+        let homes = tokio::task::spawn_blocking(move || {
+            let mut homes = std::collections::BTreeSet::new();
+            for id in &batch {
+                if let Some(home) = store.remove(id)?.and_then(|r| r.codex_home) {
+                    homes.insert(home);
+                }
+            }
+            Ok::<_, crate::store::StoreError>(homes)
         })
         .await
         .map_err(blocking)??;
+        for home in homes {
+            let _ = shared.list_changed.send(home.into());
+        }
     }
     Ok(n)
 }

@@ -123,12 +123,30 @@ pub struct ErrorReport {
     pub message: String,
 }
 
-/// What kind of error ended a call: the bridge's own kinds, or why codex failed the turn
-/// (a [`FailureKind`], shown by its own name: `auth`, `rate_limit`, …). Its schema is one
-/// list of names, the two kinds together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
+/// The bridge's own error kinds, one list: the enum and [`ErrorKind::OWN`] are made from it,
+/// so the schema's list cannot miss one.
+macro_rules! error_kinds {
+    ($($kind:ident,)*) => {
+        /// What kind of error ended a call: the bridge's own kinds, or why codex failed the
+        /// turn (a [`FailureKind`], shown by its own name: `auth`, `rate_limit`, …). Its schema
+        /// is one list of names, the two kinds together.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ErrorKind {
+            $($kind,)*
+            /// Codex failed the turn, and why.
+            #[serde(untagged)]
+            Codex(FailureKind),
+        }
+
+        impl ErrorKind {
+            /// The bridge's own kinds (the others are codex's, [`FailureKind::ALL`]).
+            const OWN: &'static [ErrorKind] = &[$(ErrorKind::$kind),*];
+        }
+    };
+}
+
+error_kinds! {
     InvalidArgument,
     InvalidSetting,
     CodexNotFound,
@@ -139,33 +157,17 @@ pub enum ErrorKind {
     SessionFailed,
     Store,
     Io,
-    /// Codex failed the turn, and why.
-    #[serde(untagged)]
-    Codex(FailureKind),
 }
 
 impl ErrorKind {
-    /// The bridge's own kinds (the others are codex's, [`FailureKind::ALL`]).
-    const OWN: [ErrorKind; 10] = [
-        ErrorKind::InvalidArgument,
-        ErrorKind::InvalidSetting,
-        ErrorKind::CodexNotFound,
-        ErrorKind::TimedOut,
-        ErrorKind::Cancelled,
-        ErrorKind::OutputCap,
-        ErrorKind::Busy,
-        ErrorKind::SessionFailed,
-        ErrorKind::Store,
-        ErrorKind::Io,
-    ];
-
-    /// Every kind, as a result names it.
+    /// Every kind, as a result names it: the bridge's own, then codex's.
     fn names() -> Vec<serde_json::Value> {
-        let codex = FailureKind::ALL.map(ErrorKind::Codex);
+        let codex = FailureKind::ALL.iter().map(|f| ErrorKind::Codex(*f));
         ErrorKind::OWN
             .iter()
-            .chain(codex.iter())
-            .map(|k| serde_json::to_value(k).unwrap_or_default())
+            .copied()
+            .chain(codex)
+            .filter_map(|k| serde_json::to_value(k).ok())
             .collect()
     }
 }
@@ -269,43 +271,23 @@ pub struct Compaction {
 mod tests {
     use super::*;
 
-    /// Where a kind sits in the schema's list: every variant must be named (a kind added to
-    /// the enum and not to `OWN` fails here).
-    fn slot(k: ErrorKind) -> usize {
-        match k {
-            ErrorKind::InvalidArgument => 0,
-            ErrorKind::InvalidSetting => 1,
-            ErrorKind::CodexNotFound => 2,
-            ErrorKind::TimedOut => 3,
-            ErrorKind::Cancelled => 4,
-            ErrorKind::OutputCap => 5,
-            ErrorKind::Busy => 6,
-            ErrorKind::SessionFailed => 7,
-            ErrorKind::Store => 8,
-            ErrorKind::Io => 9,
-            ErrorKind::Codex(f) => 10 + FailureKind::ALL.iter().position(|k| *k == f).unwrap(),
-        }
-    }
-
     #[test]
     fn the_schema_names_every_kind_once_each_as_a_result_shows_it() {
         let names = ErrorKind::names();
         assert_eq!(names.len(), ErrorKind::OWN.len() + FailureKind::ALL.len());
-        let own: Vec<usize> = ErrorKind::OWN.iter().map(|k| slot(*k)).collect();
-        assert_eq!(own, (0..10).collect::<Vec<_>>());
-        for (i, f) in FailureKind::ALL.iter().enumerate() {
-            let k = ErrorKind::Codex(*f);
-            assert_eq!(slot(k), 10 + i);
-            // a codex failure is shown by its own name, not nested
-            assert_eq!(
-                serde_json::to_value(k).unwrap(),
-                serde_json::to_value(f).unwrap()
-            );
-        }
         let mut unique = names.clone();
+        unique.sort_by_key(|v| v.to_string());
         unique.dedup();
-        assert_eq!(unique, names);
+        assert_eq!(unique.len(), names.len(), "a name twice: {names:?}");
+        // a codex failure is shown by its own name, not nested
+        for f in FailureKind::ALL {
+            let shown = serde_json::to_value(ErrorKind::Codex(*f)).unwrap();
+            assert_eq!(shown, serde_json::to_value(f).unwrap());
+            assert!(names.contains(&shown));
+        }
+        for own in ["invalid_argument", "timed_out", "io"] {
+            assert!(names.contains(&serde_json::json!(own)), "{own}");
+        }
         assert!(names.contains(&serde_json::json!("policy_mismatch")));
-        assert!(names.contains(&serde_json::json!("timed_out")));
     }
 }

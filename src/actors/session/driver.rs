@@ -55,6 +55,8 @@ impl TurnPlan {
         if !warm {
             return Invocation::Exec(turn.into_exec(common));
         }
+        // a turn chosen warm is one an app-server can run (`warm_chosen` asked `runs_warm`):
+        // `into_warm` hands nothing back; were it to, the turn would run as it was checked
         match turn.into_warm() {
             Ok(turn) => {
                 let wanted = resume.map_or(ThreadWanted::Start, ThreadWanted::Resume);

@@ -786,3 +786,37 @@ async fn the_expiry_sweep_never_forgets_a_session_a_turn_brings_back() {
     }
     assert_eq!(resumed + forgotten, 8);
 }
+
+/// A session the expiry sweep forgets leaves its home's session list: that home is told (a
+/// host's `@` menu drops it at once), and a sweep that forgets nothing tells no one.
+#[tokio::test]
+async fn the_expiry_sweep_tells_the_home_of_each_session_it_forgets() {
+    let s = setup(16, Duration::from_millis(200)).await;
+    let first = answer(s.spawn_turn(s.call("aging", "first")))
+        .await
+        .unwrap();
+    assert!(first.error.is_none(), "{:?}", first.error);
+    s.wait_not_live("aging").await;
+    let store = s.bridge.shared().store();
+    let mut rec = store.get(&sid("aging")).unwrap().unwrap();
+    let home = rec
+        .codex_home
+        .clone()
+        .expect("a session's record names its home");
+    let mut changes = s.bridge.session_list_changes();
+    // the control: nothing aged, nothing forgotten, nobody told
+    assert_eq!(s.bridge.expire(Duration::from_secs(60)).await.unwrap(), 0);
+    assert!(
+        changes.try_recv().is_err(),
+        "a sweep that forgot nothing told a home"
+    );
+    rec.last_used_ms = 1;
+    store.put(&rec).unwrap();
+    assert_eq!(s.bridge.expire(Duration::from_secs(60)).await.unwrap(), 1);
+    let told = tokio::time::timeout(Duration::from_secs(5), changes.recv())
+        .await
+        .expect("the forgotten session's home is told")
+        .unwrap();
+    assert_eq!(told, std::path::PathBuf::from(home));
+    s.bridge.shutdown().await;
+}

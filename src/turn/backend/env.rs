@@ -108,11 +108,11 @@ pub(crate) type OnEvent = Arc<dyn Fn(&Event) + Send + Sync>;
 /// event's description goes to the caller's progress (redacted with its secrets) and to
 /// `on_event`, and `on_exec` learns that a warm turn runs with `codex exec` after all.
 pub(crate) struct Sink {
-    pub(crate) on_spawn: SpawnHook,
-    pub(crate) progress: Option<Progress>,
-    pub(crate) secrets: ClientSecrets,
-    pub(crate) on_event: Option<OnEvent>,
-    pub(crate) on_exec: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub(super) on_spawn: SpawnHook,
+    pub(super) progress: Option<Progress>,
+    pub(super) secrets: ClientSecrets,
+    pub(super) on_event: Option<OnEvent>,
+    pub(super) on_exec: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Sink {

@@ -1,7 +1,7 @@
 //! The one turn path: every codex turn the server runs (a session's, a `query`'s or `search`'s,
 //! each attempt of a `structured` call, a `review`) is one call of
 //! [`CodexBackend::run`], given codex's invocation of the turn ([`Invocation`]), the turn's
-//! environment ([`TurnEnv`]: whose it is, its time, its cancel and its one event [`Sink`]) and
+//! environment ([`TurnEnv`]: whose it is, its time, its cancel and its one event [`env::Sink`]) and
 //! its control handle. The backend runs `codex exec` ([`exec`]), or a warm `codex app-server`
 //! it owns between turns and falls back to `codex exec` inside itself when no app-server can
 //! take the turn ([`warm`]); where its app-server comes from is its [`Source`].
@@ -33,7 +33,6 @@ pub(crate) fn warm_chosen(shared: &Shared, can_run_warm: bool) -> bool {
         return false;
     }
     if shared.config.backend != crate::config::Backend::AppServer {
-        tracing::debug!("the exec backend is set: the turn runs with codex exec");
         return false;
     }
     match shared.warm.unusable() {

@@ -116,12 +116,17 @@ impl Source {
         }
     }
 
-    /// Whether the warm turn chosen ([`super::warm_chosen`]) may run here now: a one-shot
-    /// call's always (its process comes in [`Source::keep_fitting`] and the start), a
-    /// session's when the pool admits one more (`max_warm`; the least recently used idle
-    /// holder may be asked to close its own). A session admitted counts as busy until
-    /// [`Source::settle`].
-    pub(crate) fn admit(&mut self) -> bool {
+    /// Whether the warm turn chosen ([`super::warm_chosen`]) may run here now: not when an
+    /// app-server start failed since it was chosen (a turn waits for its slot after it is
+    /// planned: codex's app-server may have been found unusable meanwhile); a one-shot call's
+    /// otherwise (its process comes in [`Source::keep_fitting`] and the start), a session's
+    /// when the pool admits one more (`max_warm`; the least recently used idle holder may be
+    /// asked to close its own). A session admitted counts as busy until [`Source::settle`].
+    pub(crate) fn admit(&mut self, env: &TurnEnv<'_>) -> bool {
+        if let Some(why) = env.shared.warm.unusable() {
+            tracing::debug!("{why}: the turn runs with codex exec");
+            return false;
+        }
         match self {
             Source::Exec => false,
             Source::Session(s) => {
@@ -344,8 +349,9 @@ impl OneShotSource {
     /// came free in time).
     async fn obtain(&mut self, env: &TurnEnv<'_>) -> Result<bool> {
         let shared = env.shared;
-        // a start that failed since the turn was planned may have found codex's app-server
-        // unusable: no other start is tried
+        // a start that failed since this call's turn was admitted (the call's replacement
+        // after a process that ended) may have found codex's app-server unusable: no other
+        // start is tried
         if let Some(why) = shared.warm.unusable() {
             tracing::debug!("{why}: this one-shot call runs with codex exec");
             return Ok(false);
@@ -408,5 +414,85 @@ impl OneShotSource {
         if let Some(refused) = shared.warm.put_one_shot(server) {
             refused.retire().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::actors::client::ClientContext;
+    use crate::config::{Backend, Config, Settings};
+    use crate::turn::backend::{SinkHooks, TurnAsk};
+
+    /// A warm turn is chosen when it is planned, then waits for its slot: an app-server start
+    /// that fails meanwhile (codex's app-server found unusable) sends it to `codex exec`, a
+    /// session's and a one-shot call's alike, rather than to another start that fails too.
+    #[tokio::test]
+    async fn a_turn_chosen_warm_runs_with_exec_once_the_app_server_is_found_unusable_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let settings = Settings {
+            roots: Some(root.to_string_lossy().into_owned()),
+            store: Some(root.join("store")),
+            codex_bin: Some(PathBuf::from("/nonexistent/codex")),
+            backend: Some(Backend::AppServer),
+            ..Default::default()
+        };
+        let vars = vec![("HOME".to_owned(), root.to_string_lossy().into_owned())];
+        let config = Config::from_settings(&settings, &root, &vars).unwrap();
+        let store = crate::store::Store::open(&config.store_dir).unwrap();
+        let client = ClientContext::new(config.clone(), &vars);
+        let shared = Arc::new(Shared::new(
+            Arc::new(config),
+            client.common.clone(),
+            client.codex_home.clone(),
+            store,
+        ));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let ask = || TurnAsk {
+            common: client.common_for(false),
+            timeout: Duration::from_secs(5),
+            prior_usage: Default::default(),
+            progress: None,
+            hooks: SinkHooks::spawns(Arc::new(|_: &crate::codex::process::SpawnInfo| {})),
+        };
+        let closer: Closer = Arc::new(|| {});
+        let session = || {
+            Source::Session(SessionSource {
+                shared: shared.clone(),
+                id: SessionId::parse("sessionId", "s").unwrap(),
+                closer: closer.clone(),
+                process: None,
+            })
+        };
+        let one_shot = || {
+            Source::OneShot(OneShotSource::new(
+                client.id,
+                Serves::Scratch { search: false },
+                None,
+            ))
+        };
+        // the control: chosen warm, and still admitted
+        assert!(crate::turn::backend::warm_chosen(&shared, true));
+        let (env, _) = TurnEnv::enter(&shared, &client, &cancel, ask())
+            .await
+            .unwrap();
+        let mut s = session();
+        assert!(s.admit(&env), "a session's warm turn is admitted");
+        s.settle();
+        assert!(one_shot().admit(&env), "a one-shot warm turn is admitted");
+        drop(env);
+        // a start failed since the turn was chosen
+        shared.warm.record(Err("no app-server".into()));
+        let (env, _) = TurnEnv::enter(&shared, &client, &cancel, ask())
+            .await
+            .unwrap();
+        assert!(!session().admit(&env), "a session's turn goes to exec");
+        assert!(!one_shot().admit(&env), "a one-shot turn goes to exec");
+        assert!(!crate::turn::backend::warm_chosen(&shared, true));
     }
 }

@@ -44,7 +44,7 @@ pub(crate) async fn run_warm(
     let started = Instant::now();
     let ran = if source.pinned(&wanted) {
         in_place(source, env, control, (turn, wanted)).await
-    } else if source.admit() {
+    } else if source.admit(env) {
         on_app_server(source, env, control, (turn, wanted, fallback), started).await
     } else {
         exec_instead(source, env, (turn, fallback), started).await
