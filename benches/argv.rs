@@ -18,7 +18,7 @@ use codex_mcp_bridge::confine;
 use codex_mcp_bridge::plan::review::ReviewTarget;
 use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
 use codex_mcp_bridge::security::env::filter_env;
-use codex_mcp_bridge::security::ids::ThreadId;
+use codex_mcp_bridge::security::ids::{ModelId, ThreadId};
 use codex_mcp_bridge::security::overrides::parse_operator_override;
 use codex_mcp_bridge::security::paths::{Confined, Kind};
 use codex_mcp_bridge::security::prompt::Prompt;
@@ -109,7 +109,7 @@ fn new_turn(prompt: &str) -> TurnRequest {
     TurnRequest {
         prompt: Prompt::parse("prompt", prompt.to_owned()).expect("a prompt"),
         sandbox: Some(SandboxLevel::WorkspaceWrite),
-        model: Some("gpt-5.5".into()),
+        model: Some(ModelId::parse("model", "gpt-5.5").unwrap()),
         reasoning_effort: Some(ReasoningEffort::High),
         cwd: confined(WORK, Kind::Dir, "workingDirectory"),
         images: vec![confined(
@@ -133,7 +133,7 @@ fn bench_argv(c: &mut Criterion) {
     resumed.resume = Some(ThreadId::parse(THREAD).expect("uuid"));
     let query = OneShotRequest {
         prompt: Prompt::parse("prompt", prompt.clone()).expect("a prompt"),
-        model: Some("gpt-5.5".into()),
+        model: Some(ModelId::parse("model", "gpt-5.5").unwrap()),
         reasoning_effort: Some(ReasoningEffort::Low),
         cwd: confined(
             "/home/dev/.local/state/codex-mcp-bridge/query-3f2a9c",
@@ -155,7 +155,7 @@ fn bench_argv(c: &mut Criterion) {
             sha: "9fceb02d0ae598e95dc970b74767f19372d61af8".into(),
             title: Some("billing: retry transient charge failures".into()),
         },
-        model: Some("gpt-5.5".into()),
+        model: Some(ModelId::parse("model", "gpt-5.5").unwrap()),
         cwd: confined(WORK, Kind::Dir, "workingDirectory"),
     };
 

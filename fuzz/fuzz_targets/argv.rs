@@ -19,8 +19,9 @@
 //!   none; workspace-write for review; danger only when the operator allowed it);
 //! - a turn, query or search ends in `-- -` and sends the prompt on stdin, byte for byte;
 //!   a review has no `--` and no stdin;
-//! - `Prompt::parse` refuses exactly the empty (or blank) and the huge prompt, and a builder
-//!   refuses exactly the inputs it must (bad model, danger without the operator's consent, an
+//! - `Prompt::parse` refuses exactly the empty (or blank) and the huge prompt, `ModelId::parse`
+//!   exactly the model id the one model rule refuses, and a builder
+//!   refuses exactly the inputs it must (danger without the operator's consent, an
 //!   image with `,` or a leading `-`).
 #![no_main]
 
@@ -31,7 +32,7 @@ use codex_mcp_bridge::codex::argv::{Common, MAX_MODEL_LEN, MAX_PROMPT_BYTES, One
 use codex_mcp_bridge::security::prompt::Prompt;
 use codex_mcp_bridge::plan::values::{ReasoningEffort, ReviewMode, SandboxLevel};
 use codex_mcp_bridge::plan::review::{ReviewTarget, review_target};
-use codex_mcp_bridge::security::ids::ThreadId;
+use codex_mcp_bridge::security::ids::{ModelId, ThreadId};
 use codex_mcp_bridge::security::overrides::{Override, parse_operator_override};
 use codex_mcp_bridge::security::paths::{Confined, Kind, normalize};
 use libfuzzer_sys::fuzz_target;
@@ -156,6 +157,20 @@ fn model_ok(m: &str) -> bool {
     !m.is_empty() && m.len() <= MAX_MODEL_LEN && !m.chars().any(char::is_control)
 }
 
+/// The model id checked the one way a tool call's is (`ModelId::parse`): refused exactly when
+/// [`model_ok`] says so; `None` (nothing left to build) when refused. A builder takes only a
+/// checked one.
+fn checked_model(m: &Option<String>) -> Option<Option<ModelId>> {
+    match m {
+        None => Some(None),
+        Some(m) => {
+            let parsed = ModelId::parse("model", m);
+            assert_eq!(parsed.is_ok(), model_ok(m), "ModelId::parse on {m:?}: {parsed:?}");
+            parsed.ok().map(Some)
+        }
+    }
+}
+
 fn prompt_ok(p: &str) -> bool {
     !p.trim().is_empty() && p.len() <= MAX_PROMPT_BYTES
 }
@@ -235,10 +250,13 @@ fuzz_target!(|input: Input| {
             let Some(checked) = checked_prompt(&prompt) else {
                 return;
             };
+            let Some(model_id) = checked_model(&model) else {
+                return;
+            };
             let req = TurnRequest {
                 prompt: checked,
                 sandbox,
-                model: model.clone(),
+                model: model_id,
                 reasoning_effort: effort,
                 cwd: cwd_c.clone(),
                 images: images
@@ -251,8 +269,7 @@ fuzz_target!(|input: Input| {
                 output_last_message: structured.then(|| LAST_MESSAGE_FILE.into()),
             };
             let level = sandbox.unwrap_or(SandboxLevel::ReadOnly);
-            let must_fail = model.as_deref().is_some_and(|m| !model_ok(m))
-                || (level == SandboxLevel::DangerFullAccess && !input.allow_danger)
+            let must_fail = (level == SandboxLevel::DangerFullAccess && !input.allow_danger)
                 || images.iter().any(|p| p.contains(',') || p.starts_with('-'));
             let result = build_turn(&common, req.clone());
             assert_eq!(
@@ -304,9 +321,12 @@ fuzz_target!(|input: Input| {
             let Some(checked) = checked_prompt(&prompt) else {
                 return;
             };
+            let Some(model_id) = checked_model(&model) else {
+                return;
+            };
             let req = OneShotRequest {
                 prompt: checked,
-                model: model.clone(),
+                model: model_id,
                 reasoning_effort: effort,
                 cwd: cwd_c.clone(),
             };
@@ -315,8 +335,7 @@ fuzz_target!(|input: Input| {
             } else {
                 build_query(&common, req.clone())
             };
-            let must_fail = model.as_deref().is_some_and(|m| !model_ok(m));
-            assert_eq!(result.is_err(), must_fail, "{:?}", result.as_ref().err());
+            assert!(result.is_ok(), "{:?}", result.as_ref().err());
             let mut bound = vec![("--sandbox", "read-only".to_owned())];
             if let Some(m) = model {
                 bound.push(("--model", m));
@@ -365,15 +384,15 @@ fuzz_target!(|input: Input| {
             else {
                 return;
             };
+            let Some(model_id) = checked_model(&model) else {
+                return;
+            };
             let req = ReviewRequest {
                 target: target.clone(),
-                model: model.clone(),
+                model: model_id,
                 cwd: cwd_c.clone(),
             };
             let result = build_review(&common, &req);
-            if model.as_deref().is_some_and(|m| !model_ok(m)) {
-                assert!(result.is_err());
-            }
             let mut bound = vec![("--sandbox", "workspace-write".to_owned())];
             if let Some(m) = model {
                 bound.push(("--model", m));

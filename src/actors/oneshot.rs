@@ -304,7 +304,7 @@ async fn run_call(runner: &Runner<'_>, request: OneShot, timeout: Duration) -> R
             let spec = build_review(&common, &req)?;
             let sandbox = spec.sandbox();
             let (outcome, queued) = runner.exec((spec, common), timeout).await?;
-            let mut a = Answer::of(outcome, queued, sandbox, req.model);
+            let mut a = Answer::of(outcome, queued, sandbox, req.model.map(|m| m.to_string()));
             a.findings = Some(parse_findings(&a.response));
             Ok(a)
         }

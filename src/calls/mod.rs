@@ -20,7 +20,7 @@ use crate::config::CodexSupport;
 use crate::error::Error;
 use crate::plan::review::ReviewTarget;
 use crate::plan::values::{ReasoningEffort, SandboxLevel};
-use crate::security::ids::{SessionId, ThreadId};
+use crate::security::ids::{ModelId, SessionId, ThreadId};
 use crate::security::paths::Confined;
 use crate::security::prompt::Prompt;
 use crate::turn::schema::SchemaUse;
@@ -50,18 +50,18 @@ pub enum OneShot {
     Query {
         prompt: Prompt,
         context: Option<String>,
-        model: Option<String>,
+        model: Option<ModelId>,
         reasoning_effort: Option<ReasoningEffort>,
     },
     /// A web search, in a fresh empty read-only directory.
     Search {
         query: Prompt,
-        model: Option<String>,
+        model: Option<ModelId>,
     },
     /// Codex's review of a repository.
     Review {
         target: ReviewTarget,
-        model: Option<String>,
+        model: Option<ModelId>,
         cwd: Confined,
     },
     /// An answer checked against a JSON Schema, asked once more when it does not validate.
@@ -70,7 +70,7 @@ pub enum OneShot {
         /// Attached inside `cwd`.
         files: Vec<String>,
         plan: Box<SchemaUse>,
-        model: Option<String>,
+        model: Option<ModelId>,
         cwd: Confined,
     },
 }
@@ -284,7 +284,7 @@ pub struct TurnCall {
     /// `files` attachments, resolved inside the session's working directory.
     pub files: Vec<String>,
     pub sandbox: Option<SandboxLevel>,
-    pub model: Option<String>,
+    pub model: Option<ModelId>,
     pub reasoning_effort: Option<ReasoningEffort>,
     /// The confined working directory; the session actor holds a stored session to its own.
     pub cwd: WorkDir,

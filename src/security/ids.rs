@@ -33,11 +33,31 @@ pub fn model_problem(model: &str) -> Option<String> {
     }
 }
 
-/// Check a caller's model id ([`model_problem`]); `field` names the argument in the error.
-pub fn check_model(field: &str, model: &str) -> Result<()> {
-    match model_problem(model) {
-        Some(why) => Err(InvalidArgument::new(field, why)),
-        None => Ok(()),
+/// A caller's model id, checked once as the call is read ([`model_problem`]: bounded, no
+/// control character): holding one proves the check passed, so nothing below checks it again.
+/// It is always bound as one value (`--model=`, a JSON string), so a leading `-` or a quote is
+/// harmless.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelId(String);
+
+impl ModelId {
+    /// Check a caller's model id; `field` names the argument in the error.
+    pub fn parse(field: &str, raw: &str) -> Result<ModelId> {
+        match model_problem(raw) {
+            Some(why) => Err(InvalidArgument::new(field, why)),
+            None => Ok(ModelId(raw.to_owned())),
+        }
+    }
+
+    /// The id as the caller gave it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ModelId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 

@@ -18,6 +18,7 @@ use crate::codex::argv::{
 use crate::codex::process::{SpawnHook, ThreadWanted, TurnControl, TurnOutcome};
 use crate::error::Result;
 use crate::plan::values::{ReasoningEffort, SandboxLevel};
+use crate::security::ids::ModelId;
 use crate::security::prompt::Prompt;
 use crate::turn::backend::source::OneShotSource;
 use crate::turn::backend::{
@@ -93,7 +94,7 @@ impl Runner<'_> {
     pub(crate) async fn scratch(
         &self,
         (kind, build): (PathKind, BuildOneShot),
-        (prompt, model, reasoning_effort): (Prompt, Option<String>, Option<ReasoningEffort>),
+        (prompt, model, reasoning_effort): (Prompt, Option<ModelId>, Option<ReasoningEffort>),
         timeout: Duration,
     ) -> Result<Answer> {
         let (_dir, cwd) = scratch_dir()?;
@@ -127,6 +128,11 @@ impl Runner<'_> {
         let ran = self.turn(&mut backend, common, invocation, timeout).await;
         self.keep(backend);
         let (outcome, queued) = ran?;
-        Ok(Answer::of(outcome, queued, SandboxLevel::ReadOnly, model))
+        Ok(Answer::of(
+            outcome,
+            queued,
+            SandboxLevel::ReadOnly,
+            model.map(|m| m.to_string()),
+        ))
     }
 }

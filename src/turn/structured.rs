@@ -14,7 +14,7 @@ use crate::codex::process::{Ending, ThreadWanted, TurnOutcome};
 use crate::config::Backend;
 use crate::error::{Error, Result};
 use crate::plan::values::SandboxLevel;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{ModelId, ThreadId};
 use crate::security::paths::Confined;
 use crate::security::prompt::Prompt;
 use crate::turn::backend::source::OneShotSource;
@@ -27,7 +27,7 @@ pub(crate) struct Ask {
     /// The caller's prompt with its attached files' text.
     pub prompt: Prompt,
     pub plan: SchemaUse,
-    pub model: Option<String>,
+    pub model: Option<ModelId>,
     pub cwd: Confined,
     pub images: Vec<Confined>,
     /// For the whole call, re-ask included.
@@ -36,7 +36,7 @@ pub(crate) struct Ask {
 
 /// The turn of one attempt of a call for `model` in `cwd`, with `prompt` (moved in):
 /// read-only by default, no image, a new thread; each backend adds what it sends on top.
-fn request(model: &Option<String>, cwd: &Confined, prompt: Prompt) -> TurnRequest {
+fn request(model: &Option<ModelId>, cwd: &Confined, prompt: Prompt) -> TurnRequest {
     TurnRequest {
         prompt,
         sandbox: None,
@@ -116,7 +116,7 @@ struct Target<'a> {
     common: &'a Common,
     plan: &'a SchemaUse,
     files: &'a Files,
-    model: &'a Option<String>,
+    model: &'a Option<ModelId>,
     cwd: &'a Confined,
     images: &'a [Confined],
     /// The first attempt's backend, chosen once ([`crate::turn::backend::warm_chosen`]); the
@@ -270,10 +270,10 @@ async fn answer_on(runner: &Runner<'_>, backend: &mut CodexBackend, ask: Ask) ->
             attempt(runner, backend, &target, (prompt, thread), remaining).await?;
         total_queued += queued;
         if !matches!(outcome.ending, Ending::Completed) {
-            return Ok(Answer::of(outcome, total_queued, sandbox, model));
+            return Ok(Answer::of(outcome, total_queued, sandbox, shown(&model)));
         }
         let ran_on = outcome.output.thread_id;
-        let mut a = Answer::of(outcome, total_queued, sandbox, model.clone());
+        let mut a = Answer::of(outcome, total_queued, sandbox, shown(&model));
         match plan.check(&text) {
             Ok(mut data) => {
                 runner.client.secrets.redact_json(&mut data);
@@ -291,6 +291,11 @@ async fn answer_on(runner: &Runner<'_>, backend: &mut CodexBackend, ask: Ask) ->
         }
     }
     Err(Error::SessionFailed("structured: no attempt left".into()))
+}
+
+/// The model as an answer shows it.
+fn shown(model: &Option<ModelId>) -> Option<String> {
+    model.as_ref().map(ToString::to_string)
 }
 
 /// The re-ask after an answer that did not validate (said on the call's progress).

@@ -164,7 +164,12 @@ async fn the_policy_codex_reports_is_the_one_the_templates_sent_and_nothing_stic
     let dir = cwd(&env);
     let opened = open(
         &app,
-        protocol::thread_start(&dir, Some(MODEL), false).unwrap(),
+        protocol::thread_start(
+            &dir,
+            Some(&codex_mcp_bridge::security::ids::ModelId::parse("model", MODEL).unwrap()),
+            false,
+        )
+        .unwrap(),
     )
     .await;
     assert_eq!(
@@ -394,7 +399,12 @@ async fn an_interrupt_leaves_the_command_running_until_background_terminals_are_
     let dir = cwd(&env);
     let opened = open(
         &app,
-        protocol::thread_start(&dir, Some(MODEL), false).unwrap(),
+        protocol::thread_start(
+            &dir,
+            Some(&codex_mcp_bridge::security::ids::ModelId::parse("model", MODEL).unwrap()),
+            false,
+        )
+        .unwrap(),
     )
     .await;
     // zero-padded: no other test process's argument is a prefix of it

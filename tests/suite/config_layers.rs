@@ -9,7 +9,7 @@ use std::time::Duration;
 use codex_mcp_bridge::codex::argv::{build_turn, config_tokens, pins};
 use codex_mcp_bridge::codex::rollout::last_turn_context;
 use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
-use codex_mcp_bridge::security::ids::ThreadId;
+use codex_mcp_bridge::security::ids::{ModelId, ThreadId};
 use codex_mcp_bridge::security::overrides::parse_operator_override;
 use serde_json::{Value, json};
 
@@ -102,7 +102,7 @@ async fn two_config_tokens_for_one_key_the_later_wins_and_the_pins_come_last() {
         assert!(parse_operator_override(pinned).is_err(), "{pinned}");
     }
     let mut req = turn(&env, "hi");
-    req.model = Some("gpt-5.5".into());
+    req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
     req.reasoning_effort = Some(ReasoningEffort::Low);
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
     let thread = ThreadId::parse("0199a0b1-0000-7000-8000-000000000001").unwrap();

@@ -17,7 +17,7 @@ use codex_mcp_bridge::codex::argv::build_turn;
 use codex_mcp_bridge::codex::process::{Ending, TurnOutcome};
 use codex_mcp_bridge::codex::rollout::{TurnContext, last_turn_context};
 use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
-use codex_mcp_bridge::security::ids::ThreadId;
+use codex_mcp_bridge::security::ids::{ModelId, ThreadId};
 use serde_json::json;
 
 use crate::support::bridge::{common, run_spec, turn};
@@ -99,7 +99,7 @@ async fn bridge_turn_refuses(
     let call_id = format!("esc_{tag}");
     script_escalation(mock, &call_id, &target);
     let mut req = turn(env, &format!("go ({tag})"));
-    req.model = Some("gpt-5.5".into());
+    req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
     if resume.is_some() {
         req.resume = resume;
         req.sandbox = Some(SandboxLevel::ReadOnly);

@@ -79,8 +79,15 @@ impl Asking {
     }
 
     async fn new_thread(&self) -> ThreadOpened {
-        self.open(protocol::thread_start(&self.dir, Some(MODEL), false).unwrap())
-            .await
+        self.open(
+            protocol::thread_start(
+                &self.dir,
+                Some(&codex_mcp_bridge::security::ids::ModelId::parse("model", MODEL).unwrap()),
+                false,
+            )
+            .unwrap(),
+        )
+        .await
     }
 
     /// Start a read-only turn with `approvals`; returns its id.
@@ -330,7 +337,14 @@ async fn a_fork_continues_the_history_while_the_original_keeps_its_own() {
     );
 
     let fork = app
-        .open(protocol::thread_fork(&original.thread, &app.dir, Some(MODEL)).unwrap())
+        .open(
+            protocol::thread_fork(
+                &original.thread,
+                &app.dir,
+                Some(&codex_mcp_bridge::security::ids::ModelId::parse("model", MODEL).unwrap()),
+            )
+            .unwrap(),
+        )
         .await;
     assert_ne!(fork.thread, original.thread);
     assert!(fork.path.is_some(), "a fork is stored");

@@ -450,7 +450,14 @@ async fn codex_lets_an_accepted_terminal_run_later_writes_unasked_on_0_145_0() {
         .unwrap();
     let dir = env.work().canonicalize().unwrap();
     let opened = client
-        .open_thread(&protocol::thread_start(&dir, Some(MODEL), false).unwrap())
+        .open_thread(
+            &protocol::thread_start(
+                &dir,
+                Some(&codex_mcp_bridge::security::ids::ModelId::parse("model", MODEL).unwrap()),
+                false,
+            )
+            .unwrap(),
+        )
         .await
         .unwrap();
     let turn = client

@@ -16,7 +16,7 @@ use codex_mcp_bridge::error::{Error, turn_result};
 use codex_mcp_bridge::plan::review::ReviewTarget;
 use codex_mcp_bridge::plan::values::{ReasoningEffort, SandboxLevel};
 use codex_mcp_bridge::security::env::{ALLOWED_VARS, FORCED_VARS};
-use codex_mcp_bridge::security::ids::ThreadId;
+use codex_mcp_bridge::security::ids::{ModelId, ThreadId};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 
@@ -155,12 +155,11 @@ async fn a_model_with_a_quote_stays_a_literal_model_name_and_a_newline_is_refuse
     // a newline never gets this far: the one model rule refuses it, naming the field
     let c = common(&env, &mock);
     let mut req = turn(&env, "hello");
-    req.model = Some("o3\"\nsandbox_mode=\"danger-full-access\"".into());
-    let err = build_turn(&c, req.clone()).unwrap_err();
+    let err = ModelId::parse("model", "o3\"\nsandbox_mode=\"danger-full-access\"").unwrap_err();
     assert!(err.to_string().contains("model"), "{err}");
     // a quote passes the rule, and codex takes the whole value as the model's name
     let evil = "o3\"sandbox_mode=\"danger-full-access\"";
-    req.model = Some(evil.into());
+    req.model = Some(ModelId::parse("model", evil).unwrap());
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     req.resume = first.output.thread_id;
@@ -224,7 +223,7 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
     let c = common(&env, &mock);
 
     let mut req = turn(&env, "first");
-    req.model = Some("gpt-5.5".into());
+    req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
     req.reasoning_effort = Some(ReasoningEffort::Low);
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
@@ -239,7 +238,7 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
     let tmp = tempfile::tempdir_in(env.root()).unwrap();
     let one = OneShotRequest {
         prompt: crate::support::bridge::prompt_of("q"),
-        model: Some("gpt-5.5".into()),
+        model: Some(ModelId::parse("model", "gpt-5.5").unwrap()),
         reasoning_effort: Some(ReasoningEffort::Low),
         cwd: confine_dir(tmp.path()),
     };
@@ -341,7 +340,7 @@ async fn a_resumed_turn_without_a_level_runs_read_only_even_in_a_trusted_directo
     );
     let c = common(&env, &mock);
     let mut req = turn(&env, "write things");
-    req.model = Some("gpt-5.5".into());
+    req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
@@ -489,7 +488,7 @@ async fn codex_and_its_commands_see_only_the_allowlist_and_results_are_redacted(
     mock.push(Reply::exec_command("env; echo ENV_DONE"));
     mock.push(Reply::message(format!("the key is {key}")).with_delay(Duration::from_millis(1500)));
     let mut req = turn(&env, "print the environment");
-    req.model = Some("gpt-5.5".into());
+    req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
     req.sandbox = Some(SandboxLevel::WorkspaceWrite);
     let spec = build_turn(&c, req.clone()).unwrap();
     let work = env.work().canonicalize().unwrap();
@@ -560,7 +559,7 @@ fn danger_turn(env: &TestEnv, mock: &MockApi, cmd: &str, then: Reply) -> SpawnSp
     mock.push(Reply::exec_command(cmd));
     mock.push(then);
     let mut req = turn(env, "start a job");
-    req.model = Some("gpt-5.5".into());
+    req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
     req.sandbox = Some(SandboxLevel::DangerFullAccess);
     build_turn(&c, req.clone()).unwrap()
 }

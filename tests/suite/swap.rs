@@ -267,7 +267,14 @@ async fn codex_writes_through_a_directory_swapped_after_it_asked() {
         .unwrap()
         .unwrap();
     let opened = client
-        .open_thread(&protocol::thread_start(&work, Some(MODEL), false).unwrap())
+        .open_thread(
+            &protocol::thread_start(
+                &work,
+                Some(&codex_mcp_bridge::security::ids::ModelId::parse("model", MODEL).unwrap()),
+                false,
+            )
+            .unwrap(),
+        )
         .await
         .unwrap();
     let turn = client

@@ -92,7 +92,7 @@ impl Driver for Codex {
             let (mut process, _slot) = one_off(&server, timeout, shared, "fork").await?;
             let forked = process
                 .process()
-                .fork(thread, &cwd, model.as_deref(), timeout)
+                .fork(thread, &cwd, model.as_ref(), timeout)
                 .await;
             process.close().await;
             Ok(forked?)

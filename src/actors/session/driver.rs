@@ -134,7 +134,7 @@ pub(super) struct ForkSpec {
     pub(super) server: SpawnSpec,
     pub(super) thread: ThreadId,
     pub(super) cwd: Confined,
-    pub(super) model: Option<String>,
+    pub(super) model: Option<crate::security::ids::ModelId>,
     pub(super) timeout: Duration,
 }
 

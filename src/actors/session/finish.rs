@@ -166,7 +166,7 @@ pub(super) fn fold(
         .recorded
         .as_ref()
         .and_then(|r| r.model.clone())
-        .or_else(|| call.model.clone());
+        .or_else(|| call.model.as_ref().map(ToString::to_string));
     if let Some(m) = &model {
         rec.model = Some(m.clone());
     }

@@ -12,6 +12,7 @@ use crate::actors::client::ClientContext;
 use crate::calls::ThreadOp;
 use crate::codex::argv::{SpawnSpec, build_app_server};
 use crate::error::{Error, Result};
+use crate::security::ids::ModelId;
 use crate::security::ids::{SessionId, ThreadId};
 use crate::security::paths::Confined;
 use crate::store::{SessionRecord, now_ms};
@@ -53,7 +54,12 @@ pub(super) fn fork(
                     server,
                     thread,
                     cwd: cwd.clone(),
-                    model: parent.model.clone(),
+                    // the thread's own model, as stored: checked as a caller's would be
+                    model: parent
+                        .model
+                        .as_deref()
+                        .map(|m| ModelId::parse("model", m))
+                        .transpose()?,
                     timeout,
                 };
                 let forked = driver.0.fork(spec, &shared).await?;

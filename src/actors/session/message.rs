@@ -121,7 +121,7 @@ pub struct Finished {
 /// The parts of a call the actor needs after the turn.
 pub(super) struct CallMeta {
     pub(super) sandbox: SandboxLevel,
-    pub(super) model: Option<String>,
+    pub(super) model: Option<crate::security::ids::ModelId>,
     pub(super) resumed: bool,
     pub(super) created: bool,
     pub(super) reset: bool,

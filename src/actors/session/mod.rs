@@ -258,7 +258,7 @@ async fn turn_asked(
         .client
         .as_ref()
         .map_or(&st.shared.common, |c| &c.common);
-    let checked = crate::codex::argv::check_call(common, call.model.as_deref(), call.sandbox);
+    let checked = crate::codex::argv::check_call(common, call.sandbox);
     match checked {
         Ok(()) => queue(st, call, reply),
         Err(e) => {

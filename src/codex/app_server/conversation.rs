@@ -212,7 +212,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Conversation<W> {
         &mut self,
         thread: ThreadId,
         cwd: &std::path::Path,
-        model: Option<&str>,
+        model: Option<&crate::security::ids::ModelId>,
         timeout: Duration,
     ) -> Result<ThreadId, ThreadOpFailed> {
         let msg = protocol::thread_fork(&thread, cwd, model)

@@ -45,7 +45,6 @@ pub use review::{MAX_TITLE_LEN, ReviewRequest, build_review};
 pub use server::{APP_SERVER_SANDBOX_PIN, build_app_server, build_one_shot_server};
 pub use spec::{
     Common, PathKind, SHELL_ENV_PIN, SpawnSpec, check_call, config_tokens, pins, projects_pin,
-    validate_model,
 };
 pub use turn::{CheckedTurn, TurnRequest, WarmTurn, build_turn, build_warm_turn, check_turn};
 
@@ -329,7 +328,7 @@ mod props {
             let req = TurnRequest {
                 prompt: text(&prompt),
                 sandbox: None,
-                model: Some(model.clone()),
+                model: Some(crate::security::ids::ModelId::parse("model", &model).unwrap()),
                 reasoning_effort: Some(ReasoningEffort::High),
                 cwd: cwd("/work/repo"),
                 images: vec![],

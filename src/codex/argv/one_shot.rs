@@ -1,11 +1,12 @@
 //! The one-shot tools `query` and `search`: no session, no repository, read-only, ephemeral,
 //! the prompt on stdin; on `codex exec` or as a turn for a warm app-server.
 
+use crate::security::ids::ModelId;
 use crate::security::overrides::toml_basic_string;
 use crate::security::paths::Confined;
 use crate::security::prompt::Prompt;
 
-use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str, validate_model};
+use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str};
 use super::turn::{TurnRequest, WarmTurn, build_warm_turn};
 use crate::plan::values::{ReasoningEffort, SandboxLevel};
 
@@ -14,7 +15,7 @@ use crate::plan::values::{ReasoningEffort, SandboxLevel};
 pub struct OneShotRequest {
     /// Moved into the spec's stdin by [`build_query`] / [`build_search`], not copied.
     pub prompt: Prompt,
-    pub model: Option<String>,
+    pub model: Option<ModelId>,
     pub reasoning_effort: Option<ReasoningEffort>,
     /// A fresh temporary directory the bridge created.
     pub cwd: Confined,
@@ -55,9 +56,6 @@ pub fn build_warm_one_shot(common: &Common, req: OneShotRequest) -> Result<WarmT
 }
 
 fn build_one_shot(common: &Common, req: OneShotRequest, kind: PathKind) -> Result<SpawnSpec> {
-    if let Some(m) = &req.model {
-        validate_model("model", m)?;
-    }
     let cwd = cwd_str(&req.cwd)?;
     let sandbox = SandboxLevel::ReadOnly;
     let mut args: Vec<String> = vec![

@@ -2,10 +2,10 @@
 //! at ([`ReviewTarget`]). No caller prompt, ever.
 
 use crate::invalid::InvalidArgument;
-use crate::security::ids::{validate_commit, validate_git_ref};
+use crate::security::ids::{ModelId, validate_commit, validate_git_ref};
 use crate::security::paths::Confined;
 
-use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str, validate_model};
+use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str};
 use crate::plan::review::ReviewTarget;
 use crate::plan::values::SandboxLevel;
 
@@ -16,7 +16,7 @@ pub const MAX_TITLE_LEN: usize = 512;
 #[derive(Debug, Clone)]
 pub struct ReviewRequest {
     pub target: ReviewTarget,
-    pub model: Option<String>,
+    pub model: Option<ModelId>,
     pub cwd: Confined,
 }
 
@@ -24,9 +24,6 @@ pub struct ReviewRequest {
 /// --ignore-user-config --ignore-rules --skip-git-repo-check [--model=M]
 /// (--uncommitted | --base=B | --commit=C [--title=T]) -c …`. No prompt; stdin is null.
 pub fn build_review(common: &Common, req: &ReviewRequest) -> Result<SpawnSpec> {
-    if let Some(m) = &req.model {
-        validate_model("model", m)?;
-    }
     let cwd = cwd_str(&req.cwd)?;
     let sandbox = SandboxLevel::WorkspaceWrite;
     let mut args: Vec<String> = vec![
@@ -87,7 +84,7 @@ mod tests {
                 sha: "abc1234".into(),
                 title: Some("--uncommitted".into()),
             },
-            model: Some("gpt-5.5".into()),
+            model: Some(ModelId::parse("model", "gpt-5.5").unwrap()),
             cwd: confined("/work/repo"),
         };
         let spec = build_review(&common(), &req).unwrap();

@@ -109,26 +109,15 @@ impl SpawnSpec {
     }
 }
 
-/// Validate a caller model id ([`crate::security::ids::check_model`]: bounded, no control
-/// character). It is always bound with `--model=`, so a leading `-` or a quote is harmless.
-pub fn validate_model(field: &str, model: &str) -> Result<()> {
-    crate::security::ids::check_model(field, model)
-}
-
-/// The checks of a turn's own arguments that need nothing but the call (its prompt is a
-/// checked [`Prompt`] already): run again when the turn is built, and first when a call would
-/// wait behind a busy session, so that a call that can never run is refused at once instead
-/// of after the running turn.
+/// The check of a turn's own arguments that needs nothing but the call (its prompt and model
+/// id are checked types already: [`Prompt`], [`ModelId`]): the sandbox level the operator
+/// allows, run again when the turn is built, and first when a call would wait behind a busy
+/// session, so that a call that can never run is refused at once instead of after the running
+/// turn.
 ///
 /// [`Prompt`]: crate::security::prompt::Prompt
-pub fn check_call(
-    common: &Common,
-    model: Option<&str>,
-    sandbox: Option<SandboxLevel>,
-) -> Result<()> {
-    if let Some(m) = model {
-        validate_model("model", m)?;
-    }
+/// [`ModelId`]: crate::security::ids::ModelId
+pub fn check_call(common: &Common, sandbox: Option<SandboxLevel>) -> Result<()> {
     resolve_sandbox(common, sandbox).map(|_| ())
 }
 
@@ -278,9 +267,10 @@ mod tests {
         let err =
             Error::from(Prompt::parse("prompt", format!("{biggest}x")).unwrap_err()).to_string();
         assert!(err.contains("`prompt`"), "{err}");
-        assert!(validate_model("model", &"m".repeat(MAX_MODEL_LEN)).is_ok());
-        assert!(validate_model("model", &"m".repeat(MAX_MODEL_LEN + 1)).is_err());
-        assert!(validate_model("model", "a\0b").is_err());
+        use crate::security::ids::ModelId;
+        assert!(ModelId::parse("model", &"m".repeat(MAX_MODEL_LEN)).is_ok());
+        assert!(ModelId::parse("model", &"m".repeat(MAX_MODEL_LEN + 1)).is_err());
+        assert!(ModelId::parse("model", "a\0b").is_err());
     }
 
     #[test]

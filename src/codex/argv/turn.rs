@@ -5,14 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::invalid::InvalidArgument;
-use crate::security::ids::ThreadId;
+use crate::security::ids::{ModelId, ThreadId};
 use crate::security::overrides::toml_basic_string;
 use crate::security::paths::Confined;
 use crate::security::prompt::Prompt;
 
-use super::spec::{
-    Common, Deepest, PathKind, Result, SpawnSpec, cwd_str, resolve_sandbox, validate_model,
-};
+use super::spec::{Common, Deepest, PathKind, Result, SpawnSpec, cwd_str, resolve_sandbox};
 use crate::plan::values::{ReasoningEffort, SandboxLevel};
 
 /// A `codex` tool turn (new or resumed) or a `structured` turn.
@@ -22,7 +20,7 @@ pub struct TurnRequest {
     pub prompt: Prompt,
     /// `None` resolves to read-only here, not only in the MCP schema.
     pub sandbox: Option<SandboxLevel>,
-    pub model: Option<String>,
+    pub model: Option<ModelId>,
     pub reasoning_effort: Option<ReasoningEffort>,
     pub cwd: Confined,
     /// Image attachments, each confined inside `cwd`.
@@ -62,7 +60,7 @@ pub fn build_turn(common: &Common, req: TurnRequest) -> Result<SpawnSpec> {
 pub struct CheckedTurn {
     prompt: Prompt,
     sandbox: SandboxLevel,
-    model: Option<String>,
+    model: Option<ModelId>,
     effort: Option<ReasoningEffort>,
     cwd: Confined,
     images: Vec<Confined>,
@@ -73,9 +71,6 @@ pub struct CheckedTurn {
 
 /// Check a turn's arguments once (see [`CheckedTurn`]).
 pub fn check_turn(common: &Common, req: TurnRequest) -> Result<CheckedTurn> {
-    if let Some(m) = &req.model {
-        validate_model("model", m)?;
-    }
     let sandbox = resolve_sandbox(common, req.sandbox)?;
     cwd_str(&req.cwd)?;
     for img in &req.images {
@@ -232,7 +227,7 @@ impl CheckedTurn {
 pub struct WarmTurn {
     prompt: Prompt,
     sandbox: SandboxLevel,
-    model: Option<String>,
+    model: Option<ModelId>,
     effort: Option<ReasoningEffort>,
     cwd: Confined,
     /// A one-shot call's turn: on a new thread started `ephemeral` (never written to disk).
@@ -251,8 +246,8 @@ impl WarmTurn {
         self.sandbox
     }
     /// The model asked for.
-    pub fn model(&self) -> Option<&str> {
-        self.model.as_deref()
+    pub fn model(&self) -> Option<&ModelId> {
+        self.model.as_ref()
     }
     /// The reasoning effort asked for.
     pub fn effort(&self) -> Option<ReasoningEffort> {
@@ -281,7 +276,7 @@ impl WarmTurn {
 
     /// Its prompt (moved), model, effort and directory, for a `query`'s or `search`'s request
     /// again (see [`super::OneShotRequest::from`]).
-    pub fn into_parts(self) -> (Prompt, Option<String>, Option<ReasoningEffort>, Confined) {
+    pub fn into_parts(self) -> (Prompt, Option<ModelId>, Option<ReasoningEffort>, Confined) {
         (self.prompt, self.model, self.effort, self.cwd)
     }
 
@@ -347,7 +342,7 @@ mod tests {
     #[test]
     fn snapshot_new_turn() {
         let mut req = turn("--version");
-        req.model = Some("gpt-5.5".into());
+        req.model = Some(ModelId::parse("model", "gpt-5.5").unwrap());
         req.reasoning_effort = Some(ReasoningEffort::High);
         let spec = build_turn(&common(), req.clone()).unwrap();
         assert_eq!(
@@ -379,7 +374,7 @@ mod tests {
         let mut req = turn("next");
         req.resume = Some(ThreadId::parse(THREAD).unwrap());
         req.sandbox = Some(SandboxLevel::WorkspaceWrite);
-        req.model = Some("-o3".into());
+        req.model = Some(ModelId::parse("model", "-o3").unwrap());
         req.reasoning_effort = Some(ReasoningEffort::Low);
         let spec = build_turn(&common(), req.clone()).unwrap();
         assert_eq!(
@@ -494,15 +489,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`prompt`"), "{err}");
-        let mut req = turn("x");
-        req.model = Some(String::new());
-        assert!(
-            build_turn(&common(), req.clone())
-                .unwrap_err()
-                .to_string()
-                .contains("`model`")
-        );
-        req.model = Some("m".repeat(MAX_MODEL_LEN + 1));
-        assert!(build_turn(&common(), req.clone()).is_err());
+        // a model id is checked where the call is read: a builder takes only a checked one
+        let err = ModelId::parse("model", "").unwrap_err().to_string();
+        assert!(err.contains("`model`"), "{err}");
+        assert!(ModelId::parse("model", &"m".repeat(MAX_MODEL_LEN + 1)).is_err());
+        assert!(ModelId::parse("model", &"m".repeat(MAX_MODEL_LEN)).is_ok());
+        assert!(ModelId::parse("model", "a\0b").is_err());
     }
 }

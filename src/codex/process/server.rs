@@ -411,7 +411,7 @@ impl WarmProcess {
         &mut self,
         thread: ThreadId,
         cwd: &crate::security::paths::Confined,
-        model: Option<&str>,
+        model: Option<&crate::security::ids::ModelId>,
         timeout: Duration,
     ) -> Result<ThreadId> {
         self.ready_for_one_off(cwd).await?;

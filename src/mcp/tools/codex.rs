@@ -8,7 +8,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::{check_model, finish, shape};
+use super::common::{finish, model_of, shape};
 use crate::actors::{TurnCall, WorkDir};
 use crate::approval::ask;
 use crate::config::ApprovalMode;
@@ -104,7 +104,7 @@ pub struct CodexParams {
 /// unknown field, the model id, the session id, how many files, the prompt.
 fn precheck(args: &JsonObject) -> crate::error::Result<()> {
     let p: CodexParams = crate::mcp::answer::parse_args_ref(args)?;
-    check_model(p.model.as_deref())?;
+    model_of(p.model.as_deref())?;
     if let Some(s) = &p.session_id {
         crate::security::ids::SessionId::parse("sessionId", s)?;
     }
@@ -116,7 +116,7 @@ fn precheck(args: &JsonObject) -> crate::error::Result<()> {
 impl McpServer {
     async fn codex(&self, args: JsonObject, ctx: &CallCtx) -> crate::error::Result<CallToolResult> {
         let p: CodexParams = parse_args(args)?;
-        check_model(p.model.as_deref())?;
+        let model = model_of(p.model.as_deref())?;
         let session_id = p
             .session_id
             .as_deref()
@@ -155,7 +155,7 @@ impl McpServer {
             prompt: Some(Prompt::parse("prompt", p.prompt)?),
             files: p.files.unwrap_or_default(),
             sandbox,
-            model: p.model,
+            model,
             reasoning_effort: effort,
             cwd,
             timeout,

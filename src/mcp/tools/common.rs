@@ -17,11 +17,10 @@ use crate::mcp::answer::{error_result, ok_result};
 use crate::mcp::connection::{CallCtx, McpServer};
 use crate::mcp::progress::progress_for;
 use crate::mcp::results::{ApprovalReport, CommandReport, SessionInfo, TurnResult, UsageReport};
+use crate::security::ids::ModelId;
 use crate::security::paths::{Confined, Kind};
 use crate::security::redact::redact;
 
-/// A caller's model id, checked once, before anything is queued or spawned, by the same rule on
-/// both backends (the invocation builders check it again).
 /// At most [`crate::turn::files::MAX_FILES`] files per call, naming `files`.
 pub(super) fn check_files(files: &Option<Vec<String>>) -> Result<()> {
     match files {
@@ -33,10 +32,10 @@ pub(super) fn check_files(files: &Option<Vec<String>>) -> Result<()> {
     }
 }
 
-pub(super) fn check_model(model: Option<&str>) -> Result<()> {
-    model.map_or(Ok(()), |m| {
-        Ok(crate::security::ids::check_model("model", m)?)
-    })
+/// A caller's model id, checked once as its call is read, before anything is queued or
+/// spawned, by the same rule on both backends: the [`ModelId`] carries the check to codex.
+pub(super) fn model_of(model: Option<&str>) -> Result<Option<ModelId>> {
+    Ok(model.map(|m| ModelId::parse("model", m)).transpose()?)
 }
 
 /// Shape a turn's answer as a tool result: success, or an error that keeps the partial answer.

@@ -7,7 +7,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::check_model;
+use super::common::model_of;
 use crate::actors::OneShot;
 use crate::error::Error;
 use crate::mcp::answer::parse_args;
@@ -56,7 +56,7 @@ impl McpServer {
     async fn query(&self, args: JsonObject, ctx: &CallCtx) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: QueryParams = parse_args(args)?;
-            check_model(p.model.as_deref())?;
+            let model = model_of(p.model.as_deref())?;
             if p.context
                 .as_ref()
                 .is_some_and(|c| c.len() > MAX_CONTEXT_BYTES)
@@ -71,7 +71,7 @@ impl McpServer {
             let request = OneShot::Query {
                 prompt: Prompt::parse("prompt", p.prompt)?,
                 context: p.context,
-                model: p.model,
+                model,
                 reasoning_effort,
             };
             self.one_shot(request, timeout, ctx).await

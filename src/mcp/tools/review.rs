@@ -7,7 +7,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::check_model;
+use super::common::model_of;
 use crate::actors::OneShot;
 use crate::mcp::answer::parse_args;
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
@@ -74,7 +74,7 @@ pub struct ReviewParams {
 /// unknown field, the model id.
 fn precheck(args: &JsonObject) -> crate::error::Result<()> {
     let p: ReviewParams = crate::mcp::answer::parse_args_ref(args)?;
-    check_model(p.model.as_deref())
+    model_of(p.model.as_deref()).map(drop)
 }
 
 impl McpServer {
@@ -85,7 +85,7 @@ impl McpServer {
     ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: ReviewParams = parse_args(args)?;
-            check_model(p.model.as_deref())?;
+            let model = model_of(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let target = review_target(
                 p.mode,
@@ -95,7 +95,7 @@ impl McpServer {
             )?;
             let request = OneShot::Review {
                 target,
-                model: p.model,
+                model,
                 cwd: self.resolve_dir(&p.working_directory)?,
             };
             self.one_shot(request, timeout, ctx).await

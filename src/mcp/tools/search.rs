@@ -6,7 +6,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::check_model;
+use super::common::model_of;
 use crate::actors::OneShot;
 use crate::mcp::answer::parse_args;
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
@@ -48,11 +48,11 @@ impl McpServer {
     ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: SearchParams = parse_args(args)?;
-            check_model(p.model.as_deref())?;
+            let model = model_of(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let request = OneShot::Search {
                 query: Prompt::parse("query", p.query)?,
-                model: p.model,
+                model,
             };
             self.one_shot(request, timeout, ctx).await
         };

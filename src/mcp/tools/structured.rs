@@ -8,7 +8,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::check_model;
+use super::common::model_of;
 use crate::actors::OneShot;
 use crate::mcp::answer::parse_args;
 use crate::mcp::connection::{CallCtx, McpServer, ToolEntry, Traits};
@@ -61,7 +61,7 @@ pub struct StructuredParams {
 /// no unknown field, the model id, how many files, the schema, the prompt.
 fn precheck(args: &JsonObject) -> crate::error::Result<()> {
     let p: StructuredParams = crate::mcp::answer::parse_args_ref(args)?;
-    check_model(p.model.as_deref())?;
+    model_of(p.model.as_deref())?;
     super::common::check_files(&p.files)?;
     crate::turn::schema::plan(&p.schema)?;
     crate::security::prompt::Prompt::parse("prompt", p.prompt)?;
@@ -76,7 +76,7 @@ impl McpServer {
     ) -> crate::error::Result<CallToolResult> {
         let run = async {
             let p: StructuredParams = parse_args(args)?;
-            check_model(p.model.as_deref())?;
+            let model = model_of(p.model.as_deref())?;
             let timeout = self.client.config.timeout_for(p.timeout)?;
             let plan = crate::turn::schema::plan(&p.schema)?;
             let cwd = match &p.working_directory {
@@ -87,7 +87,7 @@ impl McpServer {
                 prompt: Prompt::parse("prompt", p.prompt)?,
                 files: p.files.unwrap_or_default(),
                 plan: Box::new(plan),
-                model: p.model,
+                model,
                 cwd,
             };
             self.one_shot(request, timeout, ctx).await

@@ -397,6 +397,7 @@ mod tests {
             }
             v
         };
+        let m = crate::security::ids::ModelId::parse("model", "m").unwrap();
         let cases: Vec<(Option<Value>, Value)> = vec![
             (
                 initialize("1.2.3").params(),
@@ -408,13 +409,13 @@ mod tests {
                 fixed.clone(),
             ),
             (
-                thread_start(Path::new("/w"), Some("m"), true)
+                thread_start(Path::new("/w"), Some(&m), true)
                     .unwrap()
                     .params(),
                 with(&fixed, json!({"model": "m", "ephemeral": true})),
             ),
             (
-                thread_resume(&t, Path::new("/w"), Some("m"))
+                thread_resume(&t, Path::new("/w"), Some(&m))
                     .unwrap()
                     .params(),
                 with(&fixed, json!({"threadId": THREAD, "model": "m"})),
@@ -462,7 +463,7 @@ mod tests {
         let full = turn_start_with_schema(
             &TurnParams {
                 sandbox: Some(SandboxLevel::WorkspaceWrite),
-                model: Some("m"),
+                model: Some(&crate::security::ids::ModelId::parse("model", "m").unwrap()),
                 effort: Some(ReasoningEffort::High),
                 ..base.clone()
             },

@@ -3,6 +3,7 @@
 //! checked `cwd` and `model` values every template carries, and the [`EffectivePolicy`] codex
 //! reports, compared with what the templates sent ([`PolicyMismatch`]).
 
+use crate::security::ids::ModelId;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -21,14 +22,9 @@ pub(super) fn cwd_value(cwd: &Path) -> Result<String, ProtocolError> {
     Ok(s.to_owned())
 }
 
-pub(super) fn model_value(model: Option<&str>) -> Result<Option<String>, ProtocolError> {
-    match model {
-        None => Ok(None),
-        Some(m) => match crate::security::ids::model_problem(m) {
-            Some(why) => Err(invalid("model", why)),
-            None => Ok(Some(m.to_owned())),
-        },
-    }
+/// A model id for a template: a [`ModelId`] is checked already (where the call was read).
+pub(super) fn model_value(model: Option<&ModelId>) -> Option<String> {
+    model.map(|m| m.as_str().to_owned())
 }
 
 /// A thread-level `sandbox`: never writable (a writable `sandbox` there records the cwd as

@@ -16,7 +16,7 @@ use super::policy::{
     cwd_value, model_value,
 };
 use crate::plan::values::SandboxLevel;
-use crate::security::ids::{SessionName, ThreadId};
+use crate::security::ids::{ModelId, SessionName, ThreadId};
 
 /// The keys every thread-level template carries, and nothing a caller names (never `config`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,13 +30,13 @@ struct ThreadKeys {
     model: Option<String>,
 }
 
-fn thread_keys(cwd: &Path, model: Option<&str>) -> Result<ThreadKeys, ProtocolError> {
+fn thread_keys(cwd: &Path, model: Option<&ModelId>) -> Result<ThreadKeys, ProtocolError> {
     Ok(ThreadKeys {
         cwd: cwd_value(cwd)?,
         sandbox: ThreadSandbox::ReadOnly,
         approval_policy: ThreadApprovals::Never,
         approvals_reviewer: Reviewer::User,
-        model: model_value(model)?,
+        model: model_value(model),
     })
 }
 
@@ -81,7 +81,7 @@ message!(ThreadFork, Method::ThreadFork, ThreadOpened);
 /// written to disk (and cannot be resumed).
 pub fn thread_start(
     cwd: &Path,
-    model: Option<&str>,
+    model: Option<&ModelId>,
     ephemeral: bool,
 ) -> Result<ThreadStart, ProtocolError> {
     Ok(ThreadStart {
@@ -95,7 +95,7 @@ pub fn thread_start(
 pub fn thread_resume(
     thread: &ThreadId,
     cwd: &Path,
-    model: Option<&str>,
+    model: Option<&ModelId>,
 ) -> Result<ThreadResume, ProtocolError> {
     Ok(ThreadResume {
         thread_id: thread.to_arg(),
@@ -112,7 +112,7 @@ pub fn thread_resume(
 pub fn thread_fork(
     thread: &ThreadId,
     cwd: &Path,
-    model: Option<&str>,
+    model: Option<&ModelId>,
 ) -> Result<ThreadFork, ProtocolError> {
     Ok(ThreadFork {
         thread_id: thread.to_arg(),
@@ -400,7 +400,12 @@ mod tests {
     #[test]
     fn thread_templates_never_carry_config_or_a_writable_sandbox() {
         let cwd = Path::new("/w/repo");
-        let start = thread_start(cwd, Some("gpt-5.5"), false).unwrap();
+        let start = thread_start(
+            cwd,
+            Some(&ModelId::parse("model", "gpt-5.5").unwrap()),
+            false,
+        )
+        .unwrap();
         assert_eq!(
             line(&start, 2),
             json!({"method": "thread/start", "id": 2, "params": {

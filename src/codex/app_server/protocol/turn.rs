@@ -3,6 +3,7 @@
 //! `thread/backgroundTerminals/clean` that follows it, their results, and a turn as codex
 //! reports it (its id and [`TurnStatus`]).
 
+use crate::security::ids::ModelId;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -24,7 +25,7 @@ pub struct TurnParams<'a> {
     pub sandbox: Option<SandboxLevel>,
     /// A confined directory.
     pub cwd: &'a Path,
-    pub model: Option<&'a str>,
+    pub model: Option<&'a ModelId>,
     pub effort: Option<ReasoningEffort>,
 }
 
@@ -90,7 +91,7 @@ pub fn turn_start(t: &TurnParams<'_>) -> Result<TurnStart, ProtocolError> {
         approval_policy: Approvals::Never,
         approvals_reviewer: Reviewer::User,
         cwd: cwd_value(t.cwd)?,
-        model: model_value(t.model)?,
+        model: model_value(t.model),
         effort: t.effort.map(|e| e.as_str()),
         output_schema: None,
     })
@@ -265,6 +266,7 @@ mod tests {
                 "sandboxPolicy": {"type": "readOnly"}, "approvalPolicy": "never",
                 "approvalsReviewer": "user", "cwd": "/w/repo"}})
         );
+        let model = ModelId::parse("model", "m").unwrap();
         for (level, want) in [
             (SandboxLevel::ReadOnly, json!({"type": "readOnly"})),
             (
@@ -278,7 +280,7 @@ mod tests {
         ] {
             let o = turn_start(&TurnParams {
                 sandbox: Some(level),
-                model: Some("m"),
+                model: Some(&model),
                 effort: Some(ReasoningEffort::High),
                 ..base.clone()
             })
@@ -320,8 +322,9 @@ mod tests {
             "prompt"
         );
         assert_eq!(field(turn("x", "relative", None)), "cwd");
-        assert_eq!(field(turn("x", "/w", Some(""))), "model");
-        assert_eq!(field(turn("x", "/w", Some("a\nb"))), "model");
+        // nor is an empty or multi-line model id a `ModelId`
+        assert_eq!(ModelId::parse("model", "").unwrap_err().field, "model");
+        assert_eq!(ModelId::parse("model", "a\nb").unwrap_err().field, "model");
         assert_eq!(field(thread_start(Path::new("w"), None, false)), "cwd");
         for bad in [
             "",
