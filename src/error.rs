@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::codex::process::error::ProcessError;
 use crate::codex::process::git::GitError;
-use crate::codex::process::{Ending, TurnOutcome, TurnOutput};
+use crate::codex::process::{Ending, TurnOutcome};
 use crate::config::error::ConfigError;
 use crate::invalid::{InvalidArgument, InvalidSetting};
 use crate::store::error::StoreError;
@@ -103,11 +103,11 @@ impl Error {
     }
 }
 
-/// A turn's outcome as a result: its output when it completed; otherwise the matching error,
+/// A turn's outcome as a result: the outcome when it completed; otherwise the matching error,
 /// carrying the partial answer of a timeout or a cancellation.
-pub fn turn_result(outcome: TurnOutcome) -> Result<TurnOutput> {
-    let TurnOutcome { ending, output } = outcome;
-    match ending {
+pub fn turn_result(outcome: TurnOutcome) -> Result<TurnOutcome> {
+    let output = outcome;
+    match output.ending.clone() {
         Ending::Completed => Ok(output),
         Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
         Ending::TimedOut { after } => Err(Error::TimedOut {

@@ -19,7 +19,7 @@ impl Answer {
         model: Option<String>,
     ) -> Answer {
         let timed_out = matches!(outcome.ending, Ending::TimedOut { .. });
-        let o = &outcome.output;
+        let o = &outcome;
         let mut a = Answer {
             response: o.message.clone().unwrap_or_default(),
             thread_id: o.thread_id,

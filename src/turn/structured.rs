@@ -228,7 +228,7 @@ async fn attempt(
         Backend::Exec => std::fs::read_to_string(&target.files.answer).ok(),
         Backend::AppServer => None,
     }
-    .or_else(|| outcome.output.message.clone())
+    .or_else(|| outcome.message.clone())
     .unwrap_or_default();
     Ok(((outcome, queued, text, on), sandbox))
 }
@@ -272,7 +272,7 @@ async fn answer_on(runner: &Runner<'_>, backend: &mut CodexBackend, ask: Ask) ->
         if !matches!(outcome.ending, Ending::Completed) {
             return Ok(Answer::of(outcome, total_queued, sandbox, shown(&model)));
         }
-        let ran_on = outcome.output.thread_id;
+        let ran_on = outcome.thread_id;
         let mut a = Answer::of(outcome, total_queued, sandbox, shown(&model));
         match plan.check(&text) {
             Ok(mut data) => {

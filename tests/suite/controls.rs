@@ -306,7 +306,7 @@ async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record()
     };
     mock.push_for_user_text("person three", Reply::message("answer three"));
     let mut by_hand = crate::support::bridge::run_spec(person()).await;
-    if by_hand.output.message.is_none() {
+    if by_hand.message.is_none() {
         // codex 0.171.0 refuses to open a thread another process holds ("already has an
         // active writer"): `handOff: true` makes the server let go of it first
         assert!(
@@ -324,7 +324,7 @@ async fn a_conversation_continued_in_codexs_own_app_goes_on_from_codexs_record()
         by_hand = crate::support::bridge::run_spec(person()).await;
     }
     assert_eq!(
-        by_hand.output.message.as_deref(),
+        by_hand.message.as_deref(),
         Some("answer three"),
         "{:?}",
         by_hand.ending

@@ -110,7 +110,7 @@ async fn bridge_turn_refuses(
     let before = reviews(mock);
     let outcome = run_spec(spec).await;
     completed(&outcome);
-    let thread = outcome.output.thread_id.expect("a thread id");
+    let thread = outcome.thread_id.expect("a thread id");
     if let Some(resumed) = resume {
         assert_eq!(thread, resumed);
     }

@@ -118,11 +118,11 @@ async fn a_config_flag_smuggled_in_the_prompt_spawns_nothing_on_new_and_resumed_
     let first = run_spec(build_turn(&c, turn(&env, &big_task)).unwrap()).await;
     completed(&first);
     let mut req = turn(&env, &token);
-    req.resume = first.output.thread_id;
+    req.resume = first.thread_id;
     assert!(req.resume.is_some());
     let second = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&second);
-    assert_eq!(second.output.thread_id, first.output.thread_id);
+    assert_eq!(second.thread_id, first.thread_id);
     assert!(!m.exists(), "the smuggled MCP server ran");
     let reqs = mock.responses_requests();
     assert!(
@@ -162,7 +162,7 @@ async fn a_model_with_a_quote_stays_a_literal_model_name_and_a_newline_is_refuse
     req.model = Some(ModelId::parse("model", evil).unwrap());
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
-    req.resume = first.output.thread_id;
+    req.resume = first.thread_id;
     let second = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&second);
     for r in mock.responses_requests() {
@@ -227,7 +227,7 @@ async fn the_approvals_pin_holds_on_every_path_that_carries_other_config_tokens(
     req.reasoning_effort = Some(ReasoningEffort::Low);
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
-    let thread = first.output.thread_id.unwrap();
+    let thread = first.thread_id.unwrap();
     assert_pinned(&recorded(&env, &thread), "read-only");
     req.resume = Some(thread);
     req.prompt = crate::support::bridge::prompt_of("second");
@@ -345,7 +345,7 @@ async fn a_resumed_turn_without_a_level_runs_read_only_even_in_a_trusted_directo
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     req.sandbox = None;
-    req.resume = first.output.thread_id;
+    req.resume = first.thread_id;
     let second = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&second);
     let reqs = mock.responses_requests();
@@ -365,11 +365,7 @@ async fn a_resumed_turn_without_a_level_runs_read_only_even_in_a_trusted_directo
         "gpt-5.5",
     ]);
     args.extend(mock.provider_args());
-    args.extend([
-        first.output.thread_id.unwrap().to_arg(),
-        "--".into(),
-        "x".into(),
-    ]);
+    args.extend([first.thread_id.unwrap().to_arg(), "--".into(), "x".into()]);
     let out = raw(&env, &args, None).await;
     assert!(out.status.success(), "{}", describe_output(&out));
     assert!(
@@ -519,7 +515,7 @@ async fn codex_and_its_commands_see_only_the_allowlist_and_results_are_redacted(
         !text.contains(key) && !text.contains("PLANTED"),
         "a secret reached the model: {text}"
     );
-    let msg = outcome.output.message.unwrap();
+    let msg = outcome.message.unwrap();
     assert!(!msg.contains(key) && msg.contains("[REDACTED]"), "{msg}");
 
     // the unsafe form: without the bridge's allowlist and pins both reach the command
@@ -605,7 +601,7 @@ async fn a_timeout_kills_codex_and_its_tool_commands_and_keeps_the_partial_state
         }
     );
     assert!(started.elapsed() < Duration::from_secs(10));
-    assert!(outcome.output.thread_id.is_some(), "partial state kept");
+    assert!(outcome.thread_id.is_some(), "partial state kept");
     assert!(matches!(
         turn_result(outcome.clone()),
         Err(Error::TimedOut { .. })
@@ -750,7 +746,7 @@ async fn a_repositorys_own_codex_config_never_loads_and_no_trust_entry_is_writte
     let first = run_spec(build_turn(&c, req.clone()).unwrap()).await;
     completed(&first);
     req.sandbox = Some(SandboxLevel::ReadOnly);
-    req.resume = first.output.thread_id;
+    req.resume = first.thread_id;
     completed(&run_spec(build_turn(&c, req.clone()).unwrap()).await);
     let review = build_review(
         &c,
@@ -871,7 +867,7 @@ fn a_turn_outlives_idle_blocking_threads_because_codex_is_spawned_from_a_long_li
         tokio::task::spawn_blocking(|| ()).await.unwrap();
         let outcome = run_spec(build_turn(&common(&env, &mock), turn(&env, "slow")).unwrap()).await;
         completed(&outcome);
-        assert_eq!(outcome.output.message.as_deref(), Some("late"));
+        assert_eq!(outcome.message.as_deref(), Some("late"));
     });
 }
 
@@ -884,17 +880,17 @@ async fn usage_is_reported_per_turn_and_per_thread() {
     let c = common(&env, &mock);
     let first = run_spec(build_turn(&c, turn(&env, "a")).unwrap()).await;
     completed(&first);
-    let t1 = first.output.thread_usage.unwrap();
+    let t1 = first.thread_usage.unwrap();
     let mut req = turn(&env, "b");
-    req.resume = first.output.thread_id;
+    req.resume = first.thread_id;
     let mut opts = RunOptions::new(LIMIT, Limits::default());
     opts.prior_thread_usage = t1;
     let second = run_spec_with(build_turn(&c, req.clone()).unwrap(), opts).await;
     completed(&second);
-    let t2 = second.output.thread_usage.unwrap();
+    let t2 = second.thread_usage.unwrap();
     assert!(t2.input_tokens >= t1.input_tokens + 150, "{t1:?} {t2:?}");
-    assert_eq!(second.output.turn_usage.unwrap(), t2.delta(&t1));
-    assert_eq!(second.output.turn_usage.unwrap().output_tokens, 20);
+    assert_eq!(second.turn_usage.unwrap(), t2.delta(&t1));
+    assert_eq!(second.turn_usage.unwrap().output_tokens, 20);
 }
 
 #[tokio::test]

@@ -64,13 +64,13 @@ async fn an_over_long_line_is_skipped_and_reading_goes_on() {
     );
     let outcome = run_spec_with(sh(&env, &script, None), opts(limits)).await;
     assert_eq!(outcome.ending, Ending::Completed, "{outcome:?}");
-    assert_eq!(outcome.output.message.as_deref(), Some("answer"));
+    assert_eq!(outcome.message.as_deref(), Some("answer"));
     assert_eq!(
-        outcome.output.malformed_lines, 2,
+        outcome.malformed_lines, 2,
         "the long line and the non-JSON line"
     );
-    assert_eq!(outcome.output.unknown_events, 1);
-    assert_eq!(outcome.output.thread_id.unwrap().to_arg(), THREAD);
+    assert_eq!(outcome.unknown_events, 1);
+    assert_eq!(outcome.thread_id.unwrap().to_arg(), THREAD);
 }
 
 #[tokio::test]
@@ -95,10 +95,7 @@ async fn stdin_is_written_in_full_and_closed() {
     let script = r#"n=$(wc -c); echo "{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":\"$n\"}}"; echo '{"type":"turn.completed"}'"#;
     let outcome = run_spec_with(sh(&env, script, Some(&big)), opts(Limits::default())).await;
     assert_eq!(outcome.ending, Ending::Completed, "{outcome:?}");
-    assert_eq!(
-        outcome.output.message.as_deref().map(str::trim),
-        Some("3145728")
-    );
+    assert_eq!(outcome.message.as_deref().map(str::trim), Some("3145728"));
 }
 
 #[tokio::test]
@@ -152,7 +149,7 @@ exit 1"#
         ),
         "{outcome:?}"
     );
-    assert_eq!(outcome.output.message.as_deref(), Some("half"));
+    assert_eq!(outcome.message.as_deref(), Some("half"));
 }
 
 #[tokio::test]
@@ -169,12 +166,7 @@ async fn a_secret_cut_by_the_start_of_the_stderr_tail_keeps_none_of_its_remains(
         "{{ printf 'Error: push failed with {token}\\n'; head -c 989 /dev/zero | tr '\\0' y; }} >&2; exit 1"
     );
     let outcome = run_spec_with(sh(&env, &script, None), opts(limits)).await;
-    let tail = &outcome
-        .output
-        .exec
-        .as_ref()
-        .expect("an exec turn")
-        .stderr_tail;
+    let tail = &outcome.exec.as_ref().expect("an exec turn").stderr_tail;
     assert!(tail.starts_with("[REDACTED]\nyyy"), "{tail:.40}");
     assert!(!tail.contains(&token[30..]), "{tail:.40}");
     assert!(tail.len() <= 1000 + "[REDACTED]".len(), "{}", tail.len());

@@ -136,33 +136,32 @@ pub(super) fn fold(
     // a person could be asked only on the app-server: a turn the warm backend handed to
     // `codex exec` is held to `never`, whatever was planned
     let may_ask = call.may_ask && !outcome.ran_with_exec();
-    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &outcome.output.recorded)
+    if let (Ending::Completed, Some(ctx)) = (&outcome.ending, &outcome.recorded)
         && let Err(msg) = check_recorded(call.sandbox, ctx, may_ask)
     {
         tracing::error!(session = %id, "{msg}");
         // withheld: what a turn under another policy answered is not passed on
-        outcome.output.message = None;
+        outcome.message = None;
         outcome.ending = Ending::Failed {
             kind: FailureKind::PolicyMismatch,
             message: msg,
         };
     }
-    if let Some(t) = outcome.output.thread_id {
+    if let Some(t) = outcome.thread_id {
         if call.reset || rec.thread_id != Some(t) {
             rec.thread_usage = Default::default();
         }
         rec.thread_id = Some(t);
     }
-    if let Some(u) = outcome.output.turn_usage {
+    if let Some(u) = outcome.turn_usage {
         rec.usage = rec.usage.plus(&u);
     }
-    if let Some(u) = outcome.output.thread_usage {
+    if let Some(u) = outcome.thread_usage {
         rec.thread_usage = u;
     }
     // the model codex ran with, as it recorded it (an operator override or codex's own
     // config may have chosen it), else the one asked for
     let model = outcome
-        .output
         .recorded
         .as_ref()
         .and_then(|r| r.model.clone())
@@ -177,7 +176,7 @@ pub(super) fn fold(
         Ending::Cancelled => TurnStatus::Cancelled,
         Ending::Failed { .. } | Ending::OutputCapExceeded { .. } => TurnStatus::Failed,
     });
-    rec.last_response = outcome.output.message.as_ref().map(|m| {
+    rec.last_response = outcome.message.as_ref().map(|m| {
         let cut: String = m.chars().take(crate::store::LAST_RESPONSE_CHARS).collect();
         redact(&cut).into_owned()
     });

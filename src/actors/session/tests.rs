@@ -20,7 +20,7 @@ use crate::actors::client::ClientContext;
 use crate::actors::shared::Shared;
 use crate::calls::{ThreadOp, WorkDir};
 use crate::codex::events::{Event, FailureKind};
-use crate::codex::process::{Ending, TurnControl, TurnOutcome, TurnOutput};
+use crate::codex::process::{Ending, TurnControl, TurnOutcome};
 use crate::config::{Backend, Config, Settings};
 use crate::security::ids::SessionId;
 use crate::security::paths::Kind;
@@ -153,12 +153,12 @@ impl Fake {
             } else {
                 Ending::Completed
             };
-            let mut output = TurnOutput {
+            let mut output = TurnOutcome {
                 thread_id: Some(thread),
                 message: Some(format!("done: {prompt}")),
                 // an exec turn's process exit is known; a warm turn has none
                 exec: (on == Backend::Exec).then(Default::default),
-                ..Default::default()
+                ..TurnOutcome::ended(ending)
             };
             // what codex recorded of the turn: as asked (`recorded`), or with the approval
             // policy widened (`widened`), as a config layer that beat the pins would leave it
@@ -176,7 +176,7 @@ impl Fake {
                     sandbox: "read-only".into(),
                     model: None,
                 });
-            Ok(TurnOutcome { ending, output })
+            Ok(output)
         }
     }
 

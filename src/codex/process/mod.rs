@@ -52,7 +52,7 @@ pub use signal::descendants;
 pub use spawn::{Detached, keep_memory_private, start_detached};
 pub use turn::{
     CANCEL_GRACE, Containment, Ending, ExecExit, Limits, RunOptions, SpawnHook, SpawnInfo,
-    TIMEOUT_GRACE, TurnOutcome, TurnOutput,
+    TIMEOUT_GRACE, TurnOutcome,
 };
 
 use crate::codex::argv::SpawnSpec;
@@ -117,17 +117,18 @@ pub async fn run(
         exit_code,
         stderr_tail,
     };
-    let output = finish(
+    let outcome = finish(
+        ending,
         transcript,
         &opts,
         started.elapsed(),
         Some(exec),
         containment(),
     );
-    if let Ending::Failed { kind, .. } = &ending {
+    if let Ending::Failed { kind, .. } = &outcome.ending {
         tracing::info!(kind = %kind, exit_code, "codex turn failed");
     }
-    Ok(TurnOutcome { ending, output })
+    Ok(outcome)
 }
 
 /// Spawn a turn's codex: argv array, exactly the spec's environment, the confined cwd, and the

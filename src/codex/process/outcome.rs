@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::turn::{Containment, Ending, ExecExit, RunOptions, TurnOutput};
+use super::turn::{Containment, Ending, ExecExit, RunOptions, TurnOutcome};
 use crate::codex::events::{CommandRun, FailureKind, Transcript, Unfinished, classify};
 use crate::security::redact::ClientSecrets;
 
@@ -99,16 +99,18 @@ fn with_stderr(what: &str, stderr_tail: &str) -> String {
     format!("{what}: {}", &tail[start..])
 }
 
-/// The redacted output of a finished turn; `exec` is what only an exec turn's process tells
-/// (`None` for a warm turn).
+/// A finished turn: how it ended and its redacted output; `exec` is what only an exec turn's
+/// process tells (`None` for a warm turn).
 pub(super) fn finish(
+    ending: Ending,
     t: Transcript,
     opts: &RunOptions,
     duration: Duration,
     exec: Option<ExecExit>,
     containment: Containment,
-) -> TurnOutput {
-    TurnOutput {
+) -> TurnOutcome {
+    TurnOutcome {
+        ending,
         thread_id: t.thread_id,
         message: t.last_message.map(|m| opts.secrets.redact(&m).into_owned()),
         turn_usage: t.thread_usage.map(|u| u.delta(&opts.prior_thread_usage)),

@@ -392,14 +392,14 @@ impl WarmProcess {
         // the thread's usage is the session's prior total plus codex's per-call counts of this
         // turn (`drive`: a resumed process's running total may not include the turns of earlier
         // processes), so the turn's is that minus the prior, as on exec (`finish`)
-        let mut output = finish(t, opts, started.elapsed(), None, containment);
-        output.approvals = asks.records;
-        output.steered = asks
+        let mut outcome = finish(ending, t, opts, started.elapsed(), None, containment);
+        outcome.approvals = asks.records;
+        outcome.steered = asks
             .steered
             .iter()
             .map(|m| opts.secrets.redact(m).into_owned())
             .collect();
-        TurnOutcome { ending, output }
+        outcome
     }
 
     /// Fork the stored `thread` (`thread/fork`): a new thread that starts with a copy of its

@@ -113,10 +113,32 @@ impl std::fmt::Display for Ending {
     }
 }
 
-/// What a turn produced, redacted. Present on every ending, so a timeout still carries the
-/// partial answer.
-#[derive(Debug, Clone, Default)]
-pub struct TurnOutput {
+/// What only an exec turn's process tells: its exit status and the redacted tail of its
+/// stderr.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecExit {
+    /// `None`: killed by a signal.
+    pub exit_code: Option<i32>,
+    pub stderr_tail: String,
+}
+
+/// How the turn's processes were contained.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Containment {
+    /// A cgroup v2 of its own: every descendant is killed at the end.
+    Cgroup,
+    /// The process group plus a walk of codex's descendants.
+    #[default]
+    ProcessGroup,
+}
+
+/// How a turn ended and what it produced, redacted: the result of [`run`](super::run) and of a
+/// warm process's turn, the one turn path's answer. What it produced is there on every
+/// ending, so a timeout still carries the partial answer.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    pub ending: Ending,
     pub thread_id: Option<ThreadId>,
     /// The last agent message (the answer, or the partial answer).
     pub message: Option<String>,
@@ -143,38 +165,33 @@ pub struct TurnOutput {
     pub recorded: Option<crate::codex::rollout::TurnContext>,
 }
 
-/// What only an exec turn's process tells: its exit status and the redacted tail of its
-/// stderr.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecExit {
-    /// `None`: killed by a signal.
-    pub exit_code: Option<i32>,
-    pub stderr_tail: String,
-}
-
-/// How the turn's processes were contained.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Containment {
-    /// A cgroup v2 of its own: every descendant is killed at the end.
-    Cgroup,
-    /// The process group plus a walk of codex's descendants.
-    #[default]
-    ProcessGroup,
-}
-
-/// How a turn ended and what it produced: the result of [`run`](super::run) and of a warm
-/// process's turn, the one turn path's answer.
-#[derive(Debug, Clone)]
-pub struct TurnOutcome {
-    pub ending: Ending,
-    pub output: TurnOutput,
-}
-
 impl TurnOutcome {
+    /// A turn that ended so, having produced nothing (yet): what it produced is filled in by
+    /// whoever ran it.
+    pub fn ended(ending: Ending) -> TurnOutcome {
+        TurnOutcome {
+            ending,
+            thread_id: None,
+            message: None,
+            thread_usage: None,
+            turn_usage: None,
+            commands: Vec::new(),
+            files_changed: Vec::new(),
+            duration: Duration::ZERO,
+            exec: None,
+            unknown_events: 0,
+            malformed_lines: 0,
+            retries: 0,
+            containment: Containment::default(),
+            approvals: Vec::new(),
+            steered: Vec::new(),
+            recorded: None,
+        }
+    }
+
     /// Whether `codex exec` ran it (its process's exit is known), not a warm app-server: what
     /// codex may have recorded of it is judged by that (exec never asks a person).
     pub fn ran_with_exec(&self) -> bool {
-        self.output.exec.is_some()
+        self.exec.is_some()
     }
 }

@@ -18,7 +18,7 @@ pub(crate) async fn run_exec(
     opts.timeout = timeout;
     let mut outcome = run_process(spec, opts, env.sink.events()).await?;
     log_finished(&outcome);
-    outcome.output.recorded = match outcome.output.thread_id {
+    outcome.recorded = match outcome.thread_id {
         Some(t) if read_record => last_turn_context(&env.client.codex_home, &t),
         _ => None,
     };
@@ -29,8 +29,8 @@ pub(crate) async fn run_exec(
 pub(crate) fn log_finished(outcome: &TurnOutcome) {
     tracing::info!(
         ending = %outcome.ending,
-        duration_ms = outcome.output.duration.as_millis() as u64,
-        commands = outcome.output.commands.len(),
+        duration_ms = outcome.duration.as_millis() as u64,
+        commands = outcome.commands.len(),
         "turn finished"
     );
 }

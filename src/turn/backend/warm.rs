@@ -114,7 +114,7 @@ async fn on_app_server(
         }
         // read from the rollout codex reported for the thread (no walk of the sessions
         // directory)
-        outcome.output.recorded = match outcome.output.thread_id {
+        outcome.recorded = match outcome.thread_id {
             Some(t) if reads_record => crate::codex::rollout::turn_context_of(
                 &env.client.codex_home,
                 &t,
