@@ -96,6 +96,15 @@ impl Browser {
 
     /// One WebDriver command; its `value`. Panics on a WebDriver error.
     async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        let (status, v) = self.request(method, path, body).await;
+        if status != 200 {
+            panic!("{method} {path}: HTTP {status}: {v}");
+        }
+        v["value"].clone()
+    }
+
+    /// One WebDriver command: its HTTP status and its answer.
+    async fn request(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let host = self.addr.to_string();
         let r = http1::request(
@@ -111,10 +120,7 @@ impl Browser {
         .await;
         let v: Value = serde_json::from_str(&r.body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", r.body));
-        if r.status != 200 {
-            panic!("{method} {path}: HTTP {}: {v}", r.status);
-        }
-        v["value"].clone()
+        (r.status, v)
     }
 
     fn at(&self, rest: &str) -> String {
@@ -177,15 +183,23 @@ impl Browser {
         .await;
     }
 
-    /// The rendered text of the page's body.
+    /// The rendered text of the page's body. A page that is replaced while it is read (a
+    /// form's POST answered with the next page) is read again.
     pub async fn text(&self) -> String {
-        let body = json!({"using": "css selector", "value": "body"});
-        let e = self.call("POST", &self.at("/element"), Some(body)).await;
-        let id = e[ELEMENT].as_str().unwrap().to_owned();
-        let v = self
-            .call("GET", &self.at(&format!("/element/{id}/text")), None)
-            .await;
-        v.as_str().unwrap_or_default().to_owned()
+        for _ in 0..50 {
+            let body = json!({"using": "css selector", "value": "body"});
+            let e = self.call("POST", &self.at("/element"), Some(body)).await;
+            let id = e[ELEMENT].as_str().unwrap().to_owned();
+            let text = self.at(&format!("/element/{id}/text"));
+            match self.request("GET", &text, None).await {
+                (200, v) => return v["value"].as_str().unwrap_or_default().to_owned(),
+                (_, v) if v["value"]["error"] == "stale element reference" => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                (status, v) => panic!("GET {text}: HTTP {status}: {v}"),
+            }
+        }
+        panic!("the page kept being replaced while its text was read")
     }
 
     /// The page's DOM serialized.
