@@ -2,7 +2,7 @@
 //!
 //! # Layout
 //! Every top-level module, one line each (ARCHITECTURE.md walks through them):
-//! - [`actors`]: the registry and session actors, the limiter, and the [`actors::Bridge`] handle.
+//! - [`actors`]: the registry, session, one-shot and pool actors, and the [`actors::Bridge`] handle.
 //! - [`approval`]: a question codex puts to a person: read, screened, asked (forms, rounds, the
 //!   page), decided and recorded, in one room.
 //! - [`calls`]: what the MCP layer and the actors exchange: a call's request, a turn's answer,

@@ -1,4 +1,5 @@
-//! Every rule that declines a question without asking a person, in one place: a question whose
+//! The rules that decline a turn's question without asking a person (the channels in `ask/`
+//! also decline what none of them can show, or when nobody waits): a question whose
 //! texts cannot be shown as they are, or whose message is longer than a form shows whole
 //! ([`unshowable`]); an escalation whose model call may not be put to a person at all
 //! ([`escalable`]: not when it asked for a terminal, which the approval request itself does not

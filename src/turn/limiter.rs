@@ -73,7 +73,8 @@ impl Limiter {
         }
     }
 
-    /// A turn's wait for a slot (every caller's: a session's turn, a session-less call's): up
+    /// A turn's wait for a slot (every turn's: a session's, a session-less call's, entered by
+    /// `TurnEnv::enter`; a fork's or other thread operation's one-off takes [`Limiter::acquire`]): up
     /// to `timeout`, ended by `cancel`; `progress` hears once how many turns are ahead when it
     /// has to wait. The slot and the time spent queued.
     pub async fn queue_turn(
