@@ -106,16 +106,15 @@ impl Error {
 /// A turn's outcome as a result: the outcome when it completed; otherwise the matching error,
 /// carrying the partial answer of a timeout or a cancellation.
 pub fn turn_result(outcome: TurnOutcome) -> Result<TurnOutcome> {
-    let output = outcome;
-    match output.ending.clone() {
-        Ending::Completed => Ok(output),
+    match outcome.ending.clone() {
+        Ending::Completed => Ok(outcome),
         Ending::Failed { kind, message } => Err(Error::Codex { kind, message }),
         Ending::TimedOut { after } => Err(Error::TimedOut {
             after,
-            partial: output.message,
+            partial: outcome.message,
         }),
         Ending::Cancelled => Err(Error::Cancelled {
-            partial: output.message,
+            partial: outcome.message,
         }),
         Ending::OutputCapExceeded { limit } => Err(Error::OutputCap {
             what: "output",
